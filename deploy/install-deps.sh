@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package ipupod needs to build, test and run.
+# Idempotent: packages already present are skipped, and apt is only called
+# when something is missing. Must run as root (or with sudo available).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config ninja-build
+  libgrpc++-dev libgrpc-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
+  libabsl-dev
+  libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libopenblas-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libonnx-dev
+  libcli11-dev
+  libsqlite3-dev
+  python3 python3-torch python3-onnx python3-numpy
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,249 @@
+// File: scheduler/scheduler.h
+//
+// The Scheduler owns the simulated pod: its IPUs (device::Ipu), partitions,
+// sessions and the attach wait queue. It is the single source of truth; the
+// gRPC layer (server/) only translates requests and delivers events.
+//
+// Policy (docs/scheduling.md):
+//   * Partitions and grants are aligned power-of-two blocks (buddy style).
+//   * Attach is exclusive: an IPU is in at most one session.
+//   * The wait queue is first come, first served with conservative backfill:
+//     each waiter, in order, reserves the block it will get first; a later
+//     request is granted only on IPUs outside every earlier reservation, so
+//     it can never delay anyone ahead of it. A request without `wait` is
+//     treated as a waiter at the tail: it never takes a reserved IPU.
+//   * A request larger than its pool (pod or partition) fails at once.
+//
+// Errors: every method returns absl::Status with the gRPC-compatible code the
+// client sees (INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED,
+// RESOURCE_EXHAUSTED, FAILED_PRECONDITION, DEADLINE_EXCEEDED, ABORTED, ...),
+// and device errors carry common/errors.h payloads. A failed call changes
+// nothing.
+//
+// Thread safety: every public method is safe to call concurrently. One mutex
+// guards all state. AttachObserver callbacks run with that mutex held, so an
+// observer must not block and must not call back into the Scheduler from the
+// callback (lock order: Scheduler::mu_ before any observer lock).
+#ifndef IPUPOD_SCHEDULER_SCHEDULER_H_
+#define IPUPOD_SCHEDULER_SCHEDULER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/errors.h"
+#include "device/device_ids.h"
+#include "device/ipu.h"
+#include "device/pod_config.h"
+
+namespace ipupod::scheduler {
+
+class StateStore;
+
+// Who is calling; established by server/ from the token or the open-mode name.
+struct Caller {
+  std::string user;
+  bool admin = false;
+};
+
+enum class FaultKind { kIpuReset, kLinkReset, kPartitionReset, kFullReset, kUnrecoverable };
+
+// Seeded random faults for chaos testing: each session operation draws once;
+// with `probability_per_operation` one IPU of the session suffers a fault of a
+// kind drawn uniformly from `kinds`. Same seed and same operation order give
+// the same faults.
+struct RandomFaults {
+  uint64_t seed = 0;
+  double probability_per_operation = 0.0;
+  std::vector<FaultKind> kinds = {FaultKind::kIpuReset};
+};
+
+struct SchedulerOptions {
+  device::PodConfig pod;
+  // Wall time a reset keeps IPUs in kResetting (the simulated duration is
+  // reported separately; see docs/design.md).
+  absl::Duration ipu_reset_time = absl::Milliseconds(200);
+  absl::Duration partition_reset_time = absl::Milliseconds(500);
+  absl::Duration pod_reset_time = absl::Seconds(1);
+  // Bound on queued attach requests; more get RESOURCE_EXHAUSTED.
+  int max_waiters = 4096;
+  // Bounds on partitions and names (bad input is refused, never stored).
+  int max_partitions = 256;
+  int max_name_length = 64;
+  RandomFaults random_faults;
+};
+
+// ---- Read-only snapshots, copied out under the lock.
+
+struct IpuView {
+  int id = 0;
+  device::IpuState state = device::IpuState::kIdle;
+  RecoveryAction recovery_action = RecoveryAction::kNone;
+  std::string partition;
+  std::string session;
+  std::string owner;
+  uint64_t memory_used_bytes = 0;
+  uint64_t memory_total_bytes = 0;
+  std::string failure_reason;
+};
+
+struct PartitionView {
+  std::string name;
+  device::Block block;
+  int device_id = 0;
+  std::string owner;
+  int64_t created_unix_ms = 0;
+  std::vector<std::string> sessions;
+};
+
+struct SessionView {
+  std::string id;
+  std::string user;
+  std::vector<int> ipus;       // all granted IPUs (block order)
+  int device_id = 0;
+  int requested_ipus = 0;
+  std::vector<int> idle_ipus;  // auto-round extras
+  std::string partition;
+  int64_t attached_unix_ms = 0;
+  std::string client;
+  bool needs_load = false;
+};
+
+struct QueueEntryView {
+  std::string ticket;
+  int position = 0;  // 1-based
+  std::string user;
+  int num_ipus = 0;
+  std::string partition;
+  double waited_seconds = 0;
+  double timeout_seconds = 0;
+  std::string client;
+};
+
+struct QueuePositionView {
+  std::string ticket;
+  int position = 0;
+  int queue_length = 0;
+  std::vector<std::string> blocking_sessions;
+};
+
+struct PodView {
+  std::string name;
+  int num_ipus = 0;
+  int free_ipus = 0;
+  int failed_ipus = 0;
+  int waiting = 0;
+  std::vector<IpuView> ipus;
+  std::vector<PartitionView> partitions;
+  std::vector<SessionView> sessions;
+};
+
+struct FaultResult {
+  std::vector<int> affected_ipus;
+  std::vector<std::string> affected_sessions;
+};
+
+struct ResetResult {
+  std::vector<int> reset_ipus;
+  std::vector<std::string> affected_sessions;
+  double simulated_seconds = 0;
+};
+
+// ---- Attach
+
+struct AttachRequest {
+  int64_t num_ipus = 0;
+  std::string partition;  // "" = free pool
+  bool wait = false;
+  absl::Duration wait_timeout = absl::ZeroDuration();  // zero = no limit
+  bool auto_round = false;
+  std::string client;
+};
+
+// Receives the life of one attach request. Implemented by the server's attach
+// stream. Called with the Scheduler's mutex held (see the file comment).
+class AttachObserver {
+ public:
+  virtual ~AttachObserver() = default;
+  // The request's queue position, on entry and whenever it changes.
+  virtual void OnQueued(const QueuePositionView& position) = 0;
+  // The grant; called at most once.
+  virtual void OnGranted(const SessionView& session) = 0;
+  // The request or session ended for a reason other than Release(): the wait
+  // timed out (DEADLINE_EXCEEDED), the session was detached by another call or
+  // its partition force-removed (ABORTED), or the scheduler shut down
+  // (UNAVAILABLE). Called at most once, and never after Release().
+  virtual void OnEnded(const absl::Status& why) = 0;
+};
+
+using ResetDone = std::function<void(absl::StatusOr<ResetResult>)>;
+
+class Scheduler {
+ public:
+  // Loads persisted partitions and failed IPUs from `store` (may be null: no
+  // persistence). FAILED_PRECONDITION when the stored state does not fit the
+  // configured pod. `store` must outlive the Scheduler.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(SchedulerOptions options,
+                                                           StateStore* store);
+  virtual ~Scheduler() = default;
+
+  // ---- Pod
+  virtual PodView GetPod() const = 0;
+  // Admin only. Affected sessions see the error on their next operation.
+  virtual absl::StatusOr<FaultResult> InjectFault(const Caller& caller, int ipu,
+                                                  FaultKind kind) = 0;
+  // Resets complete asynchronously after the configured reset time; `done`
+  // runs exactly once (possibly before the call returns, on error) without
+  // the Scheduler's mutex held. Who may reset: the IPU's session owner, its
+  // partition owner, anyone for an unowned IPU, or an admin.
+  virtual void ResetIpu(const Caller& caller, int ipu, ResetDone done) = 0;
+  virtual void ResetPartition(const Caller& caller, absl::string_view name, ResetDone done) = 0;
+  virtual void ResetSession(const Caller& caller, absl::string_view session, ResetDone done) = 0;
+  virtual void ResetPod(const Caller& caller, ResetDone done) = 0;  // admin
+  // Admin: kFailed -> back in service.
+  virtual absl::StatusOr<IpuView> RepairIpu(const Caller& caller, int ipu) = 0;
+
+  // ---- Partitions
+  virtual absl::StatusOr<PartitionView> CreatePartition(const Caller& caller,
+                                                        absl::string_view name,
+                                                        int64_t size) = 0;
+  virtual absl::StatusOr<PartitionView> GetPartition(absl::string_view name) const = 0;
+  virtual std::vector<PartitionView> ListPartitions() const = 0;
+  // Returns the sessions it detached (only with `force`).
+  virtual absl::StatusOr<std::vector<std::string>> RemovePartition(const Caller& caller,
+                                                                   absl::string_view name,
+                                                                   bool force) = 0;
+
+  // ---- Sessions
+  // Validates and either grants at once, queues (wait), or fails. On success
+  // returns the ticket that names this request for Release(); the observer
+  // has already received OnGranted or OnQueued when this returns.
+  virtual absl::StatusOr<std::string> Attach(const Caller& caller, const AttachRequest& request,
+                                             std::shared_ptr<AttachObserver> observer) = 0;
+  // The client behind `ticket` went away: leave the queue, or end the
+  // session and free its IPUs. Idempotent; unknown tickets are ignored.
+  virtual void Release(absl::string_view ticket) = 0;
+  // Ends a session by id (its owner or an admin); its observer gets OnEnded
+  // with ABORTED. Returns the released IPUs.
+  virtual absl::StatusOr<std::vector<int>> Detach(const Caller& caller,
+                                                  absl::string_view session) = 0;
+  // The session's state; its device error if an IPU of it is faulted,
+  // resetting (UNAVAILABLE) or failed. Counts as an operation (random faults).
+  virtual absl::StatusOr<SessionView> GetSession(const Caller& caller,
+                                                 absl::string_view session) = 0;
+  virtual std::vector<QueueEntryView> ListQueue() const = 0;
+
+  // Ends every request and session (observers get UNAVAILABLE) and stops the
+  // timer thread. Idempotent; later calls fail with UNAVAILABLE.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace ipupod::scheduler
+
+#endif  // IPUPOD_SCHEDULER_SCHEDULER_H_

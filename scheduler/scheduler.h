@@ -77,6 +77,10 @@ struct SchedulerOptions {
   int max_partitions = 256;
   int max_name_length = 64;
   RandomFaults random_faults;
+  // The clock for timestamps, waits and timeouts; empty = absl::Now. A test or
+  // a replay driver may supply its own (the timer re-reads it at least every
+  // 500 ms of wall time, so a clock that jumps ahead fires due work promptly).
+  std::function<absl::Time()> clock;
 };
 
 // ---- Read-only snapshots, copied out under the lock.

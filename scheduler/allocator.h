@@ -1,0 +1,60 @@
+// File: scheduler/allocator.h
+//
+// Block placement over IPU masks: pure functions, no state. A mask has one
+// bit per IPU of the pod (bit i = IPU i). A "region" is the aligned block a
+// request may draw from: the whole pod for the free pool, or a partition's
+// block. Every block returned is aligned (start % size == 0) and inside the
+// region.
+//
+// Policy (docs/scheduling.md):
+//   * FindFreeBlock is best fit: among free candidates it prefers the one whose
+//     enclosing 2n block has the most IPUs unavailable, so small grants fill
+//     fragments first and large blocks stay whole. Ties go to the lowest start.
+//   * ReservationFor picks, for a waiter that cannot be granted now, the block
+//     it will get first: the eligible block with the fewest IPUs in use, away
+//     from earlier reservations when possible. Ties go to the lowest start.
+//
+// Thread safety: pure functions.
+#ifndef IPUPOD_SCHEDULER_ALLOCATOR_H_
+#define IPUPOD_SCHEDULER_ALLOCATOR_H_
+
+#include <bitset>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "device/device_ids.h"
+#include "device/hardware.h"
+
+namespace ipupod::scheduler {
+
+using IpuMask = std::bitset<device::kMaxPodIpus>;
+
+// The bits of `block`. REQUIRES: block inside 0..kMaxPodIpus.
+IpuMask MaskOf(const device::Block& block);
+// The set bits as IPU ids, ascending.
+std::vector<int> IpusOf(const IpuMask& mask);
+// "3", "4-7", "0-3,8" (ranges of consecutive ids); "" for an empty mask.
+std::string FormatIpus(const IpuMask& mask);
+
+// An aligned block of `size` IPUs inside `region` whose IPUs are all in
+// `usable` and none in `reserved`; nullopt when there is none.
+// Best fit: prefer the candidate whose enclosing 2*size block has the most
+// IPUs that are not (usable and unreserved); ties to the lowest start.
+// REQUIRES: region aligned; size a power of two.
+std::optional<device::Block> FindFreeBlock(const IpuMask& usable, const IpuMask& reserved,
+                                           const device::Block& region, int size);
+
+// The block a waiter that cannot be granted should reserve: an aligned block
+// of `size` inside `region`, all of whose IPUs are in `eligible` (the IPUs the
+// request may ever use: its pool minus failed IPUs). Among the candidates that
+// do not overlap `reserved` (or, if there are none, among all of them) it
+// picks the one with the fewest IPUs in `in_use`; ties to the lowest start.
+// nullopt when every candidate holds an ineligible IPU.
+std::optional<device::Block> ReservationFor(const IpuMask& eligible, const IpuMask& in_use,
+                                            const IpuMask& reserved, const device::Block& region,
+                                            int size);
+
+}  // namespace ipupod::scheduler
+
+#endif  // IPUPOD_SCHEDULER_ALLOCATOR_H_

@@ -1,0 +1,395 @@
+// The Scheduler: creation and restore, snapshots, the queue pass, shutdown.
+// Sessions, partitions and faults/resets live in their own files
+// (scheduler_impl.h lists them).
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "device/pod_config.h"
+#include "scheduler/scheduler_impl.h"
+#include "scheduler/validation.h"
+#include "spdlog/spdlog.h"
+
+namespace ipupod::scheduler {
+namespace {
+
+using device::Block;
+
+absl::Status CheckOptions(const SchedulerOptions& options) {
+  IPUPOD_RETURN_IF_ERROR(device::PodFromSize(options.pod.num_ipus).status());
+  if (options.max_waiters < 1 || options.max_partitions < 0 || options.max_name_length < 1) {
+    return absl::InvalidArgumentError(
+        "max_waiters and max_name_length must be at least 1, max_partitions at least 0");
+  }
+  if (options.ipu_reset_time < absl::ZeroDuration() ||
+      options.partition_reset_time < absl::ZeroDuration() ||
+      options.pod_reset_time < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("reset times must not be negative");
+  }
+  const RandomFaults& rf = options.random_faults;
+  if (!(rf.probability_per_operation >= 0 && rf.probability_per_operation <= 1)) {
+    return absl::InvalidArgumentError("random fault probability must be between 0 and 1");
+  }
+  if (rf.probability_per_operation > 0 && rf.kinds.empty()) {
+    return absl::InvalidArgumentError("random faults need at least one fault kind");
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeStored(const StoredPartition& p) {
+  return absl::StrFormat("partition %s (start %d, size %d)", p.name, p.start, p.size);
+}
+
+// Problems of one stored partition on its own (not against the others).
+std::vector<std::string> PartitionProblems(const StoredPartition& p, const device::PodConfig& pod,
+                                           int max_name_length) {
+  std::vector<std::string> problems;
+  if (!ValidateName("name", p.name, max_name_length).ok()) {
+    problems.push_back(absl::StrCat(DescribeStored(p), " has an invalid name"));
+  }
+  if (!device::IsPowerOfTwo(p.size) || p.start < 0 || p.start % p.size != 0) {
+    problems.push_back(absl::StrCat(DescribeStored(p), " is misaligned"));
+  } else if (p.start + p.size > pod.num_ipus) {
+    problems.push_back(
+        absl::StrFormat("%s does not fit %s (%d IPUs)", DescribeStored(p), pod.name, pod.num_ipus));
+  }
+  return problems;
+}
+
+}  // namespace
+
+absl::Status CheckStoredState(const StoredState& state, const device::PodConfig& pod,
+                              int max_name_length) {
+  std::vector<std::string> problems;
+  const auto& parts = state.partitions;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::vector<std::string> own = PartitionProblems(parts[i], pod, max_name_length);
+    problems.insert(problems.end(), own.begin(), own.end());
+    for (size_t j = 0; j < i; ++j) {
+      if (parts[j].name == parts[i].name) {
+        problems.push_back(absl::StrCat("partition ", parts[i].name, " is stored twice"));
+      } else if (parts[i].size > 0 && parts[j].size > 0 &&
+                 Block{parts[i].start, parts[i].size}.Overlaps(
+                     Block{parts[j].start, parts[j].size})) {
+        problems.push_back(
+            absl::StrCat(DescribeStored(parts[i]), " overlaps ", DescribeStored(parts[j])));
+      }
+    }
+  }
+  for (const StoredFailure& f : state.failures) {
+    if (f.ipu < 0 || f.ipu >= pod.num_ipus) {
+      problems.push_back(absl::StrFormat("failed IPU %d is outside %s", f.ipu, pod.name));
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("the stored state does not fit ", pod.name, ": ", absl::StrJoin(problems, "; "),
+                   "; start with a pod that holds them, or remove them from the store"));
+}
+
+std::string JoinSessions(const std::vector<const Session*>& sessions) {
+  return absl::StrJoin(sessions, ", ", [](std::string* out, const Session* s) {
+    absl::StrAppend(out, s->id, " (", s->user, ")");
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions options,
+                                                             StateStore* store) {
+  IPUPOD_RETURN_IF_ERROR(CheckOptions(options));
+  if (options.pod.ipu == nullptr) options.pod.ipu = &device::kGc200;
+  if (!options.clock) options.clock = &absl::Now;
+  StoredState state;
+  if (store != nullptr) {
+    IPUPOD_ASSIGN_OR_RETURN(state, store->Load());
+  }
+  IPUPOD_RETURN_IF_ERROR(CheckStoredState(state, options.pod, options.max_name_length));
+  uint64_t boot_id = 1;
+  if (store != nullptr) {
+    IPUPOD_ASSIGN_OR_RETURN(boot_id, store->NextBootId());
+  }
+  auto scheduler = std::make_unique<SchedulerImpl>(std::move(options), store, boot_id);
+  scheduler->Restore(state);
+  return scheduler;
+}
+
+SchedulerImpl::SchedulerImpl(SchedulerOptions options, StateStore* store, uint64_t boot_id)
+    : options_(std::move(options)),
+      store_(store),
+      boot_id_(boot_id),
+      queue_(options_.max_waiters),
+      rng_(options_.random_faults.seed),
+      // Pending timers are wait timeouts (<= max_waiters) and resets (each
+      // holds at least one IPU in kResetting), so this bound is never reached.
+      timer_(static_cast<size_t>(options_.max_waiters) + 2 * device::kMaxPodIpus, options_.clock) {
+  sync::MutexLock lock(&mu_);
+  for (int i = 0; i < pod_size(); ++i) ipus_.emplace_back(i, *options_.pod.ipu);
+  ipu_session_.resize(pod_size());
+  ipu_partition_.resize(pod_size());
+}
+
+SchedulerImpl::~SchedulerImpl() { Shutdown(); }
+
+void SchedulerImpl::Restore(const StoredState& state) {
+  sync::MutexLock lock(&mu_);
+  for (const StoredPartition& p : state.partitions) {
+    Partition partition{p.name, Block{p.start, p.size}, p.owner, p.created_unix_ms};
+    for (int i = p.start; i < p.start + p.size; ++i) ipu_partition_[i] = p.name;
+    partitions_.emplace(p.name, std::move(partition));
+  }
+  for (const StoredFailure& f : state.failures) ipus_[f.ipu].Fail(f.reason);
+  spdlog::info("scheduler: {} boot {}: {} partitions, {} failed IPUs restored", options_.pod.name,
+               boot_id_, state.partitions.size(), state.failures.size());
+}
+
+// ---------------------------------------------------------------- helpers
+
+absl::Status SchedulerImpl::CheckRunningLocked() const {
+  if (!shutdown_) return absl::OkStatus();
+  return absl::UnavailableError("the server is shutting down; try again when it is back");
+}
+
+absl::Status SchedulerImpl::CheckIpuId(int ipu) const {
+  if (ipu >= 0 && ipu < pod_size()) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrFormat("IPU %d does not exist; %s has IPUs 0 to %d", ipu,
+                                             options_.pod.name, pod_size() - 1));
+}
+
+IpuMask SchedulerImpl::PodMask() const { return MaskOf(Block{0, pod_size()}); }
+
+IpuMask SchedulerImpl::AllocatableLocked() const {
+  IpuMask mask;
+  for (int i = 0; i < pod_size(); ++i) mask.set(i, ipus_[i].Allocatable());
+  return mask;
+}
+
+IpuMask SchedulerImpl::HealthyLocked() const {
+  IpuMask mask;
+  for (int i = 0; i < pod_size(); ++i) mask.set(i, ipus_[i].state() != device::IpuState::kFailed);
+  return mask;
+}
+
+IpuMask SchedulerImpl::PartitionedLocked() const {
+  IpuMask mask;
+  for (int i = 0; i < pod_size(); ++i) mask.set(i, !ipu_partition_[i].empty());
+  return mask;
+}
+
+Demand SchedulerImpl::DemandLocked(const std::string& partition, int size) const {
+  if (partition.empty())
+    return Demand{size, Block{0, pod_size()}, PodMask() & ~PartitionedLocked()};
+  const Block block = partitions_.at(partition).block;
+  return Demand{size, block, MaskOf(block)};
+}
+
+const Session* SchedulerImpl::SessionOfIpuLocked(int ipu) const {
+  if (ipu_session_[ipu].empty()) return nullptr;
+  auto it = sessions_.find(ipu_session_[ipu]);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+
+std::string SchedulerImpl::NextId(absl::string_view prefix, uint64_t* counter) const {
+  return absl::StrCat(prefix, boot_id_, "-", (*counter)++);
+}
+
+std::string SchedulerImpl::DescribeOccupancyLocked(const IpuMask& mask,
+                                                   bool with_partitions) const {
+  std::vector<std::string> parts;
+  for (const SessionView& s : SessionViewsLocked()) {
+    if ((MaskOf(Block{s.ipus.front(), static_cast<int>(s.ipus.size())}) & mask).none()) continue;
+    parts.push_back(absl::StrFormat("session %s (%s, IPUs %d-%d)", s.id, s.user, s.ipus.front(),
+                                    s.ipus.back()));
+  }
+  std::vector<const Partition*> partitions;
+  for (const auto& [name, p] : partitions_) {
+    if (with_partitions && (MaskOf(p.block) & mask).any()) partitions.push_back(&p);
+  }
+  std::sort(partitions.begin(), partitions.end(),
+            [](const Partition* a, const Partition* b) { return a->block.start < b->block.start; });
+  for (const Partition* p : partitions) {
+    parts.push_back(absl::StrFormat("partition %s (%s, IPUs %s)", p->name, p->owner,
+                                    FormatIpus(MaskOf(p->block))));
+  }
+  IpuMask failed, faulted, resetting;
+  for (int i = 0; i < pod_size(); ++i) {
+    if (!mask.test(i) || !ipu_session_[i].empty()) continue;
+    failed.set(i, ipus_[i].state() == device::IpuState::kFailed);
+    faulted.set(i, ipus_[i].state() == device::IpuState::kError);
+    resetting.set(i, ipus_[i].state() == device::IpuState::kResetting);
+  }
+  if (failed.any()) parts.push_back(absl::StrCat("failed IPUs ", FormatIpus(failed)));
+  if (faulted.any()) parts.push_back(absl::StrCat("IPUs in error ", FormatIpus(faulted)));
+  if (resetting.any()) parts.push_back(absl::StrCat("resetting IPUs ", FormatIpus(resetting)));
+  return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
+}
+
+// ---------------------------------------------------------------- views
+
+IpuView SchedulerImpl::IpuViewLocked(int ipu) const {
+  const device::Ipu& d = ipus_[ipu];
+  IpuView view{ipu,
+               d.state(),
+               d.recovery_action(),
+               ipu_partition_[ipu],
+               ipu_session_[ipu],
+               "",
+               d.memory_used_bytes(),
+               d.memory_total_bytes(),
+               d.failure_reason()};
+  if (const Session* s = SessionOfIpuLocked(ipu)) {
+    view.owner = s->user;
+  } else if (!view.partition.empty()) {
+    view.owner = partitions_.at(view.partition).owner;
+  }
+  return view;
+}
+
+PartitionView SchedulerImpl::PartitionViewLocked(const Partition& p) const {
+  PartitionView view{p.name,  p.block,           device::DeviceIdOf(pod_size(), p.block),
+                     p.owner, p.created_unix_ms, {}};
+  for (const SessionView& s : SessionViewsLocked()) {
+    if (s.partition == p.name) view.sessions.push_back(s.id);
+  }
+  return view;
+}
+
+SessionView SchedulerImpl::SessionViewLocked(const Session& s) const {
+  SessionView view;
+  view.id = s.id;
+  view.user = s.user;
+  for (int i = s.block.start; i < s.block.start + s.block.size; ++i) view.ipus.push_back(i);
+  for (int i = s.block.start + s.requested_ipus; i < s.block.start + s.block.size; ++i) {
+    view.idle_ipus.push_back(i);  // auto-round extras: the last IPUs of the block
+  }
+  view.device_id = device::DeviceIdOf(pod_size(), s.block);
+  view.requested_ipus = s.requested_ipus;
+  view.partition = s.partition;
+  view.attached_unix_ms = s.attached_unix_ms;
+  view.client = s.client;
+  view.needs_load = s.needs_load;
+  return view;
+}
+
+std::vector<SessionView> SchedulerImpl::SessionViewsLocked() const {
+  std::vector<SessionView> views;
+  for (const auto& [id, s] : sessions_) views.push_back(SessionViewLocked(s));
+  std::sort(views.begin(), views.end(),
+            [](const SessionView& a, const SessionView& b) { return a.ipus[0] < b.ipus[0]; });
+  return views;
+}
+
+PodView SchedulerImpl::GetPod() const {
+  sync::MutexLock lock(&mu_);
+  PodView pod;
+  pod.name = options_.pod.name;
+  pod.num_ipus = pod_size();
+  pod.free_ipus = static_cast<int>((AllocatableLocked() & ~PartitionedLocked()).count());
+  pod.failed_ipus = static_cast<int>((PodMask() & ~HealthyLocked()).count());
+  pod.waiting = queue_.size();
+  for (int i = 0; i < pod_size(); ++i) pod.ipus.push_back(IpuViewLocked(i));
+  for (const auto& [name, p] : partitions_) pod.partitions.push_back(PartitionViewLocked(p));
+  std::sort(
+      pod.partitions.begin(), pod.partitions.end(),
+      [](const PartitionView& a, const PartitionView& b) { return a.block.start < b.block.start; });
+  pod.sessions = SessionViewsLocked();
+  return pod;
+}
+
+// ---------------------------------------------------------------- queue pass
+
+BackfillPlan SchedulerImpl::PlanQueueLocked(const std::optional<Demand>& tail) const {
+  std::vector<Demand> demands;
+  demands.reserve(queue_.size() + 1);
+  for (const Waiter& w : queue_.waiters()) demands.push_back(DemandLocked(w.partition, w.num_ipus));
+  if (tail) demands.push_back(*tail);
+  return PlanBackfill(demands, AllocatableLocked(), HealthyLocked());
+}
+
+void SchedulerImpl::RunQueueLocked() {
+  if (shutdown_) return;
+  if (!queue_.empty()) {
+    const BackfillPlan plan = PlanQueueLocked();
+    std::vector<std::pair<std::string, Block>> grants;
+    for (size_t i = 0; i < plan.grants.size(); ++i) {
+      if (plan.grants[i]) grants.emplace_back(queue_.waiters()[i].ticket, *plan.grants[i]);
+    }
+    for (auto& [ticket, block] : grants) {
+      std::optional<Waiter> waiter = queue_.Remove(ticket);
+      if (waiter->timer_id != 0) timer_.Cancel(waiter->timer_id);
+      GrantLocked(std::move(*waiter), block);
+    }
+  }
+  NotifyPositionsLocked();
+}
+
+void SchedulerImpl::NotifyPositionsLocked() {
+  std::vector<PositionChange> changes = queue_.TakePositionChanges();
+  if (changes.empty()) return;
+  const BackfillPlan plan = PlanQueueLocked();
+  for (const PositionChange& change : changes) {
+    if (!change.observer) continue;
+    const size_t index = static_cast<size_t>(change.position - 1);
+    const Waiter& w = queue_.waiters()[index];
+    QueuePositionView view{
+        change.ticket, change.position, change.queue_length,
+        BlockingSessionsLocked(plan, index, DemandLocked(w.partition, w.num_ipus))};
+    change.observer->OnQueued(view);
+  }
+}
+
+std::vector<std::string> SchedulerImpl::BlockingSessionsLocked(const BackfillPlan& plan,
+                                                               size_t index,
+                                                               const Demand& demand) const {
+  // The sessions in the block the waiter reserved, or in its whole pool when
+  // it could not reserve one.
+  const IpuMask scope = index < plan.reservations.size() && plan.reservations[index]
+                            ? MaskOf(*plan.reservations[index])
+                            : demand.members;
+  std::vector<std::string> ids;
+  for (const SessionView& s : SessionViewsLocked()) {
+    if ((MaskOf(Block{s.ipus.front(), static_cast<int>(s.ipus.size())}) & scope).any()) {
+      ids.push_back(s.id);
+    }
+  }
+  return ids;
+}
+
+// ---------------------------------------------------------------- shutdown
+
+void SchedulerImpl::Shutdown() {
+  std::vector<ResetDone> dones;
+  {
+    sync::MutexLock lock(&mu_);
+    if (!shutdown_) FinishShutdownLocked();
+    for (auto& [id, reset] : resets_) {
+      if (reset.done) dones.push_back(std::move(reset.done));
+    }
+    resets_.clear();
+  }
+  timer_.Stop();  // outside mu_: a running timer callback may be waiting for it
+  for (ResetDone& done : dones) {
+    done(absl::UnavailableError("the server is shutting down; the reset did not complete"));
+  }
+}
+
+void SchedulerImpl::FinishShutdownLocked() {
+  shutdown_ = true;
+  for (Waiter& w : queue_.TakeAll()) {
+    if (w.observer) {
+      w.observer->OnEnded(absl::UnavailableError(
+          absl::StrFormat("server is shutting down; attach request %s ended", w.ticket)));
+    }
+  }
+  std::vector<std::string> ids;
+  for (const auto& [id, s] : sessions_) ids.push_back(id);
+  for (const std::string& id : ids) {
+    const absl::Status why =
+        absl::UnavailableError(absl::StrFormat("server is shutting down; session %s ended", id));
+    EndSessionLocked(id, &why);
+  }
+  spdlog::info("scheduler: shut down; {} sessions ended", ids.size());
+}
+
+}  // namespace ipupod::scheduler

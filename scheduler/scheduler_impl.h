@@ -1,0 +1,230 @@
+// File: scheduler/scheduler_impl.h
+//
+// The concrete Scheduler (internal; users include scheduler/scheduler.h and
+// call Scheduler::Create). Its definitions are split by concern:
+//   scheduler.cc   creation, restore, views, the queue pass, shutdown
+//   sessions.cc    attach, release, detach, sessions' health
+//   partitions.cc  partitions
+//   faults.cc      faults, resets, repair, random faults
+//
+// Thread safety: one absl::Mutex (mu_) guards all state. Observers are called
+// with mu_ held (scheduler.h). ResetDone callbacks and the timer's callbacks
+// run without mu_; the timer is only ever called with mu_ held or from its own
+// thread (lock order: mu_, then the timer's lock).
+#ifndef IPUPOD_SCHEDULER_SCHEDULER_IMPL_H_
+#define IPUPOD_SCHEDULER_SCHEDULER_IMPL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "device/device_ids.h"
+#include "device/ipu.h"
+#include "scheduler/allocator.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/state_store.h"
+#include "scheduler/sync.h"
+#include "scheduler/timer.h"
+#include "scheduler/wait_queue.h"
+
+namespace ipupod::scheduler {
+
+struct Partition {
+  std::string name;
+  device::Block block;
+  std::string owner;
+  int64_t created_unix_ms = 0;
+};
+
+struct Session {
+  std::string id;
+  std::string ticket;
+  std::string user;
+  device::Block block;
+  int requested_ipus = 0;
+  std::string partition;
+  int64_t attached_unix_ms = 0;
+  std::string client;
+  bool needs_load = false;
+  std::shared_ptr<AttachObserver> observer;  // may be null
+};
+
+struct PendingReset {
+  std::vector<int> ipus;
+  std::vector<std::string> sessions;
+  double simulated_seconds = 0;
+  ResetDone done;  // empty for automatic resets
+};
+
+// The outcome of starting a reset: an error, a result to deliver at once
+// (nothing needed resetting), or nullopt when it completes on the timer.
+using ResetStart = absl::StatusOr<std::optional<ResetResult>>;
+
+class SchedulerImpl final : public Scheduler {
+ public:
+  SchedulerImpl(SchedulerOptions options, StateStore* store, uint64_t boot_id);
+  ~SchedulerImpl() override;
+  SchedulerImpl(const SchedulerImpl&) = delete;
+  SchedulerImpl& operator=(const SchedulerImpl&) = delete;
+
+  // Applies checked stored state (CheckStoredState). Called once, before use.
+  void Restore(const StoredState& state);
+
+  PodView GetPod() const override;
+  absl::StatusOr<FaultResult> InjectFault(const Caller& caller, int ipu, FaultKind kind) override;
+  void ResetIpu(const Caller& caller, int ipu, ResetDone done) override;
+  void ResetPartition(const Caller& caller, absl::string_view name, ResetDone done) override;
+  void ResetSession(const Caller& caller, absl::string_view session, ResetDone done) override;
+  void ResetPod(const Caller& caller, ResetDone done) override;
+  absl::StatusOr<IpuView> RepairIpu(const Caller& caller, int ipu) override;
+
+  absl::StatusOr<PartitionView> CreatePartition(const Caller& caller, absl::string_view name,
+                                                int64_t size) override;
+  absl::StatusOr<PartitionView> GetPartition(absl::string_view name) const override;
+  std::vector<PartitionView> ListPartitions() const override;
+  absl::StatusOr<std::vector<std::string>> RemovePartition(const Caller& caller,
+                                                           absl::string_view name,
+                                                           bool force) override;
+
+  absl::StatusOr<std::string> Attach(const Caller& caller, const AttachRequest& request,
+                                     std::shared_ptr<AttachObserver> observer) override;
+  void Release(absl::string_view ticket) override;
+  absl::StatusOr<std::vector<int>> Detach(const Caller& caller, absl::string_view session) override;
+  absl::StatusOr<SessionView> GetSession(const Caller& caller, absl::string_view session) override;
+  std::vector<QueueEntryView> ListQueue() const override;
+
+  void Shutdown() override;
+
+ private:
+  // ---- scheduler.cc: state helpers
+  int pod_size() const { return options_.pod.num_ipus; }
+  absl::Time Now() const { return options_.clock(); }
+  absl::Status CheckRunningLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckIpuId(int ipu) const;
+  IpuMask PodMask() const;
+  IpuMask AllocatableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  IpuMask HealthyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  IpuMask PartitionedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The pool of a request: the partition's block, or the IPUs in no partition.
+  Demand DemandLocked(const std::string& partition, int size) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const Session* SessionOfIpuLocked(int ipu) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "sessions s1-1 (alice, IPUs 0-7); partitions p1 (bob, IPUs 8-11); IPU 12 failed".
+  std::string DescribeOccupancyLocked(const IpuMask& mask, bool with_partitions) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NextId(absl::string_view prefix, uint64_t* counter) const;
+
+  // ---- scheduler.cc: views
+  IpuView IpuViewLocked(int ipu) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PartitionView PartitionViewLocked(const Partition& partition) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SessionView SessionViewLocked(const Session& session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<SessionView> SessionViewsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- scheduler.cc: the queue pass
+  BackfillPlan PlanQueueLocked(const std::optional<Demand>& tail = std::nullopt) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Grants every waiter the plan can, then sends changed positions. Run after
+  // anything that may let a waiter through (IPUs freed, a waiter gone).
+  void RunQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotifyPositionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::string> BlockingSessionsLocked(const BackfillPlan& plan, size_t index,
+                                                  const Demand& demand) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishShutdownLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- sessions.cc
+  absl::StatusOr<Demand> CheckAttachLocked(const Caller& caller, const AttachRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status NoFitErrorLocked(const AttachRequest& request, const Demand& demand) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::string> EnqueueLocked(const Caller& caller, const AttachRequest& request,
+                                            const Demand& demand,
+                                            std::shared_ptr<AttachObserver> observer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void GrantLocked(Waiter waiter, const device::Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWaitTimeout(const std::string& ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status TimeoutErrorLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a session: detaches its IPUs and auto-resets their recoverable
+  // errors. `why` (if any) goes to its observer. Returns the released IPUs.
+  std::vector<int> EndSessionLocked(const std::string& id, const absl::Status* why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a waiter without granting it; `why` goes to its observer.
+  void EndWaiterLocked(const std::string& ticket, const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Session*> OwnSessionLocked(const Caller& caller, absl::string_view id,
+                                            absl::string_view verb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SessionHealthLocked(const Session& session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- partitions.cc
+  absl::StatusOr<device::Block> PlacePartitionLocked(absl::string_view name, int size) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<const Partition*> OwnPartitionLocked(const Caller& caller, absl::string_view name,
+                                                      absl::string_view verb) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the partition's `sessions` and waiters (ABORTED, naming `by`).
+  void EndPartitionUsersLocked(const std::string& partition,
+                               const std::vector<std::string>& sessions, absl::string_view by)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ErasePartitionLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- faults.cc
+  absl::StatusOr<FaultResult> ApplyFaultLocked(int ipu, FaultKind kind, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  IpuMask FaultScopeLocked(int ipu, FaultKind kind) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeRandomFaultLocked(const Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string ClearCommandLocked(int ipu, RecoveryAction action) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckResetIpuLocked(const Caller& caller, int ipu) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks every IPU of `scope` first, then moves them to kResetting and
+  // schedules the end. Failed and already-resetting IPUs are skipped.
+  ResetStart StartResetLocked(const IpuMask& scope, RecoveryAction level, absl::Duration time,
+                              ResetDone* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AutoResetLocked(const std::vector<int>& ipus) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishReset(uint64_t reset_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const SchedulerOptions options_;
+  StateStore* const store_;
+  const uint64_t boot_id_;
+
+  mutable absl::Mutex mu_;
+  std::vector<device::Ipu> ipus_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> ipu_session_ ABSL_GUARDED_BY(mu_);    // "" = none
+  std::vector<std::string> ipu_partition_ ABSL_GUARDED_BY(mu_);  // "" = pool
+  absl::flat_hash_map<std::string, Partition> partitions_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> ticket_session_ ABSL_GUARDED_BY(mu_);
+  WaitQueue queue_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, PendingReset> resets_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_reset_ ABSL_GUARDED_BY(mu_) = 1;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Last member: its thread stops (in Shutdown) before the state above dies.
+  Timer timer_;
+};
+
+// FAILED_PRECONDITION naming every stored partition that overlaps another, is
+// misaligned or does not fit `pod`, and every failure outside it.
+absl::Status CheckStoredState(const StoredState& state, const device::PodConfig& pod,
+                              int max_name_length);
+
+// "s1-1 (alice)" for each session id in `ids`, joined by ", ".
+std::string JoinSessions(const std::vector<const Session*>& sessions);
+
+}  // namespace ipupod::scheduler
+
+#endif  // IPUPOD_SCHEDULER_SCHEDULER_IMPL_H_

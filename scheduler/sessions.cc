@@ -1,0 +1,318 @@
+// Attach, the wait queue's entries and exits, detach, and a session's health.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+#include "scheduler/scheduler_impl.h"
+#include "scheduler/validation.h"
+#include "spdlog/spdlog.h"
+
+namespace ipupod::scheduler {
+namespace {
+
+using device::Block;
+using device::IpuState;
+
+Waiter MakeWaiter(const Caller& caller, const AttachRequest& request, const Demand& demand,
+                  std::string ticket, std::shared_ptr<AttachObserver> observer, absl::Time now) {
+  Waiter w;
+  w.ticket = std::move(ticket);
+  w.user = caller.user;
+  w.partition = request.partition;
+  w.client = request.client;
+  w.num_ipus = demand.size;
+  w.requested_ipus = static_cast<int>(request.num_ipus);
+  w.enqueued = now;
+  w.timeout = request.wait_timeout;
+  w.observer = std::move(observer);
+  return w;
+}
+
+std::string PoolName(absl::string_view partition) {
+  return partition.empty() ? std::string("the pool") : absl::StrCat("partition ", partition);
+}
+
+std::string IpuList(const std::vector<int>& ipus) {
+  return absl::StrCat(ipus.size() == 1 ? "IPU " : "IPUs ", absl::StrJoin(ipus, ","));
+}
+
+// The command that clears `action` on a session's faulted IPUs.
+std::string SessionRecoveryHint(absl::string_view session, const std::vector<int>& faulted,
+                                RecoveryAction action) {
+  if (action == RecoveryAction::kIpuReset && faulted.size() == 1) {
+    return absl::StrFormat("`ipupod ipu reset %d`", faulted[0]);
+  }
+  if (action <= RecoveryAction::kPartitionReset) {
+    return absl::StrFormat("`ipupod session reset %s`", session);
+  }
+  return "an admin must run `ipupod pod reset`";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- attach
+
+absl::StatusOr<std::string> SchedulerImpl::Attach(const Caller& caller,
+                                                  const AttachRequest& request,
+                                                  std::shared_ptr<AttachObserver> observer) {
+  sync::MutexLock lock(&mu_);
+  IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
+  IPUPOD_ASSIGN_OR_RETURN(const Demand demand, CheckAttachLocked(caller, request));
+  // Planned as one more waiter at the tail: it may not take a reserved IPU.
+  const std::optional<Block> grant = PlanQueueLocked(demand).grants.back();
+  if (!grant && !request.wait) return NoFitErrorLocked(request, demand);
+  if (!grant) return EnqueueLocked(caller, request, demand, std::move(observer));
+  Waiter waiter =
+      MakeWaiter(caller, request, demand, NextId("t", &next_ticket_), std::move(observer), Now());
+  const std::string ticket = waiter.ticket;
+  GrantLocked(std::move(waiter), *grant);
+  return ticket;
+}
+
+absl::StatusOr<Demand> SchedulerImpl::CheckAttachLocked(const Caller& caller,
+                                                        const AttachRequest& request) const {
+  if (request.wait_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("wait_timeout must not be negative (0 = no limit)");
+  }
+  std::string pool_name = absl::StrFormat("the pod (%s)", options_.pod.name);
+  int pool_size = pod_size();
+  if (!request.partition.empty()) {
+    auto it = partitions_.find(request.partition);
+    if (it == partitions_.end()) {
+      return absl::NotFoundError(
+          absl::StrFormat("partition %s does not exist; list them with `ipupod partition list`",
+                          request.partition));
+    }
+    const Partition& p = it->second;
+    if (!caller.admin && caller.user != p.owner) {
+      return absl::PermissionDeniedError(
+          absl::StrFormat("partition %s belongs to %s; only %s or an admin may attach to it",
+                          p.name, p.owner, p.owner));
+    }
+    pool_name = absl::StrCat("partition ", p.name);
+    pool_size = p.block.size;
+  }
+  IPUPOD_ASSIGN_OR_RETURN(
+      const int size, CheckAttachSize(request.num_ipus, pool_size, pool_name, request.auto_round));
+  return DemandLocked(request.partition, size);
+}
+
+absl::Status SchedulerImpl::NoFitErrorLocked(const AttachRequest& request,
+                                             const Demand& demand) const {
+  const int ahead = static_cast<int>(
+      std::count_if(queue_.waiters().begin(), queue_.waiters().end(),
+                    [&](const Waiter& w) { return w.partition == request.partition; }));
+  const std::string waiting =
+      ahead == 0 ? "no one is waiting" : absl::StrFormat("%d waiting ahead of you", ahead);
+  const bool pool = request.partition.empty();
+  return absl::ResourceExhaustedError(
+      absl::StrFormat("no %d free IPUs in %s: in use by %s; %s; use --wait to queue", demand.size,
+                      PoolName(request.partition),
+                      DescribeOccupancyLocked(pool ? PodMask() : demand.members, pool), waiting));
+}
+
+absl::StatusOr<std::string> SchedulerImpl::EnqueueLocked(const Caller& caller,
+                                                         const AttachRequest& request,
+                                                         const Demand& demand,
+                                                         std::shared_ptr<AttachObserver> observer) {
+  if (queue_.full()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the attach queue is full (%d waiting); try again later", queue_.max_waiters()));
+  }
+  Waiter waiter =
+      MakeWaiter(caller, request, demand, NextId("t", &next_ticket_), std::move(observer), Now());
+  const std::string ticket = waiter.ticket;
+  if (waiter.timeout > absl::ZeroDuration()) {
+    IPUPOD_ASSIGN_OR_RETURN(waiter.timer_id, timer_.Schedule(waiter.timeout, [this, ticket] {
+      OnWaitTimeout(ticket);
+    }));
+  }
+  IPUPOD_RETURN_IF_ERROR(queue_.Push(std::move(waiter)));
+  spdlog::debug("scheduler: {} queued for {} IPUs in {}", ticket, demand.size,
+                PoolName(request.partition));
+  NotifyPositionsLocked();
+  return ticket;
+}
+
+void SchedulerImpl::GrantLocked(Waiter waiter, const Block& block) {
+  Session s;
+  s.id = NextId("s", &next_session_);
+  s.ticket = waiter.ticket;
+  s.user = waiter.user;
+  s.block = block;
+  s.requested_ipus = waiter.requested_ipus;
+  s.partition = waiter.partition;
+  s.attached_unix_ms = absl::ToUnixMillis(Now());
+  s.client = waiter.client;
+  s.observer = std::move(waiter.observer);
+  for (int i = block.start; i < block.start + block.size; ++i) {
+    absl::Status attached = ipus_[i].Attach();
+    if (!attached.ok())
+      spdlog::error("scheduler: granting {}: {}", s.id, std::string(attached.message()));
+    ipu_session_[i] = s.id;
+  }
+  ticket_session_[s.ticket] = s.id;
+  spdlog::debug("scheduler: {} granted IPUs {}-{} to {}", s.id, block.start,
+                block.start + block.size - 1, s.user);
+  auto [it, inserted] = sessions_.emplace(s.id, std::move(s));
+  if (it->second.observer) it->second.observer->OnGranted(SessionViewLocked(it->second));
+}
+
+// ---------------------------------------------------------------- leaving
+
+void SchedulerImpl::OnWaitTimeout(const std::string& ticket) {
+  sync::MutexLock lock(&mu_);
+  if (shutdown_) return;
+  const Waiter* waiter = queue_.Find(ticket);
+  if (waiter == nullptr) return;
+  EndWaiterLocked(ticket, TimeoutErrorLocked(*waiter));
+  RunQueueLocked();
+}
+
+absl::Status SchedulerImpl::TimeoutErrorLocked(const Waiter& waiter) const {
+  const int position = queue_.PositionOf(waiter.ticket);
+  const std::vector<std::string> blocking = BlockingSessionsLocked(
+      PlanQueueLocked(), position - 1, DemandLocked(waiter.partition, waiter.num_ipus));
+  return absl::DeadlineExceededError(absl::StrFormat(
+      "waited %.1f s for %d IPUs; position %d of %d in the queue, blocked by %s; try again "
+      "later or wait longer",
+      absl::ToDoubleSeconds(Now() - waiter.enqueued), waiter.num_ipus, position, queue_.size(),
+      blocking.empty() ? "faulted or reserved IPUs" : absl::StrJoin(blocking, ", ")));
+}
+
+void SchedulerImpl::EndWaiterLocked(const std::string& ticket, const absl::Status& why) {
+  std::optional<Waiter> waiter = queue_.Remove(ticket);
+  if (!waiter) return;
+  if (waiter->timer_id != 0) timer_.Cancel(waiter->timer_id);
+  if (waiter->observer) waiter->observer->OnEnded(why);
+  spdlog::debug("scheduler: {} left the queue: {}", ticket, std::string(why.message()));
+}
+
+void SchedulerImpl::Release(absl::string_view ticket) {
+  sync::MutexLock lock(&mu_);
+  if (shutdown_) return;
+  if (std::optional<Waiter> waiter = queue_.Remove(ticket)) {
+    if (waiter->timer_id != 0) timer_.Cancel(waiter->timer_id);
+    RunQueueLocked();
+    return;
+  }
+  auto it = ticket_session_.find(ticket);
+  if (it == ticket_session_.end()) return;
+  const std::string id = it->second;
+  EndSessionLocked(id, nullptr);
+  RunQueueLocked();
+}
+
+absl::StatusOr<std::vector<int>> SchedulerImpl::Detach(const Caller& caller,
+                                                       absl::string_view session) {
+  sync::MutexLock lock(&mu_);
+  IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
+  IPUPOD_ASSIGN_OR_RETURN(Session * s, OwnSessionLocked(caller, session, "detach"));
+  const std::string id = s->id;
+  const absl::Status why =
+      absl::AbortedError(absl::StrFormat("session %s was detached by %s", id, caller.user));
+  std::vector<int> released = EndSessionLocked(id, &why);
+  RunQueueLocked();
+  return released;
+}
+
+std::vector<int> SchedulerImpl::EndSessionLocked(const std::string& id, const absl::Status* why) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return {};
+  Session s = std::move(it->second);
+  sessions_.erase(it);
+  ticket_session_.erase(s.ticket);
+  if (why != nullptr && s.observer) s.observer->OnEnded(*why);
+  std::vector<int> released;
+  std::vector<int> to_reset;
+  for (int i = s.block.start; i < s.block.start + s.block.size; ++i) {
+    ipus_[i].Detach().IgnoreError();  // attached by GrantLocked; cannot fail
+    ipu_session_[i].clear();
+    released.push_back(i);
+    if (ipus_[i].state() == IpuState::kError &&
+        ipus_[i].recovery_action() <= RecoveryAction::kPartitionReset) {
+      to_reset.push_back(i);
+    }
+  }
+  AutoResetLocked(to_reset);
+  spdlog::debug("scheduler: {} ended; IPUs {}-{} released", id, s.block.start,
+                s.block.start + s.block.size - 1);
+  return released;
+}
+
+// ---------------------------------------------------------------- reading
+
+absl::StatusOr<Session*> SchedulerImpl::OwnSessionLocked(const Caller& caller, absl::string_view id,
+                                                         absl::string_view verb) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "session %s does not exist (it may have ended); list sessions with `ipupod pod info`", id));
+  }
+  Session& s = it->second;
+  if (!caller.admin && caller.user != s.user) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "session %s belongs to %s; only %s or an admin may %s it", s.id, s.user, s.user, verb));
+  }
+  return &s;
+}
+
+absl::StatusOr<SessionView> SchedulerImpl::GetSession(const Caller& caller,
+                                                      absl::string_view session) {
+  sync::MutexLock lock(&mu_);
+  IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
+  IPUPOD_ASSIGN_OR_RETURN(Session * s, OwnSessionLocked(caller, session, "inspect"));
+  MaybeRandomFaultLocked(*s);
+  IPUPOD_RETURN_IF_ERROR(SessionHealthLocked(*s));
+  return SessionViewLocked(*s);
+}
+
+absl::Status SchedulerImpl::SessionHealthLocked(const Session& s) const {
+  // Most severe first: failed, then the largest recovery action, then resetting.
+  std::vector<int> failed, faulted, resetting;
+  RecoveryAction action = RecoveryAction::kNone;
+  for (int i = s.block.start; i < s.block.start + s.block.size; ++i) {
+    const IpuState state = ipus_[i].state();
+    if (state == IpuState::kFailed) failed.push_back(i);
+    if (state == IpuState::kResetting) resetting.push_back(i);
+    if (state != IpuState::kError) continue;
+    faulted.push_back(i);
+    action = std::max(action, ipus_[i].recovery_action());
+  }
+  if (!failed.empty()) {
+    return UnrecoverableError(
+        failed, absl::StrCat("session ", s.id, ": ", ipus_[failed[0]].HealthStatus().message()));
+  }
+  if (!faulted.empty()) {
+    return RecoverableError(
+        action, faulted,
+        absl::StrFormat("session %s: %s %s a recoverable error: run %s (%s)", s.id,
+                        IpuList(faulted), faulted.size() == 1 ? "has" : "have",
+                        RecoveryActionName(action), SessionRecoveryHint(s.id, faulted, action)));
+  }
+  if (!resetting.empty()) {
+    return absl::UnavailableError(absl::StrFormat("%s %s resetting; retry in a moment",
+                                                  IpuList(resetting),
+                                                  resetting.size() == 1 ? "is" : "are"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<QueueEntryView> SchedulerImpl::ListQueue() const {
+  sync::MutexLock lock(&mu_);
+  std::vector<QueueEntryView> entries;
+  const absl::Time now = Now();
+  int position = 0;
+  for (const Waiter& w : queue_.waiters()) {
+    entries.push_back(QueueEntryView{w.ticket, ++position, w.user, w.num_ipus, w.partition,
+                                     absl::ToDoubleSeconds(now - w.enqueued),
+                                     absl::ToDoubleSeconds(w.timeout), w.client});
+  }
+  return entries;
+}
+
+}  // namespace ipupod::scheduler

@@ -1,0 +1,147 @@
+#include "scheduler/wait_queue.h"
+
+#include <gtest/gtest.h>
+
+namespace ipupod::scheduler {
+namespace {
+
+using device::Block;
+
+const Block kPod16{0, 16};
+
+Demand Pool(int size) { return Demand{size, kPod16, MaskOf(kPod16)}; }
+
+IpuMask FreeExcept(const std::vector<Block>& busy) {
+  IpuMask mask = MaskOf(kPod16);
+  for (const Block& b : busy) mask &= ~MaskOf(b);
+  return mask;
+}
+
+Waiter W(const std::string& ticket) {
+  Waiter w;
+  w.ticket = ticket;
+  w.num_ipus = 1;
+  return w;
+}
+
+TEST(WaitQueueTest, FirstComeFirstServedOnAnEmptyPod) {
+  const BackfillPlan plan =
+      PlanBackfill({Pool(8), Pool(4), Pool(4), Pool(1)}, MaskOf(kPod16), MaskOf(kPod16));
+  EXPECT_EQ(plan.grants[0], (Block{0, 8}));
+  EXPECT_EQ(plan.grants[1], (Block{8, 4}));
+  EXPECT_EQ(plan.grants[2], (Block{12, 4}));
+  EXPECT_EQ(plan.grants[3], std::nullopt);
+  EXPECT_TRUE(plan.reserved.any());  // the last one reserves a block
+}
+
+TEST(WaitQueueTest, HeadReservesAndLaterRequestsMayNotDelayIt) {
+  // 0-7 and 8-11 in use; 12-15 free. The head wants 8: it reserves 8-15
+  // (4 in use, fewer than 0-7). A later pair would fit on 12-13 but that
+  // would delay the head, so it is not granted.
+  const IpuMask free = FreeExcept({{0, 8}, {8, 4}});
+  const BackfillPlan plan = PlanBackfill({Pool(8), Pool(2)}, free, MaskOf(kPod16));
+  EXPECT_EQ(plan.grants[0], std::nullopt);
+  EXPECT_EQ(plan.reservations[0], (Block{8, 8}));
+  EXPECT_EQ(plan.grants[1], std::nullopt);
+  EXPECT_EQ(plan.reserved, MaskOf(Block{8, 8}) | MaskOf(*plan.reservations[1]));
+}
+
+TEST(WaitQueueTest, BackfillsOutsideTheHeadsReservation) {
+  // 0-3 and 8-11 in use. The head wants 8: 0-7 and 8-15 tie (4 in use each),
+  // so it reserves 0-7. A later pair fits on 12-13, outside, and is granted.
+  const IpuMask free = FreeExcept({{0, 4}, {8, 4}});
+  const BackfillPlan plan = PlanBackfill({Pool(8), Pool(2), Pool(4)}, free, MaskOf(kPod16));
+  EXPECT_EQ(plan.reservations[0], (Block{0, 8}));
+  EXPECT_EQ(plan.grants[1], (Block{12, 2}));
+  // The quad would fit on 4-7 only, inside the reservation: not granted.
+  EXPECT_EQ(plan.grants[2], std::nullopt);
+}
+
+TEST(WaitQueueTest, NonWaitRequestIsPlannedAtTheTail) {
+  // Same as above, the pair planned as the last demand: granted only outside.
+  const IpuMask free = FreeExcept({{0, 8}, {8, 4}});
+  const BackfillPlan plan = PlanBackfill({Pool(8), Pool(2)}, free, MaskOf(kPod16));
+  EXPECT_FALSE(plan.grants.back().has_value());
+}
+
+TEST(WaitQueueTest, DemandsOfDifferentPoolsDoNotInterfere) {
+  const Demand partition{4, Block{0, 4}, MaskOf(Block{0, 4})};
+  const Demand pool{8, kPod16, MaskOf(kPod16) & ~MaskOf(Block{0, 4})};
+  const IpuMask free = FreeExcept({{0, 2}, {8, 1}});
+  const BackfillPlan plan = PlanBackfill({partition, pool, Pool(1)}, free, MaskOf(kPod16));
+  EXPECT_EQ(plan.reservations[0], (Block{0, 4}));
+  EXPECT_EQ(plan.grants[1], std::nullopt);
+  EXPECT_EQ(plan.reservations[1], (Block{8, 8}));
+  EXPECT_EQ(plan.grants[2], (Block{4, 1}));  // neither reservation covers 4-7
+}
+
+TEST(WaitQueueTest, NoReservationWhenEveryBlockHoldsAFailedIpu) {
+  IpuMask healthy = MaskOf(kPod16);
+  healthy.reset(3);
+  IpuMask free = healthy;
+  free.reset(9);
+  const BackfillPlan plan = PlanBackfill({Pool(16), Pool(2)}, free, healthy);
+  EXPECT_EQ(plan.reservations[0], std::nullopt);
+  // Pairs 0-1 and 10-11 both sit in a quad with one unavailable IPU: lowest wins.
+  EXPECT_EQ(plan.grants[1], (Block{0, 2}));
+}
+
+TEST(WaitQueueTest, PushIsBounded) {
+  WaitQueue queue(2);
+  ASSERT_TRUE(queue.Push(W("a")).ok());
+  ASSERT_TRUE(queue.Push(W("b")).ok());
+  EXPECT_TRUE(queue.full());
+  absl::Status full = queue.Push(W("c"));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(queue.size(), 2);
+}
+
+TEST(WaitQueueTest, RemoveFindAndPositions) {
+  WaitQueue queue(8);
+  for (const char* t : {"a", "b", "c"}) ASSERT_TRUE(queue.Push(W(t)).ok());
+  EXPECT_EQ(queue.PositionOf("b"), 2);
+  EXPECT_EQ(queue.PositionOf("zzz"), 0);
+  EXPECT_NE(queue.Find("c"), nullptr);
+  EXPECT_EQ(queue.Find("zzz"), nullptr);
+  std::optional<Waiter> b = queue.Remove("b");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->ticket, "b");
+  EXPECT_FALSE(queue.Remove("b").has_value());
+  EXPECT_EQ(queue.PositionOf("c"), 2);
+  std::vector<Waiter> all = queue.TakeAll();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].ticket, "a");
+  EXPECT_TRUE(queue.empty());
+}
+
+std::vector<std::string> Tickets(const std::vector<PositionChange>& changes) {
+  std::vector<std::string> tickets;
+  for (const PositionChange& c : changes) tickets.push_back(c.ticket);
+  return tickets;
+}
+
+TEST(WaitQueueTest, PositionChangesAreReportedOnceEach) {
+  WaitQueue queue(8);
+  ASSERT_TRUE(queue.Push(W("a")).ok());
+  std::vector<PositionChange> changes = queue.TakePositionChanges();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].position, 1);
+  EXPECT_EQ(changes[0].queue_length, 1);
+  EXPECT_TRUE(queue.TakePositionChanges().empty());  // nothing changed
+
+  ASSERT_TRUE(queue.Push(W("b")).ok());  // length changes for a as well
+  EXPECT_EQ(Tickets(queue.TakePositionChanges()), (std::vector<std::string>{"a", "b"}));
+
+  ASSERT_TRUE(queue.Push(W("c")).ok());
+  queue.TakePositionChanges();
+  ASSERT_TRUE(queue.Remove("a").has_value());
+  changes = queue.TakePositionChanges();
+  ASSERT_EQ(Tickets(changes), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(changes[0].position, 1);
+  EXPECT_EQ(changes[1].position, 2);
+  EXPECT_EQ(changes[1].queue_length, 2);
+  EXPECT_TRUE(queue.TakePositionChanges().empty());
+}
+
+}  // namespace
+}  // namespace ipupod::scheduler

@@ -1,0 +1,94 @@
+// File: graph/graph.h
+//
+// graph::Graph: ipupod's static-shape model IR, what ImportOnnx produces and
+// graph::Interpreter (and later the IPU compiler) consumes. A Graph is a
+// plain value: a list of nodes in topological order, the constants they read
+// (initializers: weights and folded values), the runtime inputs and outputs,
+// and - once InferShapesAndFold (graph/shape_inference.h) has run - the
+// dtype and static shape of every value.
+//
+// Values are named by strings (ONNX SSA names). An empty name in a node's
+// inputs or outputs marks an omitted optional operand.
+//
+// Each node keeps its ONNX name and the torch module path derived from it
+// (`/h.3/attn/MatMul` -> "h.3.attn"), which is what pipeline placement by
+// module name or layer index will key on.
+//
+// Thread safety: plain data; const access from many threads is safe.
+#ifndef IPUPOD_GRAPH_GRAPH_H_
+#define IPUPOD_GRAPH_GRAPH_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "graph/tensor.h"
+
+namespace ipupod::graph {
+
+// Supported ONNX default-domain opsets. torch 1.13 exports 13 or 14 by
+// default and 17 for LayerNormalization.
+inline constexpr int64_t kOpsetMin = 7;
+inline constexpr int64_t kOpsetMax = 17;
+
+struct TensorType {
+  DType dtype = DType::kFloat32;
+  Shape shape;  // -1 marks a dim not yet known (graph outputs before inference)
+
+  bool operator==(const TensorType& other) const = default;
+};
+
+// "float32[2, 8, 32]".
+std::string TypeString(const TensorType& type);
+
+struct ValueInfo {
+  std::string name;
+  TensorType type;
+};
+
+using AttributeValue = std::variant<int64_t, float, std::string, std::vector<int64_t>,
+                                    std::vector<float>, std::vector<std::string>, Tensor>;
+
+struct Node {
+  std::string name;         // unique within the graph; "<op>_<index>" if the model had none
+  std::string op_type;      // ONNX op type in the default domain, e.g. "MatMul"
+  std::string module_path;  // torch module path, e.g. "h.0.mlp.0"; "" at the root
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::map<std::string, AttributeValue> attributes;
+
+  const AttributeValue* FindAttribute(absl::string_view attr) const;
+};
+
+struct Graph {
+  int64_t opset = 0;                           // default-domain opset the model was exported with
+  std::string producer;                        // e.g. "pytorch 1.13.0"
+  std::vector<ValueInfo> inputs;               // runtime inputs (never initializers), model order
+  std::vector<ValueInfo> outputs;              // model outputs, model order
+  std::map<std::string, Tensor> initializers;  // constants by value name
+  std::vector<Node> nodes;                     // topological order
+  std::map<std::string, TensorType> value_types;  // every value, after inference
+
+  // Type of a value, or nullptr if unknown.
+  const TensorType* FindType(absl::string_view value) const;
+  const Tensor* FindInitializer(absl::string_view value) const;
+  // Total bytes of all initializers.
+  int64_t InitializerBytes() const;
+};
+
+// The torch module path encoded in an ONNX node name written by
+// torch.onnx.export: "/h.0/mlp/mlp.0/MatMul" -> "h.0.mlp.0",
+// "/layers.0/fc/Gemm" -> "layers.0.fc", "/Add" or "Identity_3" -> "".
+// torch names each scope by the module's attribute name plus trailing
+// numeric atoms ("mlp.0" for h.0.mlp.0), so a scope that repeats its
+// parent's name with a numeric suffix is a child of a called container.
+// Limitation: torch renames the second call of a shared module "fc_1",
+// which cannot be told apart from a module named fc_1; it stays "fc_1".
+std::string ModulePathFromNodeName(absl::string_view node_name);
+
+}  // namespace ipupod::graph
+
+#endif  // IPUPOD_GRAPH_GRAPH_H_

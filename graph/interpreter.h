@@ -1,0 +1,98 @@
+// File: graph/interpreter.h
+//
+// graph::Interpreter: the reference executor. Runs a static-shape Graph (as
+// produced by ImportOnnx / InferShapesAndFold) on host tensors with the
+// ipupod_kernels ops, node by node in topological order, and reports the
+// FLOPs of every node (the basis of simulated-time modelling).
+//
+// Memory: initializers are read in place (never copied); each intermediate is
+// freed right after its last consumer runs.
+//
+// Thread safety: immutable after Create(); Run() is const and may be called
+// from several threads at once (each run has its own buffers). BLAS worker
+// threads are bounded by kernels/threads.h.
+// Errors: Create - INVALID_ARGUMENT if the graph has not been through
+// InferShapesAndFold or holds an unsupported node. Run - INVALID_ARGUMENT
+// for the wrong number, dtype or shape of inputs (message names the input)
+// and for data errors a kernel finds (e.g. a Gather index out of range);
+// RESOURCE_EXHAUSTED if memory runs out. A failed Run changes nothing.
+#ifndef IPUPOD_GRAPH_INTERPRETER_H_
+#define IPUPOD_GRAPH_INTERPRETER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace ipupod::graph {
+
+// Static cost of one node, in graph node order.
+struct NodeCost {
+  std::string name;
+  std::string op_type;
+  std::string module_path;
+  int64_t flops = 0;
+};
+
+// What one Run() measured, per node in graph order.
+struct RunStats {
+  struct Node {
+    int64_t flops = 0;
+    int64_t elapsed_ns = 0;  // host wall time of the kernel
+  };
+  std::vector<Node> nodes;
+  int64_t total_flops = 0;
+  int64_t elapsed_ns = 0;
+};
+
+class Interpreter {
+ public:
+  static absl::StatusOr<std::unique_ptr<Interpreter>> Create(Graph graph);
+
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+  ~Interpreter();
+
+  const Graph& graph() const { return graph_; }
+  const std::vector<NodeCost>& node_costs() const { return costs_; }
+  int64_t total_flops() const { return total_flops_; }
+
+  // Runs the graph. `inputs` follow graph().inputs order, each with exactly
+  // the declared dtype and shape. Returns graph().outputs in order.
+  // `stats` (optional) receives per-node FLOPs and timings on success.
+  absl::StatusOr<std::vector<Tensor>> Run(absl::Span<const Tensor> inputs,
+                                          RunStats* stats = nullptr) const;
+
+ private:
+  struct Step;
+  using SlotMap = std::map<std::string, int>;
+  explicit Interpreter(Graph graph);
+  absl::Status Plan();
+  absl::StatusOr<int> AddSlot(const std::string& name, SlotMap& slot_of);
+  absl::Status PlanStep(const Node& node, SlotMap& slot_of);
+  void PlanLiveness();
+  absl::Status PlanOutputs(Step& step);
+  absl::Status CheckInputs(absl::Span<const Tensor> inputs) const;
+  absl::StatusOr<std::vector<Tensor>> Execute(absl::Span<const Tensor> inputs,
+                                              RunStats* stats) const;
+
+  Graph graph_;
+  std::vector<Step> steps_;
+  std::vector<std::string> slot_names_;  // value name per slot
+  std::vector<const TensorType*> slot_types_;
+  std::vector<const Tensor*> constants_;  // per slot; nullptr unless an initializer
+  std::vector<int> input_slots_;
+  std::vector<int> output_slots_;
+  std::vector<NodeCost> costs_;
+  int64_t total_flops_ = 0;
+};
+
+}  // namespace ipupod::graph
+
+#endif  // IPUPOD_GRAPH_INTERPRETER_H_

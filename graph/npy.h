@@ -1,0 +1,39 @@
+// File: graph/npy.h
+//
+// NumPy .npy reading and writing for graph::Tensor: how inputs, outputs and
+// reference data travel between Python (np.save) and ipupod. (.npz files are
+// zip archives of .npy members; their reader will sit on top of ParseNpy.)
+//
+// Reading is strict: format versions 1.0, 2.0 and 3.0; the header must be
+// the exact dict numpy writes ({'descr': ..., 'fortran_order': ..., 'shape':
+// (...)}), C order only, little-endian dtypes '<f4' (float32), '<i8'
+// (int64), '<i4' (int32) and '|b1' (bool, bytes 0/1), and the data must
+// fill the file exactly - no missing or trailing bytes.
+// Writing produces format 1.0 (2.0 if the header needs it), header padded to
+// a multiple of 64 bytes, as numpy does.
+//
+// Thread safety: pure functions.
+// Errors: INVALID_ARGUMENT for any malformed or unsupported file (message
+// says which part); NOT_FOUND if a file to read does not exist; INTERNAL for
+// I/O failures.
+#ifndef IPUPOD_GRAPH_NPY_H_
+#define IPUPOD_GRAPH_NPY_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/tensor.h"
+
+namespace ipupod::graph {
+
+absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes);
+absl::StatusOr<Tensor> ReadNpyFile(absl::string_view path);
+
+std::string SerializeNpy(const Tensor& tensor);
+absl::Status WriteNpyFile(absl::string_view path, const Tensor& tensor);
+
+}  // namespace ipupod::graph
+
+#endif  // IPUPOD_GRAPH_NPY_H_

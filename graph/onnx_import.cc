@@ -1,0 +1,273 @@
+#include "graph/onnx_import.h"
+
+#include <bit>
+#include <fstream>
+#include <new>
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "graph/ops.h"
+#include "graph/shape_inference.h"
+#include "kernels/shape_util.h"
+#include "onnx/onnx_pb.h"
+
+namespace ipupod::graph {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "ONNX raw_data is little-endian; ipupod assumes a little-endian host");
+
+absl::Status Invalid(absl::string_view what, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(what, ": ", message));
+}
+
+// Copies typed repeated fields (float_data, int64_data, int32_data).
+template <typename T, typename Field>
+absl::StatusOr<Tensor> FromTypedField(DType dtype, Shape shape, const Field& field) {
+  std::vector<T> values(field.begin(), field.end());
+  return Tensor::FromBytes(
+      dtype, std::move(shape),
+      absl::string_view(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T)));
+}
+
+absl::StatusOr<Tensor> BoolFromInt32Field(Shape shape,
+                                          const google::protobuf::RepeatedField<int32_t>& field) {
+  std::string bytes;
+  for (int32_t v : field) bytes.push_back(v != 0 ? 1 : 0);
+  return Tensor::FromBytes(DType::kBool, std::move(shape), bytes);
+}
+
+absl::StatusOr<Tensor> TensorFromRawData(DType dtype, Shape shape, const std::string& raw) {
+  if (dtype != DType::kBool) return Tensor::FromBytes(dtype, std::move(shape), raw);
+  std::string bytes = raw;
+  for (char& c : bytes) c = c != 0 ? 1 : 0;  // any non-zero byte is true
+  return Tensor::FromBytes(dtype, std::move(shape), bytes);
+}
+
+absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, absl::string_view what) {
+  if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0) {
+    return Invalid(what,
+                   "stores its data externally (ONNX external data format); ipupod needs "
+                   "a self-contained model - export it without external data");
+  }
+  if (p.has_segment()) return Invalid(what, "is segmented; segmented tensors are not supported");
+  auto dtype = DTypeFromOnnxCode(p.data_type());
+  if (!dtype.ok()) return Invalid(what, dtype.status().message());
+  Shape shape(p.dims().begin(), p.dims().end());
+  absl::StatusOr<Tensor> t;
+  if (p.has_raw_data()) {
+    t = TensorFromRawData(*dtype, shape, p.raw_data());
+  } else if (*dtype == DType::kFloat32) {
+    t = FromTypedField<float>(*dtype, shape, p.float_data());
+  } else if (*dtype == DType::kInt64) {
+    t = FromTypedField<int64_t>(*dtype, shape, p.int64_data());
+  } else if (*dtype == DType::kInt32) {
+    t = FromTypedField<int32_t>(*dtype, shape, p.int32_data());
+  } else {
+    t = BoolFromInt32Field(shape, p.int32_data());
+  }
+  if (!t.ok()) return Invalid(what, t.status().message());
+  return t;
+}
+
+absl::StatusOr<AttributeValue> AttributeFromProto(const onnx::AttributeProto& a) {
+  const std::string what = absl::StrCat("attribute '", a.name(), "'");
+  if (!a.ref_attr_name().empty()) {
+    return Invalid(what, "refers to a function attribute; model functions are not supported");
+  }
+  using A = onnx::AttributeProto;
+  switch (a.type()) {
+    case A::INT:
+      return AttributeValue(int64_t{a.i()});
+    case A::FLOAT:
+      return AttributeValue(a.f());
+    case A::STRING:
+      return AttributeValue(a.s());
+    case A::INTS:
+      return AttributeValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    case A::FLOATS:
+      return AttributeValue(std::vector<float>(a.floats().begin(), a.floats().end()));
+    case A::STRINGS:
+      return AttributeValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+    case A::TENSOR: {
+      IPUPOD_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(a.t(), what));
+      return AttributeValue(std::move(t));
+    }
+    default:
+      return Invalid(what, absl::StrCat("has type ", A::AttributeType_Name(a.type()),
+                                        "; subgraphs, sparse tensors and type protos are not "
+                                        "supported"));
+  }
+}
+
+absl::StatusOr<Node> NodeFromProto(const onnx::NodeProto& p, int index) {
+  Node node;
+  node.op_type = p.op_type();
+  node.name = p.name().empty() ? absl::StrCat(p.op_type(), "_", index) : p.name();
+  node.module_path = ModulePathFromNodeName(node.name);
+  if (!p.domain().empty() && p.domain() != "ai.onnx") {
+    return Invalid(absl::StrCat(node.op_type, " node '", node.name, "'"),
+                   absl::StrCat("op domain '", p.domain(),
+                                "' is not supported; only default-domain ONNX ops are"));
+  }
+  node.inputs.assign(p.input().begin(), p.input().end());
+  node.outputs.assign(p.output().begin(), p.output().end());
+  for (const onnx::AttributeProto& a : p.attribute()) {
+    auto value = AttributeFromProto(a);
+    if (!value.ok()) return NodeError(node, value.status());
+    if (!node.attributes.emplace(a.name(), *std::move(value)).second) {
+      return NodeError(
+          node, absl::InvalidArgumentError(absl::StrCat("attribute '", a.name(), "' is repeated")));
+    }
+  }
+  return node;
+}
+
+// Declared type of a graph input/output; unknown dims become -1 and are
+// errors for inputs (`require_static`).
+absl::StatusOr<ValueInfo> ValueInfoFromProto(const onnx::ValueInfoProto& p, bool require_static) {
+  const std::string what =
+      absl::StrCat(require_static ? "graph input '" : "graph output '", p.name(), "'");
+  if (!p.type().has_tensor_type()) return Invalid(what, "is not a tensor");
+  const auto& tt = p.type().tensor_type();
+  auto dtype = DTypeFromOnnxCode(tt.elem_type());
+  if (!dtype.ok()) return Invalid(what, dtype.status().message());
+  ValueInfo info{p.name(), {*dtype, {}}};
+  if (!tt.has_shape()) {
+    if (require_static) return Invalid(what, "has no shape; export with static input shapes");
+    return info;
+  }
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto& dim = tt.shape().dim(i);
+    if (dim.has_dim_value() && dim.dim_value() >= 0) {
+      info.type.shape.push_back(dim.dim_value());
+    } else if (!require_static) {
+      info.type.shape.push_back(-1);
+    } else {
+      return Invalid(what, absl::StrCat("dim ", i, " is ",
+                                        dim.has_dim_param()
+                                            ? absl::StrCat("symbolic ('", dim.dim_param(), "')")
+                                            : std::string("unknown"),
+                                        "; ipupod compiles static shapes only - export without "
+                                        "dynamic_axes"));
+    }
+  }
+  return info;
+}
+
+absl::StatusOr<int64_t> DefaultOpset(const onnx::ModelProto& m) {
+  std::optional<int64_t> opset;
+  for (const auto& o : m.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  }
+  if (!opset.has_value()) {
+    return absl::InvalidArgumentError(
+        "model declares no opset for the default ONNX domain; re-export it with torch.onnx.export");
+  }
+  if (*opset < kOpsetMin || *opset > kOpsetMax) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "opset ", *opset, " is not supported; export with opset_version between ", kOpsetMin,
+        " and ", kOpsetMax, " (torch 1.13 default: 14; 17 for LayerNormalization)"));
+  }
+  return *opset;
+}
+
+absl::Status ReadInitializers(const onnx::GraphProto& g, Graph& out) {
+  if (g.sparse_initializer_size() > 0) {
+    return absl::InvalidArgumentError("sparse initializers are not supported");
+  }
+  for (const onnx::TensorProto& t : g.initializer()) {
+    IPUPOD_ASSIGN_OR_RETURN(Tensor tensor,
+                            TensorFromProto(t, absl::StrCat("initializer '", t.name(), "'")));
+    if (!out.initializers.emplace(t.name(), std::move(tensor)).second) {
+      return absl::InvalidArgumentError(absl::StrCat("initializer '", t.name(), "' is repeated"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadGraph(const onnx::GraphProto& g, Graph& out) {
+  IPUPOD_RETURN_IF_ERROR(ReadInitializers(g, out));
+  for (const onnx::ValueInfoProto& in : g.input()) {
+    if (out.initializers.count(in.name()) > 0) continue;  // a constant, not a runtime input
+    IPUPOD_ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(in, /*require_static=*/true));
+    out.inputs.push_back(std::move(info));
+  }
+  for (const onnx::ValueInfoProto& o : g.output()) {
+    IPUPOD_ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(o, /*require_static=*/false));
+    out.outputs.push_back(std::move(info));
+  }
+  if (out.outputs.empty()) return absl::InvalidArgumentError("model graph has no outputs");
+  std::set<std::string> names;
+  for (int i = 0; i < g.node_size(); ++i) {
+    IPUPOD_ASSIGN_OR_RETURN(Node node, NodeFromProto(g.node(i), i));
+    if (!names.insert(node.name).second) node.name = absl::StrCat(node.name, "_", i);
+    out.nodes.push_back(std::move(node));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Graph> Import(absl::string_view bytes) {
+  if (static_cast<int64_t>(bytes.size()) > kOnnxBytesMax) {
+    return absl::InvalidArgumentError("model is larger than 2 GiB, protobuf's limit");
+  }
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::InvalidArgumentError(
+        "not an ONNX model: the bytes do not parse as onnx.ModelProto (garbage or truncated file)");
+  }
+  if (model.ir_version() < 3 || !model.has_graph()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a usable ONNX model: ir_version ", model.ir_version(),
+                     model.has_graph() ? "" : " and no graph",
+                     " (need ir_version >= 3 and a graph; the file may "
+                     "be truncated or not ONNX)"));
+  }
+  Graph graph;
+  IPUPOD_ASSIGN_OR_RETURN(graph.opset, DefaultOpset(model));
+  graph.producer = absl::StrCat(model.producer_name(), " ", model.producer_version());
+  IPUPOD_RETURN_IF_ERROR(ReadGraph(model.graph(), graph));
+  IPUPOD_RETURN_IF_ERROR(InferShapesAndFold(graph));
+  return graph;
+}
+
+absl::StatusOr<std::string> ReadFile(absl::string_view path) {
+  std::ifstream file(std::string(path), std::ios::binary | std::ios::ate);
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot open ONNX file '", path, "'"));
+  const std::streamoff size = file.tellg();
+  if (size < 0 || size > kOnnxBytesMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ONNX file '", path, "' is larger than 2 GiB, protobuf's limit"));
+  }
+  std::string bytes(static_cast<size_t>(size), '\0');
+  file.seekg(0);
+  if (!file.read(bytes.data(), size)) {
+    return absl::InternalError(absl::StrCat("error reading ONNX file '", path, "'"));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> ImportOnnx(absl::string_view bytes) {
+  try {
+    return Import(bytes);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while importing the ONNX model");
+  }
+}
+
+absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path) {
+  absl::StatusOr<std::string> bytes;
+  try {
+    bytes = ReadFile(path);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while reading the ONNX file");
+  }
+  if (!bytes.ok()) return bytes.status();
+  return ImportOnnx(*bytes);
+}
+
+}  // namespace ipupod::graph

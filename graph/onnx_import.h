@@ -1,0 +1,39 @@
+// File: graph/onnx_import.h
+//
+// ONNX -> graph::Graph. Reads a serialized onnx.ModelProto (what
+// torch.onnx.export writes), converts it to the IR and runs
+// InferShapesAndFold, so the result has static shapes everywhere, no
+// constant-only subgraphs, and only supported ops.
+//
+// Accepted: default-domain opsets kOpsetMin..kOpsetMax (7..17), IR version
+// >= 3, float32/int64/int32/bool tensors, graph inputs with fully static
+// shapes. Initializers also listed as graph inputs (keep_initializers_as_inputs)
+// are treated as constants.
+//
+// Rejected with INVALID_ARGUMENT (message names the problem and what to do):
+// bytes that are not a ModelProto (garbage, truncated files), a missing or
+// unsupported opset, ops outside the default domain, unsupported ops or
+// attributes (naming op and node), symbolic/unknown input dims
+// (dynamic_axes), external-data or sparse initializers, unsupported element
+// types, subgraph attributes (If/Loop), and anything shape inference rejects.
+// ImportOnnxFile adds NOT_FOUND for a missing file.
+//
+// Thread safety: pure functions.
+#ifndef IPUPOD_GRAPH_ONNX_IMPORT_H_
+#define IPUPOD_GRAPH_ONNX_IMPORT_H_
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/graph.h"
+
+namespace ipupod::graph {
+
+// Largest serialized model accepted: protobuf's 2 GiB message limit.
+inline constexpr int64_t kOnnxBytesMax = (int64_t{1} << 31) - 1;
+
+absl::StatusOr<Graph> ImportOnnx(absl::string_view bytes);
+absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path);
+
+}  // namespace ipupod::graph
+
+#endif  // IPUPOD_GRAPH_ONNX_IMPORT_H_

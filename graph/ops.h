@@ -1,0 +1,146 @@
+// File: graph/ops.h
+//
+// Internal to ipupod_graph: the op registry. Each supported ONNX op has an
+// OpDef with three functions over an OpContext (one node plus what is known
+// about its inputs):
+//   infer  - output dtypes and static shapes; may need some inputs to be
+//            constants (Reshape's shape, Slice's starts, ...),
+//   run    - computes the outputs with ipupod_kernels into tensors already
+//            allocated with the inferred types,
+//   flops  - arithmetic operations one execution performs (see below).
+// shape_inference.cc uses infer (and run, for constant folding);
+// interpreter.cc uses run and flops.
+//
+// FLOP convention: MatMul/Gemm 2*M*N*K (+M*N for a C term); elementwise
+// and comparison ops 1 per output element (transcendentals included);
+// reductions 1 per input element; Softmax/LogSoftmax 4 and
+// LayerNormalization 8 per element; pure data movement 0.
+//
+// Thread safety: the registry is built once (thread-safe static) and then
+// read-only. OpContext is a per-call value.
+// Errors: INVALID_ARGUMENT for anything the model got wrong or ipupod does not
+// support; callers prefix the node with NodeError().
+#ifndef IPUPOD_GRAPH_OPS_H_
+#define IPUPOD_GRAPH_OPS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
+#include "kernels/view.h"
+
+namespace ipupod::graph {
+
+struct OpContext {
+  const Node& node;
+  int64_t opset;
+  std::vector<const TensorType*> types;  // per input; nullptr = omitted
+  std::vector<const Tensor*> values;     // per input; nullptr = omitted or not constant
+
+  bool has(size_t i) const { return i < types.size() && types[i] != nullptr; }
+  const TensorType& type(size_t i) const { return *types[i]; }
+  const Shape& shape(size_t i) const { return types[i]->shape; }
+  DType dtype(size_t i) const { return types[i]->dtype; }
+  int64_t rank(size_t i) const { return static_cast<int64_t>(types[i]->shape.size()); }
+  // The value of input i. During inference only constants have one, so an op
+  // that needs it for shapes fails with "<role> must be a constant".
+  absl::StatusOr<const Tensor*> Constant(size_t i, absl::string_view role) const;
+  // A constant integer input (int64/int32) as a flat list.
+  absl::StatusOr<std::vector<int64_t>> ConstantInts(size_t i, absl::string_view role) const;
+  // A constant single-element input read as float (any numeric dtype).
+  absl::StatusOr<float> ConstantScalar(size_t i, absl::string_view role) const;
+
+  bool HasAttr(absl::string_view attr) const;
+  absl::StatusOr<int64_t> Int(absl::string_view attr, int64_t fallback) const;
+  absl::StatusOr<int64_t> RequiredInt(absl::string_view attr) const;
+  absl::StatusOr<float> Float(absl::string_view attr, float fallback) const;
+  absl::StatusOr<std::optional<std::vector<int64_t>>> Ints(absl::string_view attr) const;
+  absl::StatusOr<const Tensor*> TensorAttr(absl::string_view attr) const;
+};
+
+using InferFn = absl::StatusOr<std::vector<TensorType>> (*)(const OpContext&);
+using RunFn = absl::Status (*)(const OpContext&, absl::Span<Tensor> outputs);
+using FlopsFn = int64_t (*)(const OpContext&, absl::Span<const TensorType> outputs);
+
+struct OpDef {
+  std::string op_type;
+  int64_t since_opset = 1;
+  int min_inputs = 1;
+  int max_inputs = 1;
+  int min_outputs = 1;
+  int max_outputs = 1;
+  std::vector<std::string> attributes;  // every attribute name the op accepts
+  InferFn infer = nullptr;
+  RunFn run = nullptr;
+  FlopsFn flops = nullptr;
+  bool fold_from_types = false;  // output depends only on input types (Shape)
+};
+
+// The definition of `op_type`, or nullptr if ipupod does not support it.
+const OpDef* FindOp(absl::string_view op_type);
+
+// Every supported op type, sorted.
+std::vector<std::string> SupportedOps();
+
+// Checks a node against its OpDef: supported op, available at `opset`,
+// operand counts, attribute names. INVALID_ARGUMENT naming op and node.
+absl::Status CheckNodeSignature(const Node& node, int64_t opset);
+
+// `status` with "<op> node '<name>': " prefixed to its message, same code.
+absl::Status NodeError(const Node& node, const absl::Status& status);
+
+// Registration hooks, one per ops_*.cc file.
+void RegisterElementwiseOps(std::vector<OpDef>& defs);
+void RegisterTensorOps(std::vector<OpDef>& defs);
+void RegisterNnOps(std::vector<OpDef>& defs);
+
+// Helpers shared by the op files.
+template <typename T>
+kernels::View<T> ViewOf(const Tensor& t) {
+  return kernels::View<T>{t.data<T>(), t.shape()};
+}
+template <typename T>
+kernels::MutableView<T> MutableViewOf(Tensor& t) {
+  return kernels::MutableView<T>{t.mutable_data<T>(), t.shape()};
+}
+
+// Calls f(T{}) with T the C++ type of `dtype`.
+template <typename F>
+absl::Status VisitDType(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return f(float{});
+    case DType::kInt64:
+      return f(int64_t{});
+    case DType::kInt32:
+      return f(int32_t{});
+    case DType::kBool:
+      return f(bool{});
+  }
+  return absl::InternalError("unknown dtype");
+}
+
+// INVALID_ARGUMENT unless `dtype` is one of `allowed`.
+absl::Status RequireDType(absl::string_view what, DType dtype,
+                          std::initializer_list<DType> allowed);
+
+// Maps an ONNX TensorProto.DataType code to a DType; INVALID_ARGUMENT for
+// types ipupod does not support (double, float16, int8, string, ...).
+absl::StatusOr<DType> DTypeFromOnnxCode(int64_t code);
+
+inline int64_t NumElementsOf(const TensorType& t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  return n;
+}
+
+}  // namespace ipupod::graph
+
+#endif  // IPUPOD_GRAPH_OPS_H_

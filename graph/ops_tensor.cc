@@ -1,0 +1,660 @@
+// Shape and data-movement ops: Identity, Dropout, Cast, Shape, Reshape,
+// Flatten, Transpose, Squeeze, Unsqueeze, Concat, Split, Slice, Gather,
+// Expand, Constant, ConstantOfShape, Range, NonZero (constant input only). These are what
+// torch.onnx emits around attention reshapes; with static shapes most fold to constants.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "graph/ops.h"
+#include "kernels/data_movement.h"
+#include "kernels/shape_util.h"
+
+namespace ipupod::graph {
+namespace {
+
+using kernels::ShapeString;
+
+int64_t NoFlops(const OpContext&, absl::Span<const TensorType>) { return 0; }
+
+// Output 0 takes input 0's bytes unchanged (reshape-like ops).
+absl::Status RunCopy(const OpContext& c, absl::Span<Tensor> out) {
+  const Tensor& in = *c.values[0];
+  if (in.byte_size() > 0) std::memcpy(out[0].mutable_raw_data(), in.raw_data(), in.byte_size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TensorType>> WithShape(const OpContext& c, Shape shape) {
+  return std::vector<TensorType>{{c.dtype(0), std::move(shape)}};
+}
+
+// ---- Identity, Dropout ----
+
+absl::StatusOr<std::vector<TensorType>> InferIdentity(const OpContext& c) {
+  return std::vector<TensorType>{c.type(0)};
+}
+
+absl::Status CheckInference(const OpContext& c) {
+  if (!c.has(2)) return absl::OkStatus();
+  IPUPOD_ASSIGN_OR_RETURN(const Tensor* mode, c.Constant(2, "training_mode"));
+  if (mode->num_elements() == 1 && mode->IntAt(0) != 0) {
+    return absl::InvalidArgumentError(
+        "training-mode Dropout is not supported; export with model.eval()");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TensorType>> InferDropout(const OpContext& c) {
+  IPUPOD_RETURN_IF_ERROR(CheckInference(c));
+  std::vector<TensorType> out = {c.type(0)};
+  // The mask is bool from opset 10; before that it has the data's type.
+  if (c.node.outputs.size() > 1)
+    out.push_back({c.opset >= 10 ? DType::kBool : c.dtype(0), c.shape(0)});
+  return out;
+}
+
+absl::Status FillOnes(Tensor& t) {
+  return VisitDType(t.dtype(), [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    std::fill_n(t.mutable_data<T>(), t.num_elements(), static_cast<T>(1));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status RunDropout(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_RETURN_IF_ERROR(RunCopy(c, out));
+  if (out.size() > 1) IPUPOD_RETURN_IF_ERROR(FillOnes(out[1]));  // inference keeps everything
+  return absl::OkStatus();
+}
+
+// ---- Cast ----
+
+template <typename To, typename From>
+To Convert(From v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return v != From{0};
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    // Saturate instead of the undefined out-of-range conversion; NaN -> 0.
+    if (std::isnan(v)) return 0;
+    if (v >= static_cast<From>(std::numeric_limits<To>::max()))
+      return std::numeric_limits<To>::max();
+    if (v <= static_cast<From>(std::numeric_limits<To>::min()))
+      return std::numeric_limits<To>::min();
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+absl::StatusOr<std::vector<TensorType>> InferCast(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t to, c.RequiredInt("to"));
+  IPUPOD_ASSIGN_OR_RETURN(DType dtype, DTypeFromOnnxCode(to));
+  return std::vector<TensorType>{{dtype, c.shape(0)}};
+}
+
+absl::Status RunCast(const OpContext& c, absl::Span<Tensor> out) {
+  const Tensor& in = *c.values[0];
+  return VisitDType(in.dtype(), [&](auto from_tag) -> absl::Status {
+    using From = decltype(from_tag);
+    return VisitDType(out[0].dtype(), [&](auto to_tag) -> absl::Status {
+      using To = decltype(to_tag);
+      const From* src = in.data<From>();
+      To* dst = out[0].mutable_data<To>();
+      for (int64_t i = 0; i < in.num_elements(); ++i) dst[i] = Convert<To>(src[i]);
+      return absl::OkStatus();
+    });
+  });
+}
+
+// ---- Shape (start/end attributes from opset 15) ----
+
+absl::StatusOr<std::pair<int64_t, int64_t>> ShapeRange(const OpContext& c) {
+  const int64_t r = c.rank(0);
+  IPUPOD_ASSIGN_OR_RETURN(int64_t start, c.Int("start", 0));
+  IPUPOD_ASSIGN_OR_RETURN(int64_t end, c.Int("end", r));
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, start, r);
+  return std::make_pair(start, end);
+}
+
+absl::StatusOr<std::vector<TensorType>> InferShape(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(auto range, ShapeRange(c));
+  return std::vector<TensorType>{{DType::kInt64, {range.second - range.first}}};
+}
+
+absl::Status RunShape(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(auto range, ShapeRange(c));
+  int64_t* dst = out[0].mutable_data<int64_t>();
+  for (int64_t i = range.first; i < range.second; ++i) dst[i - range.first] = c.shape(0)[i];
+  return absl::OkStatus();
+}
+
+// ---- Reshape ----
+
+absl::StatusOr<Shape> ReshapeTarget(const Shape& in, const std::vector<int64_t>& spec,
+                                    bool allowzero) {
+  Shape out(spec.size());
+  int64_t infer_at = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    int64_t d = spec[i];
+    if (d == 0 && !allowzero) {
+      if (i >= in.size()) return absl::InvalidArgumentError("shape copies a dim the input lacks");
+      d = in[i];
+    }
+    if (d == -1) {
+      if (infer_at >= 0) return absl::InvalidArgumentError("shape has more than one -1");
+      infer_at = static_cast<int64_t>(i);
+      continue;
+    }
+    if (d < 0 || d > kernels::kElementsMax) {
+      return absl::InvalidArgumentError(absl::StrCat("shape has dim ", d));
+    }
+    out[i] = d;
+    known *= d;
+  }
+  IPUPOD_ASSIGN_OR_RETURN(int64_t total, kernels::NumElements(in));
+  if (infer_at >= 0) {
+    if (known == 0 || total % known != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot reshape ", ShapeString(in), " to ", ShapeString(spec)));
+    }
+    out[infer_at] = total / known;
+  }
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, kernels::NumElements(out));
+  if (n != total) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeString(in), " (", total,
+                                                   " elements) to ", ShapeString(spec)));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<TensorType>> InferReshape(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<int64_t> spec, c.ConstantInts(1, "shape"));
+  IPUPOD_ASSIGN_OR_RETURN(int64_t allowzero, c.Int("allowzero", 0));
+  IPUPOD_ASSIGN_OR_RETURN(Shape out, ReshapeTarget(c.shape(0), spec, allowzero != 0));
+  return WithShape(c, std::move(out));
+}
+
+// ---- Flatten ----
+
+absl::StatusOr<std::vector<TensorType>> InferFlatten(const OpContext& c) {
+  const int64_t r = c.rank(0);
+  IPUPOD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 1));
+  if (axis < -r || axis > r) {
+    return absl::InvalidArgumentError(absl::StrCat("axis ", axis, " is out of range for rank ", r));
+  }
+  if (axis < 0) axis += r;
+  const Shape& s = c.shape(0);
+  const int64_t outer =
+      std::accumulate(s.begin(), s.begin() + axis, int64_t{1}, std::multiplies<>());
+  const int64_t inner = std::accumulate(s.begin() + axis, s.end(), int64_t{1}, std::multiplies<>());
+  return WithShape(c, {outer, inner});
+}
+
+// ---- Transpose ----
+
+absl::StatusOr<std::vector<int64_t>> Perm(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(auto perm, c.Ints("perm"));
+  if (perm.has_value()) return *perm;
+  std::vector<int64_t> reversed(static_cast<size_t>(c.rank(0)));
+  std::iota(reversed.rbegin(), reversed.rend(), 0);
+  return reversed;
+}
+
+absl::StatusOr<std::vector<TensorType>> InferTranspose(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<int64_t> perm, Perm(c));
+  IPUPOD_ASSIGN_OR_RETURN(Shape out, kernels::TransposedShape(c.shape(0), perm));
+  return WithShape(c, std::move(out));
+}
+
+absl::Status RunTranspose(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<int64_t> perm, Perm(c));
+  const Tensor& in = *c.values[0];
+  return kernels::Transpose(in.raw_data(), in.shape(), perm, DTypeSize(in.dtype()),
+                            out[0].mutable_raw_data());
+}
+
+// ---- Squeeze / Unsqueeze: axes attribute before opset 13, input after ----
+
+absl::StatusOr<std::optional<std::vector<int64_t>>> AxesOperand(const OpContext& c) {
+  if (c.opset < 13) return c.Ints("axes");
+  if (c.HasAttr("axes")) {
+    return absl::InvalidArgumentError("from opset 13, axes is an input, not an attribute");
+  }
+  if (!c.has(1)) return std::optional<std::vector<int64_t>>();
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, c.ConstantInts(1, "axes"));
+  return std::optional(std::move(axes));
+}
+
+absl::StatusOr<std::vector<TensorType>> InferSqueeze(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(auto axes, AxesOperand(c));
+  const Shape& in = c.shape(0);
+  std::vector<bool> drop(in.size(), false);
+  if (!axes.has_value()) {
+    for (size_t i = 0; i < in.size(); ++i) drop[i] = in[i] == 1;
+  }
+  for (int64_t a : axes.value_or(std::vector<int64_t>{})) {
+    IPUPOD_ASSIGN_OR_RETURN(int64_t axis, kernels::NormalizeAxis(a, c.rank(0)));
+    if (in[axis] != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot squeeze axis ", a, " of ", ShapeString(in), ": size is not 1"));
+    }
+    drop[axis] = true;
+  }
+  Shape out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!drop[i]) out.push_back(in[i]);
+  }
+  return WithShape(c, std::move(out));
+}
+
+absl::StatusOr<std::vector<TensorType>> InferUnsqueeze(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(auto axes, AxesOperand(c));
+  if (!axes.has_value()) return absl::InvalidArgumentError("axes are required");
+  const int64_t out_rank = c.rank(0) + static_cast<int64_t>(axes->size());
+  std::vector<bool> inserted(static_cast<size_t>(out_rank), false);
+  for (int64_t a : *axes) {
+    IPUPOD_ASSIGN_OR_RETURN(int64_t axis, kernels::NormalizeAxis(a, out_rank));
+    if (inserted[axis]) return absl::InvalidArgumentError("axes repeat an axis");
+    inserted[axis] = true;
+  }
+  Shape out;
+  size_t next = 0;
+  for (int64_t i = 0; i < out_rank; ++i) out.push_back(inserted[i] ? 1 : c.shape(0)[next++]);
+  return WithShape(c, std::move(out));
+}
+
+// ---- Concat ----
+
+absl::StatusOr<std::vector<TensorType>> InferConcat(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t a, c.RequiredInt("axis"));
+  IPUPOD_ASSIGN_OR_RETURN(int64_t axis, kernels::NormalizeAxis(a, c.rank(0)));
+  Shape out = c.shape(0);
+  for (size_t i = 1; i < c.types.size(); ++i) {
+    if (!c.has(i)) return absl::InvalidArgumentError("Concat inputs cannot be omitted");
+    const Shape& s = c.shape(i);
+    bool ok = c.dtype(i) == c.dtype(0) && s.size() == out.size();
+    for (size_t d = 0; ok && d < s.size(); ++d) ok = d == size_t(axis) || s[d] == out[d];
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat("input ", i, " ", TypeString(c.type(i)),
+                                                     " does not concatenate with ",
+                                                     TypeString(c.type(0)), " on axis ", a));
+    }
+    out[axis] += s[axis];
+  }
+  return WithShape(c, std::move(out));
+}
+
+absl::Status RunConcat(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t axis, c.RequiredInt("axis"));
+  IPUPOD_ASSIGN_OR_RETURN(axis, kernels::NormalizeAxis(axis, c.rank(0)));
+  std::vector<const void*> ptrs;
+  std::vector<kernels::Dims> shapes;
+  for (const Tensor* t : c.values) {
+    ptrs.push_back(t->raw_data());
+    shapes.push_back(t->shape());
+  }
+  return kernels::Concat(ptrs, shapes, axis, DTypeSize(c.dtype(0)), out[0].mutable_raw_data());
+}
+
+// ---- Split: sizes attribute before opset 13, optional input after ----
+
+struct SplitPlan {
+  int64_t axis;
+  std::vector<int64_t> sizes;
+};
+
+absl::StatusOr<SplitPlan> PlanSplit(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t a, c.Int("axis", 0));
+  SplitPlan p;
+  IPUPOD_ASSIGN_OR_RETURN(p.axis, kernels::NormalizeAxis(a, c.rank(0)));
+  const int64_t dim = c.shape(0)[p.axis];
+  const int64_t n = static_cast<int64_t>(c.node.outputs.size());
+  std::optional<std::vector<int64_t>> sizes;
+  if (c.opset < 13) {
+    IPUPOD_ASSIGN_OR_RETURN(sizes, c.Ints("split"));
+  } else if (c.HasAttr("split")) {
+    return absl::InvalidArgumentError("from opset 13, split is an input, not an attribute");
+  } else if (c.has(1)) {
+    IPUPOD_ASSIGN_OR_RETURN(sizes, c.ConstantInts(1, "split"));
+  }
+  if (!sizes.has_value()) {
+    if (dim % n != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("axis of size ", dim, " does not split evenly into ", n));
+    }
+    sizes = std::vector<int64_t>(static_cast<size_t>(n), dim / n);
+  }
+  int64_t total = 0;
+  for (int64_t s : *sizes) total += s < 0 ? -1 : s;
+  if (static_cast<int64_t>(sizes->size()) != n || total != dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "split sizes ", ShapeString(*sizes), " do not cover ", n, " outputs of axis size ", dim));
+  }
+  p.sizes = std::move(*sizes);
+  return p;
+}
+
+absl::StatusOr<std::vector<TensorType>> InferSplit(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(SplitPlan p, PlanSplit(c));
+  std::vector<TensorType> out;
+  for (int64_t s : p.sizes) {
+    TensorType t = c.type(0);
+    t.shape[p.axis] = s;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+absl::Status RunSplit(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(SplitPlan p, PlanSplit(c));
+  const Tensor& in = *c.values[0];
+  int64_t start = 0;
+  for (size_t k = 0; k < out.size(); ++k) {
+    std::vector<kernels::SliceAxis> axes;
+    for (int64_t d = 0; d < in.rank(); ++d) axes.push_back({0, 1, in.shape()[d]});
+    axes[p.axis] = {start, 1, p.sizes[k]};
+    start += p.sizes[k];
+    IPUPOD_RETURN_IF_ERROR(kernels::Slice(in.raw_data(), in.shape(), axes, DTypeSize(in.dtype()),
+                                          out[k].mutable_raw_data()));
+  }
+  return absl::OkStatus();
+}
+
+// ---- Slice: attributes before opset 10, inputs after ----
+
+struct SliceSpec {
+  std::vector<int64_t> starts, ends, axes, steps;
+};
+
+absl::StatusOr<SliceSpec> ReadSliceSpec(const OpContext& c) {
+  SliceSpec s;
+  if (c.opset < 10) {
+    IPUPOD_ASSIGN_OR_RETURN(auto starts, c.Ints("starts"));
+    IPUPOD_ASSIGN_OR_RETURN(auto ends, c.Ints("ends"));
+    IPUPOD_ASSIGN_OR_RETURN(auto axes, c.Ints("axes"));
+    if (!starts || !ends) return absl::InvalidArgumentError("starts and ends are required");
+    s.starts = *starts;
+    s.ends = *ends;
+    if (axes) s.axes = *axes;
+  } else {
+    if (c.HasAttr("starts") || c.HasAttr("ends") || c.HasAttr("axes")) {
+      return absl::InvalidArgumentError("from opset 10, Slice takes starts/ends/axes as inputs");
+    }
+    IPUPOD_ASSIGN_OR_RETURN(s.starts, c.ConstantInts(1, "starts"));
+    IPUPOD_ASSIGN_OR_RETURN(s.ends, c.ConstantInts(2, "ends"));
+    if (c.has(3)) {
+      IPUPOD_ASSIGN_OR_RETURN(s.axes, c.ConstantInts(3, "axes"));
+    }
+    if (c.has(4)) {
+      IPUPOD_ASSIGN_OR_RETURN(s.steps, c.ConstantInts(4, "steps"));
+    }
+  }
+  if (s.axes.empty()) {
+    for (size_t i = 0; i < s.starts.size(); ++i) s.axes.push_back(static_cast<int64_t>(i));
+  }
+  if (s.steps.empty()) s.steps.assign(s.starts.size(), 1);
+  if (s.ends.size() != s.starts.size() || s.axes.size() != s.starts.size() ||
+      s.steps.size() != s.starts.size()) {
+    return absl::InvalidArgumentError("starts, ends, axes and steps differ in length");
+  }
+  return s;
+}
+
+absl::StatusOr<std::vector<kernels::SliceAxis>> ResolveSlice(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(SliceSpec s, ReadSliceSpec(c));
+  const Shape& in = c.shape(0);
+  std::vector<kernels::SliceAxis> axes;
+  for (int64_t d : in) axes.push_back({0, 1, d});
+  std::vector<bool> seen(in.size(), false);
+  for (size_t i = 0; i < s.axes.size(); ++i) {
+    IPUPOD_ASSIGN_OR_RETURN(int64_t axis, kernels::NormalizeAxis(s.axes[i], c.rank(0)));
+    if (seen[axis]) return absl::InvalidArgumentError("axes repeat an axis");
+    seen[axis] = true;
+    IPUPOD_ASSIGN_OR_RETURN(
+        axes[axis], kernels::ResolveSliceAxis(s.starts[i], s.ends[i], s.steps[i], in[axis]));
+  }
+  return axes;
+}
+
+absl::StatusOr<std::vector<TensorType>> InferSlice(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(auto axes, ResolveSlice(c));
+  Shape out;
+  for (const auto& a : axes) out.push_back(a.count);
+  return WithShape(c, std::move(out));
+}
+
+absl::Status RunSlice(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(auto axes, ResolveSlice(c));
+  const Tensor& in = *c.values[0];
+  return kernels::Slice(in.raw_data(), in.shape(), axes, DTypeSize(in.dtype()),
+                        out[0].mutable_raw_data());
+}
+
+// ---- Gather ----
+
+absl::StatusOr<std::vector<TensorType>> InferGather(const OpContext& c) {
+  IPUPOD_RETURN_IF_ERROR(RequireDType("indices", c.dtype(1), {DType::kInt64, DType::kInt32}));
+  IPUPOD_ASSIGN_OR_RETURN(int64_t a, c.Int("axis", 0));
+  IPUPOD_ASSIGN_OR_RETURN(int64_t axis, kernels::NormalizeAxis(a, c.rank(0)));
+  const Shape& data = c.shape(0);
+  Shape out(data.begin(), data.begin() + axis);
+  out.insert(out.end(), c.shape(1).begin(), c.shape(1).end());
+  out.insert(out.end(), data.begin() + axis + 1, data.end());
+  return WithShape(c, std::move(out));
+}
+
+absl::Status RunGather(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 0));
+  const Tensor& data = *c.values[0];
+  const Tensor& idx = *c.values[1];
+  const size_t size = DTypeSize(data.dtype());
+  if (idx.dtype() == DType::kInt32) {
+    return kernels::Gather(data.raw_data(), data.shape(), axis, ViewOf<int32_t>(idx), size,
+                           out[0].mutable_raw_data());
+  }
+  return kernels::Gather(data.raw_data(), data.shape(), axis, ViewOf<int64_t>(idx), size,
+                         out[0].mutable_raw_data());
+}
+
+// ---- Expand ----
+
+absl::StatusOr<std::vector<TensorType>> InferExpand(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstantInts(1, "shape"));
+  IPUPOD_ASSIGN_OR_RETURN(Shape out, kernels::BroadcastShapes(c.shape(0), shape));
+  return WithShape(c, std::move(out));
+}
+
+absl::Status RunExpand(const OpContext& c, absl::Span<Tensor> out) {
+  const Tensor& in = *c.values[0];
+  return kernels::Expand(in.raw_data(), in.shape(), out[0].shape(), DTypeSize(in.dtype()),
+                         out[0].mutable_raw_data());
+}
+
+// ---- Constant, ConstantOfShape, Range ----
+
+absl::StatusOr<Tensor> ConstantValue(const OpContext& c) {
+  if (c.node.attributes.size() != 1) {
+    return absl::InvalidArgumentError("needs exactly one value attribute");
+  }
+  const auto& [name, value] = *c.node.attributes.begin();
+  if (const auto* t = std::get_if<Tensor>(&value); t && name == "value") return *t;
+  if (const auto* f = std::get_if<float>(&value); f && name == "value_float")
+    return Tensor::Scalar(*f);
+  if (const auto* i = std::get_if<int64_t>(&value); i && name == "value_int")
+    return Tensor::Scalar(*i);
+  if (const auto* fs = std::get_if<std::vector<float>>(&value); fs && name == "value_floats") {
+    return Tensor::FromValues<float>({static_cast<int64_t>(fs->size())}, *fs);
+  }
+  if (const auto* is = std::get_if<std::vector<int64_t>>(&value); is && name == "value_ints") {
+    return Tensor::FromValues<int64_t>({static_cast<int64_t>(is->size())}, *is);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' has the wrong type"));
+}
+
+absl::StatusOr<std::vector<TensorType>> InferConstant(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(Tensor t, ConstantValue(c));
+  return std::vector<TensorType>{{t.dtype(), t.shape()}};
+}
+
+absl::Status RunConstant(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(out[0], ConstantValue(c));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> FillValue(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(const Tensor* value, c.TensorAttr("value"));
+  if (value == nullptr) return Tensor::Scalar(0.0f);
+  if (value->num_elements() != 1) return absl::InvalidArgumentError("value must hold one element");
+  return *value;
+}
+
+absl::StatusOr<std::vector<TensorType>> InferConstantOfShape(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstantInts(0, "shape"));
+  IPUPOD_ASSIGN_OR_RETURN(Tensor value, FillValue(c));
+  IPUPOD_RETURN_IF_ERROR(CheckedNumElements(value.dtype(), shape).status());
+  return std::vector<TensorType>{{value.dtype(), shape}};
+}
+
+absl::Status RunConstantOfShape(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(Tensor value, FillValue(c));
+  const size_t size = DTypeSize(value.dtype());
+  char* dst = static_cast<char*>(out[0].mutable_raw_data());
+  for (int64_t i = 0; i < out[0].num_elements(); ++i)
+    std::memcpy(dst + i * size, value.raw_data(), size);
+  return absl::OkStatus();
+}
+
+double AsDouble(const Tensor& t) {
+  return t.dtype() == DType::kFloat32 ? t.data<float>()[0] : static_cast<double>(t.IntAt(0));
+}
+
+absl::StatusOr<int64_t> RangeCount(const OpContext& c) {
+  IPUPOD_RETURN_IF_ERROR(
+      RequireDType("start", c.dtype(0), {DType::kFloat32, DType::kInt64, DType::kInt32}));
+  double v[3];
+  for (size_t i = 0; i < 3; ++i) {
+    if (c.dtype(i) != c.dtype(0)) return absl::InvalidArgumentError("inputs differ in dtype");
+    IPUPOD_ASSIGN_OR_RETURN(const Tensor* t, c.Constant(i, i == 0   ? "start"
+                                                           : i == 1 ? "limit"
+                                                                    : "delta"));
+    if (t->num_elements() != 1) return absl::InvalidArgumentError("inputs must be scalars");
+    v[i] = AsDouble(*t);
+  }
+  if (v[2] == 0) return absl::InvalidArgumentError("delta is 0");
+  const double n = std::ceil((v[1] - v[0]) / v[2]);
+  if (!(n < 1e12)) return absl::InvalidArgumentError("range is too long");
+  return n > 0 ? static_cast<int64_t>(n) : 0;
+}
+
+absl::StatusOr<std::vector<TensorType>> InferRange(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, RangeCount(c));
+  return std::vector<TensorType>{{c.dtype(0), {n}}};
+}
+
+absl::Status RunRange(const OpContext& c, absl::Span<Tensor> out) {
+  return VisitDType(c.dtype(0), [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T start = c.values[0]->data<T>()[0];
+      const T delta = c.values[2]->data<T>()[0];
+      T* dst = out[0].mutable_data<T>();
+      for (int64_t i = 0; i < out[0].num_elements(); ++i)
+        dst[i] = static_cast<T>(start + i * delta);
+    }
+    return absl::OkStatus();
+  });
+}
+
+// ---- NonZero: data-dependent shape, so only its constant form is supported
+// (torch's opset-9 arange exports one) ----
+
+absl::StatusOr<int64_t> NonZeroCount(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(const Tensor* t,
+                          c.Constant(0, "input; its output shape depends on the data"));
+  int64_t count = 0;
+  IPUPOD_RETURN_IF_ERROR(VisitDType(t->dtype(), [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    for (T v : t->values<T>()) count += v != T{0} ? 1 : 0;
+    return absl::OkStatus();
+  }));
+  return count;
+}
+
+absl::StatusOr<std::vector<TensorType>> InferNonZero(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t count, NonZeroCount(c));
+  return std::vector<TensorType>{{DType::kInt64, {c.rank(0), count}}};
+}
+
+absl::Status RunNonZero(const OpContext& c, absl::Span<Tensor> out) {
+  const Tensor& t = *c.values[0];
+  const std::vector<int64_t> strides = kernels::RowMajorStrides(t.shape());
+  const int64_t count = out[0].shape()[1];
+  int64_t* dst = out[0].mutable_data<int64_t>();
+  int64_t k = 0;
+  return VisitDType(t.dtype(), [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    const auto values = t.values<T>();
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      if (values[i] == T{0}) continue;
+      for (size_t d = 0; d < strides.size(); ++d)
+        dst[d * count + k] = (i / strides[d]) % t.shape()[d];
+      ++k;
+    }
+    return absl::OkStatus();
+  });
+}
+
+OpDef Def(std::string op, int min_in, int max_in, InferFn infer, RunFn run,
+          std::vector<std::string> attrs = {}) {
+  OpDef d;
+  d.op_type = std::move(op);
+  d.min_inputs = min_in;
+  d.max_inputs = max_in;
+  d.attributes = std::move(attrs);
+  d.infer = infer;
+  d.run = run;
+  d.flops = NoFlops;
+  return d;
+}
+
+}  // namespace
+
+void RegisterTensorOps(std::vector<OpDef>& defs) {
+  defs.push_back(Def("Identity", 1, 1, InferIdentity, RunCopy));
+  defs.push_back(Def("Dropout", 1, 3, InferDropout, RunDropout, {"ratio", "seed"}));
+  defs.back().max_outputs = 2;
+  defs.push_back(Def("Cast", 1, 1, InferCast, RunCast, {"to"}));
+  defs.push_back(Def("Shape", 1, 1, InferShape, RunShape, {"start", "end"}));
+  defs.back().fold_from_types = true;
+  defs.push_back(Def("Reshape", 2, 2, InferReshape, RunCopy, {"allowzero"}));
+  defs.back().since_opset = 5;
+  defs.push_back(Def("Flatten", 1, 1, InferFlatten, RunCopy, {"axis"}));
+  defs.push_back(Def("Transpose", 1, 1, InferTranspose, RunTranspose, {"perm"}));
+  defs.push_back(Def("Squeeze", 1, 2, InferSqueeze, RunCopy, {"axes"}));
+  defs.push_back(Def("Unsqueeze", 1, 2, InferUnsqueeze, RunCopy, {"axes"}));
+  defs.push_back(Def("Concat", 1, 1 << 16, InferConcat, RunConcat, {"axis"}));
+  defs.push_back(Def("Split", 1, 2, InferSplit, RunSplit, {"axis", "split"}));
+  defs.back().max_outputs = 1 << 16;
+  defs.push_back(Def("Slice", 1, 5, InferSlice, RunSlice, {"starts", "ends", "axes"}));
+  defs.push_back(Def("Gather", 2, 2, InferGather, RunGather, {"axis"}));
+  defs.push_back(Def("Expand", 2, 2, InferExpand, RunExpand));
+  defs.back().since_opset = 8;
+  defs.push_back(Def("Constant", 0, 0, InferConstant, RunConstant,
+                     {"value", "value_float", "value_floats", "value_int", "value_ints"}));
+  defs.push_back(Def("ConstantOfShape", 1, 1, InferConstantOfShape, RunConstantOfShape, {"value"}));
+  defs.back().since_opset = 9;
+  defs.push_back(Def("NonZero", 1, 1, InferNonZero, RunNonZero));
+  defs.back().since_opset = 9;
+  defs.push_back(Def("Range", 3, 3, InferRange, RunRange));
+  defs.back().since_opset = 11;
+}
+
+}  // namespace ipupod::graph

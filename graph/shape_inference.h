@@ -1,0 +1,34 @@
+// File: graph/shape_inference.h
+//
+// The pass that turns a freshly imported Graph into a static-shape one:
+//   1. checks every node against the op registry (supported op, opset,
+//      operand counts, attributes) and that every input is defined earlier;
+//   2. infers the dtype and static shape of every value, in node order;
+//   3. folds every node whose inputs are all constants (or, for Shape, whose
+//      input shape is known) into a new initializer - this is what removes
+//      the Shape/Gather/Concat/Reshape/Equal/Where/Expand chains torch.onnx
+//      writes around attention reshapes;
+//   4. drops nodes and initializers no graph output depends on;
+//   5. checks the inferred output types against the model's declared ones.
+// Afterwards graph.value_types holds a static type for every remaining value.
+//
+// Thread safety: mutates only the graph it is given.
+// Errors: INVALID_ARGUMENT naming op and node for unsupported ops or
+// attributes, shape errors, non-constant shape operands and undefined or
+// duplicate values; RESOURCE_EXHAUSTED if folding runs out of memory.
+// On error the graph is left unchanged.
+#ifndef IPUPOD_GRAPH_SHAPE_INFERENCE_H_
+#define IPUPOD_GRAPH_SHAPE_INFERENCE_H_
+
+#include "absl/status/status.h"
+#include "graph/graph.h"
+
+namespace ipupod::graph {
+
+// REQUIRES: graph.inputs have fully static shapes; graph.outputs may carry
+// -1 dims (unknown). Sets graph.value_types and rewrites nodes/initializers.
+absl::Status InferShapesAndFold(Graph& graph);
+
+}  // namespace ipupod::graph
+
+#endif  // IPUPOD_GRAPH_SHAPE_INFERENCE_H_

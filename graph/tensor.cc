@@ -1,0 +1,135 @@
+#include "graph/tensor.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "kernels/shape_util.h"
+
+namespace ipupod::graph {
+
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kBool:
+      return "bool";
+  }
+  return "unknown";
+}
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kInt32:
+      return 4;
+    case DType::kBool:
+      return 1;
+  }
+  return 0;
+}
+
+absl::StatusOr<int64_t> CheckedNumElements(DType dtype, absl::Span<const int64_t> shape) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, kernels::NumElements(shape));
+  if (n > kTensorBytesMax / static_cast<int64_t>(DTypeSize(dtype))) {
+    return absl::InvalidArgumentError(absl::StrCat(DTypeName(dtype), kernels::ShapeString(shape),
+                                                   " exceeds the 4 GiB tensor limit"));
+  }
+  return n;
+}
+
+Tensor::Tensor() : Tensor(DType::kFloat32, Shape{0}, 0) {}
+
+Tensor::Tensor(DType dtype, Shape shape, int64_t num_elements)
+    : dtype_(dtype),
+      shape_(std::move(shape)),
+      num_elements_(num_elements),
+      bytes_(static_cast<size_t>(num_elements) * DTypeSize(dtype)) {}
+
+absl::StatusOr<Tensor> Tensor::Create(DType dtype, Shape shape) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(dtype, shape));
+  return Tensor(dtype, std::move(shape), n);
+}
+
+absl::StatusOr<Tensor> Tensor::FromBytes(DType dtype, Shape shape, absl::string_view bytes) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(dtype, shape));
+  const size_t want = static_cast<size_t>(n) * DTypeSize(dtype);
+  if (bytes.size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(DTypeName(dtype), kernels::ShapeString(shape),
+                                                   " needs ", want, " bytes, got ", bytes.size()));
+  }
+  if (dtype == DType::kBool) {
+    for (char c : bytes) {
+      if (c != 0 && c != 1) {
+        return absl::InvalidArgumentError("bool tensor holds a byte other than 0 or 1");
+      }
+    }
+  }
+  Tensor t(dtype, std::move(shape), n);
+  if (want > 0) std::memcpy(t.bytes_.data(), bytes.data(), want);
+  return t;
+}
+
+absl::Status Tensor::Reshape(Shape shape) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, kernels::NumElements(shape));
+  if (n != num_elements_) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", kernels::ShapeString(shape_),
+                                                   " to ", kernels::ShapeString(shape)));
+  }
+  shape_ = std::move(shape);
+  return absl::OkStatus();
+}
+
+int64_t Tensor::IntAt(int64_t i) const {
+  switch (dtype_) {
+    case DType::kInt64:
+      return data<int64_t>()[i];
+    case DType::kInt32:
+      return data<int32_t>()[i];
+    case DType::kBool:
+      return data<bool>()[i] ? 1 : 0;
+    case DType::kFloat32:
+      break;
+  }
+  CheckDType(DType::kInt64);
+  return 0;
+}
+
+std::string Tensor::DebugString() const {
+  std::string out = absl::StrCat(DTypeName(dtype_), kernels::ShapeString(shape_), " {");
+  const int64_t shown = std::min<int64_t>(num_elements_, 8);
+  for (int64_t i = 0; i < shown; ++i) {
+    if (i > 0) out += ", ";
+    if (dtype_ == DType::kFloat32) {
+      absl::StrAppend(&out, data<float>()[i]);
+    } else {
+      absl::StrAppend(&out, IntAt(i));
+    }
+  }
+  if (shown < num_elements_) out += ", ...";
+  return out + "}";
+}
+
+bool Tensor::operator==(const Tensor& other) const {
+  return dtype_ == other.dtype_ && shape_ == other.shape_ && bytes_ == other.bytes_;
+}
+
+void Tensor::CheckDType(DType want) const {
+  if (want == dtype_) return;
+  // A caller bug, not a data error: fail loudly rather than reinterpret bytes.
+  std::fprintf(stderr, "graph::Tensor: accessed %s tensor as %s\n",
+               std::string(DTypeName(dtype_)).c_str(), std::string(DTypeName(want)).c_str());
+  std::abort();
+}
+
+}  // namespace ipupod::graph

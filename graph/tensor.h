@@ -1,0 +1,140 @@
+// File: graph/tensor.h
+//
+// graph::Tensor: a dense, contiguous, row-major host tensor with a static
+// shape - the value type of model weights, constants, graph inputs and
+// outputs, and every intermediate the Interpreter computes. It owns its
+// storage (value semantics: copies are deep, moves are cheap).
+//
+// Supported element types (DType): float32, int64, int32 and bool (one byte
+// per element, always 0 or 1). Storage is at least 16-byte aligned.
+//
+// Thread safety: a const Tensor may be read from many threads; mutation
+// needs exclusive access.
+// Errors: INVALID_ARGUMENT for a negative dim, a byte count that does not
+// match the shape, or a tensor larger than kTensorBytesMax.
+#ifndef IPUPOD_GRAPH_TENSOR_H_
+#define IPUPOD_GRAPH_TENSOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace ipupod::graph {
+
+enum class DType : uint8_t { kFloat32, kInt64, kInt32, kBool };
+
+// "float32", "int64", "int32", "bool".
+absl::string_view DTypeName(DType dtype);
+size_t DTypeSize(DType dtype);
+
+template <typename T>
+constexpr DType DTypeOf() {
+  if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
+  if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
+  if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
+  if constexpr (std::is_same_v<T, bool>) return DType::kBool;
+}
+
+using Shape = std::vector<int64_t>;
+
+// The largest tensor any model may hold or produce: 4 GiB.
+inline constexpr int64_t kTensorBytesMax = int64_t{4} << 30;
+
+// Element count of `shape` with the same checks Tensor::Create applies
+// (non-negative dims, bytes within kTensorBytesMax).
+absl::StatusOr<int64_t> CheckedNumElements(DType dtype, absl::Span<const int64_t> shape);
+
+class Tensor {
+ public:
+  // An empty float32 tensor of shape [0].
+  Tensor();
+
+  // Zero-filled tensor.
+  static absl::StatusOr<Tensor> Create(DType dtype, Shape shape);
+  // Copies `bytes` (little-endian elements; bools must be 0 or 1).
+  static absl::StatusOr<Tensor> FromBytes(DType dtype, Shape shape, absl::string_view bytes);
+  // Copies `values`, whose count must match the shape.
+  template <typename T>
+  static absl::StatusOr<Tensor> FromValues(Shape shape, absl::Span<const T> values);
+  // A rank-0 tensor.
+  template <typename T>
+  static Tensor Scalar(T value);
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t num_elements() const { return num_elements_; }
+  size_t byte_size() const { return bytes_.size(); }
+
+  // Typed element access. REQUIRES: DTypeOf<T>() == dtype() (aborts otherwise).
+  template <typename T>
+  const T* data() const {
+    CheckDType(DTypeOf<T>());
+    return reinterpret_cast<const T*>(bytes_.data());
+  }
+  template <typename T>
+  T* mutable_data() {
+    CheckDType(DTypeOf<T>());
+    return reinterpret_cast<T*>(bytes_.data());
+  }
+  template <typename T>
+  absl::Span<const T> values() const {
+    return absl::Span<const T>(data<T>(), static_cast<size_t>(num_elements_));
+  }
+
+  const void* raw_data() const { return bytes_.data(); }
+  void* mutable_raw_data() { return bytes_.data(); }
+  absl::string_view bytes() const {
+    return absl::string_view(reinterpret_cast<const char*>(bytes_.data()), bytes_.size());
+  }
+
+  // Same elements under a new shape with the same element count.
+  absl::Status Reshape(Shape shape);
+
+  // Reads element i as int64 (any integer or bool dtype) - for shape
+  // arithmetic on small constant tensors. REQUIRES: i < num_elements().
+  int64_t IntAt(int64_t i) const;
+
+  // "float32[2, 3]" plus up to 8 leading values.
+  std::string DebugString() const;
+
+  bool operator==(const Tensor& other) const;
+
+ private:
+  Tensor(DType dtype, Shape shape, int64_t num_elements);
+  void CheckDType(DType want) const;
+
+  DType dtype_;
+  Shape shape_;
+  int64_t num_elements_;
+  std::vector<std::byte> bytes_;
+};
+
+template <typename T>
+absl::StatusOr<Tensor> Tensor::FromValues(Shape shape, absl::Span<const T> values) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int64_t> ||
+                    std::is_same_v<T, int32_t> || std::is_same_v<T, bool>,
+                "unsupported element type");
+  return FromBytes(
+      DTypeOf<T>(), std::move(shape),
+      absl::string_view(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T)));
+}
+
+template <typename T>
+Tensor Tensor::Scalar(T value) {
+  Tensor t(DTypeOf<T>(), Shape{}, 1);
+  std::memcpy(t.bytes_.data(), &value, sizeof(T));
+  return t;
+}
+
+}  // namespace ipupod::graph
+
+#endif  // IPUPOD_GRAPH_TENSOR_H_

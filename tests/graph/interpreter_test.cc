@@ -1,0 +1,124 @@
+#include "graph/interpreter.h"
+
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "graph/onnx_import.h"
+#include "graph/shape_inference.h"
+#include "tests/graph/onnx_builder.h"
+
+namespace ipupod::graph {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::kFloat;
+using testing::OnnxBuilder;
+
+Tensor F(Shape shape, std::vector<float> v) { return *Tensor::FromValues<float>(shape, v); }
+
+// x[4, 3] -> Gemm(W[2, 3]^T, b[2]) -> Relu -> MatMul(V[2, 5]) -> Softmax.
+Graph SmallMlp() {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {4, 3}).Output("p", kFloat);
+  b.Floats("W", {2, 3}, {1, 0, 0, 0, 1, 0}).Floats("bias", {2}, {0.5f, -100});
+  b.Floats("V", {2, 5}, std::vector<float>(10, 0.1f));
+  auto& gemm = b.Node("Gemm", {"x", "W", "bias"}, {"h"}, "/fc1/Gemm");
+  OnnxBuilder::AttrInt(gemm, "transB", 1);
+  b.Node("Relu", {"h"}, {"r"}, "/act/Relu");
+  b.Node("MatMul", {"r", "V"}, {"z"}, "/head/MatMul");
+  b.Node("Softmax", {"z"}, {"p"}, "/Softmax");
+  return *ImportOnnx(b.Bytes());
+}
+
+TEST(InterpreterTest, RunsAndCountsFlops) {
+  auto interp = Interpreter::Create(SmallMlp());
+  ASSERT_TRUE(interp.ok()) << interp.status();
+  const auto& costs = (*interp)->node_costs();
+  ASSERT_EQ(costs.size(), 4u);
+  EXPECT_EQ(costs[0].name, "/fc1/Gemm");
+  EXPECT_EQ(costs[0].module_path, "fc1");
+  EXPECT_EQ(costs[0].flops, 2 * 4 * 2 * 3 + 4 * 2);  // 2MNK + bias
+  EXPECT_EQ(costs[1].flops, 8);                      // Relu, one per element
+  EXPECT_EQ(costs[2].flops, 2 * 4 * 5 * 2);          // MatMul
+  EXPECT_EQ(costs[3].flops, 4 * 20);                 // Softmax
+  EXPECT_EQ((*interp)->total_flops(), 56 + 8 + 80 + 80);
+
+  RunStats stats;
+  auto out = (*interp)->Run({F({4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})}, &stats);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].shape(), (Shape{4, 5}));
+  for (float p : (*out)[0].values<float>()) EXPECT_FLOAT_EQ(p, 0.2f);  // equal logits
+  ASSERT_EQ(stats.nodes.size(), 4u);
+  EXPECT_EQ(stats.total_flops, (*interp)->total_flops());
+}
+
+TEST(InterpreterTest, RejectsWrongInputs) {
+  auto interp = Interpreter::Create(SmallMlp());
+  ASSERT_TRUE(interp.ok());
+  EXPECT_EQ((*interp)->Run({}).status().code(), absl::StatusCode::kInvalidArgument);
+  auto shape = (*interp)->Run({F({3, 4}, std::vector<float>(12, 0))});
+  EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(shape.status().message()), HasSubstr("float32[4, 3]"));
+  auto dtype = (*interp)->Run({*Tensor::Create(DType::kInt64, {4, 3})});
+  EXPECT_EQ(dtype.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(InterpreterTest, RejectsGraphWithoutInference) {
+  Graph g;
+  g.opset = 14;
+  g.inputs.push_back({"x", {DType::kFloat32, {2}}});
+  g.outputs.push_back({"y", {DType::kFloat32, {2}}});
+  Node relu;
+  relu.name = "relu";
+  relu.op_type = "Relu";
+  relu.inputs = {"x"};
+  relu.outputs = {"y"};
+  g.nodes.push_back(relu);
+  EXPECT_EQ(Interpreter::Create(g).status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(InferShapesAndFold(g).ok());
+  auto interp = Interpreter::Create(g);
+  ASSERT_TRUE(interp.ok()) << interp.status();
+  auto out = (*interp)->Run({F({2}, {-1, 1})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT((*out)[0].values<float>(), ElementsAre(0, 1));
+}
+
+TEST(InterpreterTest, OutputsMayBeInputsOrConstants) {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {2}).Floats("c", {1}, {7}).Output("x", kFloat).Output("c2", kFloat);
+  b.Node("Identity", {"c"}, {"c2"});
+  auto graph = ImportOnnx(b.Bytes());
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_TRUE(graph->nodes.empty());  // Identity of a constant folds
+  auto interp = Interpreter::Create(*graph);
+  ASSERT_TRUE(interp.ok());
+  auto out = (*interp)->Run({F({2}, {1, 2})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].values<float>(), ElementsAre(1, 2));
+  EXPECT_THAT((*out)[1].values<float>(), ElementsAre(7));
+}
+
+TEST(InterpreterTest, ConcurrentRunsAgree) {
+  auto interp = Interpreter::Create(SmallMlp());
+  ASSERT_TRUE(interp.ok());
+  const Tensor x = F({4, 3}, {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12});
+  const auto want = (*interp)->Run({x});
+  ASSERT_TRUE(want.ok());
+  std::vector<std::thread> threads;
+  std::vector<int> same(4, 0);  // not vector<bool>: its bits share words
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto got = (*interp)->Run({x});
+      same[t] = got.ok() && (*got)[0] == (*want)[0] ? 1 : 0;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_THAT(same, ElementsAre(1, 1, 1, 1));
+}
+
+}  // namespace
+}  // namespace ipupod::graph

@@ -1,0 +1,69 @@
+#include "graph/tensor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace ipupod::graph {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(TensorTest, CreateIsZeroFilled) {
+  auto t = Tensor::Create(DType::kInt64, {2, 3});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->num_elements(), 6);
+  EXPECT_EQ(t->byte_size(), 48u);
+  EXPECT_THAT(t->values<int64_t>(), ElementsAre(0, 0, 0, 0, 0, 0));
+  const Tensor empty;
+  EXPECT_EQ(empty.num_elements(), 0);
+  EXPECT_EQ(empty.shape(), (Shape{0}));
+}
+
+TEST(TensorTest, FromValuesAndScalar) {
+  auto t = Tensor::FromValues<float>({2}, std::vector<float>{1.5f, -2});
+  ASSERT_TRUE(t.ok());
+  EXPECT_THAT(t->values<float>(), ElementsAre(1.5f, -2));
+  const Tensor s = Tensor::Scalar<int64_t>(42);
+  EXPECT_EQ(s.rank(), 0);
+  EXPECT_EQ(s.IntAt(0), 42);
+  const bool flags[] = {true, false};
+  auto b = Tensor::FromValues<bool>({2}, flags);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->IntAt(0), 1);
+  EXPECT_EQ(b->IntAt(1), 0);
+}
+
+TEST(TensorTest, Errors) {
+  EXPECT_EQ(Tensor::Create(DType::kFloat32, {2, -1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Tensor::Create(DType::kFloat32, {1 << 20, 1 << 20}).status().code(),
+            absl::StatusCode::kInvalidArgument);  // 4 TiB
+  EXPECT_EQ(Tensor::FromBytes(DType::kFloat32, {2}, "abc").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Tensor::FromBytes(DType::kBool, {1}, "\x02").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Tensor t = *Tensor::Create(DType::kFloat32, {2, 3});
+  EXPECT_EQ(t.Reshape({4}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.shape(), (Shape{2, 3}));
+  EXPECT_TRUE(t.Reshape({3, 2}).ok());
+  EXPECT_EQ(t.shape(), (Shape{3, 2}));
+}
+
+TEST(TensorTest, ValueSemanticsAndNames) {
+  Tensor a = *Tensor::FromValues<int32_t>({2}, std::vector<int32_t>{1, 2});
+  Tensor b = a;
+  b.mutable_data<int32_t>()[0] = 9;
+  EXPECT_EQ(a.values<int32_t>()[0], 1);
+  EXPECT_FALSE(a == b);
+  EXPECT_EQ(DTypeName(DType::kBool), "bool");
+  EXPECT_EQ(DTypeSize(DType::kInt64), 8u);
+  EXPECT_EQ(a.DebugString(), "int32[2] {1, 2}");
+}
+
+TEST(TensorDeathTest, WrongTypedAccessAborts) {
+  const Tensor t = *Tensor::Create(DType::kFloat32, {1});
+  EXPECT_DEATH(t.data<int64_t>(), "accessed float32 tensor as int64");
+}
+
+}  // namespace
+}  // namespace ipupod::graph

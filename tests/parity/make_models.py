@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""Builds the parity models and their reference outputs for tests/graph/onnx_parity_test.
+
+Usage: /usr/bin/python3 make_models.py OUT_DIR
+
+For each model NAME this writes, into OUT_DIR:
+  NAME.onnx            the model, exported by torch.onnx.export with static shapes
+  NAME.in<i>.npy       the i-th graph input (graph input order)
+  NAME.out<i>.npy      torch's i-th output for those inputs (eager mode, fp32)
+and one line "NAME OPSET NUM_INPUTS NUM_OUTPUTS" per model in OUT_DIR/manifest.txt.
+
+Everything is seeded (torch.manual_seed) so reruns write identical files.
+Exits with status 77 (the conventional "skip") if torch or numpy is missing.
+"""
+import math
+import os
+import sys
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:  # the C++ test turns this into GTEST_SKIP
+    print("make_models.py: cannot import torch/numpy: %s" % e, file=sys.stderr)
+    sys.exit(77)
+
+
+class Mlp(nn.Module):
+    """The classic 784-1024-1024-10 MNIST MLP."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 1024)
+        self.fc2 = nn.Linear(1024, 1024)
+        self.fc3 = nn.Linear(1024, 10)
+
+    def forward(self, x):
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class GeluClassifier(nn.Module):
+    """Linear/GELU stack with a softmax and a log-softmax head (two outputs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(),
+            nn.Dropout(0.1), nn.Linear(128, 5))
+
+    def forward(self, x):
+        logits = self.layers(x)
+        return F.softmax(logits, dim=-1), F.log_softmax(logits, dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    """Hand-written multi-head attention; x.size() feeds the reshapes, so the
+    export carries Shape/Gather/Concat chains that the importer must fold."""
+
+    def __init__(self, d_model, n_head, max_len):
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.register_buffer("mask", torch.tril(torch.ones(max_len, max_len)))
+
+    def forward(self, x):
+        b, t, c = x.size()
+        q, k, v = self.qkv(x).split(c, dim=2)
+        hd = c // self.n_head
+        q = q.view(b, t, self.n_head, hd).transpose(1, 2)
+        k = k.view(b, t, self.n_head, hd).transpose(1, 2)
+        v = v.view(b, t, self.n_head, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        att = att.masked_fill(self.mask[:t, :t] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        return self.proj(y)
+
+
+class Block(nn.Module):
+    def __init__(self, d_model, n_head, max_len):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_head, max_len)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class TinyGpt(nn.Module):
+    """GPT-style decoder: token + position embeddings, causal blocks, tied-free head."""
+
+    def __init__(self, vocab=50, d_model=32, n_head=4, n_layer=2, max_len=16):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = nn.Embedding(max_len, d_model)
+        self.h = nn.ModuleList([Block(d_model, n_head, max_len) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab)
+
+    def forward(self, idx):
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long).unsqueeze(0).expand(b, t)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+class MhaEncoder(nn.Module):
+    """nn.MultiheadAttention + nn.LayerNorm encoder with mean pooling and a
+    log-softmax head. Exported at opset 17, where LayerNorm becomes
+    LayerNormalization."""
+
+    def __init__(self, vocab=40, d_model=32, n_head=4, n_layer=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.attn = nn.ModuleList(
+            [nn.MultiheadAttention(d_model, n_head, batch_first=True) for _ in range(n_layer)])
+        self.norm1 = nn.ModuleList([nn.LayerNorm(d_model) for _ in range(n_layer)])
+        self.ff = nn.ModuleList([
+            nn.Sequential(nn.Linear(d_model, 64), nn.ReLU(), nn.Linear(64, d_model))
+            for _ in range(n_layer)])
+        self.norm2 = nn.ModuleList([nn.LayerNorm(d_model) for _ in range(n_layer)])
+        self.head = nn.Linear(d_model, 3)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for attn, n1, ff, n2 in zip(self.attn, self.norm1, self.ff, self.norm2):
+            a, _ = attn(x, x, x, need_weights=False)
+            x = n1(x + a)
+            x = n2(x + ff(x))
+        return F.log_softmax(self.head(x.mean(dim=1)), dim=-1)
+
+
+def models():
+    """(name, module, example inputs, opset) for every parity model."""
+    torch.manual_seed(1)
+    yield "mlp", Mlp(), (torch.randn(4, 784),), 14
+    torch.manual_seed(1)
+    yield "gelu_classifier", GeluClassifier(), (torch.randn(6, 64),), 14
+    torch.manual_seed(1)
+    yield "tiny_gpt", TinyGpt(), (torch.randint(0, 50, (2, 8)),), 14
+    torch.manual_seed(1)
+    yield "tiny_gpt_opset17", TinyGpt(), (torch.randint(0, 50, (2, 8)),), 17
+    torch.manual_seed(1)
+    yield "mha_encoder", MhaEncoder(), (torch.randint(0, 40, (3, 7)),), 17
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    lines = []
+    for name, module, inputs, opset in models():
+        module.eval()
+        with torch.no_grad():
+            outputs = module(*inputs)
+        if isinstance(outputs, torch.Tensor):
+            outputs = (outputs,)
+        path = os.path.join(out_dir, name + ".onnx")
+        torch.onnx.export(module, inputs, path, opset_version=opset,
+                          input_names=["in%d" % i for i in range(len(inputs))],
+                          output_names=["out%d" % i for i in range(len(outputs))])
+        for i, t in enumerate(inputs):
+            np.save(os.path.join(out_dir, "%s.in%d.npy" % (name, i)), t.numpy())
+        for i, t in enumerate(outputs):
+            np.save(os.path.join(out_dir, "%s.out%d.npy" % (name, i)), t.numpy())
+        lines.append("%s %d %d %d\n" % (name, opset, len(inputs), len(outputs)))
+    with open(os.path.join(out_dir, "manifest.txt"), "w") as f:
+        f.writelines(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+#include "server/attach_stream.h"
+
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "scheduler/sync.h"
+#include "server/auth.h"
+#include "server/proto_convert.h"
+#include "server/status_convert.h"
+
+namespace ipupod::server {
+
+grpc::ServerWriteReactor<v1::AttachEvent>* AttachStream::Start(grpc::CallbackServerContext* context,
+                                                               const v1::AttachRequest& request,
+                                                               const ServiceEnv& env) {
+  std::shared_ptr<AttachStream> stream(new AttachStream(context, env));
+  {
+    sync::MutexLock lock(&stream->mu_);
+    stream->self_ = stream;  // dropped in OnDone
+  }
+  stream->Begin(request);
+  return stream.get();
+}
+
+AttachStream::AttachStream(grpc::CallbackServerContext* context, const ServiceEnv& env)
+    : context_(context), env_(env), log_("Attach") {}
+
+void AttachStream::Begin(const v1::AttachRequest& request) {
+  absl::StatusOr<scheduler::Caller> caller = Authenticate(env_.auth, context_->client_metadata());
+  if (!caller.ok()) return End(caller.status());
+  {
+    sync::MutexLock lock(&mu_);
+    log_.set_user(caller->user);
+  }
+  absl::StatusOr<scheduler::AttachRequest> attach = FromProto(request);
+  if (!attach.ok()) return End(attach.status());
+  // May call OnQueued/OnGranted before it returns; those only queue events.
+  absl::StatusOr<std::string> ticket = env_.scheduler->Attach(*caller, *attach, shared_from_this());
+  if (!ticket.ok()) return End(ticket.status());
+  {
+    sync::MutexLock lock(&mu_);
+    ticket_ = *ticket;
+  }
+  env_.ticker->Add(shared_from_this());
+}
+
+void AttachStream::End(const absl::Status& status) {
+  sync::MutexLock lock(&mu_);
+  EndLocked(status);
+  PumpLocked();
+}
+
+void AttachStream::OnQueued(const scheduler::QueuePositionView& position) {
+  v1::AttachEvent event;
+  ToProto(position, event.mutable_queued());
+  sync::MutexLock lock(&mu_);
+  if (end_status_) return;
+  if (!queue_.empty() && queue_.back().has_queued()) {
+    queue_.back() = std::move(event);  // only the latest position matters
+  } else {
+    EnqueueLocked(std::move(event));
+  }
+  PumpLocked();
+}
+
+void AttachStream::OnGranted(const scheduler::SessionView& session) {
+  v1::AttachEvent event;
+  ToProto(session, event.mutable_granted());
+  sync::MutexLock lock(&mu_);
+  granted_ = true;
+  granted_at_ = absl::Now();
+  session_ = session.id;
+  if (end_status_) return;
+  EnqueueLocked(std::move(event));
+  PumpLocked();
+}
+
+void AttachStream::OnEnded(const absl::Status& why) {
+  sync::MutexLock lock(&mu_);
+  EndLocked(why);
+  PumpLocked();
+}
+
+void AttachStream::Tick(absl::Time now) {
+  bool stalled = false;
+  {
+    sync::MutexLock lock(&mu_);
+    if (done_ || finish_called_) return;
+    if (write_in_flight_ && !stall_cancelled_ && now - write_started_ > env_.lease) {
+      stalled = stall_cancelled_ = true;
+      EndLocked(absl::AbortedError(absl::StrCat("session ended: the client read nothing for ",
+                                                absl::FormatDuration(env_.lease),
+                                                " (the session lease)")));
+      context_->TryCancel();  // fails the stuck write; OnWriteDone then finishes
+    } else if (granted_ && !end_status_ && !write_in_flight_ && queue_.empty() &&
+               now - write_started_ >= env_.lease / 2) {
+      v1::AttachEvent heartbeat;
+      heartbeat.mutable_heartbeat()->set_server_unix_ms(absl::ToUnixMillis(now));
+      EnqueueLocked(std::move(heartbeat));
+      PumpLocked();
+    }
+  }
+  if (stalled) {
+    spdlog::warn("attach stalled: no write completed within the lease; releasing");
+    ReleaseTicket();
+  }
+}
+
+void AttachStream::OnWriteDone(bool ok) {
+  std::string granted_log;
+  {
+    sync::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (!ok) {
+      queue_.clear();  // the stream is broken: nothing more will arrive
+      EndLocked(absl::CancelledError("the client went away"));
+    } else if (writing_.has_granted()) {
+      const v1::SessionInfo& s = writing_.granted();
+      granted_log = absl::StrCat("attach granted user=", s.user(), " session=", s.session(),
+                                 " ipus=", absl::StrJoin(s.ipus(), ","),
+                                 " waited_ms=", absl::ToInt64Milliseconds(log_.elapsed()));
+    }
+    PumpLocked();
+  }
+  if (!granted_log.empty()) spdlog::info("{}", granted_log);
+  if (!ok) ReleaseTicket();
+}
+
+void AttachStream::OnCancel() {
+  {
+    sync::MutexLock lock(&mu_);
+    queue_.clear();
+    EndLocked(absl::CancelledError("attach cancelled by the client"));
+    PumpLocked();
+  }
+  ReleaseTicket();
+}
+
+void AttachStream::OnDone() {
+  ReleaseTicket();
+  env_.ticker->Remove(this);
+  std::shared_ptr<AttachStream> keep;  // may be the last reference: destroyed at return
+  sync::MutexLock lock(&mu_);
+  done_ = true;
+  absl::Status status = end_status_.value_or(absl::OkStatus());
+  if (granted_) {
+    spdlog::info("attach ended user={} session={} code={} held_ms={}", log_.user(), session_,
+                 absl::StatusCodeToString(status.code()),
+                 absl::ToInt64Milliseconds(absl::Now() - granted_at_));
+  }
+  log_.Done(status);
+  keep = std::move(self_);
+}
+
+void AttachStream::EnqueueLocked(v1::AttachEvent event) {
+  if (queue_.size() >= kEventQueueMax) {
+    EndLocked(absl::ResourceExhaustedError(
+        absl::StrCat("attach stream ended: the client left ", kEventQueueMax, " events unread")));
+    context_->TryCancel();  // OnCancel then releases the request
+    return;
+  }
+  queue_.push_back(std::move(event));
+}
+
+void AttachStream::EndLocked(const absl::Status& status) {
+  if (!end_status_) end_status_ = status;
+}
+
+void AttachStream::PumpLocked() {
+  if (finish_called_ || write_in_flight_) return;
+  if (!queue_.empty()) {
+    writing_ = std::move(queue_.front());
+    queue_.pop_front();
+    write_in_flight_ = true;
+    write_started_ = absl::Now();
+    StartWrite(&writing_);
+    return;
+  }
+  if (end_status_) {
+    finish_called_ = true;
+    Finish(ToGrpcStatus(context_, *end_status_));
+  }
+}
+
+void AttachStream::ReleaseTicket() {
+  std::string ticket;
+  scheduler::Scheduler* scheduler = nullptr;
+  {
+    sync::MutexLock lock(&mu_);
+    if (released_ || ticket_.empty()) return;
+    released_ = true;
+    ticket = ticket_;
+    scheduler = env_.scheduler;  // after unlocking, touch no member: OnDone may free us
+  }
+  scheduler->Release(ticket);
+}
+
+}  // namespace ipupod::server

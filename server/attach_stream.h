@@ -1,0 +1,116 @@
+// File: server/attach_stream.h
+//
+// AttachStream: one SessionService.Attach call. It is at once the gRPC
+// ServerWriteReactor<AttachEvent> for the stream and the scheduler's
+// AttachObserver for the request, so no thread waits for a grant:
+//
+//   scheduler --OnQueued/OnGranted/OnEnded--> bounded event queue --> StartWrite
+//   client gone (OnCancel/OnDone, failed write) --> Scheduler::Release(ticket)
+//   StreamTicker --Tick--> heartbeat every lease/2 while granted; a write
+//                          outstanding longer than the lease ends the session
+//
+// The stream finishes with the status OnEnded reports (DEADLINE_EXCEEDED,
+// ABORTED, UNAVAILABLE at shutdown) or with the error Attach returned.
+//
+// Thread safety: observer callbacks arrive with the scheduler's mutex held;
+// they only queue events under this stream's own mutex (lock order:
+// scheduler before stream) and never call the scheduler. Release() is always
+// called with no stream lock held. Reactor operations (StartWrite, Finish,
+// TryCancel) are issued under the stream mutex: gRPC runs reactions of a
+// non-inline reactor on its own threads, never inside these calls.
+//
+// Ownership: shared. The stream holds itself until OnDone; the scheduler
+// holds it as an observer until the request ends; the ticker holds a weak_ptr.
+#ifndef IPUPOD_SERVER_ATTACH_STREAM_H_
+#define IPUPOD_SERVER_ATTACH_STREAM_H_
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/server_callback.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "ipupod/v1/pod.pb.h"
+#include "scheduler/scheduler.h"
+#include "server/request_log.h"
+#include "server/service_env.h"
+#include "server/stream_ticker.h"
+
+namespace ipupod::server {
+
+class AttachStream final : public grpc::ServerWriteReactor<v1::AttachEvent>,
+                           public scheduler::AttachObserver,
+                           public Tickable,
+                           public std::enable_shared_from_this<AttachStream> {
+ public:
+  // Events waiting to be written; queue positions coalesce, so in practice
+  // the queue holds at most a position, the grant and a heartbeat. A client
+  // that lets it fill up loses its request (RESOURCE_EXHAUSTED).
+  static constexpr size_t kEventQueueMax = 16;
+
+  // Authenticates, calls Scheduler::Attach, and returns the reactor that gRPC
+  // drives from here on. Errors finish the stream at once.
+  static grpc::ServerWriteReactor<v1::AttachEvent>* Start(grpc::CallbackServerContext* context,
+                                                          const v1::AttachRequest& request,
+                                                          const ServiceEnv& env);
+  ~AttachStream() override = default;
+  AttachStream(const AttachStream&) = delete;
+  AttachStream& operator=(const AttachStream&) = delete;
+
+  // scheduler::AttachObserver (scheduler mutex held).
+  void OnQueued(const scheduler::QueuePositionView& position) override;
+  void OnGranted(const scheduler::SessionView& session) override;
+  void OnEnded(const absl::Status& why) override;
+
+  // Tickable (ticker thread).
+  void Tick(absl::Time now) override;
+
+  // grpc::ServerWriteReactor (gRPC threads).
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  AttachStream(grpc::CallbackServerContext* context, const ServiceEnv& env);
+  void Begin(const v1::AttachRequest& request);
+  void End(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  void EnqueueLocked(v1::AttachEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records why the stream ends (the first reason wins); Pump finishes it.
+  void EndLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts the next write, or Finish once the queue is empty and an end is set.
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Scheduler::Release(ticket) once. Never under mu_ (lock order).
+  void ReleaseTicket() ABSL_LOCKS_EXCLUDED(mu_);
+
+  grpc::CallbackServerContext* const context_;
+  const ServiceEnv& env_;
+
+  absl::Mutex mu_;
+  std::deque<v1::AttachEvent> queue_ ABSL_GUARDED_BY(mu_);
+  // The event being written; gRPC reads it until OnWriteDone.
+  v1::AttachEvent writing_ ABSL_GUARDED_BY(mu_);
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time write_started_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> end_status_ ABSL_GUARDED_BY(mu_);
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool granted_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  bool stall_cancelled_ ABSL_GUARDED_BY(mu_) = false;  // cancelled once for a stuck write
+  std::string ticket_ ABSL_GUARDED_BY(mu_);
+  std::string session_ ABSL_GUARDED_BY(mu_);
+  absl::Time granted_at_ ABSL_GUARDED_BY(mu_);
+  RequestLog log_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<AttachStream> self_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ipupod::server
+
+#endif  // IPUPOD_SERVER_ATTACH_STREAM_H_

@@ -1,0 +1,107 @@
+// File: server/config.h
+//
+// ServerConfig: everything ipupodd is configured with, parsed from a JSON file
+// and overridden by command-line flags (server/flags.h). Every key is
+// optional; an unknown key, a wrong type, a negative or out-of-range number or
+// an over-long string is an INVALID_ARGUMENT that names the key, what it
+// expects and what it got, so a typo in a server config never passes silently.
+//
+//   {
+//     "listen": "127.0.0.1:50051",          host:port; [::1]:port for IPv6
+//     "pod": "POD16",                       preset name or IPU count (16)
+//     "state_dir": "./ipupod-state",
+//     "tokens": [{"token": "...", "user": "alice", "role": "user"|"admin"}],
+//     "open_mode_admins": ["admin"],        used only without tokens
+//     "session_lease_seconds": 10,
+//     "reset_ms": {"ipu": 200, "partition": 500, "pod": 1000},
+//     "max_waiters": 4096,
+//     "random_faults": {"seed": 1, "probability_per_operation": 0.01,
+//                       "kinds": ["ipu-reset", "link-reset", "partition-reset",
+//                                 "full-reset", "unrecoverable"]},
+//     "log_level": "info"                   trace|debug|info|warn|error|critical|off
+//   }
+//
+// Without tokens the server runs in open mode: callers name themselves, so it
+// must listen on loopback only (ValidateConfig enforces it).
+//
+// Thread safety: plain values and pure functions.
+#ifndef IPUPOD_SERVER_CONFIG_H_
+#define IPUPOD_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "device/pod_config.h"
+#include "scheduler/scheduler.h"
+
+namespace ipupod::server {
+
+struct TokenEntry {
+  std::string token;
+  std::string user;
+  bool admin = false;
+};
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:50051";
+  device::PodConfig pod;  // POD16
+  std::string state_dir = "./ipupod-state";
+  std::vector<TokenEntry> tokens;
+  std::vector<std::string> open_mode_admins = {"admin"};
+  int session_lease_seconds = 10;
+  int ipu_reset_ms = 200;
+  int partition_reset_ms = 500;
+  int pod_reset_ms = 1000;
+  int max_waiters = 4096;
+  scheduler::RandomFaults random_faults{.seed = 0, .probability_per_operation = 0.0};
+  std::string log_level = "info";
+
+  bool open_mode() const { return tokens.empty(); }
+};
+
+// Bounds the parser enforces (also used by the flags).
+inline constexpr int kLeaseSecondsMax = 3600;
+inline constexpr int kResetMsMax = 60'000;
+inline constexpr int kMaxWaitersMax = 1'000'000;
+inline constexpr size_t kStringLengthMax = 4096;  // paths, addresses
+inline constexpr size_t kTokenLengthMax = 512;
+inline constexpr size_t kTokensMax = 1024;
+
+// Parses a JSON document (an object). Missing keys keep their defaults.
+absl::StatusOr<ServerConfig> ParseConfigJson(absl::string_view json_text);
+// Reads and parses `path`; NOT_FOUND / FAILED_PRECONDITION when unreadable,
+// INVALID_ARGUMENT (prefixed with the path) when invalid.
+absl::StatusOr<ServerConfig> LoadConfigFile(const std::string& path);
+
+// Pod from "POD16", "pod64" or a decimal count such as "16".
+absl::StatusOr<device::PodConfig> ParsePod(absl::string_view text);
+// One of trace, debug, info, warn, error, critical, off.
+absl::Status ValidateLogLevel(absl::string_view level);
+// A user name: 1..64 characters from [A-Za-z0-9._@-].
+bool IsValidUserName(absl::string_view name);
+
+struct ListenAddress {
+  std::string host;  // without brackets: "127.0.0.1", "::1", "localhost"
+  int port = 0;      // 0 = ephemeral
+  bool ipv6 = false;
+};
+// "host:port" or "[v6]:port". INVALID_ARGUMENT naming the expected form.
+absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view listen);
+// 127.0.0.0/8, "localhost" or ::1.
+bool IsLoopbackHost(absl::string_view host);
+
+// Cross-key checks run after flags are applied: the listen address parses,
+// and open mode listens on loopback only (FAILED_PRECONDITION otherwise).
+absl::Status ValidateConfig(const ServerConfig& config);
+
+// The scheduler's options for this config.
+scheduler::SchedulerOptions ToSchedulerOptions(const ServerConfig& config);
+
+}  // namespace ipupod::server
+
+#endif  // IPUPOD_SERVER_CONFIG_H_

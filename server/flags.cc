@@ -1,0 +1,113 @@
+#include "server/flags.h"
+
+#include <utility>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ipupod::server {
+namespace {
+
+constexpr const char* kDescription =
+    "ipupodd: a simulated Graphcore IPU pod (GC200 IPUs) shared among users over gRPC.\n"
+    "Users attach to IPUs (waiting in a queue when needed), create partitions, and\n"
+    "recover from injected faults with the ipupod CLI.";
+
+constexpr const char* kFooter = R"(
+Examples:
+  ipupodd                                   # POD16 on 127.0.0.1:50051, open mode
+  ipupodd --pod POD64 --listen 127.0.0.1:0  # ephemeral port, printed when ready
+  ipupodd --config /etc/ipupod/ipupodd.json --log-level debug
+
+Config file (JSON; every key optional; flags win over it):
+  {"listen": "0.0.0.0:50051", "pod": "POD16", "state_dir": "/var/lib/ipupod",
+   "tokens": [{"token": "s3cret-alice", "user": "alice", "role": "user"},
+              {"token": "s3cret-ops", "user": "ops", "role": "admin"}],
+   "session_lease_seconds": 10, "max_waiters": 4096,
+   "reset_ms": {"ipu": 200, "partition": 500, "pod": 1000},
+   "random_faults": {"seed": 1, "probability_per_operation": 0.01,
+                     "kinds": ["ipu-reset", "link-reset", "unrecoverable"]},
+   "open_mode_admins": ["admin"], "log_level": "info"}
+
+Without "tokens" the server runs in open mode: it listens on loopback only and
+trusts the user name each client sends (users named in open_mode_admins are
+admins). With tokens, clients send `authorization: Bearer <token>`.
+
+When ready, ipupodd prints one line on stdout:
+  ipupodd listening on 127.0.0.1:50051 (POD16, 16 IPUs, open mode)
+SIGINT or SIGTERM shuts it down gracefully. Exit code 2: bad configuration.)";
+
+struct Overrides {
+  std::string config_path;
+  std::optional<std::string> listen;
+  std::optional<std::string> pod;
+  std::optional<std::string> state_dir;
+  std::optional<std::string> log_level;
+  std::optional<int> lease_seconds;
+};
+
+void AddFlags(CLI::App& app, Overrides& o) {
+  app.add_option("--config", o.config_path, "JSON config file (keys below)")->type_name("FILE");
+  app.add_option("--listen", o.listen, "address to serve on, host:port (port 0 = any free)")
+      ->type_name("ADDR");
+  app.add_option("--pod", o.pod, "pod to simulate: POD4, POD16, POD64 or an IPU count")
+      ->type_name("NAME|N");
+  app.add_option("--state-dir", o.state_dir, "directory for the durable state (state.db)")
+      ->type_name("DIR");
+  app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical, off")
+      ->type_name("LEVEL");
+  app.add_option("--lease-seconds", o.lease_seconds,
+                 "a silent client loses its session after this long (1-3600)")
+      ->type_name("N");
+  app.set_version_flag("--version", "ipupodd " IPUPOD_VERSION);
+  app.footer(kFooter);
+}
+
+absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
+  if (o.listen) {
+    IPUPOD_RETURN_IF_ERROR(ParseListenAddress(*o.listen).status());
+    config.listen = *o.listen;
+  }
+  if (o.pod) {
+    IPUPOD_ASSIGN_OR_RETURN(config.pod, ParsePod(*o.pod));
+  }
+  if (o.state_dir) config.state_dir = *o.state_dir;
+  if (o.log_level) {
+    IPUPOD_RETURN_IF_ERROR(ValidateLogLevel(*o.log_level));
+    config.log_level = *o.log_level;
+  }
+  if (o.lease_seconds) config.session_lease_seconds = *o.lease_seconds;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) {
+  CLI::App app(kDescription, "ipupodd");
+  Overrides overrides;
+  AddFlags(app, overrides);
+  CommandLine result;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    result.print = app.help();
+    return result;
+  } catch (const CLI::CallForVersion&) {
+    result.print = std::string("ipupodd ") + IPUPOD_VERSION + "\n";
+    return result;
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(absl::StrCat(e.what(), "; see ipupodd --help"));
+  }
+  ServerConfig config;
+  if (!overrides.config_path.empty()) {
+    IPUPOD_ASSIGN_OR_RETURN(config, LoadConfigFile(overrides.config_path));
+  }
+  IPUPOD_RETURN_IF_ERROR(ApplyOverrides(overrides, config));
+  IPUPOD_RETURN_IF_ERROR(ValidateConfig(config));
+  result.config = std::move(config);
+  return result;
+}
+
+}  // namespace ipupod::server

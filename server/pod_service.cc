@@ -1,0 +1,79 @@
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "server/proto_convert.h"
+#include "server/services.h"
+
+namespace ipupod::server {
+namespace {
+
+using scheduler::Caller;
+
+// IPU ids travel as uint32; the scheduler takes int and checks the range.
+absl::StatusOr<int> IpuId(uint32_t ipu) {
+  if (ipu > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat("IPU ", ipu, " does not exist"));
+  }
+  return static_cast<int>(ipu);
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* PodServiceImpl::GetPodInfo(grpc::CallbackServerContext* context,
+                                                     const v1::GetPodInfoRequest* /*request*/,
+                                                     v1::GetPodInfoResponse* response) {
+  return HandleUnary(context, env_, "GetPodInfo", [&](const Caller&) {
+    ToProto(env_.scheduler->GetPod(), *env_.pod.ipu, env_.auth.open_mode(), response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PodServiceImpl::InjectFault(grpc::CallbackServerContext* context,
+                                                      const v1::InjectFaultRequest* request,
+                                                      v1::InjectFaultResponse* response) {
+  return HandleUnary(context, env_, "InjectFault", [&](const Caller& caller) -> absl::Status {
+    absl::StatusOr<int> ipu = IpuId(request->ipu());
+    if (!ipu.ok()) return ipu.status();
+    absl::StatusOr<scheduler::FaultKind> kind = FromProto(request->kind());
+    if (!kind.ok()) return kind.status();
+    absl::StatusOr<scheduler::FaultResult> result =
+        env_.scheduler->InjectFault(caller, *ipu, *kind);
+    if (result.ok()) ToProto(*result, response);
+    return result.status();
+  });
+}
+
+grpc::ServerUnaryReactor* PodServiceImpl::ResetIpu(grpc::CallbackServerContext* context,
+                                                   const v1::ResetIpuRequest* request,
+                                                   v1::ResetResponse* response) {
+  uint32_t ipu = request->ipu();
+  return HandleUnaryAsync<scheduler::ResetResult>(
+      context, env_, "ResetIpu", response, [&](const Caller& caller, scheduler::ResetDone done) {
+        absl::StatusOr<int> id = IpuId(ipu);
+        if (!id.ok()) return done(id.status());
+        env_.scheduler->ResetIpu(caller, *id, std::move(done));
+      });
+}
+
+grpc::ServerUnaryReactor* PodServiceImpl::ResetPod(grpc::CallbackServerContext* context,
+                                                   const v1::ResetPodRequest* /*request*/,
+                                                   v1::ResetResponse* response) {
+  return HandleUnaryAsync<scheduler::ResetResult>(
+      context, env_, "ResetPod", response, [&](const Caller& caller, scheduler::ResetDone done) {
+        env_.scheduler->ResetPod(caller, std::move(done));
+      });
+}
+
+grpc::ServerUnaryReactor* PodServiceImpl::RepairIpu(grpc::CallbackServerContext* context,
+                                                    const v1::RepairIpuRequest* request,
+                                                    v1::RepairIpuResponse* response) {
+  return HandleUnary(context, env_, "RepairIpu", [&](const Caller& caller) -> absl::Status {
+    absl::StatusOr<int> ipu = IpuId(request->ipu());
+    if (!ipu.ok()) return ipu.status();
+    absl::StatusOr<scheduler::IpuView> view = env_.scheduler->RepairIpu(caller, *ipu);
+    if (view.ok()) ToProto(*view, response->mutable_ipu());
+    return view.status();
+  });
+}
+
+}  // namespace ipupod::server

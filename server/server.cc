@@ -1,0 +1,125 @@
+#include "server/server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "scheduler/sync.h"
+
+namespace ipupod::server {
+namespace {
+
+// How often the ticker visits attach streams: fine enough for heartbeats
+// every lease/2 and stall checks against the lease.
+absl::Duration TickPeriod(absl::Duration lease) {
+  return std::clamp(lease / 4, absl::Milliseconds(50), absl::Seconds(1));
+}
+
+void SetLivenessOptions(grpc::ServerBuilder& builder, absl::Duration lease) {
+  int half_lease_ms = static_cast<int>(absl::ToInt64Milliseconds(lease / 2));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, half_lease_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, half_lease_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Clients ping too (to notice a dead server); let them, as often as each
+  // second, without being told to calm down.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             std::min(half_lease_ms, 1000));
+  // Never share a port with another process: two servers on one port would
+  // split the clients between two pods.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PodServer>> PodServer::Start(ServerConfig config) {
+  IPUPOD_RETURN_IF_ERROR(ValidateConfig(config));
+  std::unique_ptr<PodServer> server(new PodServer(std::move(config)));
+  IPUPOD_RETURN_IF_ERROR(server->Init());
+  spdlog::info("{}", server->ReadyLine());
+  return server;
+}
+
+PodServer::PodServer(ServerConfig config) : config_(std::move(config)) {}
+
+PodServer::~PodServer() {
+  Shutdown();
+  server_.reset();  // waits for every RPC; then the scheduler and store go
+}
+
+absl::Status PodServer::Init() {
+  spdlog::set_level(spdlog::level::from_str(config_.log_level));
+  IPUPOD_ASSIGN_OR_RETURN(store_, store::SqliteStateStore::Open(config_.state_dir));
+  IPUPOD_ASSIGN_OR_RETURN(scheduler_,
+                          scheduler::Scheduler::Create(ToSchedulerOptions(config_), store_.get()));
+  absl::Duration lease = absl::Seconds(config_.session_lease_seconds);
+  ticker_ = std::make_unique<StreamTicker>(TickPeriod(lease));
+  env_ = ServiceEnv{scheduler_.get(), AuthPolicy::FromConfig(config_), config_.pod, lease,
+                    ticker_.get()};
+  pod_service_ = std::make_unique<PodServiceImpl>(env_);
+  partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
+  session_service_ = std::make_unique<SessionServiceImpl>(env_);
+  absl::Status status = BuildGrpcServer();
+  if (!status.ok()) {
+    scheduler_->Shutdown();
+    ticker_->Stop();
+  }
+  return status;
+}
+
+absl::Status PodServer::BuildGrpcServer() {
+  IPUPOD_ASSIGN_OR_RETURN(ListenAddress listen, ParseListenAddress(config_.listen));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &port_);
+  SetLivenessOptions(builder, env_.lease);
+  builder.RegisterService(pod_service_.get());
+  builder.RegisterService(partition_service_.get());
+  builder.RegisterService(session_service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    if (server_ != nullptr) server_->Shutdown();
+    server_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", config_.listen,
+                     ": the address is in use or not available here; pick another --listen"));
+  }
+  std::string host = listen.ipv6 ? absl::StrCat("[", listen.host, "]") : listen.host;
+  address_ = absl::StrCat(host, ":", port_);
+  return absl::OkStatus();
+}
+
+std::string PodServer::ReadyLine() const {
+  return absl::StrCat("ipupodd listening on ", address_, " (", config_.pod.name, ", ",
+                      config_.pod.num_ipus, " IPUs, ",
+                      config_.open_mode() ? "open mode" : "token mode", ")");
+}
+
+void PodServer::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
+
+void PodServer::Shutdown() {
+  {
+    sync::MutexLock lock(&shutdown_mu_);
+    if (shut_down_ || server_ == nullptr) return;
+    shut_down_ = true;
+  }
+  spdlog::info("shutting down");
+  if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
+  scheduler_->Shutdown();  // attach streams end UNAVAILABLE; queued resets complete
+  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
+  ticker_->Stop();
+  spdlog::info("stopped");
+}
+
+}  // namespace ipupod::server

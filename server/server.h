@@ -1,0 +1,91 @@
+// File: server/server.h
+//
+// PodServer: a running ipupodd. Start() opens the durable store
+// (store/SqliteStateStore in config.state_dir), creates the scheduler, and
+// serves PodService, PartitionService and SessionService (callback API),
+// gRPC health checking and server reflection on config.listen (port 0 picks a
+// free port; port() reports it).
+//
+// Liveness: HTTP/2 keepalive pings every lease/2 with a lease/2 timeout, so a
+// client whose process died, whose connection dropped silently, or that is
+// stopped (SIGSTOP) is disconnected, and its attach stream released, within
+// about one lease. Attach streams also carry heartbeats every lease/2.
+//
+// Errors from Start (the caller prints them and exits 2):
+//   INVALID_ARGUMENT / FAILED_PRECONDITION  bad config, open mode off loopback,
+//                                           a stored state that does not fit
+//   FAILED_PRECONDITION / DATA_LOSS         the store cannot be opened
+//   UNAVAILABLE                             the address cannot be bound
+//
+// Thread safety: port(), Wait() and Shutdown() are safe from any thread.
+// Shutdown() ends every attach stream with UNAVAILABLE, stops accepting
+// calls, and waits up to kShutdownGrace for calls in flight; it is idempotent
+// and the destructor calls it.
+#ifndef IPUPOD_SERVER_SERVER_H_
+#define IPUPOD_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/server.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "scheduler/scheduler.h"
+#include "server/config.h"
+#include "server/service_env.h"
+#include "server/services.h"
+#include "server/stream_ticker.h"
+#include "store/sqlite_state_store.h"
+
+namespace ipupod::server {
+
+class PodServer {
+ public:
+  static constexpr absl::Duration kShutdownGrace = absl::Seconds(3);
+
+  static absl::StatusOr<std::unique_ptr<PodServer>> Start(ServerConfig config);
+  ~PodServer();
+  PodServer(const PodServer&) = delete;
+  PodServer& operator=(const PodServer&) = delete;
+
+  // The bound port (never 0 once started).
+  int port() const { return port_; }
+  // host:port as bound, e.g. "127.0.0.1:41234" or "[::1]:41234".
+  const std::string& address() const { return address_; }
+  const ServerConfig& config() const { return config_; }
+  // "ipupodd listening on 127.0.0.1:41234 (POD16, 16 IPUs, open mode)".
+  std::string ReadyLine() const;
+
+  // Blocks until Shutdown() has completed.
+  void Wait();
+  void Shutdown();
+
+ private:
+  explicit PodServer(ServerConfig config);
+  absl::Status Init();
+  absl::Status BuildGrpcServer();
+
+  const ServerConfig config_;
+  // Destroyed in reverse order: the gRPC server (and every RPC) goes first,
+  // the store last.
+  std::unique_ptr<store::SqliteStateStore> store_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<StreamTicker> ticker_;
+  ServiceEnv env_;
+  std::unique_ptr<PodServiceImpl> pod_service_;
+  std::unique_ptr<PartitionServiceImpl> partition_service_;
+  std::unique_ptr<SessionServiceImpl> session_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string address_;
+
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+};
+
+}  // namespace ipupod::server
+
+#endif  // IPUPOD_SERVER_SERVER_H_

@@ -1,0 +1,57 @@
+#include "server/attach_stream.h"
+#include "server/proto_convert.h"
+#include "server/services.h"
+
+namespace ipupod::server {
+
+using scheduler::Caller;
+
+grpc::ServerWriteReactor<v1::AttachEvent>* SessionServiceImpl::Attach(
+    grpc::CallbackServerContext* context, const v1::AttachRequest* request) {
+  return AttachStream::Start(context, *request, env_);
+}
+
+grpc::ServerUnaryReactor* SessionServiceImpl::Detach(grpc::CallbackServerContext* context,
+                                                     const v1::DetachRequest* request,
+                                                     v1::DetachResponse* response) {
+  return HandleUnary(context, env_, "Detach", [&](const Caller& caller) {
+    absl::StatusOr<std::vector<int>> released = env_.scheduler->Detach(caller, request->session());
+    if (released.ok()) {
+      for (int ipu : *released) response->add_released_ipus(static_cast<uint32_t>(ipu));
+    }
+    return released.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SessionServiceImpl::GetSession(grpc::CallbackServerContext* context,
+                                                         const v1::GetSessionRequest* request,
+                                                         v1::SessionInfo* response) {
+  return HandleUnary(context, env_, "GetSession", [&](const Caller& caller) {
+    absl::StatusOr<scheduler::SessionView> view =
+        env_.scheduler->GetSession(caller, request->session());
+    if (view.ok()) ToProto(*view, response);
+    return view.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SessionServiceImpl::ListQueue(grpc::CallbackServerContext* context,
+                                                        const v1::ListQueueRequest* /*request*/,
+                                                        v1::ListQueueResponse* response) {
+  return HandleUnary(context, env_, "ListQueue", [&](const Caller&) {
+    for (const auto& entry : env_.scheduler->ListQueue()) ToProto(entry, response->add_entries());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* SessionServiceImpl::ResetSession(grpc::CallbackServerContext* context,
+                                                           const v1::ResetSessionRequest* request,
+                                                           v1::ResetResponse* response) {
+  std::string session = request->session();
+  return HandleUnaryAsync<scheduler::ResetResult>(
+      context, env_, "ResetSession", response,
+      [&](const Caller& caller, scheduler::ResetDone done) {
+        env_.scheduler->ResetSession(caller, session, std::move(done));
+      });
+}
+
+}  // namespace ipupod::server

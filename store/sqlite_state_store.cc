@@ -1,0 +1,368 @@
+#include "store/sqlite_state_store.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+#include <sqlite3.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "scheduler/sync.h"
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+namespace ipupod::store {
+namespace {
+
+using scheduler::StoredFailure;
+using scheduler::StoredPartition;
+using scheduler::StoredState;
+
+constexpr int kBusyTimeoutMs = 5000;  // bounded wait on another connection's lock
+
+// Version 1. CHECKs keep impossible rows out even if a caller slips.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE partitions (
+  name TEXT PRIMARY KEY NOT NULL CHECK (length(name) > 0),
+  start INTEGER NOT NULL CHECK (start >= 0),
+  size INTEGER NOT NULL CHECK (size >= 1),
+  owner TEXT NOT NULL,
+  created_unix_ms INTEGER NOT NULL
+);
+CREATE TABLE failures (
+  ipu INTEGER PRIMARY KEY NOT NULL CHECK (ipu >= 0),
+  reason TEXT NOT NULL
+);
+CREATE TABLE meta (
+  key TEXT PRIMARY KEY NOT NULL,
+  value NOT NULL
+);
+PRAGMA user_version = 1;
+)sql";
+
+absl::StatusCode CodeOf(int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      return absl::StatusCode::kFailedPrecondition;
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+      return absl::StatusCode::kDataLoss;
+    case SQLITE_FULL:
+      return absl::StatusCode::kResourceExhausted;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_IOERR:
+      return absl::StatusCode::kUnavailable;
+    case SQLITE_CONSTRAINT:
+      return absl::StatusCode::kInvalidArgument;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+// The sqlite message of `rc` on `db`, with what we were doing and the file.
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
+  const char* file = db != nullptr ? sqlite3_db_filename(db, "main") : nullptr;
+  const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  return absl::Status(CodeOf(rc), absl::StrCat("state store ", file ? file : "", ": ", what, ": ",
+                                               msg, " (sqlite code ", rc, ")"));
+}
+
+// One prepared statement; finalized on destruction.
+class Statement {
+ public:
+  static absl::StatusOr<Statement> Prepare(sqlite3* db, absl::string_view sql) {
+    sqlite3_stmt* stmt = nullptr;
+    int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+    if (rc != SQLITE_OK) return SqliteError(db, rc, absl::StrCat("prepare `", sql, "`"));
+    return Statement(db, stmt);
+  }
+  Statement(Statement&& other) noexcept
+      : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)) {}
+  Statement& operator=(Statement&&) = delete;
+  Statement(const Statement&) = delete;
+  ~Statement() { sqlite3_finalize(stmt_); }
+
+  absl::Status Bind(int index, absl::string_view text) {
+    return Check(sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()),
+                                   SQLITE_TRANSIENT),
+                 "bind");
+  }
+  absl::Status Bind(int index, int64_t value) {
+    return Check(sqlite3_bind_int64(stmt_, index, value), "bind");
+  }
+  // True for a row, false when done.
+  absl::StatusOr<bool> Step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqliteError(db_, rc, absl::StrCat("run `", sqlite3_sql(stmt_), "`"));
+  }
+  // Steps until done, ignoring rows.
+  absl::Status Run() {
+    while (true) {
+      IPUPOD_ASSIGN_OR_RETURN(bool row, Step());
+      if (!row) return absl::OkStatus();
+    }
+  }
+  int64_t Int64(int col) const { return sqlite3_column_int64(stmt_, col); }
+  std::string Text(int col) const {
+    const unsigned char* text = sqlite3_column_text(stmt_, col);
+    return text ? std::string(reinterpret_cast<const char*>(text),
+                              static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
+                : std::string();
+  }
+
+ private:
+  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  absl::Status Check(int rc, absl::string_view what) {
+    return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db_, rc, what);
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_;
+};
+
+absl::Status Exec(sqlite3* db, const char* sql) {
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db, rc, sql);
+}
+
+// Runs `body` inside BEGIN IMMEDIATE .. COMMIT; rolls back when it fails, so
+// a failed write changes nothing.
+absl::Status WriteTransaction(sqlite3* db, const std::function<absl::Status()>& body) {
+  IPUPOD_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
+  absl::Status status = body();
+  if (status.ok()) status = Exec(db, "COMMIT");
+  if (!status.ok() && !sqlite3_get_autocommit(db)) {
+    (void)Exec(db, "ROLLBACK");  // the first error is the one to report
+  }
+  return status;
+}
+
+absl::StatusOr<int64_t> QueryInt(sqlite3* db, absl::string_view sql) {
+  IPUPOD_ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db, sql));
+  IPUPOD_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return absl::InternalError(absl::StrCat("state store: `", sql, "` returned no row"));
+  return stmt.Int64(0);
+}
+
+absl::Status CreateStateDir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state dir '", dir.string(), "' exists and is not a directory; pass another --state-dir"));
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (!ec) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("cannot create state dir '", dir.string(),
+                                                    "': ", ec.message(),
+                                                    "; pass a writable --state-dir"));
+}
+
+// Holds <dir>/lock exclusively; returns the fd to keep open.
+absl::StatusOr<int> LockStateDir(const std::filesystem::path& dir) {
+  std::string path = (dir / "lock").string();
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot open '", path, "': ", std::strerror(errno), "; pass a writable --state-dir"));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("state dir '", dir.string(), "' is in use by another ipupodd (",
+                     err == EWOULDBLOCK ? "locked" : std::strerror(err),
+                     "); stop it or pass another --state-dir"));
+  }
+  return fd;
+}
+
+absl::Status Configure(sqlite3* db) {
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  IPUPOD_ASSIGN_OR_RETURN(Statement wal, Statement::Prepare(db, "PRAGMA journal_mode=WAL"));
+  IPUPOD_ASSIGN_OR_RETURN(bool row, wal.Step());
+  if (!row || wal.Text(0) != "wal") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state store ", sqlite3_db_filename(db, "main"), ": cannot enable WAL journal mode (got '",
+        row ? wal.Text(0) : "", "'); put --state-dir on a local filesystem"));
+  }
+  return Exec(db, "PRAGMA synchronous=FULL");
+}
+
+absl::Status Migrate(sqlite3* db) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t version, QueryInt(db, "PRAGMA user_version"));
+  if (version > SqliteStateStore::kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state store ", sqlite3_db_filename(db, "main"), " has schema version ", version,
+        ", newer than this ipupodd supports (", SqliteStateStore::kSchemaVersion,
+        "); run a newer ipupodd or pass another --state-dir"));
+  }
+  if (version == SqliteStateStore::kSchemaVersion) return absl::OkStatus();
+  return WriteTransaction(db, [db] { return Exec(db, kSchemaV1); });
+}
+
+absl::StatusOr<int> ToInt(int64_t value, absl::string_view what) {
+  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
+    return absl::DataLossError(absl::StrCat("state store: ", what, " ", value, " is out of range"));
+  }
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
+    absl::string_view state_dir) {
+  std::filesystem::path dir{std::string(state_dir)};
+  IPUPOD_RETURN_IF_ERROR(CreateStateDir(dir));
+  IPUPOD_ASSIGN_OR_RETURN(int lock_fd, LockStateDir(dir));
+  std::string path = (dir / "state.db").string();
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  absl::Status status =
+      rc == SQLITE_OK
+          ? absl::OkStatus()
+          : absl::Status(CodeOf(rc), absl::StrCat("cannot open state store '", path, "': ",
+                                                  db ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
+                                                  "; pass a writable --state-dir"));
+  if (status.ok()) status = Configure(db);
+  if (status.ok()) status = Migrate(db);
+  if (!status.ok()) {
+    sqlite3_close(db);  // null-safe
+    ::close(lock_fd);
+    return status;
+  }
+  return std::unique_ptr<SqliteStateStore>(new SqliteStateStore(db, lock_fd, std::move(path)));
+}
+
+SqliteStateStore::SqliteStateStore(sqlite3* db, int lock_fd, std::string path)
+    : db_(db), lock_fd_(lock_fd), path_(std::move(path)) {}
+
+SqliteStateStore::~SqliteStateStore() {
+  sqlite3_close(db_);  // every statement is finalized by then
+  ::close(lock_fd_);
+}
+
+absl::StatusOr<StoredState> SqliteStateStore::Load() {
+  sync::MutexLock lock(&mu_);
+  StoredState state;
+  IPUPOD_RETURN_IF_ERROR(LoadPartitionsLocked(state));
+  IPUPOD_RETURN_IF_ERROR(LoadFailuresLocked(state));
+  return state;
+}
+
+absl::Status SqliteStateStore::LoadPartitionsLocked(StoredState& state) {
+  IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
+                          Statement::Prepare(db_,
+                                             "SELECT name, start, size, owner, created_unix_ms "
+                                             "FROM partitions ORDER BY start, name"));
+  while (true) {
+    IPUPOD_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return absl::OkStatus();
+    StoredPartition p;
+    p.name = stmt.Text(0);
+    IPUPOD_ASSIGN_OR_RETURN(p.start, ToInt(stmt.Int64(1), "partition start"));
+    IPUPOD_ASSIGN_OR_RETURN(p.size, ToInt(stmt.Int64(2), "partition size"));
+    p.owner = stmt.Text(3);
+    p.created_unix_ms = stmt.Int64(4);
+    state.partitions.push_back(std::move(p));
+  }
+}
+
+absl::Status SqliteStateStore::LoadFailuresLocked(StoredState& state) {
+  IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
+                          Statement::Prepare(db_, "SELECT ipu, reason FROM failures ORDER BY ipu"));
+  while (true) {
+    IPUPOD_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return absl::OkStatus();
+    StoredFailure f;
+    IPUPOD_ASSIGN_OR_RETURN(f.ipu, ToInt(stmt.Int64(0), "failed ipu"));
+    f.reason = stmt.Text(1);
+    state.failures.push_back(std::move(f));
+  }
+}
+
+absl::StatusOr<uint64_t> SqliteStateStore::NextBootId() {
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  int64_t boot = 0;
+  absl::Status status = WriteTransaction(db, [&]() -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(
+        Statement stmt, Statement::Prepare(db,
+                                           "INSERT INTO meta(key, value) VALUES('boot_count', 1) "
+                                           "ON CONFLICT(key) DO UPDATE SET value = value + 1 "
+                                           "RETURNING value"));
+    IPUPOD_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return absl::InternalError("state store: boot counter update returned no row");
+    boot = stmt.Int64(0);
+    return stmt.Run();  // RETURNING statements must finish before COMMIT
+  });
+  IPUPOD_RETURN_IF_ERROR(status);
+  if (boot < 1) return absl::DataLossError(absl::StrCat("state store: boot counter is ", boot));
+  return static_cast<uint64_t>(boot);
+}
+
+absl::Status SqliteStateStore::PutPartition(const StoredPartition& partition) {
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  return WriteTransaction(db, [&]() -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
+                            Statement::Prepare(db,
+                                               "INSERT OR REPLACE INTO partitions"
+                                               "(name, start, size, owner, created_unix_ms) "
+                                               "VALUES(?1, ?2, ?3, ?4, ?5)"));
+    IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, partition.name));
+    IPUPOD_RETURN_IF_ERROR(stmt.Bind(2, int64_t{partition.start}));
+    IPUPOD_RETURN_IF_ERROR(stmt.Bind(3, int64_t{partition.size}));
+    IPUPOD_RETURN_IF_ERROR(stmt.Bind(4, partition.owner));
+    IPUPOD_RETURN_IF_ERROR(stmt.Bind(5, partition.created_unix_ms));
+    return stmt.Run();
+  });
+}
+
+absl::Status SqliteStateStore::DeletePartition(absl::string_view name) {
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  return WriteTransaction(db, [&]() -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
+                            Statement::Prepare(db, "DELETE FROM partitions WHERE name = ?1"));
+    IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, name));
+    return stmt.Run();
+  });
+}
+
+absl::Status SqliteStateStore::PutFailure(const StoredFailure& failure) {
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  return WriteTransaction(db, [&]() -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(
+        Statement stmt,
+        Statement::Prepare(db, "INSERT OR REPLACE INTO failures(ipu, reason) VALUES(?1, ?2)"));
+    IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, int64_t{failure.ipu}));
+    IPUPOD_RETURN_IF_ERROR(stmt.Bind(2, failure.reason));
+    return stmt.Run();
+  });
+}
+
+absl::Status SqliteStateStore::DeleteFailure(int ipu) {
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  return WriteTransaction(db, [&]() -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
+                            Statement::Prepare(db, "DELETE FROM failures WHERE ipu = ?1"));
+    IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, int64_t{ipu}));
+    return stmt.Run();
+  });
+}
+
+}  // namespace ipupod::store

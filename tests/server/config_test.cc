@@ -1,0 +1,356 @@
+#include "server/config.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/flags.h"
+#include <unistd.h>
+
+namespace ipupod::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::Status ParseError(const std::string& json) { return ParseConfigJson(json).status(); }
+
+// Expects INVALID_ARGUMENT whose message contains every `needle`.
+void ExpectInvalid(const std::string& json, std::vector<std::string> needles) {
+  absl::Status status = ParseError(json);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << json << " -> " << status;
+  for (const std::string& needle : needles) {
+    EXPECT_THAT(std::string(status.message()), HasSubstr(needle)) << json;
+  }
+}
+
+TEST(ConfigTest, EmptyObjectGivesDefaults) {
+  auto config = ParseConfigJson("{}");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->listen, "127.0.0.1:50051");
+  EXPECT_EQ(config->pod.name, "POD16");
+  EXPECT_EQ(config->pod.num_ipus, 16);
+  EXPECT_EQ(config->state_dir, "./ipupod-state");
+  EXPECT_TRUE(config->tokens.empty());
+  EXPECT_TRUE(config->open_mode());
+  EXPECT_EQ(config->open_mode_admins, std::vector<std::string>{"admin"});
+  EXPECT_EQ(config->session_lease_seconds, 10);
+  EXPECT_EQ(config->ipu_reset_ms, 200);
+  EXPECT_EQ(config->partition_reset_ms, 500);
+  EXPECT_EQ(config->pod_reset_ms, 1000);
+  EXPECT_EQ(config->max_waiters, 4096);
+  EXPECT_EQ(config->random_faults.probability_per_operation, 0.0);
+  EXPECT_EQ(config->log_level, "info");
+  EXPECT_TRUE(ValidateConfig(*config).ok());
+}
+
+TEST(ConfigTest, EveryKeyIsRead) {
+  auto config = ParseConfigJson(R"({
+    // comments are allowed
+    "listen": "0.0.0.0:6000",
+    "pod": "pod64",
+    "state_dir": "/var/lib/ipupod",
+    "tokens": [{"token": "t-alice", "user": "alice", "role": "user"},
+               {"token": "t-ops", "user": "ops@site", "role": "admin"},
+               {"token": "t-bob", "user": "bob"}],
+    "open_mode_admins": ["root", "ops"],
+    "session_lease_seconds": 3,
+    "reset_ms": {"ipu": 1, "partition": 2, "pod": 3},
+    "max_waiters": 10,
+    "random_faults": {"seed": 18446744073709551615, "probability_per_operation": 0.25,
+                      "kinds": ["ipu-reset", "link-reset", "partition-reset", "full-reset",
+                                "unrecoverable"]},
+    "log_level": "debug"
+  })");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->listen, "0.0.0.0:6000");
+  EXPECT_EQ(config->pod.num_ipus, 64);
+  EXPECT_EQ(config->state_dir, "/var/lib/ipupod");
+  ASSERT_EQ(config->tokens.size(), 3u);
+  EXPECT_EQ(config->tokens[0].token, "t-alice");
+  EXPECT_EQ(config->tokens[0].user, "alice");
+  EXPECT_FALSE(config->tokens[0].admin);
+  EXPECT_TRUE(config->tokens[1].admin);
+  EXPECT_FALSE(config->tokens[2].admin) << "role defaults to user";
+  EXPECT_FALSE(config->open_mode());
+  EXPECT_EQ(config->open_mode_admins, (std::vector<std::string>{"root", "ops"}));
+  EXPECT_EQ(config->session_lease_seconds, 3);
+  EXPECT_EQ(config->ipu_reset_ms, 1);
+  EXPECT_EQ(config->partition_reset_ms, 2);
+  EXPECT_EQ(config->pod_reset_ms, 3);
+  EXPECT_EQ(config->max_waiters, 10);
+  EXPECT_EQ(config->random_faults.seed, 18446744073709551615ULL);
+  EXPECT_EQ(config->random_faults.probability_per_operation, 0.25);
+  EXPECT_EQ(config->random_faults.kinds.size(), 5u);
+  EXPECT_EQ(config->random_faults.kinds[4], scheduler::FaultKind::kUnrecoverable);
+  EXPECT_EQ(config->log_level, "debug");
+  EXPECT_TRUE(ValidateConfig(*config).ok()) << "token mode may listen anywhere";
+
+  auto options = ToSchedulerOptions(*config);
+  EXPECT_EQ(options.pod.num_ipus, 64);
+  EXPECT_EQ(options.ipu_reset_time, absl::Milliseconds(1));
+  EXPECT_EQ(options.partition_reset_time, absl::Milliseconds(2));
+  EXPECT_EQ(options.pod_reset_time, absl::Milliseconds(3));
+  EXPECT_EQ(options.max_waiters, 10);
+  EXPECT_EQ(options.random_faults.kinds.size(), 5u);
+}
+
+TEST(ConfigTest, PodAsIntegerCount) {
+  auto config = ParseConfigJson(R"({"pod": 4})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->pod.num_ipus, 4);
+}
+
+TEST(ConfigTest, SyntaxErrorsAndNonObjects) {
+  ExpectInvalid("{", {"not valid JSON"});
+  ExpectInvalid("", {"not valid JSON"});
+  ExpectInvalid("[]", {"must be a JSON object", "array"});
+  ExpectInvalid("42", {"must be a JSON object"});
+}
+
+TEST(ConfigTest, UnknownKeysAreNamed) {
+  ExpectInvalid(R"({"listne": "127.0.0.1:1"})", {"unknown config key 'listne'", "listen"});
+  ExpectInvalid(R"({"reset_ms": {"ipus": 5}})", {"'reset_ms.ipus'", "partition"});
+  ExpectInvalid(R"({"random_faults": {"probability": 0.5}})",
+                {"'random_faults.probability'", "probability_per_operation"});
+  ExpectInvalid(R"({"tokens": [{"token": "x", "user": "a", "admin": true}]})",
+                {"'tokens[0].admin'"});
+}
+
+TEST(ConfigTest, WrongTypesNameKeyAndExpectation) {
+  ExpectInvalid(R"({"listen": 50051})", {"'listen'", "string", "an integer 50051"});
+  ExpectInvalid(R"({"pod": true})", {"'pod'", "POD16", "a boolean"});
+  ExpectInvalid(R"({"pod": 4.5})", {"'pod'"});
+  ExpectInvalid(R"({"state_dir": null})", {"'state_dir'", "null"});
+  ExpectInvalid(R"({"tokens": {"token": "x"}})", {"'tokens'", "array"});
+  ExpectInvalid(R"({"tokens": ["x"]})", {"'tokens[0]'", "object"});
+  ExpectInvalid(R"({"open_mode_admins": "admin"})", {"'open_mode_admins'", "array"});
+  ExpectInvalid(R"({"session_lease_seconds": "10"})", {"'session_lease_seconds'", "integer"});
+  ExpectInvalid(R"({"session_lease_seconds": 2.5})", {"'session_lease_seconds'", "a number"});
+  ExpectInvalid(R"({"reset_ms": 200})", {"'reset_ms'", "object"});
+  ExpectInvalid(R"({"reset_ms": {"pod": "1s"}})", {"'reset_ms.pod'"});
+  ExpectInvalid(R"({"max_waiters": [1]})", {"'max_waiters'"});
+  ExpectInvalid(R"({"random_faults": []})", {"'random_faults'", "object"});
+  ExpectInvalid(R"({"random_faults": {"seed": "1"}})", {"'random_faults.seed'"});
+  ExpectInvalid(R"({"random_faults": {"seed": 1.5}})", {"'random_faults.seed'"});
+  ExpectInvalid(R"({"random_faults": {"probability_per_operation": "high"}})",
+                {"'random_faults.probability_per_operation'"});
+  ExpectInvalid(R"({"random_faults": {"kinds": "ipu-reset"}})", {"'random_faults.kinds'"});
+  ExpectInvalid(R"({"log_level": 3})", {"'log_level'"});
+}
+
+TEST(ConfigTest, OutOfRangeNumbersAreRefused) {
+  ExpectInvalid(R"({"session_lease_seconds": 0})", {"from 1 to 3600", "0"});
+  ExpectInvalid(R"({"session_lease_seconds": -5})", {"from 1 to 3600", "-5"});
+  ExpectInvalid(R"({"session_lease_seconds": 99999999999999999999})", {"lease"});
+  ExpectInvalid(R"({"session_lease_seconds": 18446744073709551615})", {"from 1 to 3600"});
+  ExpectInvalid(R"({"reset_ms": {"ipu": -1}})", {"'reset_ms.ipu'", "from 0 to 60000"});
+  ExpectInvalid(R"({"reset_ms": {"partition": 60001}})", {"'reset_ms.partition'"});
+  ExpectInvalid(R"({"max_waiters": 0})", {"'max_waiters'"});
+  ExpectInvalid(R"({"max_waiters": -1})", {"'max_waiters'"});
+  ExpectInvalid(R"({"max_waiters": 1000001})", {"'max_waiters'"});
+  ExpectInvalid(R"({"random_faults": {"seed": -1}})", {"non-negative"});
+  ExpectInvalid(R"({"random_faults": {"probability_per_operation": 1.5}})", {"from 0 to 1"});
+  ExpectInvalid(R"({"random_faults": {"probability_per_operation": -0.1}})", {"from 0 to 1"});
+  ExpectInvalid(R"({"pod": -16})", {"'pod'"});
+  ExpectInvalid(R"({"pod": 18446744073709551615})", {"'pod'"});
+}
+
+TEST(ConfigTest, BadValuesAreRefused) {
+  ExpectInvalid(R"({"pod": "POD24"})", {"'pod'"});
+  ExpectInvalid(R"({"pod": 24})", {"'pod'", "32"});
+  ExpectInvalid(R"({"pod": 512})", {"'pod'"});
+  ExpectInvalid(R"({"listen": "localhost"})", {"'listen'", "host:port"});
+  ExpectInvalid(R"({"listen": "127.0.0.1:99999"})", {"'listen'"});
+  ExpectInvalid(R"({"listen": "::1:50051"})", {"'listen'", "[::1]"});
+  ExpectInvalid(R"({"listen": ""})", {"'listen'"});
+  ExpectInvalid(R"({"state_dir": ""})", {"'state_dir'", "non-empty"});
+  ExpectInvalid(R"({"log_level": "verbose"})", {"'log_level'", "trace"});
+  ExpectInvalid(R"({"random_faults": {"kinds": []}})", {"non-empty"});
+  ExpectInvalid(R"({"random_faults": {"kinds": ["meteor"]}})",
+                {"'random_faults.kinds[0]'", "ipu-reset"});
+  ExpectInvalid(R"({"open_mode_admins": ["ok", "bad name"]})", {"'open_mode_admins[1]'"});
+}
+
+TEST(ConfigTest, TokenEntriesAreChecked) {
+  ExpectInvalid(R"({"tokens": [{"token": "x"}]})", {"'tokens[0]'", "\"user\""});
+  ExpectInvalid(R"({"tokens": [{"user": "a"}]})", {"'tokens[0]'", "\"token\""});
+  ExpectInvalid(R"({"tokens": [{"token": "", "user": "a"}]})", {"'tokens[0].token'"});
+  ExpectInvalid(R"({"tokens": [{"token": "has space", "user": "a"}]})", {"'tokens[0].token'"});
+  ExpectInvalid(R"({"tokens": [{"token": "x", "user": "a", "role": "root"}]})",
+                {"'tokens[0].role'", "\"admin\""});
+  ExpectInvalid(R"({"tokens": [{"token": "x", "user": "a/b"}]})", {"'tokens[0].user'"});
+  ExpectInvalid(R"({"tokens": [{"token": "same", "user": "a"}, {"token": "same", "user": "b"}]})",
+                {"'tokens[1].token'", "unique"});
+  // A bad token value is never echoed back.
+  absl::Status status = ParseError(R"({"tokens": [{"token": "sec ret", "user": "a"}]})");
+  EXPECT_THAT(std::string(status.message()), ::testing::Not(HasSubstr("sec ret")));
+}
+
+TEST(ConfigTest, VeryLongStringsAreRefused) {
+  std::string long_dir(kStringLengthMax + 1, 'd');
+  ExpectInvalid(R"({"state_dir": ")" + long_dir + R"("})", {"'state_dir'", "at most 4096"});
+  std::string long_token(kTokenLengthMax + 1, 't');
+  ExpectInvalid(R"({"tokens": [{"token": ")" + long_token + R"(", "user": "a"}]})",
+                {"'tokens[0].token'"});
+  std::string long_user(65, 'u');
+  ExpectInvalid(R"({"tokens": [{"token": "x", "user": ")" + long_user + R"("}]})",
+                {"'tokens[0].user'"});
+  std::string long_pod(1000, 'P');
+  absl::Status pod = ParseError(R"({"pod": ")" + long_pod + R"("})");
+  EXPECT_EQ(pod.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(pod.message().size(), 300u) << "errors quote a bounded part of the value";
+}
+
+TEST(ConfigTest, ListenAddresses) {
+  auto v4 = ParseListenAddress("127.0.0.1:0");
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 0);
+  auto v6 = ParseListenAddress("[::1]:50051");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_TRUE(v6->ipv6);
+  EXPECT_EQ(v6->port, 50051);
+  for (const char* bad : {"", ":80", "host:", "host:-1", "host:65536", "host:8a", "[::1]",
+                          "[::1]50051", "a b:1", "::1:80"}) {
+    EXPECT_EQ(ParseListenAddress(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(ConfigTest, LoopbackHosts) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "LOCALHOST", "::1",
+                           "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"0.0.0.0", "128.0.0.1", "10.0.0.1", "::", "example.com", "127.0.0",
+                           "localhost.evil.com", "[::1]"}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+}
+
+TEST(ConfigTest, OpenModeMustListenOnLoopback) {
+  ServerConfig config;
+  config.listen = "0.0.0.0:50051";
+  absl::Status status = ValidateConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("loopback"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("0.0.0.0:50051"));
+  config.listen = "[::1]:0";
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.listen = "localhost:0";
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.listen = "0.0.0.0:50051";
+  config.tokens.push_back({"t", "alice", false});
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
+TEST(ConfigTest, UserNames) {
+  for (const char* ok : {"a", "alice", "A.b_c-d@e", "0123456789"}) {
+    EXPECT_TRUE(IsValidUserName(ok)) << ok;
+  }
+  EXPECT_TRUE(IsValidUserName(std::string(64, 'x')));
+  EXPECT_FALSE(IsValidUserName(std::string(65, 'x')));
+  for (const char* bad : {"", "a b", "a/b", "a:b", "é", "a\nb"}) {
+    EXPECT_FALSE(IsValidUserName(bad)) << bad;
+  }
+}
+
+// ---- files and flags
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    std::string pattern = ::testing::TempDir() + "ipupod_config_XXXXXX";
+    int fd = mkstemp(pattern.data());
+    close(fd);
+    path_ = pattern;
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+absl::StatusOr<CommandLine> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ipupodd");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(ConfigFileTest, MissingFileIsNotFoundNamingThePath) {
+  auto config = LoadConfigFile("/nonexistent/ipupodd.json");
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("/nonexistent/ipupodd.json"));
+}
+
+TEST(ConfigFileTest, ErrorsArePrefixedWithThePath) {
+  TempFile file(R"({"pod": "POD3"})");
+  auto config = LoadConfigFile(file.path());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr(file.path()));
+}
+
+TEST(FlagsTest, NoFlagsGiveDefaults) {
+  auto cl = Parse({});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  ASSERT_TRUE(cl->config);
+  EXPECT_EQ(cl->config->listen, "127.0.0.1:50051");
+  EXPECT_EQ(cl->config->pod.num_ipus, 16);
+}
+
+TEST(FlagsTest, FlagsOverrideTheConfigFile) {
+  TempFile file(R"({"listen": "127.0.0.1:7000", "pod": "POD4", "state_dir": "/a",
+                    "log_level": "warn", "session_lease_seconds": 30})");
+  auto cl = Parse({"--config", file.path(), "--listen", "[::1]:0", "--pod", "64", "--state-dir",
+                   "/b", "--log-level", "debug", "--lease-seconds", "2"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  ASSERT_TRUE(cl->config);
+  EXPECT_EQ(cl->config->listen, "[::1]:0");
+  EXPECT_EQ(cl->config->pod.num_ipus, 64);
+  EXPECT_EQ(cl->config->state_dir, "/b");
+  EXPECT_EQ(cl->config->log_level, "debug");
+  EXPECT_EQ(cl->config->session_lease_seconds, 2);
+
+  auto file_only = Parse({"--config", file.path()});
+  ASSERT_TRUE(file_only.ok()) << file_only.status();
+  EXPECT_EQ(file_only->config->pod.num_ipus, 4);
+  EXPECT_EQ(file_only->config->session_lease_seconds, 30);
+}
+
+TEST(FlagsTest, BadFlagsAreInvalidArgument) {
+  EXPECT_EQ(Parse({"--pod", "24"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(Parse({"--pod", "24"}).status().message()), HasSubstr("32"));
+  EXPECT_EQ(Parse({"--pod", "POD"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--listen", "nowhere"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--log-level", "loud"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--lease-seconds", "0"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--lease-seconds", "-3"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--lease-seconds", "ten"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--bogus"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--config", "/nonexistent.json"}).status().code(), absl::StatusCode::kNotFound);
+  auto open = Parse({"--listen", "0.0.0.0:0"});
+  EXPECT_EQ(open.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(open.status().message()), HasSubstr("loopback"));
+}
+
+TEST(FlagsTest, HelpExplainsWithAnExample) {
+  auto cl = Parse({"--help"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_FALSE(cl->config);
+  for (const char* needle : {"--config", "--listen", "--pod", "--state-dir", "--log-level",
+                             "--lease-seconds", "Example", "tokens", "open mode"}) {
+    EXPECT_THAT(cl->print, HasSubstr(needle));
+  }
+  auto version = Parse({"--version"});
+  ASSERT_TRUE(version.ok());
+  EXPECT_THAT(version->print, HasSubstr("ipupodd "));
+}
+
+}  // namespace
+}  // namespace ipupod::server

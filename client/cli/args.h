@@ -1,0 +1,73 @@
+// File: client/cli/args.h
+//
+// Validation of command-line values before anything is sent to ipupodd. Bad
+// numbers (negative, huge, non-numeric, octal/hex look-alikes) are usage
+// errors: INVALID_ARGUMENT with a message naming the option and the accepted
+// range; the CLI turns them into exit code 2.
+//
+// Global options resolve against the environment here too, so the defaults
+// ($IPUPOD_SERVER, $IPUPOD_TOKEN, $IPUPOD_USER, $USER) are testable.
+//
+// Thread safety: pure functions.
+#ifndef IPUPOD_CLIENT_CLI_ARGS_H_
+#define IPUPOD_CLIENT_CLI_ARGS_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+
+namespace ipupod::cli {
+
+// Largest IPU count or id accepted on the command line (a POD256 has 256;
+// the limit only stops garbage, the server checks against its pod).
+inline constexpr int64_t kIpuCountMax = 65536;
+// Largest --timeout / --wait-timeout (seconds): one week.
+inline constexpr double kSecondsMax = 7 * 24 * 3600.0;
+
+// A decimal integer in [min, max]: digits only (no sign, spaces, or base
+// prefixes). `what` names the value in the message ("--ipus").
+absl::StatusOr<int64_t> ParseInteger(absl::string_view text, absl::string_view what, int64_t min,
+                                     int64_t max);
+// An IPU count: 0..kIpuCountMax (0 is well-formed; the server refuses it
+// with INVALID_ARGUMENT, like any count its pod cannot serve).
+absl::StatusOr<uint32_t> ParseIpuCount(absl::string_view text, absl::string_view what);
+// An IPU id: 0..kIpuCountMax-1.
+absl::StatusOr<uint32_t> ParseIpuId(absl::string_view text, absl::string_view what);
+// A decimal number of seconds in [0, kSecondsMax] ("30", "0.5"); zero only
+// when `allow_zero`.
+absl::StatusOr<double> ParseSeconds(absl::string_view text, absl::string_view what,
+                                    bool allow_zero);
+// A fault kind: ipu-reset | partition-reset | link-reset | full-reset |
+// unrecoverable.
+absl::StatusOr<v1::FaultKind> ParseFaultKind(absl::string_view text);
+
+// The global options as given on the command line (empty = not given).
+struct GlobalFlags {
+  std::string server;
+  std::string token;
+  std::string user;
+  std::string timeout;  // seconds, as text
+  bool json = false;
+};
+
+// Reads an environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(absl::string_view)>;
+EnvLookup ProcessEnv();
+
+// Flags over environment over defaults:
+//   server  --server, $IPUPOD_SERVER, 127.0.0.1:50051
+//   token   --token, $IPUPOD_TOKEN
+//   user    --user, $IPUPOD_USER, $USER, "nobody"
+//   timeout --timeout, 30 s
+absl::StatusOr<client::ClientOptions> ResolveClientOptions(const GlobalFlags& flags,
+                                                           const EnvLookup& env);
+
+}  // namespace ipupod::cli
+
+#endif  // IPUPOD_CLIENT_CLI_ARGS_H_

@@ -1,0 +1,46 @@
+// File: client/cli/attach.h
+//
+// The pure parts of `ipupod attach`, exposed for tests: request building
+// (with validation of the numbers given on the command line), the client
+// label shown in `ipupod queue` / `ipupod info`, and the environment a
+// COMMAND runs with. The command itself is registered by AddAttachCommand
+// (client/cli/commands.h).
+//
+// Thread safety: pure functions.
+#ifndef IPUPOD_CLIENT_CLI_ATTACH_H_
+#define IPUPOD_CLIENT_CLI_ATTACH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "client/cli/child_process.h"
+#include "client/client.h"
+
+namespace ipupod::cli {
+
+struct AttachArgs {
+  std::string ipus;          // --ipus N
+  std::string partition;     // --partition P
+  bool wait = false;         // --wait
+  std::string wait_timeout;  // --wait-timeout S (implies --wait)
+  bool auto_round = false;   // --auto-round
+};
+
+// INVALID_ARGUMENT (a usage error) for a bad --ipus or --wait-timeout.
+absl::StatusOr<v1::AttachRequest> BuildAttachRequest(const AttachArgs& args,
+                                                     absl::string_view client_label);
+
+// "HOST pid PID: COMMAND ARGS" (or "HOST pid PID: hold"), at most 200 bytes.
+std::string ClientLabel(absl::string_view host, int pid, const std::vector<std::string>& command);
+
+// IPUPOD_SESSION, IPUPOD_SERVER, IPUPOD_IPUS ("4,5,6,7"), IPUPOD_DEVICE_ID,
+// IPUPOD_USER and, when set, IPUPOD_TOKEN: what COMMAND needs to use the
+// session as the same user.
+ChildProcess::EnvVars SessionEnvironment(const client::ClientOptions& options,
+                                         const v1::SessionInfo& session);
+
+}  // namespace ipupod::cli
+
+#endif  // IPUPOD_CLIENT_CLI_ATTACH_H_

@@ -1,0 +1,104 @@
+// `ipupod detach | queue | session show | session reset` (SessionService);
+// `ipupod attach` lives in attach.cc.
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/cli/commands.h"
+
+namespace ipupod::cli {
+namespace {
+
+struct SessionArgs {
+  std::string session;
+};
+
+int RunDetach(Context& ctx, const SessionArgs& args) {
+  auto client = ctx.Connect();
+  if (!client.ok()) return ctx.Fail(client.status());
+  v1::DetachRequest request;
+  request.set_session(args.session);
+  auto detached = (*client)->Detach(request);
+  if (!detached.ok()) return ctx.Fail(detached.status(), {.session = args.session});
+  return ctx.Print(DetachJson(args.session, *detached), DetachText(args.session, *detached));
+}
+
+int RunQueue(Context& ctx) {
+  auto client = ctx.Connect();
+  if (!client.ok()) return ctx.Fail(client.status());
+  auto queue = (*client)->ListQueue();
+  if (!queue.ok()) return ctx.Fail(queue.status());
+  return ctx.Print(QueueJson(*queue), QueueText(*queue));
+}
+
+int RunShow(Context& ctx, const SessionArgs& args) {
+  auto client = ctx.Connect();
+  if (!client.ok()) return ctx.Fail(client.status());
+  v1::GetSessionRequest request;
+  request.set_session(args.session);
+  auto session = (*client)->GetSession(request);
+  if (!session.ok()) return ctx.Fail(session.status(), {.session = args.session});
+  return ctx.Print(SessionJson(*session), SessionText(*session, absl::Now()));
+}
+
+int RunReset(Context& ctx, const SessionArgs& args) {
+  auto client = ctx.Connect();
+  if (!client.ok()) return ctx.Fail(client.status());
+  v1::ResetSessionRequest request;
+  request.set_session(args.session);
+  auto reset = (*client)->ResetSession(request);
+  if (!reset.ok()) return ctx.Fail(reset.status(), {.session = args.session});
+  return ctx.Print(ResetJson(*reset), ResetText(absl::StrCat("session ", args.session), *reset));
+}
+
+}  // namespace
+
+void AddSessionCommands(CLI::App& app, Selection& selection) {
+  AddAttachCommand(app, selection);
+  auto args = std::make_shared<SessionArgs>();
+
+  CLI::App* detach = app.add_subcommand("detach", "End a session and release its IPUs");
+  detach->add_option("SESSION", args->session, "Session id, e.g. s1-2")
+      ->type_name("SESSION")
+      ->required();
+  detach->footer(
+      "Ends a session (your own, or any as an admin). Its `ipupod attach` sees the\n"
+      "session end (exit code 11) and stops the command it runs.\n\n"
+      "Example:\n  ipupod detach s1-2");
+  OnSelected(detach, selection, "detach", [args](Context& ctx) { return RunDetach(ctx, *args); });
+
+  CLI::App* queue = app.add_subcommand("queue", "Show the attach wait queue");
+  queue->footer(
+      "One row per waiting `ipupod attach --wait`, first to be served first: ticket, user,\n"
+      "IPUs requested, partition, time waited and wait timeout.\n\n"
+      "Example:\n  ipupod queue");
+  OnSelected(queue, selection, "queue", RunQueue);
+
+  CLI::App* group = app.add_subcommand("session", "Show or reset a session");
+  group->require_subcommand(1);
+  group->footer(
+      "A session is the IPUs one `ipupod attach` holds; its id (s1-2) is printed at the\n"
+      "grant and given to the command as IPUPOD_SESSION.\n\n"
+      "Examples:\n  ipupod session show s1-2\n  ipupod session reset s1-2");
+  CLI::App* show = group->add_subcommand("show", "Show a session (fails with its device error)");
+  show->add_option("SESSION", args->session, "Session id, e.g. s1-2")
+      ->type_name("SESSION")
+      ->required();
+  show->footer(
+      "Prints the session's IPUs, device id and owner. If one of its IPUs faulted the\n"
+      "command fails with the device error (exit codes 20-24) and says how to recover.\n\n"
+      "Example:\n  ipupod session show s1-2");
+  OnSelected(show, selection, "session show", [args](Context& ctx) { return RunShow(ctx, *args); });
+  CLI::App* reset = group->add_subcommand("reset", "Reset a session's IPUs as one device");
+  reset->add_option("SESSION", args->session, "Session id, e.g. s1-2")
+      ->type_name("SESSION")
+      ->required();
+  reset->footer(
+      "Clears IPU_RESET, LINK_RESET and PARTITION_RESET errors on the session's IPUs;\n"
+      "device memory is cleared, so load again afterwards.\n\n"
+      "Example:\n  ipupod session reset s1-2");
+  OnSelected(reset, selection, "session reset",
+             [args](Context& ctx) { return RunReset(ctx, *args); });
+}
+
+}  // namespace ipupod::cli

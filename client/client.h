@@ -1,0 +1,265 @@
+// File: client/client.h
+//
+// The C++ client of ipupodd. A Client holds one gRPC channel to the server
+// and wraps every unary RPC of ipupod.v1 as a method returning
+// absl::StatusOr<response>. Each call
+//   * carries the caller's identity: `authorization: Bearer TOKEN` when a
+//     token is set, else `x-ipupod-user: USER` (open mode);
+//   * has a deadline of `ClientOptions::rpc_timeout`;
+//   * converts the grpc::Status and the server's trailing metadata into an
+//     absl::Status with the same code and message plus the device-error
+//     payloads of common/errors.h (see client/grpc_status.h).
+// When nothing answers, calls fail UNAVAILABLE with "cannot reach ipupodd at
+// HOST:PORT: ...; is it running? ...". A client deadline fails
+// DEADLINE_EXCEEDED naming the method.
+//
+// Attach is a server-streaming RPC whose stream *is* the session: the IPUs are
+// held while the stream is open. Client::StartAttach returns an AttachCall:
+//
+//   std::unique_ptr<AttachCall> call = client->StartAttach(request);
+//   IPUPOD_ASSIGN_OR_RETURN(v1::SessionInfo session,
+//       call->WaitForGrant([](const v1::QueuePosition& q) { /* show q */ }));
+//   ... use session.session(), session.ipus() ...
+//   call->Release();  // or just destroy `call`
+//
+// Recovering from device errors (the PopTorch error model, section 4.3; see
+// docs/errors.md). Any call on a session may fail with a device error; read
+// its kind and recovery action with common/errors.h and run the reset it
+// names, then load again (a reset clears device memory; needs_load is set):
+//
+//   absl::StatusOr<v1::SessionInfo> info = client->GetSession(id);
+//   if (!info.ok()) {
+//     const absl::Status& error = info.status();
+//     switch (ipupod::GetErrorKind(error)) {
+//       case ipupod::ErrorKind::kRecoverable:  // code ABORTED
+//         switch (ipupod::GetRecoveryAction(error)) {
+//           case ipupod::RecoveryAction::kIpuReset:
+//             for (int ipu : ipupod::GetErrorIpus(error)) client->ResetIpu(ipu);
+//             break;
+//           case ipupod::RecoveryAction::kLinkReset:
+//           case ipupod::RecoveryAction::kPartitionReset:
+//             client->ResetSession(id);  // or ResetPartition(name)
+//             break;
+//           case ipupod::RecoveryAction::kFullReset:
+//             break;  // ask an admin: ResetPod()
+//           default:
+//             break;
+//         }
+//         break;
+//       case ipupod::ErrorKind::kUnrecoverable:  // code DATA_LOSS: the IPU left
+//         break;                                  // service until RepairIpu
+//       default:                                  // application: fix the request
+//         break;
+//     }
+//   }
+// A reset at a level clears every action at or below it (IPU_RESET <
+// LINK_RESET < PARTITION_RESET < FULL_RESET); a reset below the needed level
+// fails FAILED_PRECONDITION naming the one that would work.
+//
+// Thread safety: Client is thread-safe (gRPC stubs are). AttachCall: Cancel()
+// is safe from any thread at any time (e.g. a signal-watching thread); the
+// other methods must be called from one thread at a time.
+// Ownership: an AttachCall shares the Client's channel and may outlive the
+// Client.
+#ifndef IPUPOD_CLIENT_CLIENT_H_
+#define IPUPOD_CLIENT_CLIENT_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/grpc_status.h"
+#include "ipupod/v1/pod.grpc.pb.h"
+
+namespace ipupod::client {
+
+namespace v1 = ::ipupod::v1;
+
+inline constexpr absl::string_view kDefaultServer = "127.0.0.1:50051";
+// Metadata must fit gRPC's default 8 KiB header limit with room to spare.
+inline constexpr size_t kTokenBytesMax = 4096;
+inline constexpr size_t kUserBytesMax = 256;
+
+struct ClientOptions {
+  std::string server = std::string(kDefaultServer);  // HOST:PORT (or unix:PATH)
+  std::string token;                               // sent as `authorization: Bearer TOKEN` when set
+  std::string user;                                // sent as `x-ipupod-user` when no token is set
+  absl::Duration rpc_timeout = absl::Seconds(30);  // deadline of every unary call
+  // Client keepalive pings, so a dead server (or network) is noticed on a
+  // held attach stream. ipupodd permits pings this frequent.
+  absl::Duration keepalive_time = absl::Seconds(5);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
+};
+
+class AttachCall;
+
+class Client {
+ public:
+  // Creates the channel; does not wait for the server (the first call reports
+  // an unreachable server). INVALID_ARGUMENT for an empty server address, a
+  // non-positive timeout or a user name that cannot travel in metadata
+  // (printable ASCII only); UNAUTHENTICATED for a token no server accepts
+  // (longer than kTokenBytesMax, or not visible ASCII).
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const ClientOptions& options() const { return options_; }
+
+  // PodService.
+  absl::StatusOr<v1::GetPodInfoResponse> GetPodInfo(const v1::GetPodInfoRequest& request = {});
+  absl::StatusOr<v1::InjectFaultResponse> InjectFault(const v1::InjectFaultRequest& request);
+  absl::StatusOr<v1::ResetResponse> ResetIpu(const v1::ResetIpuRequest& request);
+  absl::StatusOr<v1::ResetResponse> ResetPod(const v1::ResetPodRequest& request = {});
+  absl::StatusOr<v1::RepairIpuResponse> RepairIpu(const v1::RepairIpuRequest& request);
+
+  // PartitionService.
+  absl::StatusOr<v1::Partition> CreatePartition(const v1::CreatePartitionRequest& request);
+  absl::StatusOr<v1::Partition> GetPartition(const v1::GetPartitionRequest& request);
+  absl::StatusOr<v1::ListPartitionsResponse> ListPartitions(
+      const v1::ListPartitionsRequest& request = {});
+  absl::StatusOr<v1::RemovePartitionResponse> RemovePartition(
+      const v1::RemovePartitionRequest& request);
+  absl::StatusOr<v1::ResetResponse> ResetPartition(const v1::ResetPartitionRequest& request);
+
+  // SessionService (Attach: StartAttach below).
+  absl::StatusOr<v1::DetachResponse> Detach(const v1::DetachRequest& request);
+  absl::StatusOr<v1::SessionInfo> GetSession(const v1::GetSessionRequest& request);
+  absl::StatusOr<v1::ListQueueResponse> ListQueue(const v1::ListQueueRequest& request = {});
+  absl::StatusOr<v1::ResetResponse> ResetSession(const v1::ResetSessionRequest& request);
+
+  // Shorthands that build the request.
+  absl::StatusOr<v1::InjectFaultResponse> InjectFault(uint32_t ipu, v1::FaultKind kind);
+  absl::StatusOr<v1::ResetResponse> ResetIpu(uint32_t ipu);
+  absl::StatusOr<v1::RepairIpuResponse> RepairIpu(uint32_t ipu);
+  absl::StatusOr<v1::Partition> CreatePartition(absl::string_view name, uint32_t size);
+  absl::StatusOr<v1::Partition> GetPartition(absl::string_view name);
+  absl::StatusOr<v1::RemovePartitionResponse> RemovePartition(absl::string_view name,
+                                                              bool force = false);
+  absl::StatusOr<v1::ResetResponse> ResetPartition(absl::string_view name);
+  absl::StatusOr<v1::DetachResponse> Detach(absl::string_view session);
+  absl::StatusOr<v1::SessionInfo> GetSession(absl::string_view session);
+  absl::StatusOr<v1::ResetResponse> ResetSession(absl::string_view session);
+
+  // Starts the Attach stream in the background and returns at once; errors
+  // (bad input, nothing free without `wait`, unreachable server) surface from
+  // AttachCall::WaitForGrant.
+  std::unique_ptr<AttachCall> StartAttach(const v1::AttachRequest& request);
+
+ private:
+  Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+
+  // Runs one unary RPC: context with deadline and identity, conversion.
+  template <typename Response, typename Invoke>
+  absl::StatusOr<Response> Call(absl::string_view method, Invoke invoke);
+
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::PodService::Stub> pod_;
+  std::unique_ptr<v1::PartitionService::Stub> partitions_;
+  std::shared_ptr<v1::SessionService::Stub> sessions_;
+};
+
+// One Attach stream: queued -> granted -> (held) -> ended. A background thread
+// reads the stream; the methods below wait on what it saw.
+//
+// Errors of WaitForGrant: the stream's status (INVALID_ARGUMENT, NOT_FOUND,
+// RESOURCE_EXHAUSTED without `wait`, DEADLINE_EXCEEDED when the server's
+// wait_timeout passed, PERMISSION_DENIED, ...), UNAVAILABLE when the server
+// cannot be reached or went away while queued, CANCELLED after Cancel().
+// Ends of a granted session (WaitForEnd): ABORTED when it was detached
+// elsewhere (owner or admin, forced partition removal) or the server cancelled
+// it (its lease ran out); the server's own status otherwise (e.g. UNAVAILABLE
+// "server is shutting down", device-error payloads kept); UNAVAILABLE
+// "connection to ipupodd lost; session ... has ended ..." when the connection
+// broke (server killed, network down: noticed by keepalive); CANCELLED when
+// this client released it.
+class AttachCall {
+ public:
+  // Cancels the stream (releasing the session, if any) and joins the reader.
+  ~AttachCall();
+  AttachCall(const AttachCall&) = delete;
+  AttachCall& operator=(const AttachCall&) = delete;
+
+  // Blocks until the grant or the end of the stream. `on_queued` (may be
+  // empty) runs on the calling thread for every queue position the server
+  // sends, in order. Without `wait` in the request the wait is bounded by the
+  // rpc timeout; with wait_timeout_seconds T by T plus the rpc timeout; with
+  // neither it lasts until the grant, an error, or Cancel().
+  // REQUIRES: called at most once.
+  absl::StatusOr<v1::SessionInfo> WaitForGrant(
+      const std::function<void(const v1::QueuePosition&)>& on_queued);
+
+  // Waits up to `timeout` for the session to end. Returns the reason it ended
+  // (see the class comment), or DEADLINE_EXCEEDED "still alive" if it has not
+  // ended by then (Ended() tells the two apart). Zero timeout = poll.
+  absl::Status WaitForEnd(absl::Duration timeout);
+  bool Ended() const;
+
+  // Cancels the stream: a waiting request leaves the queue at once, a
+  // granted session ends and its IPUs are released. Idempotent, non-blocking,
+  // safe from any thread.
+  void Cancel();
+
+  // Ends a granted session deterministically: asks the server to Detach it
+  // (so its IPUs are free when this returns OK), then cancels the stream and
+  // waits (bounded) for the reader to finish. OK also when the session had
+  // already ended. Without a grant it is Cancel() plus the bounded wait.
+  absl::Status Release();
+
+  // The id of the granted session, "" before the grant.
+  std::string session() const;
+
+ private:
+  friend class Client;
+  AttachCall(ClientOptions options, std::shared_ptr<v1::SessionService::Stub> stub,
+             v1::AttachRequest request);
+
+  void ReadLoop();
+  // Maps the final grpc status of the stream to what the caller sees.
+  absl::Status EndStatus(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EndAfterGrant(const grpc::Status& status, const GrpcMetadata& trailers,
+                             absl::string_view session) const;
+  absl::Status EndBeforeGrant(const grpc::Status& status, const GrpcMetadata& trailers) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool GrantEventReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits on changed_ until `ready` holds or `deadline`; false on timeout.
+  // (A CondVar loop rather than absl::Condition: Debian's libabsl evaluates
+  // Conditions inside itself, where ThreadSanitizer cannot see the lock.)
+  template <typename Ready>
+  bool WaitUntil(Ready ready, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time GrantDeadline() const;
+
+  const ClientOptions options_;
+  const std::shared_ptr<v1::SessionService::Stub> stub_;
+  const v1::AttachRequest request_;
+  grpc::ClientContext context_;  // TryCancel is thread-safe
+
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // signalled on every change of the state below
+  // Queue positions not yet handed to WaitForGrant; bounded (oldest dropped,
+  // only the latest position matters).
+  std::deque<v1::QueuePosition> queued_ ABSL_GUARDED_BY(mu_);
+  std::optional<v1::SessionInfo> granted_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> last_ticket_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status end_status_ ABSL_GUARDED_BY(mu_);
+
+  std::thread reader_;  // started last in the constructor
+};
+
+}  // namespace ipupod::client
+
+#endif  // IPUPOD_CLIENT_CLIENT_H_

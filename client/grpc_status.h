@@ -1,0 +1,73 @@
+// File: client/grpc_status.h
+//
+// The client's edge between gRPC and absl::Status. ipupodd answers with a
+// grpc::Status whose trailing metadata may carry a device error:
+//   ipupod-error-kind       recoverable | unrecoverable | application
+//   ipupod-recovery-action  IPU_RESET | LINK_RESET | PARTITION_RESET | FULL_RESET
+//   ipupod-ipus             comma-separated IPU ids
+// FromGrpcStatus rebuilds the absl::Status with the same code and message and
+// the common/errors.h payloads, so GetErrorKind / GetRecoveryAction /
+// GetErrorIpus read it exactly as they read a server-side status.
+//
+// Failures of the transport itself (nothing answered) are rewritten into a
+// message that says what to do: "cannot reach ipupodd at HOST:PORT: ...".
+//
+// Thread safety: all functions are pure.
+#ifndef IPUPOD_CLIENT_GRPC_STATUS_H_
+#define IPUPOD_CLIENT_GRPC_STATUS_H_
+
+#include <map>
+#include <string>
+
+#include <grpcpp/support/status.h>
+#include <grpcpp/support/string_ref.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace ipupod::client {
+
+// Trailing metadata as grpc::ClientContext::GetServerTrailingMetadata returns it.
+using GrpcMetadata = std::multimap<grpc::string_ref, grpc::string_ref>;
+
+// Metadata keys of the wire contract (proto/ipupod/v1/pod.proto).
+inline constexpr absl::string_view kErrorKindKey = "ipupod-error-kind";
+inline constexpr absl::string_view kRecoveryActionKey = "ipupod-recovery-action";
+inline constexpr absl::string_view kIpusKey = "ipupod-ipus";
+inline constexpr absl::string_view kUserKey = "x-ipupod-user";
+inline constexpr absl::string_view kAuthorizationKey = "authorization";
+
+// Same code and message; error payloads from the trailers. OK stays OK.
+absl::Status FromGrpcStatus(const grpc::Status& status, const GrpcMetadata& trailers);
+
+// True when `status` was produced by the transport rather than by ipupodd:
+// UNAVAILABLE, no ipupod-* trailers, and one of gRPC's connection messages.
+bool IsTransportFailure(const grpc::Status& status, const GrpcMetadata& trailers);
+
+// UNAVAILABLE: "cannot reach ipupodd at SERVER: DETAIL; is it running? (...)".
+absl::Status CannotReachError(absl::string_view server, absl::string_view detail);
+
+// UNAVAILABLE: the attach stream broke after the grant; the server dropped
+// the session with the connection.
+absl::Status ConnectionLostError(absl::string_view session);
+
+// What a unary call was, for messages.
+struct CallSite {
+  absl::string_view server;  // "127.0.0.1:50051"
+  absl::string_view method;  // "GetPodInfo"
+  absl::Duration timeout;    // the deadline the call had
+};
+
+// The full conversion of a finished unary call: FromGrpcStatus, plus the
+// transport rewrite (CannotReachError) and a client deadline rewrite
+// ("ipupodd at SERVER did not answer METHOD within 30s; ...").
+absl::Status ConvertCallStatus(const grpc::Status& status, const GrpcMetadata& trailers,
+                               const CallSite& site);
+
+// The canonical upper-case name of a code: "RESOURCE_EXHAUSTED".
+std::string StatusCodeName(absl::StatusCode code);
+
+}  // namespace ipupod::client
+
+#endif  // IPUPOD_CLIENT_GRPC_STATUS_H_

@@ -1,0 +1,124 @@
+// The `ipupod` command line in-process: usage errors (exit 2, never sent to
+// a server), help, JSON error documents and the unreachable-server path.
+#include "client/cli/app.h"
+
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace ipupod::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result Ipupod(std::vector<std::string> args) {
+  args.insert(args.begin(), "ipupod");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  EnvLookup no_env = [](absl::string_view) -> std::optional<std::string> { return std::nullopt; };
+  int code = RunCli(static_cast<int>(argv.size()), argv.data(), out, err, no_env);
+  return {code, out.str(), err.str()};
+}
+
+TEST(AppTest, BadNumbersAreUsageErrors) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"partition", "create", "p", "--size", "-4"},
+           {"partition", "create", "p", "--size", "99999999999999"},
+           {"partition", "create", "p", "--size", "four"},
+           {"attach", "--ipus", "-1"},
+           {"attach", "--ipus=-1"},
+           {"attach", "--ipus", "2", "--wait-timeout", "-3"},
+           {"ipu", "reset", "x"},
+           {"ipu", "repair", "-1"},
+           {"fault", "inject", "--ipu", "-1", "--kind", "ipu-reset"},
+           {"fault", "inject", "--ipu", "1", "--kind", "bogus"},
+           {"--timeout", "0", "info"},
+           {"--timeout", "abc", "info"},
+       }) {
+    Result r = Ipupod(args);
+    EXPECT_EQ(r.code, 2) << args[0] << " " << args.back();
+    EXPECT_THAT(r.err, HasSubstr("error: ")) << args.back();
+    EXPECT_THAT(r.err, HasSubstr("--help` for usage")) << args.back();
+    EXPECT_THAT(r.out, IsEmpty());
+  }
+}
+
+TEST(AppTest, ParseErrorsExitTwoNotCli11Codes) {
+  EXPECT_EQ(Ipupod({}).code, 2);
+  EXPECT_EQ(Ipupod({"partition"}).code, 2);
+  EXPECT_EQ(Ipupod({"bogus"}).code, 2);
+  EXPECT_THAT(Ipupod({"bogus"}).err, HasSubstr("unknown command 'bogus'"));
+  EXPECT_EQ(Ipupod({"info", "--bogus"}).code, 2);
+  EXPECT_EQ(Ipupod({"attach"}).code, 2) << "--ipus is required";
+  EXPECT_EQ(Ipupod({"partition", "create", "p"}).code, 2) << "--size is required";
+  EXPECT_EQ(Ipupod({"--server"}).code, 2);
+}
+
+TEST(AppTest, CommandsGoAfterDoubleDashAndOnlyForAttach) {
+  Result missing = Ipupod({"attach", "--ipus", "2", "python", "x.py"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("put it after --"));
+  EXPECT_EQ(Ipupod({"attach", "--ipus", "2", "--"}).code, 2);
+  Result info = Ipupod({"info", "--", "ls"});
+  EXPECT_EQ(info.code, 2);
+  EXPECT_THAT(info.err, HasSubstr("only `ipupod attach`"));
+}
+
+TEST(AppTest, JsonUsageErrorIsOneDocumentOnStdout) {
+  Result r = Ipupod({"--json", "partition", "create", "p", "--size", "-4"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, IsEmpty());
+  nlohmann::json doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["error"]["code"], "INVALID_ARGUMENT");
+  EXPECT_THAT(doc["error"]["message"].get<std::string>(), HasSubstr("--size"));
+  // --json after the command counts too.
+  Result after = Ipupod({"partition", "create", "p", "--size", "x", "--json"});
+  EXPECT_EQ(nlohmann::json::parse(after.out)["error"]["usage"], true);
+}
+
+TEST(AppTest, HelpExitsZeroWithAnExample) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--help"},
+                                             {"info", "--help"},
+                                             {"partition", "--help"},
+                                             {"partition", "create", "--help"},
+                                             {"attach", "--help"},
+                                             {"queue", "--help"},
+                                             {"session", "show", "--help"},
+                                             {"fault", "inject", "--help"}}) {
+    Result r = Ipupod(args);
+    EXPECT_EQ(r.code, 0) << args[0];
+    EXPECT_THAT(r.out, HasSubstr("xample")) << args[0];
+  }
+  EXPECT_THAT(Ipupod({"--version"}).out, HasSubstr("ipupod "));
+}
+
+TEST(AppTest, UnreachableServerIsUnavailableWithTheAddress) {
+  Result human = Ipupod({"--server", "127.0.0.1:1", "info"});
+  EXPECT_EQ(human.code, 8);
+  EXPECT_THAT(human.err, HasSubstr("cannot reach ipupodd at 127.0.0.1:1"));
+  Result json = Ipupod({"info", "--json", "--server", "127.0.0.1:1"});
+  EXPECT_EQ(json.code, 8);
+  nlohmann::json doc = nlohmann::json::parse(json.out);
+  EXPECT_EQ(doc["error"]["code"], "UNAVAILABLE");
+  EXPECT_THAT(json.err, IsEmpty());
+}
+
+TEST(AppTest, UnusableTokenIsRefusedBeforeSending) {
+  Result r = Ipupod({"--server", "127.0.0.1:1", "--token", std::string(10000, 'x'), "info"});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_THAT(r.err, HasSubstr("not a valid ipupod token"));
+}
+
+}  // namespace
+}  // namespace ipupod::cli

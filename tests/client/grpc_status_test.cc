@@ -1,0 +1,117 @@
+#include "client/grpc_status.h"
+
+#include <list>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/errors.h"
+
+namespace ipupod::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Owns the strings the string_refs of a GrpcMetadata point into.
+class Trailers {
+ public:
+  Trailers& Add(std::string key, std::string value) {
+    storage_.emplace_back(std::move(key), std::move(value));
+    return *this;
+  }
+  GrpcMetadata Get() const {
+    GrpcMetadata m;
+    for (const auto& [k, v] : storage_) m.emplace(grpc::string_ref(k), grpc::string_ref(v));
+    return m;
+  }
+
+ private:
+  std::list<std::pair<std::string, std::string>> storage_;
+};
+
+TEST(GrpcStatusTest, OkStaysOk) { EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK, {}).ok()); }
+
+TEST(GrpcStatusTest, KeepsCodeAndMessage) {
+  absl::Status s =
+      FromGrpcStatus(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "no 8 IPUs free"), {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "no 8 IPUs free");
+  EXPECT_FALSE(s.GetPayload(kErrorKindPayload));
+}
+
+TEST(GrpcStatusTest, DeviceErrorTrailersBecomePayloads) {
+  Trailers t;
+  t.Add("ipupod-error-kind", "recoverable")
+      .Add("ipupod-recovery-action", "LINK_RESET")
+      .Add("ipupod-ipus", "4,5");
+  absl::Status s = FromGrpcStatus(grpc::Status(grpc::StatusCode::ABORTED, "links down"), t.Get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(GetErrorKind(s), ErrorKind::kRecoverable);
+  EXPECT_EQ(GetRecoveryAction(s), RecoveryAction::kLinkReset);
+  EXPECT_EQ(GetErrorIpus(s), (std::vector<int>{4, 5}));
+}
+
+TEST(GrpcStatusTest, UnrecoverableAndUnknownValues) {
+  Trailers t;
+  t.Add("ipupod-error-kind", "unrecoverable").Add("ipupod-recovery-action", "REBOOT");
+  absl::Status s = FromGrpcStatus(grpc::Status(grpc::StatusCode::DATA_LOSS, "gone"), t.Get());
+  EXPECT_EQ(GetErrorKind(s), ErrorKind::kUnrecoverable);
+  EXPECT_EQ(GetRecoveryAction(s), RecoveryAction::kNone) << "unknown actions are dropped";
+  EXPECT_TRUE(GetErrorIpus(s).empty());
+}
+
+TEST(GrpcStatusTest, TransportFailuresAreRecognised) {
+  grpc::Status refused(grpc::StatusCode::UNAVAILABLE,
+                       "failed to connect to all addresses; last error: UNKNOWN: "
+                       "ipv4:127.0.0.1:1: Failed to connect to remote host: Connection refused");
+  EXPECT_TRUE(IsTransportFailure(refused, {}));
+  EXPECT_TRUE(IsTransportFailure(grpc::Status(grpc::StatusCode::UNAVAILABLE, "Socket closed"), {}));
+  // ipupodd's own UNAVAILABLE ("retry in a moment") is not the transport.
+  EXPECT_FALSE(IsTransportFailure(
+      grpc::Status(grpc::StatusCode::UNAVAILABLE, "IPU 4 is resetting; retry in a moment"), {}));
+  Trailers t;
+  t.Add("ipupod-error-kind", "application");
+  EXPECT_FALSE(
+      IsTransportFailure(grpc::Status(grpc::StatusCode::UNAVAILABLE, "Socket closed"), t.Get()));
+  EXPECT_FALSE(IsTransportFailure(grpc::Status(grpc::StatusCode::INTERNAL, "Socket closed"), {}));
+}
+
+TEST(GrpcStatusTest, ConvertCallStatusExplainsUnreachableServers) {
+  absl::Status s = ConvertCallStatus(
+      grpc::Status(grpc::StatusCode::UNAVAILABLE, "failed to connect to all addresses"), {},
+      {"127.0.0.1:1", "GetPodInfo", absl::Seconds(30)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("cannot reach ipupodd at 127.0.0.1:1: failed to connect"));
+  EXPECT_THAT(s.message(), HasSubstr("is it running?"));
+  EXPECT_THAT(s.message(), HasSubstr("ipupodd --listen 127.0.0.1:1"));
+}
+
+TEST(GrpcStatusTest, ConvertCallStatusNamesTheMethodOnClientDeadline) {
+  absl::Status s =
+      ConvertCallStatus(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"), {},
+                        {"127.0.0.1:5", "ListQueue", absl::Seconds(2)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(s.message(), HasSubstr("did not answer ListQueue within 2s"));
+  EXPECT_THAT(s.message(), HasSubstr("--timeout"));
+  // A server-chosen DEADLINE_EXCEEDED (the wait timeout) keeps its text.
+  absl::Status waited =
+      ConvertCallStatus(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "waited 1s for 4 IPUs"),
+                        {}, {"127.0.0.1:5", "Attach", absl::Seconds(2)});
+  EXPECT_EQ(waited.message(), "waited 1s for 4 IPUs");
+}
+
+TEST(GrpcStatusTest, ConnectionLostSaysTheSessionEnded) {
+  absl::Status s = ConnectionLostError("s1-2");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("connection to ipupodd lost; session s1-2 has ended and its "
+                                     "IPUs were released (sessions do not survive a server "
+                                     "restart)"));
+}
+
+TEST(GrpcStatusTest, CodeNames) {
+  EXPECT_EQ(StatusCodeName(absl::StatusCode::kResourceExhausted), "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(StatusCodeName(absl::StatusCode::kDataLoss), "DATA_LOSS");
+}
+
+}  // namespace
+}  // namespace ipupod::client

@@ -1,0 +1,145 @@
+// File: tests/integration/harness.h
+//
+// Drives the real binaries for end-to-end tests: starts `ipupodd` on an
+// ephemeral loopback port with its own state directory, runs `ipupod` CLI
+// commands to completion, and keeps long-running CLI processes (attach)
+// in the background so a test can read their output line by line, signal
+// them, or kill them.
+//
+// Every wait in here has a deadline; a child that outlives its test is
+// killed by the destructor. Binaries are found through $IPUPOD_BUILD_DIR
+// (set by ctest) as server/ipupodd and client/ipupod.
+#ifndef IPUPOD_TESTS_INTEGRATION_HARNESS_H_
+#define IPUPOD_TESTS_INTEGRATION_HARNESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ipupod::testing {
+
+std::string BuildDir();
+std::string ServerBinary();
+std::string CliBinary();
+
+// A fresh, empty directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A child process with stdout and stderr captured through pipes.
+class Process {
+ public:
+  // Starts argv[0] (a path) with `env` added to the inherited environment.
+  static Process Start(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& env = {});
+  Process(Process&& other) noexcept;
+  Process& operator=(Process&& other) noexcept;
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  ~Process();  // SIGKILLs and reaps a child that is still running
+
+  pid_t pid() const { return pid_; }
+  // Reads stdout until a full line arrives or the deadline passes.
+  std::optional<std::string> ReadStdoutLine(std::chrono::milliseconds timeout);
+  // Reads stdout lines until they form one JSON document, or the deadline.
+  std::optional<nlohmann::json> ReadStdoutJson(std::chrono::milliseconds timeout);
+  // Reads stderr until a line containing `needle` arrives or the deadline passes.
+  bool WaitForStderr(const std::string& needle, std::chrono::milliseconds timeout);
+  void Signal(int sig);
+  // Waits for exit; returns the exit code (128+signal when killed), or
+  // nullopt on timeout. Drains stdout/stderr into stdout()/stderr().
+  std::optional<int> Wait(std::chrono::milliseconds timeout);
+  bool Running();
+  const std::string& stdout_text() const { return out_; }
+  const std::string& stderr_text() const { return err_; }
+
+ private:
+  Process() = default;
+  void Drain(int timeout_ms);
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  std::string out_;
+  std::string err_;
+  size_t out_consumed_ = 0;
+  size_t err_scanned_ = 0;
+  std::optional<int> exit_code_;
+};
+
+// ipupodd on 127.0.0.1:<ephemeral> with a state directory that outlives
+// restarts of the server (Kill + Restart keep it).
+class ServerUnderTest {
+ public:
+  // `extra_args` go to ipupodd (e.g. {"--pod", "POD4"}); `config_json`, when
+  // not empty, is written to a file passed with --config.
+  explicit ServerUnderTest(std::vector<std::string> extra_args = {},
+                           std::string config_json = "");
+  ~ServerUnderTest();
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::string& state_dir() const { return state_.path(); }
+  // SIGKILL (no chance to clean up), then start again on the same port and state.
+  void KillAndRestart();
+  void Kill(int sig);
+  // Starts again after Kill; false (with the server's stderr) on failure.
+  bool Restart();
+  Process& process() { return *process_; }
+
+ private:
+  bool StartProcess(int port);
+  TempDir state_;
+  std::vector<std::string> extra_args_;
+  std::string config_path_;
+  std::optional<Process> process_;
+  int port_ = 0;
+};
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  // stdout parsed as one JSON document (null when it is not).
+  nlohmann::json json() const;
+};
+
+// Runs `ipupod --server ADDR --user USER ARGS...` to completion (30 s limit).
+CliResult RunCli(const std::string& server, const std::string& user,
+                 const std::vector<std::string>& args,
+                 const std::map<std::string, std::string>& env = {});
+
+// Starts `ipupod --server ADDR --user USER ARGS...` in the background.
+Process StartCli(const std::string& server, const std::string& user,
+                 const std::vector<std::string>& args,
+                 const std::map<std::string, std::string>& env = {});
+
+// Polls `predicate` every 20 ms until true or the deadline passes.
+template <typename Predicate>
+bool Eventually(Predicate predicate, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) return true;
+    struct timespec ts{0, 20'000'000};
+    nanosleep(&ts, nullptr);
+  }
+  return predicate();
+}
+
+}  // namespace ipupod::testing
+
+#endif  // IPUPOD_TESTS_INTEGRATION_HARNESS_H_

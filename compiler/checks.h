@@ -1,0 +1,65 @@
+// File: compiler/checks.h
+//
+// The run-shape rules a compile enforces, as PopTorch does:
+//  * IPUs: ipus_per_replica x replication_factor must be a power of two
+//    (V-IPU partitions are). IPUs, not stages, count: an IPU the placement
+//    leaves idle still counts, and two stages sharing an IPU (PopART
+//    annotations) count once. With auto_round_num_ipus the count rounds up to
+//    the next power of two and the extra IPUs are reserved but idle
+//    (PopTorch autoRoundNumIPUs). The total may not exceed the largest pod
+//    ipupod models, device::kMaxPodIpus (256). PopTorch itself stops at 64
+//    IPUs per process; ipupod allows the whole pod because its partitions
+//    span it.
+//  * Pipelined inference over S stages needs device_iterations >= S (each
+//    stage needs a micro-batch to work on); pipelined training needs
+//    gradient_accumulation_steps >= 2S - 1 (forward and backward stages).
+//    Sharded execution (one stage active at a time) has no such rule.
+//  * Output mode every_n:N needs N to divide device_iterations.
+//
+// Thread safety: pure functions.
+// Errors: INVALID_ARGUMENT naming the numbers and how to fix them.
+#ifndef IPUPOD_COMPILER_CHECKS_H_
+#define IPUPOD_COMPILER_CHECKS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compiler/ipu_config.h"
+
+namespace ipupod::compiler {
+
+enum class ExecutionStrategy {
+  kPipelined,  // PopTorch's default: stages work on different micro-batches at once
+  kSharded,    // one stage at a time (optimum-graphcore's choice for inference)
+};
+
+// "pipelined", "sharded".
+absl::string_view ExecutionStrategyName(ExecutionStrategy strategy);
+absl::StatusOr<ExecutionStrategy> ParseExecutionStrategy(absl::string_view name);
+
+struct IpuCount {
+  int64_t ipus_per_replica = 1;
+  int64_t replication_factor = 1;
+  int64_t needed = 1;    // ipus_per_replica x replication_factor
+  int64_t reserved = 1;  // needed, rounded up to a power of two with auto-round
+  int64_t idle() const { return reserved - needed; }
+  bool operator==(const IpuCount& other) const = default;
+};
+
+bool IsPowerOfTwo(int64_t n);
+// REQUIRES: 1 <= n <= 2^62.
+int64_t NextPowerOfTwo(int64_t n);
+
+absl::StatusOr<IpuCount> CheckIpuCount(int64_t ipus_per_replica, int64_t replication_factor,
+                                       bool auto_round_num_ipus);
+
+absl::Status CheckPipelineDepth(int64_t num_stages, const ModeConfig& mode,
+                                ExecutionStrategy strategy);
+
+absl::Status CheckOutputMode(const ModeConfig& mode);
+
+}  // namespace ipupod::compiler
+
+#endif  // IPUPOD_COMPILER_CHECKS_H_

@@ -1,0 +1,213 @@
+#include "compiler/compile.h"
+
+#include <filesystem>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/memory_plan.h"
+#include "compiler/onnx_annotations.h"
+#include "compiler/sha256.h"
+#include "graph/interpreter.h"
+#include "graph/onnx_import.h"
+
+#ifndef IPUPOD_COMPILER_VERSION
+#define IPUPOD_COMPILER_VERSION "unknown"
+#endif
+
+namespace ipupod::compiler {
+namespace {
+
+constexpr absl::string_view kProducer = "ipupod " IPUPOD_COMPILER_VERSION;
+
+// The method Compile uses: explicit, else module map, else attributes, else layers.
+absl::StatusOr<PlacementMethod> ChooseMethod(const CompileOptions& options,
+                                             const NodeAnnotations& annotations) {
+  if (options.placement.has_value()) {
+    if (*options.placement == PlacementMethod::kModuleMap && !options.module_map.has_value()) {
+      return absl::InvalidArgumentError("placement by module map needs a module map");
+    }
+    if (*options.placement == PlacementMethod::kOnnxAttributes && annotations.empty()) {
+      return absl::InvalidArgumentError(
+          "placement by ONNX attributes needs nodes with __ipu_number or __pipeline_stage; "
+          "the model has none");
+    }
+    return *options.placement;
+  }
+  if (options.module_map.has_value()) return PlacementMethod::kModuleMap;
+  if (!annotations.empty()) return PlacementMethod::kOnnxAttributes;
+  return PlacementMethod::kLayersPerIpu;
+}
+
+absl::StatusOr<Placement> Place(const graph::Graph& graph, const ModeConfig& mode,
+                                const CompileOptions& options, const NodeAnnotations& annotations,
+                                std::vector<std::string>& warnings) {
+  IPUPOD_ASSIGN_OR_RETURN(PlacementMethod method, ChooseMethod(options, annotations));
+  if (method == PlacementMethod::kLayersPerIpu) {
+    return PlaceByLayers(graph, mode.layers_per_ipu, mode.ipus_per_replica);
+  }
+  if (method == PlacementMethod::kModuleMap && !annotations.empty()) {
+    warnings.push_back(
+        "the model's __ipu_number/__pipeline_stage attributes are ignored: the "
+        "module map places it");
+  }
+  auto placement = method == PlacementMethod::kModuleMap
+                       ? PlaceByModuleMap(graph, *options.module_map)
+                       : PlaceByAnnotations(graph, annotations);
+  if (placement.ok() && placement->ipus_per_replica != mode.ipus_per_replica) {
+    warnings.push_back(absl::StrCat("the ", PlacementMethodName(method), " uses ",
+                                    placement->ipus_per_replica, " IPUs per replica; the config's ",
+                                    mode.for_inference ? "inference_" : "", "ipus_per_replica (",
+                                    mode.ipus_per_replica, ") and layers_per_ipu are ignored"));
+  }
+  return placement;
+}
+
+std::vector<TensorSpec> Specs(const std::vector<graph::ValueInfo>& values, const graph::Graph& g) {
+  std::vector<TensorSpec> specs;
+  for (const graph::ValueInfo& v : values) {
+    const graph::TensorType* type = g.FindType(v.name);
+    const graph::TensorType& t = type != nullptr ? *type : v.type;
+    specs.push_back({v.name, t.dtype, t.shape});
+  }
+  return specs;
+}
+
+int64_t MicroBatchSize(const graph::Graph& g) {
+  for (const graph::ValueInfo& in : g.inputs) {
+    if (!in.type.shape.empty()) return std::max<int64_t>(in.type.shape[0], 1);
+  }
+  return 1;
+}
+
+struct Imported {
+  AnnotatedModel model;
+  std::unique_ptr<graph::Interpreter> interpreter;  // owns the graph; gives node FLOPs
+};
+
+absl::StatusOr<Imported> Import(absl::string_view onnx_bytes) {
+  Imported out;
+  IPUPOD_ASSIGN_OR_RETURN(out.model, ExtractPlacementAttributes(onnx_bytes));
+  IPUPOD_ASSIGN_OR_RETURN(graph::Graph graph, graph::ImportOnnx(out.model.onnx_bytes));
+  IPUPOD_ASSIGN_OR_RETURN(out.interpreter, graph::Interpreter::Create(std::move(graph)));
+  return out;
+}
+
+Executable Assemble(Imported& imported, const IpuConfig& config, const ModeConfig& mode,
+                    const CompileOptions& options, Placement placement, const IpuCount& count,
+                    const Report& report, std::vector<std::string> warnings) {
+  const graph::Graph& g = imported.interpreter->graph();
+  Executable e;
+  e.producer = std::string(kProducer);
+  e.mode = ExecutableMode::kInference;
+  e.strategy = options.strategy;
+  e.output_mode = mode.output_mode;
+  e.micro_batch_size = MicroBatchSize(g);
+  e.replication_factor = mode.replication_factor;
+  e.device_iterations = mode.device_iterations;
+  e.batch_size_factor = BatchSizeFactor(config, mode.for_inference);
+  e.ipus = count;
+  e.config = config;
+  e.placement = std::move(placement);
+  e.inputs = Specs(g.inputs, g);
+  e.outputs = Specs(g.outputs, g);
+  e.report_json = report.Json();
+  e.warnings = std::move(warnings);
+  e.model_bytes = std::move(imported.model.onnx_bytes);
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig& config,
+                                   const CompileOptions& options, Report* report_out) {
+  if (!options.for_inference) {
+    return absl::UnimplementedError(
+        "training executables are not supported yet: compile for inference");
+  }
+  IPUPOD_ASSIGN_OR_RETURN(ModeConfig mode, ResolveMode(config, options.for_inference));
+  IPUPOD_ASSIGN_OR_RETURN(Imported imported, Import(onnx_bytes));
+  const graph::Graph& g = imported.interpreter->graph();
+  std::vector<std::string> warnings;
+  IPUPOD_ASSIGN_OR_RETURN(Placement placement,
+                          Place(g, mode, options, imported.model.annotations, warnings));
+  IPUPOD_ASSIGN_OR_RETURN(IpuCount count,
+                          CheckIpuCount(placement.ipus_per_replica, mode.replication_factor,
+                                        config.auto_round_num_ipus));
+  IPUPOD_RETURN_IF_ERROR(CheckPipelineDepth(placement.num_stages(), mode, options.strategy));
+  IPUPOD_RETURN_IF_ERROR(CheckOutputMode(mode));
+  const PlanOptions plan{options.strategy, count, MicroBatchSize(g), mode.device_iterations,
+                         mode.output_mode};
+  IPUPOD_ASSIGN_OR_RETURN(Report report,
+                          PlanMemory(g, imported.interpreter->node_costs(), placement, plan));
+  report.notes = placement.notes;
+  report.notes.insert(report.notes.end(), warnings.begin(), warnings.end());
+  if (report_out != nullptr) *report_out = report;
+  IPUPOD_RETURN_IF_ERROR(CheckMemoryFits(report));
+  Executable e = Assemble(imported, config, mode, options, std::move(placement), count, report,
+                          std::move(warnings));
+  IPUPOD_ASSIGN_OR_RETURN(std::string bytes, WriteExecutable(e));
+  e.content_hash = DigestHex(Sha256Of(absl::string_view(bytes).substr(kExecutableHeaderBytes)));
+  return e;
+}
+
+std::string ExecutableCacheKey(absl::string_view onnx_bytes, const IpuConfig& config,
+                               const CompileOptions& options) {
+  IpuConfig keyed = config;
+  keyed.executable_cache_dir.clear();
+  nlohmann::json map = nlohmann::json::object();
+  if (options.module_map.has_value()) {
+    for (const auto& [module, ipu] : *options.module_map) map[module] = ipu;
+  }
+  Sha256 hasher;
+  hasher.Update(absl::StrCat(
+      "ipupod executable cache key\n", kProducer, "\nformat ", kExecutableFormatVersion,
+      "\nconfig ", IpuConfigToJson(keyed), "\ninference ", options.for_inference, "\nstrategy ",
+      ExecutionStrategyName(options.strategy), "\nplacement ",
+      options.placement.has_value() ? PlacementMethodName(*options.placement)
+                                    : absl::string_view("auto"),
+      "\nmodule_map ", options.module_map.has_value() ? "1" : "0",
+      map.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace),
+      "\nmodel "));
+  hasher.Update(DigestHex(Sha256Of(onnx_bytes)));
+  return DigestHex(hasher.Finish());
+}
+
+absl::StatusOr<CachedCompile> CompileCached(absl::string_view onnx_bytes, const IpuConfig& config,
+                                            const CompileOptions& options, Report* report) {
+  CachedCompile out;
+  const std::string& dir = config.executable_cache_dir;
+  if (dir.empty() || dir == "disabled") {
+    IPUPOD_ASSIGN_OR_RETURN(out.executable, Compile(onnx_bytes, config, options, report));
+    return out;
+  }
+  out.path = (std::filesystem::path(dir) /
+              absl::StrCat(ExecutableCacheKey(onnx_bytes, config, options), kExecutableExtension))
+                 .string();
+  auto cached = ReadExecutableFile(out.path);
+  if (cached.ok()) {
+    auto stored = ReportFromJson(cached->report_json);
+    if (stored.ok()) {
+      if (report != nullptr) *report = *std::move(stored);
+      out.executable = *std::move(cached);
+      out.cache_hit = true;
+      return out;
+    }
+  }
+  IPUPOD_ASSIGN_OR_RETURN(out.executable, Compile(onnx_bytes, config, options, report));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const absl::Status written =
+      ec ? absl::InternalError(ec.message()) : WriteExecutableFile(out.path, out.executable);
+  if (!written.ok()) {
+    out.executable.warnings.push_back(
+        absl::StrCat("could not store the executable in cache '", dir, "': ", written.message()));
+  }
+  return out;
+}
+
+}  // namespace ipupod::compiler

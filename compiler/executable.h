@@ -1,0 +1,117 @@
+// File: compiler/executable.h
+//
+// compiler::Executable: a compiled model, and its file format (.ipx) - one
+// self-contained file holding the ONNX model, the placement, the options
+// and the run shape, so a server can load and run it without the original
+// model or config. See docs/executable-format.md.
+//
+// Layout (all integers little-endian):
+//   offset  size  field
+//        0     8  magic 89 49 50 58 0D 0A 1A 0A ("\x89IPX\r\n\x1a\n": the
+//                 high byte and CR LF catch 7-bit and newline-translating
+//                 copies, as PNG's signature does)
+//        8     4  format version (uint32), kExecutableFormatVersion
+//       12     4  header size (uint32), 64
+//       16     8  payload size P (uint64)
+//       24    32  SHA-256 of the P payload bytes
+//       56     8  reserved, zero
+//       64     P  payload:
+//                   uint64 M, then M bytes of metadata JSON (UTF-8)
+//                   uint64 N, then N bytes of ONNX ModelProto
+// The metadata JSON holds: producer ("ipupod 0.1.0"), mode ("inference";
+// "training" reserved), execution ("pipelined"/"sharded"), output_mode,
+// micro_batch_size, replication_factor, device_iterations,
+// batch_size_factor, ipus (per_replica, needed, reserved), ipu_config (every
+// IpuConfig key), placement (method, ipus_per_replica, stage_ipus, nodes,
+// node_stages, notes), inputs and outputs ({name, dtype, shape} per
+// micro-batch), report (compiler/report.h JSON) and warnings. The model is
+// the one ImportOnnx accepts (PopART placement attributes already moved
+// into the placement); its imported node names are placement.nodes.
+// Readers check, in order: magic, format version (before anything else, so
+// any future layout gets the version message), header size, exact length
+// (no truncation, no trailing bytes), hash, then the payload fields.
+//
+// Thread safety: plain value and pure functions.
+// Errors: INVALID_ARGUMENT for every malformed file, with what is wrong and
+// what to do: too short or wrong magic ("not an ipupod executable"),
+// another format version ("executable format 3 but this ipupod reads 1:
+// recompile with this version of ipupod"), truncation or trailing bytes,
+// a hash mismatch (corrupted), malformed metadata. Files: NOT_FOUND for a
+// missing file, INTERNAL for I/O failures.
+#ifndef IPUPOD_COMPILER_EXECUTABLE_H_
+#define IPUPOD_COMPILER_EXECUTABLE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compiler/checks.h"
+#include "compiler/ipu_config.h"
+#include "compiler/placement.h"
+#include "graph/tensor.h"
+
+namespace ipupod::compiler {
+
+inline constexpr uint32_t kExecutableFormatVersion = 1;
+inline constexpr absl::string_view kExecutableMagic{"\x89IPX\r\n\x1a\n", 8};
+inline constexpr size_t kExecutableHeaderBytes = 64;
+inline constexpr absl::string_view kExecutableExtension = ".ipx";
+
+enum class ExecutableMode { kInference, kTraining };  // training: reserved, never compiled yet
+
+// "inference", "training".
+absl::string_view ExecutableModeName(ExecutableMode mode);
+
+// A graph input or output for one micro-batch.
+struct TensorSpec {
+  std::string name;
+  graph::DType dtype = graph::DType::kFloat32;
+  graph::Shape shape;
+  bool operator==(const TensorSpec& other) const = default;
+};
+
+struct Executable {
+  std::string producer;  // "ipupod <version>"
+  ExecutableMode mode = ExecutableMode::kInference;
+  ExecutionStrategy strategy = ExecutionStrategy::kPipelined;
+  OutputMode output_mode;          // resolved for the mode
+  int64_t micro_batch_size = 1;    // dim 0 of the first input of rank >= 1 (1 if none)
+  int64_t replication_factor = 1;  // resolved for the mode
+  int64_t device_iterations = 1;   // resolved for the mode
+  int64_t batch_size_factor = 1;   // BatchSizeFactor for the mode
+  IpuCount ipus;
+  IpuConfig config;  // as given, every key
+  Placement placement;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::string report_json;  // compiler/report.h Report::Json()
+  std::vector<std::string> warnings;
+  std::string model_bytes;   // ONNX ModelProto ImportOnnx accepts
+  std::string content_hash;  // hex SHA-256 of the payload; set by ReadExecutable and Compile
+
+  bool operator==(const Executable& other) const = default;
+};
+
+// The .ipx bytes. INVALID_ARGUMENT if a string field is not valid UTF-8.
+absl::StatusOr<std::string> WriteExecutable(const Executable& executable);
+// Parses and verifies .ipx bytes; sets content_hash.
+absl::StatusOr<Executable> ReadExecutable(absl::string_view bytes);
+
+// Writes via a temporary file and rename, so readers never see half a file.
+absl::Status WriteExecutableFile(absl::string_view path, const Executable& executable);
+absl::StatusOr<Executable> ReadExecutableFile(absl::string_view path);
+
+// Host-side shapes of one step (PopTorch's convention: micro-batches are
+// concatenated along dim 0). Inputs carry batch_size_factor micro-batches.
+// Outputs: all - device_iterations x replicas micro-batches; every_n:N -
+// device_iterations / N x replicas; final and sum - one per replica. A
+// rank-0 tensor becomes a vector of that many elements (none if 1).
+graph::Shape HostInputShape(const Executable& executable, const TensorSpec& input);
+graph::Shape HostOutputShape(const Executable& executable, const TensorSpec& output);
+
+}  // namespace ipupod::compiler
+
+#endif  // IPUPOD_COMPILER_EXECUTABLE_H_

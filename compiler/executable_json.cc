@@ -1,0 +1,173 @@
+#include "compiler/executable_json.h"
+
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "device/hardware.h"
+
+namespace ipupod::compiler::internal {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr graph::DType kDTypes[] = {graph::DType::kFloat32, graph::DType::kInt64,
+                                    graph::DType::kInt32, graph::DType::kBool};
+
+Json SpecsJson(const std::vector<TensorSpec>& specs) {
+  Json list = Json::array();
+  for (const TensorSpec& s : specs) {
+    list.push_back(
+        {{"name", s.name}, {"dtype", std::string(graph::DTypeName(s.dtype))}, {"shape", s.shape}});
+  }
+  return list;
+}
+
+Json PlacementJson(const Placement& p) {
+  return {{"method", std::string(PlacementMethodName(p.method))},
+          {"ipus_per_replica", p.ipus_per_replica},
+          {"stage_ipus", p.stage_ipu},
+          {"nodes", p.node_names},
+          {"node_stages", p.node_stage},
+          {"notes", p.notes}};
+}
+
+Json MetadataDoc(const Executable& e) {
+  return {{"producer", e.producer},
+          {"mode", std::string(ExecutableModeName(e.mode))},
+          {"execution", std::string(ExecutionStrategyName(e.strategy))},
+          {"output_mode", OutputModeName(e.output_mode)},
+          {"micro_batch_size", e.micro_batch_size},
+          {"replication_factor", e.replication_factor},
+          {"device_iterations", e.device_iterations},
+          {"batch_size_factor", e.batch_size_factor},
+          {"ipus",
+           {{"per_replica", e.ipus.ipus_per_replica},
+            {"needed", e.ipus.needed},
+            {"reserved", e.ipus.reserved}}},
+          {"ipu_config", Json::parse(IpuConfigToJson(e.config))},
+          {"placement", PlacementJson(e.placement)},
+          {"inputs", SpecsJson(e.inputs)},
+          {"outputs", SpecsJson(e.outputs)},
+          {"report", e.report_json.empty() ? Json(nullptr) : Json::parse(e.report_json)},
+          {"warnings", e.warnings}};
+}
+
+absl::StatusOr<graph::DType> DTypeFromName(const std::string& name) {
+  for (graph::DType d : kDTypes) {
+    if (graph::DTypeName(d) == name) return d;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", name, "'"));
+}
+
+absl::StatusOr<std::vector<TensorSpec>> ReadSpecs(const Json& list) {
+  std::vector<TensorSpec> specs;
+  for (const Json& item : list) {
+    TensorSpec s;
+    s.name = item.at("name").get<std::string>();
+    IPUPOD_ASSIGN_OR_RETURN(s.dtype, DTypeFromName(item.at("dtype").get<std::string>()));
+    s.shape = item.at("shape").get<graph::Shape>();
+    for (int64_t d : s.shape) {
+      if (d < 0)
+        return absl::InvalidArgumentError(absl::StrCat("'", s.name, "' has a negative dim"));
+    }
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+absl::Status CheckPlacementShape(const Placement& p) {
+  const bool ok_ipus = p.ipus_per_replica >= 1 && p.ipus_per_replica <= device::kMaxPodIpus;
+  bool ok = ok_ipus && p.node_names.size() == p.node_stage.size() && !p.stage_ipu.empty();
+  for (int64_t s : p.node_stage) ok = ok && s >= 0 && s < p.num_stages();
+  for (int64_t ipu : p.stage_ipu) ok = ok && ipu >= 0 && ipu < p.ipus_per_replica;
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError("placement is inconsistent (stage or IPU out of range)");
+}
+
+absl::StatusOr<Placement> ReadPlacement(const Json& doc) {
+  Placement p;
+  IPUPOD_ASSIGN_OR_RETURN(p.method, ParsePlacementMethod(doc.at("method").get<std::string>()));
+  p.ipus_per_replica = doc.at("ipus_per_replica").get<int64_t>();
+  p.stage_ipu = doc.at("stage_ipus").get<std::vector<int64_t>>();
+  p.node_names = doc.at("nodes").get<std::vector<std::string>>();
+  p.node_stage = doc.at("node_stages").get<std::vector<int64_t>>();
+  p.notes = doc.at("notes").get<std::vector<std::string>>();
+  IPUPOD_RETURN_IF_ERROR(CheckPlacementShape(p));
+  return p;
+}
+
+absl::StatusOr<ExecutableMode> ModeFromName(const std::string& name) {
+  if (name == "inference") return ExecutableMode::kInference;
+  if (name == "training") return ExecutableMode::kTraining;
+  return absl::InvalidArgumentError(absl::StrCat("unknown mode '", name, "'"));
+}
+
+absl::Status ReadRunShape(const Json& doc, Executable& e) {
+  e.producer = doc.at("producer").get<std::string>();
+  IPUPOD_ASSIGN_OR_RETURN(e.mode, ModeFromName(doc.at("mode").get<std::string>()));
+  IPUPOD_ASSIGN_OR_RETURN(e.strategy,
+                          ParseExecutionStrategy(doc.at("execution").get<std::string>()));
+  IPUPOD_ASSIGN_OR_RETURN(e.output_mode, ParseOutputMode(doc.at("output_mode").get<std::string>(),
+                                                         e.mode == ExecutableMode::kInference));
+  e.micro_batch_size = doc.at("micro_batch_size").get<int64_t>();
+  e.replication_factor = doc.at("replication_factor").get<int64_t>();
+  e.device_iterations = doc.at("device_iterations").get<int64_t>();
+  e.batch_size_factor = doc.at("batch_size_factor").get<int64_t>();
+  const Json& ipus = doc.at("ipus");
+  e.ipus.ipus_per_replica = ipus.at("per_replica").get<int64_t>();
+  e.ipus.replication_factor = e.replication_factor;
+  e.ipus.needed = ipus.at("needed").get<int64_t>();
+  e.ipus.reserved = ipus.at("reserved").get<int64_t>();
+  if (e.micro_batch_size < 1 || e.replication_factor < 1 || e.device_iterations < 1 ||
+      e.batch_size_factor < 1 || e.ipus.needed < 1 || e.ipus.reserved < e.ipus.needed ||
+      e.ipus.reserved > device::kMaxPodIpus) {
+    return absl::InvalidArgumentError("run shape out of range (batch, iterations or IPU counts)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadDoc(const Json& doc, Executable& e) {
+  IPUPOD_RETURN_IF_ERROR(ReadRunShape(doc, e));
+  IPUPOD_ASSIGN_OR_RETURN(ParsedIpuConfig config, ParseIpuConfigJson(doc.at("ipu_config").dump()));
+  e.config = std::move(config.config);
+  IPUPOD_ASSIGN_OR_RETURN(e.placement, ReadPlacement(doc.at("placement")));
+  if (e.placement.ipus_per_replica != e.ipus.ipus_per_replica) {
+    return absl::InvalidArgumentError("placement and run shape disagree on IPUs per replica");
+  }
+  IPUPOD_ASSIGN_OR_RETURN(e.inputs, ReadSpecs(doc.at("inputs")));
+  IPUPOD_ASSIGN_OR_RETURN(e.outputs, ReadSpecs(doc.at("outputs")));
+  const Json& report = doc.at("report");
+  e.report_json = report.is_null() ? "" : report.dump();
+  e.warnings = doc.at("warnings").get<std::vector<std::string>>();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ExecutableMetadataJson(const Executable& executable) {
+  try {
+    return MetadataDoc(executable).dump();
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write the executable's metadata: ", e.what(),
+                     " (names must be UTF-8 and the report valid JSON)"));
+  }
+}
+
+absl::Status ReadExecutableMetadata(absl::string_view text, Executable& executable) {
+  absl::Status status;
+  try {
+    status = ReadDoc(Json::parse(text.begin(), text.end()), executable);
+  } catch (const Json::exception& e) {
+    status = absl::InvalidArgumentError(e.what());
+  }
+  if (status.ok()) return status;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "executable metadata is malformed: ", status.message(), "; recompile the model"));
+}
+
+}  // namespace ipupod::compiler::internal

@@ -1,0 +1,91 @@
+// File: compiler/placement.h
+//
+// compiler::Placement: which pipeline stage, and so which IPU of a
+// replica, runs each node of an imported graph. Three ways to place:
+//
+//  (a) PlaceByLayers - optimum-graphcore's layers_per_ipu over the model's
+//      layers (compiler/layer_blocks.h). Nodes before the first layer go to
+//      IPU 0; any other node outside a layer inherits the IPU of the node
+//      before it, so what follows the last layer stays on the last layer's
+//      IPU (GPT-2's ln_f) - PopTorch's BeginBlock semantics.
+//  (b) PlaceByModuleMap - a module-name -> IPU map such as
+//      {"": 0, "layers.2": 1, "head": 3}. For each node the deepest key that
+//      is a dotted prefix of its module path wins. The root key "" only
+//      sets the IPU the model starts on (default 0): a node no other key
+//      matches inherits the IPU of the node before it (the block it falls
+//      in), so {"": 0, "layers.2": 1} puts layers.3 on IPU 1, not back on 0.
+//  (c) PlaceByAnnotations - PopART's __ipu_number / __pipeline_stage node
+//      attributes (compiler/onnx_annotations.h). A node without them
+//      inherits the previous node's placement (stage 0, IPU 0 at the start).
+//      The stage defaults to the IPU number and the IPU to the stage.
+//
+// In (a) and (b) every used IPU is one stage, stages ordered by IPU. In all
+// three, stages are numbered densely from 0, each stage runs on one IPU,
+// and stages ascend through the graph: every node reads only values made
+// in its own or an earlier stage. IPUs of a replica are 0..ipus_per_replica-1;
+// an IPU with no stage idles (a note says so).
+//
+// Thread safety: plain values and pure functions.
+// Errors: INVALID_ARGUMENT naming the node, module, stages and IPUs
+// involved: a stage that reads a later stage, a stage on two IPUs, an IPU
+// number beyond the pod, a module-map key that matches no node, and what
+// FindLayerBlocks / LayerIpus report.
+#ifndef IPUPOD_COMPILER_PLACEMENT_H_
+#define IPUPOD_COMPILER_PLACEMENT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "compiler/onnx_annotations.h"
+#include "graph/graph.h"
+
+namespace ipupod::compiler {
+
+enum class PlacementMethod { kLayersPerIpu, kModuleMap, kOnnxAttributes };
+
+// "layers_per_ipu", "module_map", "onnx_attributes".
+absl::string_view PlacementMethodName(PlacementMethod method);
+absl::StatusOr<PlacementMethod> ParsePlacementMethod(absl::string_view name);
+
+// Module path ("" = the root) -> IPU within a replica.
+using ModuleMap = std::map<std::string, int64_t>;
+
+// A JSON object of module path -> non-negative integer IPU.
+absl::StatusOr<ModuleMap> ParseModuleMapJson(absl::string_view text);
+
+struct Placement {
+  PlacementMethod method = PlacementMethod::kLayersPerIpu;
+  std::vector<std::string> node_names;  // graph node order
+  std::vector<int64_t> node_stage;      // per node
+  std::vector<int64_t> stage_ipu;       // per stage: its IPU within the replica
+  int64_t ipus_per_replica = 1;
+  std::vector<std::string> notes;  // how nodes were placed, idle IPUs
+
+  int64_t num_stages() const { return static_cast<int64_t>(stage_ipu.size()); }
+  // REQUIRES: node < node_stage.size().
+  int64_t NodeIpu(size_t node) const { return stage_ipu[node_stage[node]]; }
+  bool operator==(const Placement& other) const = default;
+};
+
+// `ipus_per_replica` as resolved by ResolveMode; with 1 every node is on IPU
+// 0 and the model need not have layers.
+absl::StatusOr<Placement> PlaceByLayers(const graph::Graph& graph,
+                                        absl::Span<const int64_t> layers_per_ipu,
+                                        int64_t ipus_per_replica);
+absl::StatusOr<Placement> PlaceByModuleMap(const graph::Graph& graph, const ModuleMap& map);
+absl::StatusOr<Placement> PlaceByAnnotations(const graph::Graph& graph,
+                                             const NodeAnnotations& annotations);
+
+// For a loaded executable: the placement's nodes are the graph's, in order,
+// and its stages are well formed. INVALID_ARGUMENT otherwise.
+absl::Status CheckPlacementMatchesGraph(const Placement& placement, const graph::Graph& graph);
+
+}  // namespace ipupod::compiler
+
+#endif  // IPUPOD_COMPILER_PLACEMENT_H_

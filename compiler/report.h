@@ -1,0 +1,89 @@
+// File: compiler/report.h
+//
+// compiler::Report: what a compile found out about one replica - per IPU:
+// memory (weights, activations, code) against the IPU's memory, FLOPs and
+// estimated time per micro-batch - and the estimated time and throughput of
+// one step (one host call: device_iterations micro-batches on every
+// replica). Produced by PlanMemory (compiler/memory_plan.h); printed by
+// `ipupod compile --report` as a table, and stored in executables as JSON.
+// Sizes are decimal (1 MB = 10^6 bytes), as Graphcore states the GC200's
+// 900 MB.
+//
+// Thread safety: plain value.
+// Errors: ReportFromJson - INVALID_ARGUMENT for a malformed document.
+#ifndef IPUPOD_COMPILER_REPORT_H_
+#define IPUPOD_COMPILER_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compiler/checks.h"
+
+namespace ipupod::compiler {
+
+struct TensorUse {
+  std::string name;
+  int64_t bytes = 0;
+  bool is_weight = false;
+};
+
+struct IpuPlan {
+  int64_t ipu = 0;
+  std::vector<int64_t> stages;  // empty: the IPU idles
+  int64_t nodes = 0;
+  int64_t weight_bytes = 0;
+  int64_t activation_bytes_per_micro_batch = 0;  // peak live bytes of one micro-batch
+  int64_t micro_batches_in_flight = 0;           // the most any of its stages holds
+  int64_t activation_bytes = 0;                  // sum over its stages of peak x in flight
+  int64_t code_bytes = 0;
+  int64_t total_bytes = 0;
+  int64_t flops = 0;           // per micro-batch
+  int64_t ipu_link_bytes = 0;  // sent to other IPUs per micro-batch
+  int64_t host_in_bytes = 0;   // per micro-batch
+  int64_t host_out_bytes = 0;  // per micro-batch, before the output mode thins it
+  double compute_s = 0;        // per micro-batch, at FP32 peak
+  double ipu_link_s = 0;
+  double host_s = 0;
+  std::vector<TensorUse> largest;  // biggest weights and activations, largest first
+
+  double busy_s() const { return compute_s + ipu_link_s + host_s; }
+};
+
+struct Report {
+  std::vector<IpuPlan> ipus;  // one per IPU of a replica
+  int64_t memory_bytes_per_ipu = 0;
+  ExecutionStrategy strategy = ExecutionStrategy::kPipelined;
+  int64_t num_stages = 1;
+  IpuCount count;
+  int64_t micro_batch_size = 1;
+  int64_t device_iterations = 1;
+  std::string output_mode = "all";
+  double step_s = 0;  // one step, every replica in parallel
+  double samples_per_s = 0;
+  std::vector<std::string> notes;  // placement notes, warnings
+
+  int64_t samples_per_step() const {
+    return micro_batch_size * device_iterations * count.replication_factor;
+  }
+  // Human-readable table plus summary lines.
+  std::string Table() const;
+  std::string Json(int indent = -1) const;
+};
+
+// Reads Report::Json() back (for an executable's stored report).
+// INVALID_ARGUMENT if the text is not such a document.
+absl::StatusOr<Report> ReportFromJson(absl::string_view text);
+
+// "900.0 MB", "12.3 kB", "17 B".
+std::string FormatBytes(int64_t bytes);
+// "950", "436.3 k", "1.2 G" (decimal prefixes, for FLOP counts).
+std::string FormatCount(int64_t n);
+// "12.3 us", "4.56 ms", "1.20 s".
+std::string FormatSeconds(double seconds);
+
+}  // namespace ipupod::compiler
+
+#endif  // IPUPOD_COMPILER_REPORT_H_

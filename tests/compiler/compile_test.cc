@@ -1,0 +1,270 @@
+#include "compiler/compile.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "graph/onnx_import.h"
+#include "tests/compiler/test_models.h"
+
+namespace ipupod::compiler {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using testing::GptBuilder;
+using testing::GptSpec;
+using ::testing::HasSubstr;
+using testing::OnnxBuilder;
+using ::testing::StartsWith;
+
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
+
+IpuConfig Config(const std::string& update) {
+  IpuConfig c;
+  const absl::Status s = UpdateFromString(c, update);
+  EXPECT_TRUE(s.ok()) << s;
+  return c;
+}
+
+std::string Gpt4() { return GptBuilder(GptSpec{.layers = 4}).Bytes(); }
+
+TEST(CompileTest, DefaultConfigRunsOnOneIpu) {
+  Report report;
+  auto exe = Compile(Gpt4(), IpuConfig(), {}, &report);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_THAT(exe->producer, StartsWith("ipupod "));
+  EXPECT_EQ(exe->mode, ExecutableMode::kInference);
+  EXPECT_EQ(exe->placement.num_stages(), 1);
+  EXPECT_EQ(exe->ipus.reserved, 1);
+  EXPECT_EQ(exe->micro_batch_size, 2);
+  EXPECT_EQ(exe->batch_size_factor, 1);
+  EXPECT_EQ(exe->output_mode.kind, OutputMode::Kind::kAll);
+  ASSERT_EQ(exe->inputs.size(), 1u);
+  EXPECT_EQ(exe->inputs[0], (TensorSpec{"ids", graph::DType::kInt64, {2, 4}}));
+  EXPECT_EQ(exe->outputs[0], (TensorSpec{"logits", graph::DType::kFloat32, {2, 4, 16}}));
+  EXPECT_EQ(exe->content_hash.size(), 64u);
+  EXPECT_EQ(report.ipus.size(), 1u);
+  EXPECT_EQ(exe->report_json, report.Json());
+  // The stored model imports to the placement's nodes.
+  auto g = graph::ImportOnnx(exe->model_bytes);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(CheckPlacementMatchesGraph(exe->placement, *g).ok());
+}
+
+TEST(CompileTest, ExecutableRoundTripKeepsTheHash) {
+  auto exe = Compile(Gpt4(), Config("layers_per_ipu=[2 2],inference_device_iterations=2"), {});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto bytes = WriteExecutable(*exe);
+  ASSERT_TRUE(bytes.ok());
+  auto back = ReadExecutable(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *exe);
+}
+
+TEST(CompileTest, LayersPerIpuPipelinesOverTwoIpus) {
+  Report report;
+  auto exe =
+      Compile(Gpt4(), Config("layers_per_ipu=[1 3],inference_device_iterations=2"), {}, &report);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(exe->placement.method, PlacementMethod::kLayersPerIpu);
+  EXPECT_THAT(exe->placement.stage_ipu, ElementsAre(0, 1));
+  EXPECT_EQ(exe->ipus.needed, 2);
+  EXPECT_THAT(report.notes, Contains("IPU 1: layers 1-3"));
+  EXPECT_EQ(report.ipus[0].micro_batches_in_flight, 2);
+  EXPECT_THAT(report.Table(), HasSubstr("pipelined over 2 stages"));
+}
+
+TEST(CompileTest, PipelinedInferenceNeedsDeviceIterationsOrSharding) {
+  const IpuConfig c = Config("layers_per_ipu=[2 2]");
+  auto exe = Compile(Gpt4(), c, {});
+  EXPECT_EQ(exe.status().code(), kInvalid);
+  EXPECT_THAT(exe.status().message(), HasSubstr("inference_device_iterations >= 2 (it is 1)"));
+  CompileOptions sharded;
+  sharded.strategy = ExecutionStrategy::kSharded;
+  auto ok = Compile(Gpt4(), c, sharded);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->strategy, ExecutionStrategy::kSharded);
+}
+
+TEST(CompileTest, ThreeIpusNeedAutoRound) {
+  const std::string update = "layers_per_ipu=[2 1 1],inference_device_iterations=3";
+  auto exe = Compile(Gpt4(), Config(update), {});
+  EXPECT_EQ(exe.status().code(), kInvalid);
+  EXPECT_THAT(exe.status().message(), HasSubstr("needs 3 IPUs"));
+  Report report;
+  auto rounded = Compile(Gpt4(), Config(update + ",auto_round_num_ipus=true"), {}, &report);
+  ASSERT_TRUE(rounded.ok()) << rounded.status();
+  EXPECT_EQ(rounded->ipus.needed, 3);
+  EXPECT_EQ(rounded->ipus.reserved, 4);
+  EXPECT_THAT(report.Table(), HasSubstr("reserves 4 (1 idle, auto-round)"));
+}
+
+TEST(CompileTest, ReplicationMultipliesTheHostBatch) {
+  auto exe = Compile(Gpt4(),
+                     Config("layers_per_ipu=[2 2],inference_device_iterations=3,"
+                            "inference_replication_factor=2"),
+                     {});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(exe->ipus.needed, 4);
+  EXPECT_EQ(exe->batch_size_factor, 6);
+  EXPECT_EQ(HostInputShape(*exe, exe->inputs[0]), (graph::Shape{12, 4}));
+  EXPECT_EQ(HostOutputShape(*exe, exe->outputs[0]), (graph::Shape{12, 4, 16}));
+}
+
+TEST(CompileTest, ModuleMapPlacesAndWarnsAboutIgnoredConfig) {
+  CompileOptions options;
+  options.module_map = ModuleMap{{"", 0}, {"h.2", 1}};
+  auto exe = Compile(Gpt4(), Config("ipus_per_replica=4,inference_device_iterations=2"), options);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(exe->placement.method, PlacementMethod::kModuleMap);
+  EXPECT_EQ(exe->placement.ipus_per_replica, 2);
+  EXPECT_THAT(exe->warnings,
+              Contains(HasSubstr("ipus_per_replica (4) and layers_per_ipu are ignored")));
+}
+
+TEST(CompileTest, OnnxAttributesPlaceTheModel) {
+  GptBuilder gpt(GptSpec{.layers = 4});
+  OnnxBuilder::AttrInt(gpt.NodeNamed("/h.2/attn/MatMul"), "__ipu_number", 1);
+  auto exe = Compile(gpt.Bytes(), Config("inference_device_iterations=2"), {});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(exe->placement.method, PlacementMethod::kOnnxAttributes);
+  EXPECT_THAT(exe->placement.stage_ipu, ElementsAre(0, 1));
+  auto g = graph::ImportOnnx(exe->model_bytes);  // stored without the attributes
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(CheckPlacementMatchesGraph(exe->placement, *g).ok());
+  // A module map overrides the attributes, with a warning.
+  CompileOptions options;
+  options.module_map = ModuleMap{{"", 0}};
+  auto mapped = Compile(gpt.Bytes(), IpuConfig(), options);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  EXPECT_THAT(mapped->warnings, Contains(HasSubstr("attributes are ignored")));
+}
+
+TEST(CompileTest, DescendingAttributesAreACompileError) {
+  GptBuilder gpt(GptSpec{.layers = 2});
+  OnnxBuilder::AttrInt(gpt.NodeNamed("/h.0/attn/MatMul"), "__ipu_number", 1);
+  OnnxBuilder::AttrInt(gpt.NodeNamed("/h.1/attn/MatMul"), "__ipu_number", 0);
+  auto exe = Compile(gpt.Bytes(), Config("inference_device_iterations=2"), {});
+  EXPECT_EQ(exe.status().code(), kInvalid);
+  EXPECT_THAT(exe.status().message(),
+              AllOf(HasSubstr("stages must ascend"), HasSubstr("'/h.1/attn/MatMul'")));
+}
+
+TEST(CompileTest, OutOfMemoryFailsWithTheReportFilled) {
+  Report report;
+  auto exe = Compile(testing::HugeActivationBytes({16, 4096, 4096}), IpuConfig(), {}, &report);
+  EXPECT_EQ(exe.status().code(), kInvalid);
+  EXPECT_THAT(exe.status().message(),
+              HasSubstr("out of memory on IPU 0: needs 2.17 GB of 900.0 MB"));
+  ASSERT_EQ(report.ipus.size(), 1u);
+  EXPECT_GT(report.ipus[0].total_bytes, report.memory_bytes_per_ipu);
+}
+
+TEST(CompileTest, RequestErrors) {
+  CompileOptions training;
+  training.for_inference = false;
+  EXPECT_EQ(Compile(Gpt4(), IpuConfig(), training).status().code(),
+            absl::StatusCode::kUnimplemented);
+  IpuConfig bad;
+  bad.inference_device_iterations = 0;
+  EXPECT_THAT(Compile(Gpt4(), bad, {}).status().message(),
+              HasSubstr("inference_device_iterations"));
+  EXPECT_THAT(Compile("garbage", IpuConfig(), {}).status().message(),
+              HasSubstr("not an ONNX model"));
+  EXPECT_THAT(Compile(testing::MlpBytes(), Config("ipus_per_replica=2"), {}).status().message(),
+              HasSubstr("found no repeated layers"));
+  CompileOptions map_without_map;
+  map_without_map.placement = PlacementMethod::kModuleMap;
+  EXPECT_EQ(Compile(Gpt4(), IpuConfig(), map_without_map).status().code(), kInvalid);
+  CompileOptions attrs_without_attrs;
+  attrs_without_attrs.placement = PlacementMethod::kOnnxAttributes;
+  EXPECT_THAT(Compile(Gpt4(), IpuConfig(), attrs_without_attrs).status().message(),
+              HasSubstr("the model has none"));
+  EXPECT_THAT(
+      Compile(Gpt4(), Config("inference_output_mode=every_n:3,inference_device_iterations=4"), {})
+          .status()
+          .message(),
+      HasSubstr("every_n:3"));
+}
+
+class CompileCachedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/compile_cache_test");
+    std::filesystem::remove_all(dir_);
+    config_.executable_cache_dir = dir_;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  IpuConfig config_;
+};
+
+TEST_F(CompileCachedTest, MissThenHit) {
+  Report first_report;
+  auto first = CompileCached(Gpt4(), config_, {}, &first_report);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->cache_hit);
+  EXPECT_EQ(first->path, absl::StrCat(dir_, "/", ExecutableCacheKey(Gpt4(), config_, {}), ".ipx"));
+  EXPECT_TRUE(std::filesystem::exists(first->path));
+  Report second_report;
+  auto second = CompileCached(Gpt4(), config_, {}, &second_report);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->cache_hit);
+  EXPECT_EQ(second->executable, first->executable);
+  EXPECT_EQ(second_report.Table(), first_report.Table());
+}
+
+TEST_F(CompileCachedTest, KeyFollowsEverythingButTheCacheDir) {
+  const std::string key = ExecutableCacheKey(Gpt4(), config_, {});
+  IpuConfig other_dir = config_;
+  other_dir.executable_cache_dir = "/elsewhere";
+  EXPECT_EQ(ExecutableCacheKey(Gpt4(), other_dir, {}), key);
+  IpuConfig other = config_;
+  other.inference_device_iterations = 2;
+  EXPECT_NE(ExecutableCacheKey(Gpt4(), other, {}), key);
+  EXPECT_NE(ExecutableCacheKey(testing::MlpBytes(), config_, {}), key);
+  CompileOptions sharded;
+  sharded.strategy = ExecutionStrategy::kSharded;
+  EXPECT_NE(ExecutableCacheKey(Gpt4(), config_, sharded), key);
+  CompileOptions mapped;
+  mapped.module_map = ModuleMap{{"", 0}};
+  EXPECT_NE(ExecutableCacheKey(Gpt4(), config_, mapped), key);
+}
+
+TEST_F(CompileCachedTest, CorruptEntryIsRecompiledAndReplaced) {
+  auto first = CompileCached(Gpt4(), config_, {});
+  ASSERT_TRUE(first.ok());
+  std::ofstream(first->path, std::ios::binary | std::ios::trunc) << "junk";
+  auto again = CompileCached(Gpt4(), config_, {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->cache_hit);
+  EXPECT_TRUE(ReadExecutableFile(first->path).ok());
+}
+
+TEST_F(CompileCachedTest, DisabledOrEmptyDirDoesNotCache) {
+  for (const char* dir : {"", "disabled"}) {
+    IpuConfig c;
+    c.executable_cache_dir = dir;
+    auto out = CompileCached(Gpt4(), c, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_FALSE(out->cache_hit);
+    EXPECT_EQ(out->path, "");
+  }
+}
+
+TEST_F(CompileCachedTest, UnwritableCacheIsAWarning) {
+  config_.executable_cache_dir = "/proc/ipupod-no-such-dir";
+  auto out = CompileCached(Gpt4(), config_, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->executable.warnings, Contains(HasSubstr("could not store the executable")));
+}
+
+}  // namespace
+}  // namespace ipupod::compiler

@@ -51,7 +51,8 @@ TEST_F(FaultsTest, OnlyAdminsInjectFaults) {
   EXPECT_EQ(Cli("admin", {"fault", "inject", "--ipu", "0", "--kind", "bogus"}).exit_code, 2);
   EXPECT_EQ(Cli("admin", {"fault", "inject", "--ipu", "-1", "--kind", "ipu-reset"}).exit_code, 2);
   EXPECT_NE(Cli("admin", {"fault", "inject", "--ipu", "16", "--kind", "ipu-reset"}).exit_code, 0);
-  for (const auto& ipu : Cli("alice", {"info"}).json()["ipus"]) EXPECT_EQ(ipu["state"], "idle");
+  nlohmann::json info = Cli("alice", {"info"}).json();
+  for (const auto& ipu : info["ipus"]) EXPECT_EQ(ipu["state"], "idle");
 }
 
 TEST_F(FaultsTest, IpuResetFaultSurfacesOnNextOperationAndIpuResetClearsIt) {

@@ -24,12 +24,13 @@ run_ctest build
 if [ "${IPUPOD_TEST_QUICK:-0}" = "1" ]; then exit 0; fi
 
 echo "== 2/3: AddressSanitizer + UBSan"
-bash deploy/build.sh build-asan -DIPUPOD_SANITIZE=address -DIPUPOD_BUILD_BENCH=OFF
+bash deploy/build.sh build-asan -DIPUPOD_SANITIZE=address -DIPUPOD_BUILD_BENCH=OFF \
+  "-DIPUPOD_TEST_LABELS=unit;concurrency;integration"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_ctest build-asan -LE parity
 
 echo "== 3/3: ThreadSanitizer (clang, -Wthread-safety)"
 bash deploy/build.sh build-tsan -DCMAKE_CXX_COMPILER=clang++ -DIPUPOD_SANITIZE=thread \
-  -DIPUPOD_BUILD_BENCH=OFF
+  -DIPUPOD_BUILD_BENCH=OFF "-DIPUPOD_TEST_LABELS=concurrency;integration"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
   run_ctest build-tsan -L "concurrency|integration"

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/grpc_status.h"
-#include "scheduler/sync.h"  // header only: absl::Mutex as TSan sees it
+#include "common/sync.h"  // header only: absl::Mutex as TSan sees it
 
 namespace ipupod::client {
 namespace {

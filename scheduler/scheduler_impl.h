@@ -32,7 +32,7 @@
 #include "scheduler/allocator.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/state_store.h"
-#include "scheduler/sync.h"
+#include "common/sync.h"
 #include "scheduler/timer.h"
 #include "scheduler/wait_queue.h"
 

@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "scheduler/sync.h"
+#include "common/sync.h"
 
 namespace ipupod::scheduler {
 

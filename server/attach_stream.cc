@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "scheduler/sync.h"
+#include "common/sync.h"
 #include "server/auth.h"
 #include "server/proto_convert.h"
 #include "server/status_convert.h"

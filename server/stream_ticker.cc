@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "scheduler/sync.h"
+#include "common/sync.h"
 
 namespace ipupod::server {
 

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "scheduler/sync.h"
+#include "common/sync.h"
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 
 #include <ctime>
 
-#include "scheduler/sync.h"  // header only: absl::Mutex as TSan sees it
+#include "common/sync.h"  // header only: absl::Mutex as TSan sees it
 #include <pthread.h>
 #include <signal.h>
 

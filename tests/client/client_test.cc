@@ -13,7 +13,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/errors.h"
-#include "scheduler/sync.h"
+#include "common/sync.h"
 
 namespace ipupod::client {
 namespace {

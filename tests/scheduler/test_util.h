@@ -20,7 +20,7 @@
 #include "absl/time/time.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/state_store.h"
-#include "scheduler/sync.h"
+#include "common/sync.h"
 
 namespace ipupod::scheduler::testing {
 

@@ -1,4 +1,4 @@
-// File: scheduler/sync.h
+// File: common/sync.h
 //
 // absl::Mutex, CondVar and Notification as ThreadSanitizer can see them.
 //
@@ -12,8 +12,8 @@
 // Use sync::MutexLock instead of absl::MutexLock, and the wait/notify helpers
 // instead of calling CondVar, Mutex::Await and Notification directly.
 // Thread safety: as the absl primitives they wrap.
-#ifndef IPUPOD_SCHEDULER_SYNC_H_
-#define IPUPOD_SCHEDULER_SYNC_H_
+#ifndef IPUPOD_COMMON_SYNC_H_
+#define IPUPOD_COMMON_SYNC_H_
 
 #include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
@@ -99,4 +99,4 @@ inline bool HasBeenNotified(absl::Notification* n) {
 
 }  // namespace ipupod::sync
 
-#endif  // IPUPOD_SCHEDULER_SYNC_H_
+#endif  // IPUPOD_COMMON_SYNC_H_

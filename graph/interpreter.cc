@@ -209,4 +209,67 @@ absl::StatusOr<std::vector<Tensor>> Interpreter::Run(absl::Span<const Tensor> in
   }
 }
 
+absl::Status Interpreter::CheckReplacement(
+    const std::vector<std::pair<std::string, Tensor>>& values) const {
+  std::map<std::string, int> seen;
+  for (const auto& [name, value] : values) {
+    const Tensor* old = graph_.FindInitializer(name);
+    if (old == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "' is not an initializer of the graph"));
+    }
+    if (++seen[name] > 1) {
+      return absl::InvalidArgumentError(absl::StrCat("initializer '", name, "' is given twice"));
+    }
+    if (value.dtype() != old->dtype() || value.shape() != old->shape()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("initializer '", name, "' is ", DTypeName(old->dtype()),
+                       kernels::ShapeString(old->shape()), " but the new value is ",
+                       DTypeName(value.dtype()), kernels::ShapeString(value.shape())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Output types were inferred with the constants' values (a Reshape's shape,
+// a Pad's pads); a replacement must leave every such type as planned.
+absl::Status Interpreter::RecheckTypesAfterReplacing(
+    const std::vector<const Tensor*>& replaced) const {
+  for (const Step& step : steps_) {
+    bool reads = false;
+    for (int s : step.inputs) {
+      if (s < 0 || constants_[s] == nullptr) continue;
+      for (const Tensor* t : replaced) reads = reads || constants_[s] == t;
+    }
+    if (!reads) continue;
+    OpContext ctx{*step.node, graph_.opset, {}, {}};
+    for (int s : step.inputs) {
+      ctx.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
+      ctx.values.push_back(s >= 0 ? constants_[s] : nullptr);
+    }
+    auto types = step.def->infer(ctx);
+    if (!types.ok() || *types != step.output_types) {
+      return NodeError(*step.node,
+                       absl::InvalidArgumentError(
+                           "a replaced initializer determines this node's output shape; only "
+                           "values the computation reads (weights) can be replaced"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Interpreter::ReplaceInitializers(
+    std::vector<std::pair<std::string, Tensor>>& values) {
+  IPUPOD_RETURN_IF_ERROR(CheckReplacement(values));
+  std::vector<const Tensor*> replaced;
+  const auto swap_all = [&] {
+    for (auto& [name, value] : values) std::swap(graph_.initializers.at(name), value);
+  };
+  swap_all();  // swapping keeps each initializer's address, which constants_ holds
+  for (const auto& [name, value] : values) replaced.push_back(graph_.FindInitializer(name));
+  absl::Status status = RecheckTypesAfterReplacing(replaced);
+  if (!status.ok()) swap_all();  // back to the old values
+  return status;
+}
+
 }  // namespace ipupod::graph

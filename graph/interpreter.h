@@ -8,14 +8,16 @@
 // Memory: initializers are read in place (never copied); each intermediate is
 // freed right after its last consumer runs.
 //
-// Thread safety: immutable after Create(); Run() is const and may be called
-// from several threads at once (each run has its own buffers). BLAS worker
-// threads are bounded by kernels/threads.h.
+// Thread safety: Run() is const and may be called from several threads at
+// once (each run has its own buffers). ReplaceInitializers (new weights) is
+// the one mutation: it must not overlap Run() or any other call. BLAS
+// worker threads are bounded by kernels/threads.h.
 // Errors: Create - INVALID_ARGUMENT if the graph has not been through
 // InferShapesAndFold or holds an unsupported node. Run - INVALID_ARGUMENT
 // for the wrong number, dtype or shape of inputs (message names the input)
 // and for data errors a kernel finds (e.g. a Gather index out of range);
 // RESOURCE_EXHAUSTED if memory runs out. A failed Run changes nothing.
+// ReplaceInitializers - INVALID_ARGUMENT naming the value (see there).
 #ifndef IPUPOD_GRAPH_INTERPRETER_H_
 #define IPUPOD_GRAPH_INTERPRETER_H_
 
@@ -23,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -69,6 +72,15 @@ class Interpreter {
   absl::StatusOr<std::vector<Tensor>> Run(absl::Span<const Tensor> inputs,
                                           RunStats* stats = nullptr) const;
 
+  // Swaps new values into existing initializers (e.g. new weights), all or
+  // nothing; on success `values` holds the old values, in the same order.
+  // Each must have the initializer's exact dtype and shape. INVALID_ARGUMENT
+  // naming the value if it is not an initializer, is given twice, differs
+  // in dtype or shape, or feeds an operand the plan fixed by value (a shape,
+  // axes, pads: the node's output type would change); nothing changes then.
+  // REQUIRES: no other call on this Interpreter runs meanwhile.
+  absl::Status ReplaceInitializers(std::vector<std::pair<std::string, Tensor>>& values);
+
  private:
   struct Step;
   using SlotMap = std::map<std::string, int>;
@@ -79,6 +91,8 @@ class Interpreter {
   void PlanLiveness();
   absl::Status PlanOutputs(Step& step);
   absl::Status CheckInputs(absl::Span<const Tensor> inputs) const;
+  absl::Status CheckReplacement(const std::vector<std::pair<std::string, Tensor>>& values) const;
+  absl::Status RecheckTypesAfterReplacing(const std::vector<const Tensor*>& replaced) const;
   absl::StatusOr<std::vector<Tensor>> Execute(absl::Span<const Tensor> inputs,
                                               RunStats* stats) const;
 

@@ -122,3 +122,58 @@ TEST(InterpreterTest, ConcurrentRunsAgree) {
 
 }  // namespace
 }  // namespace ipupod::graph
+
+namespace ipupod::graph {
+namespace {
+
+TEST(InterpreterTest, ReplaceInitializersSwapsWeightsAndReturnsOldOnes) {
+  auto interp = Interpreter::Create(SmallMlp());
+  ASSERT_TRUE(interp.ok()) << interp.status();
+  // bias -100 on unit 1 makes Relu zero it; +100 makes unit 1 dominate.
+  std::vector<std::pair<std::string, Tensor>> values;
+  values.emplace_back("bias", F({2}, {0.5f, 100}));
+  values.emplace_back("V", F({2, 5}, {0, 0, 0, 0, 0, 1, 0, 0, 0, 0}));
+  ASSERT_TRUE((*interp)->ReplaceInitializers(values).ok());
+  EXPECT_EQ(values[0].second, F({2}, {0.5f, -100}));  // the old value comes back
+  auto out = (*interp)->Run({F({4, 3}, std::vector<float>(12, 1))});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_GT((*out)[0].values<float>()[0], 0.99f);  // z = [101, 0, 0, 0, 0] per row
+}
+
+TEST(InterpreterTest, ReplaceInitializersIsAllOrNothing) {
+  auto interp = Interpreter::Create(SmallMlp());
+  ASSERT_TRUE(interp.ok()) << interp.status();
+  const Tensor before = *(*interp)->graph().FindInitializer("bias");
+  const auto expect_rejected = [&](std::vector<std::pair<std::string, Tensor>> values,
+                                   const std::string& message) {
+    const absl::Status s = (*interp)->ReplaceInitializers(values);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(message));
+    EXPECT_EQ(*(*interp)->graph().FindInitializer("bias"), before);
+  };
+  expect_rejected({{"bias", F({2}, {1, 2})}, {"nope", F({1}, {1})}}, "'nope' is not an initializer");
+  expect_rejected({{"bias", F({2}, {1, 2})}, {"bias", F({2}, {1, 2})}}, "'bias' is given twice");
+  expect_rejected({{"bias", F({3}, {1, 2, 3})}}, "is float32[2] but the new value is float32[3]");
+  expect_rejected({{"bias", Tensor::Scalar<int64_t>(1)}}, "but the new value is int64[]");
+}
+
+TEST(InterpreterTest, ReplaceInitializersRejectsShapeDeterminingConstants) {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {2, 4}).Output("y", kFloat);
+  b.Ints("shape", {2}, {4, 2});
+  b.Node("Reshape", {"x", "shape"}, {"y"}, "/Reshape");
+  auto interp = Interpreter::Create(*ImportOnnx(b.Bytes()));
+  ASSERT_TRUE(interp.ok()) << interp.status();
+  std::vector<std::pair<std::string, Tensor>> values;
+  values.emplace_back("shape", *Tensor::FromValues<int64_t>({2}, std::vector<int64_t>{8, 1}));
+  const absl::Status s = (*interp)->ReplaceInitializers(values);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("determines this node's output shape"));
+  EXPECT_EQ((*interp)->graph().FindInitializer("shape")->IntAt(0), 4);
+  auto out = (*interp)->Run({F({2, 4}, std::vector<float>(8, 1))});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape(), (Shape{4, 2}));
+}
+
+}  // namespace
+}  // namespace ipupod::graph

@@ -19,6 +19,7 @@ const Registry& GetRegistry() {
     RegisterElementwiseOps(defs);
     RegisterTensorOps(defs);
     RegisterNnOps(defs);
+    RegisterLossOps(defs);
     auto* r = new Registry();
     for (OpDef& d : defs) {
       std::string key = d.op_type;

@@ -1,20 +1,22 @@
 // File: graph/ops.h
 //
-// Internal to ipupod_graph: the op registry. Each supported ONNX op has an
-// OpDef with three functions over an OpContext (one node plus what is known
-// about its inputs):
+// Internal to ipupod_graph (and read by ipupod_training): the op registry.
+// Each supported ONNX op has an OpDef with three functions over an OpContext
+// (one node plus what is known about its inputs):
 //   infer  - output dtypes and static shapes; may need some inputs to be
 //            constants (Reshape's shape, Slice's starts, ...),
 //   run    - computes the outputs with ipupod_kernels into tensors already
 //            allocated with the inferred types,
 //   flops  - arithmetic operations one execution performs (see below).
 // shape_inference.cc uses infer (and run, for constant folding);
-// interpreter.cc uses run and flops.
+// interpreter.cc uses run and flops; training/autodiff.cc runs the forward
+// pass of its tape with run.
 //
 // FLOP convention: MatMul/Gemm 2*M*N*K (+M*N for a C term); elementwise
 // and comparison ops 1 per output element (transcendentals included);
 // reductions 1 per input element; Softmax/LogSoftmax 4 and
-// LayerNormalization 8 per element; pure data movement 0.
+// LayerNormalization 8 per element; NegativeLogLikelihoodLoss 1 per label,
+// SoftmaxCrossEntropyLoss 4 per score + 1 per label; pure data movement 0.
 //
 // Thread safety: the registry is built once (thread-safe static) and then
 // read-only. OpContext is a per-call value.
@@ -34,6 +36,8 @@
 #include "absl/types/span.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
+#include "kernels/loss.h"
+#include "kernels/softmax.h"
 #include "kernels/view.h"
 
 namespace ipupod::graph {
@@ -100,8 +104,16 @@ absl::Status NodeError(const Node& node, const absl::Status& status);
 void RegisterElementwiseOps(std::vector<OpDef>& defs);
 void RegisterTensorOps(std::vector<OpDef>& defs);
 void RegisterNnOps(std::vector<OpDef>& defs);
+void RegisterLossOps(std::vector<OpDef>& defs);
 
-// Helpers shared by the op files.
+// Helpers shared by the op files (and training/'s backward rules).
+
+// reduction and ignore_index of a SoftmaxCrossEntropyLoss or
+// NegativeLogLikelihoodLoss node (ONNX defaults: "mean", no ignore_index).
+absl::StatusOr<kernels::LossOptions> LossOptionsOf(const OpContext& c);
+// The class axis (1) of loss scores [N, C, D...] as a softmax layout.
+kernels::SoftmaxLayout ScoresLayout(const Shape& scores);
+
 template <typename T>
 kernels::View<T> ViewOf(const Tensor& t) {
   return kernels::View<T>{t.data<T>(), t.shape()};

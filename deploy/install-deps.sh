@@ -13,7 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev
   libcli11-dev
-  libsqlite3-dev
+  libsqlite3-dev zlib1g-dev
   python3 python3-torch python3-onnx python3-numpy
 )
 

@@ -2,12 +2,21 @@
 """Builds the parity models and their reference outputs for tests/graph/onnx_parity_test.
 
 Usage: /usr/bin/python3 make_models.py OUT_DIR
+       /usr/bin/python3 make_models.py OUT_DIR --step NAME MICRO_BATCHES
 
 For each model NAME this writes, into OUT_DIR:
   NAME.onnx            the model, exported by torch.onnx.export with static shapes
   NAME.in<i>.npy       the i-th graph input (graph input order)
   NAME.out<i>.npy      torch's i-th output for those inputs (eager mode, fp32)
 and one line "NAME OPSET NUM_INPUTS NUM_OUTPUTS" per model in OUT_DIR/manifest.txt.
+
+With --step (for tests/runtime/parity_test), only model NAME, as one host
+step of MICRO_BATCHES micro-batches:
+  NAME.onnx            as above (one micro-batch per run)
+  NAME.step_in.npz     numpy.savez: in<i> = MICRO_BATCHES fresh micro-batches of
+                       input i, concatenated along dim 0 (PopTorch's host layout)
+  NAME.step_out.npz    numpy.savez_compressed: out<i> = torch's output i of each
+                       micro-batch run on its own, concatenated in the same order
 
 Everything is seeded (torch.manual_seed) so reruns write identical files.
 Exits with status 77 (the conventional "skip") if torch or numpy is missing.
@@ -154,20 +163,56 @@ def models():
     yield "mha_encoder", MhaEncoder(), (torch.randint(0, 40, (3, 7)),), 17
 
 
+def run(module, inputs):
+    """torch's outputs (a tuple) in eval mode."""
+    module.eval()
+    with torch.no_grad():
+        outputs = module(*inputs)
+    return (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
+
+
+def export(module, inputs, outputs, opset, path):
+    torch.onnx.export(module, inputs, path, opset_version=opset,
+                      input_names=["in%d" % i for i in range(len(inputs))],
+                      output_names=["out%d" % i for i in range(len(outputs))])
+
+
+def like(t):
+    """A fresh seeded tensor shaped like example input t."""
+    if t.is_floating_point():
+        return torch.randn(t.shape)
+    return torch.randint(0, int(t.max()) + 1, t.shape, dtype=t.dtype)
+
+
+def write_step(out_dir, name, micro_batches):
+    for model_name, module, inputs, opset in models():
+        if model_name != name:
+            continue
+        outputs = run(module, inputs)
+        export(module, inputs, outputs, opset, os.path.join(out_dir, name + ".onnx"))
+        torch.manual_seed(2)
+        batches = [tuple(like(t) for t in inputs) for _ in range(micro_batches)]
+        results = [run(module, b) for b in batches]
+        np.savez(os.path.join(out_dir, name + ".step_in.npz"),
+                 **{"in%d" % i: torch.cat([b[i] for b in batches]).numpy()
+                    for i in range(len(inputs))})
+        np.savez_compressed(os.path.join(out_dir, name + ".step_out.npz"),
+                            **{"out%d" % i: torch.cat([r[i] for r in results]).numpy()
+                               for i in range(len(outputs))})
+        return
+    sys.exit("make_models.py: no model named %s" % name)
+
+
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
+    if len(sys.argv) == 5 and sys.argv[2] == "--step":
+        write_step(out_dir, sys.argv[3], int(sys.argv[4]))
+        return
     lines = []
     for name, module, inputs, opset in models():
-        module.eval()
-        with torch.no_grad():
-            outputs = module(*inputs)
-        if isinstance(outputs, torch.Tensor):
-            outputs = (outputs,)
-        path = os.path.join(out_dir, name + ".onnx")
-        torch.onnx.export(module, inputs, path, opset_version=opset,
-                          input_names=["in%d" % i for i in range(len(inputs))],
-                          output_names=["out%d" % i for i in range(len(outputs))])
+        outputs = run(module, inputs)
+        export(module, inputs, outputs, opset, os.path.join(out_dir, name + ".onnx"))
         for i, t in enumerate(inputs):
             np.save(os.path.join(out_dir, "%s.in%d.npy" % (name, i)), t.numpy())
         for i, t in enumerate(outputs):

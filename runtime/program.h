@@ -1,0 +1,129 @@
+// File: runtime/program.h
+//
+// runtime::Program: a compiled executable made runnable on one session's
+// IPUs - the imported graph, its current weights, and the run shape.
+//
+// One step (RunStep) consumes micro_batch x device_iterations x replication
+// samples, given as host tensors whose dim 0 concatenates the micro-batches
+// (compiler::HostInputShape). Sample order is PopTorch's: replica r of
+// device iteration i takes micro-batch i x replication + r. Every
+// micro-batch runs through the whole graph on the host (pipelining and
+// sharding change where and when, not what, so numerics are those of the
+// unsplit model); replicas are data-parallel with the same weights.
+// Outputs follow the executable's output mode with PopART's shapes
+// (compiler::HostOutputShape):
+//   all      every micro-batch, in input order
+//   final    the last device iteration's micro-batch of each replica
+//   sum      per replica, the element-wise sum over device iterations
+//            (in iteration order, in the output's dtype; bool: or)
+//   every_n  device iterations N-1, 2N-1, ... of each replica
+//
+// Simulated device time of a step (SimulatedTime), from compiler/report.h's
+// per-IPU figures per micro-batch (FLOPs at FP32 peak, IPU-Link bytes, host
+// bytes, all at device/hardware.h rates), M = device_iterations:
+//   pipelined over S > 1 stages: the IPUs advance in lockstep (every IPU
+//     syncs each pipeline cycle), so a step is M + S - 1 cycles of the
+//     slowest IPU: compute/link/host = M x that IPU's figures, and
+//     pipeline_ramp_s = (S - 1) x its busy time (fill and drain);
+//   sharded (or one stage): M x the sum of the IPUs' times (one IPU works
+//     at a time), no ramp.
+// total_s() equals the report's step_s. Replicas run at the same time, so
+// a step takes as long as one replica.
+//
+// Weights: the model's ONNX initializers that are float tensors the graph
+// reads at run time (folded constants and shape tensors are not weights).
+// SetWeights is all-or-nothing and swaps values in place (no copy of the
+// model). RunStep runs only the micro-batches whose outputs the mode
+// returns (every one for all and sum); inference keeps no state between
+// micro-batches, so the others cannot change the result (nor report data
+// errors).
+//
+// Thread safety: const methods may run concurrently; SetWeights must not
+// overlap anything else on the same Program (runtime::Session serialises).
+// Errors: Create - INVALID_ARGUMENT if the executable's model does not
+// import or its recorded shapes disagree with the model. SetWeights -
+// INVALID_ARGUMENT naming the tensor for an unknown name (with close
+// matches), a dtype or shape mismatch, or a duplicate. RunStep -
+// INVALID_ARGUMENT naming the input for a missing, unknown, duplicated or
+// mis-shaped input (with the expected host shape and how it is made), and
+// naming the micro-batch (device iteration, replica) for data errors a
+// kernel finds (e.g. a Gather index out of range); RESOURCE_EXHAUSTED if
+// host memory runs out.
+#ifndef IPUPOD_RUNTIME_PROGRAM_H_
+#define IPUPOD_RUNTIME_PROGRAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "compiler/executable.h"
+#include "runtime/tensor_files.h"
+
+namespace ipupod::runtime {
+
+struct SimulatedTime {
+  double compute_s = 0;
+  double pipeline_ramp_s = 0;  // fill + drain
+  double ipu_link_s = 0;
+  double host_s = 0;
+  double total_s() const { return compute_s + pipeline_ramp_s + ipu_link_s + host_s; }
+};
+
+struct StepResult {
+  NamedTensors outputs;  // executable output order, host shapes
+  SimulatedTime simulated;
+  int64_t samples = 0;
+  int64_t flops = 0;  // every micro-batch of every replica
+  double wall_s = 0;  // host time of RunStep
+};
+
+class Program {
+ public:
+  static absl::StatusOr<std::unique_ptr<Program>> Create(
+      std::shared_ptr<const compiler::Executable> executable);
+  ~Program();
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  const compiler::Executable& executable() const { return *executable_; }
+  int64_t samples_per_step() const;
+  // Host shapes of one step.
+  std::vector<compiler::TensorSpec> host_inputs() const;
+  std::vector<compiler::TensorSpec> host_outputs() const;
+  // Every weight, sorted by name.
+  std::vector<compiler::TensorSpec> weight_specs() const;
+  int64_t weight_bytes() const;
+
+  // Device bytes on each IPU of one replica (the memory plan's totals);
+  // a session charges them on every replica's IPUs.
+  std::vector<int64_t> memory_bytes_per_ipu() const;
+
+  // Simulated seconds to move `bytes` from the host to every replica (the
+  // host link's bandwidth; replicas share it: bytes x replicas / bandwidth),
+  // and to load the executable (each IPU's code + weights from the report,
+  // to every replica).
+  double SimulatedHostToDeviceSeconds(int64_t bytes) const;
+  double SimulatedLoadSeconds() const;
+
+  absl::Status SetWeights(NamedTensors weights);
+  // `names` empty: every weight, sorted by name. Unknown names:
+  // INVALID_ARGUMENT.
+  absl::StatusOr<NamedTensors> GetWeights(absl::Span<const std::string> names) const;
+
+  absl::StatusOr<StepResult> RunStep(const NamedTensors& inputs) const;
+
+ private:
+  struct Impl;
+  explicit Program(std::shared_ptr<const compiler::Executable> executable);
+
+  std::shared_ptr<const compiler::Executable> executable_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ipupod::runtime
+
+#endif  // IPUPOD_RUNTIME_PROGRAM_H_

@@ -1,0 +1,59 @@
+// File: runtime/tensor_files.h
+//
+// Named tensors in the files users keep weights and data in:
+//   .npz          numpy.savez and numpy.savez_compressed (zip of .npy;
+//                 stored or deflated members, zip64 when large)
+//   .safetensors  Hugging Face safetensors (8-byte header length, JSON
+//                 header, raw little-endian data); F16/BF16 widen to float32
+//   .onnx         the initializers of an ONNX model (raw_data, typed
+//                 fields or external data next to the model file)
+// Tensors keep the order they have in the file (.safetensors: the order of
+// their data; npz: the central directory's). Dtypes: float32, int64,
+// int32, bool (graph::DType); float64 widens to float32 on read, other
+// dtypes are INVALID_ARGUMENT naming the tensor.
+//
+// Thread safety: pure functions.
+// Errors: NOT_FOUND for a missing file, INVALID_ARGUMENT for a malformed or
+// unsupported file (what is wrong, which tensor, what to do), INTERNAL for
+// I/O failures. Writers go through a temporary file and rename.
+#ifndef IPUPOD_RUNTIME_TENSOR_FILES_H_
+#define IPUPOD_RUNTIME_TENSOR_FILES_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/tensor.h"
+
+namespace ipupod::runtime {
+
+using NamedTensor = std::pair<std::string, graph::Tensor>;
+using NamedTensors = std::vector<NamedTensor>;
+
+enum class TensorFileFormat { kNpz, kSafetensors, kOnnx };
+
+// From the path's extension (.npz, .safetensors, .onnx); INVALID_ARGUMENT
+// otherwise, listing the three.
+absl::StatusOr<TensorFileFormat> TensorFileFormatOf(absl::string_view path);
+
+absl::StatusOr<NamedTensors> ParseNpz(absl::string_view bytes);
+// Uncompressed, as numpy.savez; zip64 fields only where sizes need them.
+std::string SerializeNpz(const NamedTensors& tensors);
+
+absl::StatusOr<NamedTensors> ParseSafetensors(absl::string_view bytes);
+std::string SerializeSafetensors(const NamedTensors& tensors);
+
+// `model_dir` resolves external-data locations ("" = none allowed).
+absl::StatusOr<NamedTensors> ParseOnnxInitializers(absl::string_view model_bytes,
+                                                   absl::string_view model_dir = "");
+
+// By extension. Writing .onnx is not supported here (INVALID_ARGUMENT).
+absl::StatusOr<NamedTensors> ReadTensorFile(absl::string_view path);
+absl::Status WriteTensorFile(absl::string_view path, const NamedTensors& tensors);
+
+}  // namespace ipupod::runtime
+
+#endif  // IPUPOD_RUNTIME_TENSOR_FILES_H_

@@ -1,0 +1,123 @@
+#include "runtime/executable_cache.h"
+
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "compiler/compile.h"
+#include "tests/compiler/test_models.h"
+
+namespace ipupod::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Ipx {
+  std::string bytes;
+  std::string hash;
+  int64_t size() const { return static_cast<int64_t>(bytes.size()); }
+};
+
+// A distinct executable per batch size.
+Ipx Make(int64_t batch) {
+  auto e = compiler::Compile(compiler::testing::MlpBytes(batch), compiler::IpuConfig(), {});
+  EXPECT_TRUE(e.ok()) << e.status();
+  auto bytes = compiler::WriteExecutable(*e);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return {*bytes, e->content_hash};
+}
+
+TEST(ExecutableCacheTest, PutThenGetHitsAndUnknownHashMisses) {
+  const Ipx a = Make(1);
+  ExecutableCache cache(1 << 20);
+  auto stored = cache.Put(a.bytes);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_FALSE(stored->cache_hit);
+  EXPECT_EQ(stored->size_bytes, a.size());
+  EXPECT_EQ(stored->executable->content_hash, a.hash);
+  auto again = cache.Put(a.bytes);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->cache_hit);
+  EXPECT_EQ(again->executable, stored->executable);  // the same object, not a copy
+  EXPECT_EQ(cache.size(), 1);
+  EXPECT_EQ(cache.used_bytes(), a.size());
+  auto got = cache.Get(a.hash);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->executable, stored->executable);
+  const absl::Status miss = cache.Get(std::string(64, '0')).status();
+  EXPECT_EQ(miss.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(miss.message()), HasSubstr("upload it first"));
+}
+
+TEST(ExecutableCacheTest, EvictsLeastRecentlyUsedFirst) {
+  const Ipx a = Make(1), b = Make(2), c = Make(3);
+  ExecutableCache cache(a.size() + b.size() + c.size() - 1);  // room for two of them
+  ASSERT_TRUE(cache.Put(a.bytes).ok());
+  ASSERT_TRUE(cache.Put(b.bytes).ok());
+  ASSERT_TRUE(cache.Get(a.hash).ok());  // b is now the least recently used
+  ASSERT_TRUE(cache.Put(c.bytes).ok());
+  EXPECT_EQ(cache.Get(b.hash).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(cache.Get(a.hash).ok());
+  EXPECT_TRUE(cache.Get(c.hash).ok());
+  EXPECT_EQ(cache.used_bytes(), a.size() + c.size());
+  ASSERT_TRUE(cache.Put(b.bytes).ok());  // c was used after a: a goes
+  EXPECT_EQ(cache.Get(a.hash).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache.size(), 2);
+}
+
+TEST(ExecutableCacheTest, RejectsFilesLargerThanTheBoundAndMalformedFiles) {
+  const Ipx a = Make(1);
+  ExecutableCache cache(a.size() - 1);
+  const absl::Status big = cache.Put(a.bytes).status();
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(big.message()), HasSubstr("--executable-cache-mb"));
+  const absl::Status garbage = cache.Put("not an executable").status();
+  EXPECT_EQ(garbage.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(garbage.message()), HasSubstr("not an ipupod executable"));
+  std::string corrupt = a.bytes.substr(0, a.bytes.size() - 1);
+  EXPECT_EQ(cache.Put(corrupt).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache.size(), 0);
+  EXPECT_EQ(cache.used_bytes(), 0);
+}
+
+TEST(ExecutableCacheTest, EvictionKeepsHandedOutExecutablesAlive) {
+  const Ipx a = Make(1), b = Make(2);
+  ExecutableCache cache(std::max(a.size(), b.size()));  // one at a time
+  auto held = cache.Put(a.bytes);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_TRUE(cache.Put(b.bytes).ok());
+  EXPECT_EQ(cache.Get(a.hash).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(held->executable->content_hash, a.hash);  // still valid
+  EXPECT_EQ(*compiler::WriteExecutable(*held->executable), a.bytes);
+}
+
+TEST(ExecutableCacheTest, ConcurrentPutAndGet) {
+  const std::vector<Ipx> ipx = {Make(1), Make(2), Make(3)};
+  ExecutableCache cache(ipx[0].size() + ipx[1].size());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 30; ++i) {
+        const Ipx& x = ipx[(t + i) % 3];
+        auto put = cache.Put(x.bytes);
+        EXPECT_TRUE(put.ok()) << put.status();
+        if (put.ok()) {
+          EXPECT_EQ(put->executable->content_hash, x.hash);
+        }
+        auto got = cache.Get(ipx[(t + 2 * i) % 3].hash);  // may have been evicted
+        if (got.ok()) {
+          EXPECT_EQ(got->executable->content_hash, ipx[(t + 2 * i) % 3].hash);
+        }
+        EXPECT_LE(cache.used_bytes(), cache.max_bytes());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LE(cache.size(), 2);
+  EXPECT_GE(cache.size(), 1);
+}
+
+}  // namespace
+}  // namespace ipupod::runtime

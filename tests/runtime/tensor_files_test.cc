@@ -1,0 +1,292 @@
+#include "runtime/tensor_files.h"
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "graph/npy.h"
+#include "tests/graph/onnx_builder.h"
+#include <zlib.h>
+
+namespace ipupod::runtime {
+namespace {
+
+using graph::DType;
+using graph::Tensor;
+using ::testing::HasSubstr;
+
+Tensor F(graph::Shape shape, std::vector<float> v) { return *Tensor::FromValues<float>(shape, v); }
+
+NamedTensors Sample() {
+  NamedTensors t;
+  t.emplace_back("layer.0.weight", F({2, 3}, {1, -2, 3.5f, 4, 5, 6}));
+  t.emplace_back("ids", *Tensor::FromValues<int64_t>({3}, std::vector<int64_t>{7, -8, 1LL << 40}));
+  t.emplace_back("count", *Tensor::FromValues<int32_t>({1}, std::vector<int32_t>{-3}));
+  const bool mask[] = {true, false, true, true};
+  t.emplace_back("mask", *Tensor::FromValues<bool>({2, 2}, absl::MakeConstSpan(mask)));
+  t.emplace_back("scale", Tensor::Scalar<float>(0.25f));
+  t.emplace_back("empty", F({0, 4}, {}));
+  return t;
+}
+
+void ExpectInvalid(const absl::Status& s, const std::string& text) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(text));
+}
+
+template <typename T>
+void PutLe(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+// A one-member zip whose member is raw-deflated, as numpy.savez_compressed
+// writes (built here with zlib so the unit test needs no Python).
+std::string DeflatedNpz(const std::string& name, const std::string& npy) {
+  std::string packed(compressBound(npy.size()) + 64, '\0');
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(npy.data()));
+  z.avail_in = static_cast<uInt>(npy.size());
+  z.next_out = reinterpret_cast<Bytef*>(packed.data());
+  z.avail_out = static_cast<uInt>(packed.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  packed.resize(z.total_out);
+  deflateEnd(&z);
+  const uint32_t crc = crc32(0, reinterpret_cast<const Bytef*>(npy.data()), npy.size());
+  const auto common = [&](std::string& out) {
+    PutLe<uint16_t>(out, 20);
+    PutLe<uint16_t>(out, 0);
+    PutLe<uint16_t>(out, 8);  // deflated
+    PutLe<uint32_t>(out, 0);  // time, date
+    PutLe<uint32_t>(out, crc);
+    PutLe<uint32_t>(out, static_cast<uint32_t>(packed.size()));
+    PutLe<uint32_t>(out, static_cast<uint32_t>(npy.size()));
+    PutLe<uint16_t>(out, static_cast<uint16_t>(name.size()));
+    PutLe<uint16_t>(out, 0);
+  };
+  std::string zip;
+  PutLe<uint32_t>(zip, 0x04034b50);
+  common(zip);
+  zip += name + packed;
+  const uint32_t cd_offset = static_cast<uint32_t>(zip.size());
+  std::string cd;
+  PutLe<uint32_t>(cd, 0x02014b50);
+  PutLe<uint16_t>(cd, 20);
+  common(cd);
+  for (int i = 0; i < 3; ++i) PutLe<uint16_t>(cd, 0);  // comment, disk, internal attributes
+  PutLe<uint32_t>(cd, 0);
+  PutLe<uint32_t>(cd, 0);  // local header offset
+  cd += name;
+  zip += cd;
+  PutLe<uint32_t>(zip, 0x06054b50);
+  PutLe<uint32_t>(zip, 0);
+  PutLe<uint16_t>(zip, 1);
+  PutLe<uint16_t>(zip, 1);
+  PutLe<uint32_t>(zip, static_cast<uint32_t>(cd.size()));
+  PutLe<uint32_t>(zip, cd_offset);
+  PutLe<uint16_t>(zip, 0);
+  return zip;
+}
+
+TEST(TensorFilesTest, NpzRoundTripKeepsOrderAndDtypes) {
+  const NamedTensors in = Sample();
+  auto out = ParseNpz(SerializeNpz(in));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, in);
+}
+
+TEST(TensorFilesTest, NpzReadsDeflatedMembers) {
+  const Tensor t = F({64}, std::vector<float>(64, 1.5f));  // compressible
+  const std::string zip = DeflatedNpz("w.npy", graph::SerializeNpy(t));
+  auto out = ParseNpz(zip);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].first, "w");
+  EXPECT_EQ((*out)[0].second, t);
+}
+
+TEST(TensorFilesTest, NpzRejectsMalformedArchives) {
+  const std::string good = SerializeNpz(Sample());
+  ExpectInvalid(ParseNpz("PK").status(), "too short to be a zip archive");
+  ExpectInvalid(ParseNpz(std::string(100, 'x')).status(), "no end-of-central-directory");
+  ExpectInvalid(ParseNpz(good.substr(0, good.size() - 30)).status(), "malformed .npz file");
+  std::string corrupt = good;
+  corrupt[180] ^= 0x55;  // first member's data (after 48 + 128 header bytes)
+  ExpectInvalid(ParseNpz(corrupt).status(), "CRC mismatch");
+  NamedTensors twice;
+  twice.emplace_back("a", F({1}, {1}));
+  twice.emplace_back("a", F({1}, {2}));
+  ExpectInvalid(ParseNpz(SerializeNpz(twice)).status(), "'a' appears twice");
+  std::string deflated = DeflatedNpz("w.npy", graph::SerializeNpy(F({64}, std::vector<float>(64))));
+  deflated[40] ^= 0x7f;  // inside the deflate stream
+  EXPECT_EQ(ParseNpz(deflated).status().code(), absl::StatusCode::kInvalidArgument);
+  ExpectInvalid(ParseNpz(DeflatedNpz("w.txt", "hello")).status(), "'w.txt' is not a .npy file");
+  ExpectInvalid(ParseNpz(DeflatedNpz("w.npy", "not an npy file")).status(), "tensor 'w' in .npz");
+}
+
+TEST(TensorFilesTest, SafetensorsRoundTripKeepsOrderAndDtypes) {
+  const NamedTensors in = Sample();
+  const std::string bytes = SerializeSafetensors(in);
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  EXPECT_EQ(n % 8, 0u);  // data starts 8-byte aligned
+  auto out = ParseSafetensors(bytes);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, in);
+}
+
+std::string Safetensors(const std::string& header, const std::string& data) {
+  std::string out;
+  PutLe<uint64_t>(out, header.size());
+  return out + header + data;
+}
+
+TEST(TensorFilesTest, SafetensorsWidensHalfBfloatAndDouble) {
+  std::string data;
+  PutLe<uint16_t>(data, 0x3c00);  // F16 1.0
+  PutLe<uint16_t>(data, 0xc100);  // F16 -2.5
+  PutLe<uint16_t>(data, 0x3fc0);  // BF16 1.5
+  PutLe<double>(data, 0.125);
+  const std::string header =
+      R"({"__metadata__":{"format":"pt"},"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+      R"("d":{"dtype":"F64","shape":[],"data_offsets":[6,14]},)"
+      R"("b":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]}})";
+  auto out = ParseSafetensors(Safetensors(header, data));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 3u);
+  EXPECT_EQ((*out)[0], NamedTensor("h", F({2}, {1.0f, -2.5f})));
+  EXPECT_EQ((*out)[1], NamedTensor("b", F({1}, {1.5f})));  // file (data) order
+  EXPECT_EQ((*out)[2], NamedTensor("d", Tensor::Scalar<float>(0.125f)));
+}
+
+TEST(TensorFilesTest, SafetensorsRejectsMalformedHeaders) {
+  const std::string entry = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  const std::string data(8, '\0');
+  ASSERT_TRUE(ParseSafetensors(Safetensors(entry, data)).ok());
+  ExpectInvalid(ParseSafetensors("abc").status(), "shorter than its 8-byte header length");
+  std::string huge;
+  PutLe<uint64_t>(huge, 1ULL << 40);
+  ExpectInvalid(ParseSafetensors(huge + "{}").status(), "header length 1099511627776 exceeds");
+  ExpectInvalid(ParseSafetensors(Safetensors("{not json", "")).status(), "header is not JSON");
+  ExpectInvalid(ParseSafetensors(Safetensors("[1]", "")).status(), "not a JSON object");
+  ExpectInvalid(ParseSafetensors(Safetensors(R"({"a":{"dtype":"F32"}})", "")).status(),
+                "tensor 'a': needs \"dtype\"");
+  ExpectInvalid(ParseSafetensors(
+                    Safetensors(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data))
+                    .status(),
+                "non-negative integers");
+  ExpectInvalid(ParseSafetensors(
+                    Safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data))
+                    .status(),
+                "begin after they end");
+  ExpectInvalid(ParseSafetensors(Safetensors(entry, data + "xx")).status(),
+                "2 data bytes follow the last tensor");
+  ExpectInvalid(ParseSafetensors(Safetensors(entry, "1234")).status(), "pass the end of the data");
+  ExpectInvalid(ParseSafetensors(
+                    Safetensors(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data))
+                    .status(),
+                "has 8 data bytes but its dtype and shape need 12");
+  ExpectInvalid(ParseSafetensors(
+                    Safetensors(R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})", data))
+                    .status(),
+                "tensor 'a' has dtype U8");
+  ExpectInvalid(ParseSafetensors(
+                    Safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data))
+                    .status(),
+                "leave a hole");
+}
+
+TEST(TensorFilesTest, OnnxInitializersFromRawTypedAndExternalData) {
+  graph::testing::OnnxBuilder b(14);
+  b.Input("x", graph::testing::kFloat, {2});
+  b.Floats("w", {2}, {1.5f, -2});
+  b.Ints("shape", {2}, {1, 2});  // typed int64_data
+  onnx::TensorProto* d = b.model().mutable_graph()->add_initializer();
+  d->set_name("d");
+  d->set_data_type(onnx::TensorProto::DOUBLE);
+  d->add_double_data(0.5);
+  onnx::TensorProto* ext = b.model().mutable_graph()->add_initializer();
+  ext->set_name("ext");
+  ext->set_data_type(onnx::TensorProto::FLOAT);
+  ext->add_dims(2);
+  ext->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair{"location", "weights.bin"}, {"offset", "4"}, {"length", "8"}}) {
+    auto* kv = ext->add_external_data();
+    kv->set_key(k);
+    kv->set_value(v);
+  }
+  const std::string dir = ::testing::TempDir() + "/onnx_ext";
+  std::filesystem::create_directories(dir);
+  const float floats[] = {9, 3, 4};
+  std::ofstream(dir + "/weights.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(floats), sizeof(floats));
+
+  auto out = ParseOnnxInitializers(b.Bytes(), dir);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 4u);
+  EXPECT_EQ((*out)[0], NamedTensor("w", F({2}, {1.5f, -2})));
+  EXPECT_EQ((*out)[1].second.IntAt(1), 2);
+  EXPECT_EQ((*out)[2], NamedTensor("d", Tensor::Scalar<float>(0.5f)));
+  EXPECT_EQ((*out)[3], NamedTensor("ext", F({2}, {3, 4})));
+
+  ExpectInvalid(ParseOnnxInitializers(b.Bytes()).status(), "stored in an external file");
+  ext->mutable_external_data(0)->set_value("../escape.bin");
+  ExpectInvalid(ParseOnnxInitializers(b.Bytes(), dir).status(), "must be a relative path");
+  ext->mutable_external_data(0)->set_value("missing.bin");
+  EXPECT_EQ(ParseOnnxInitializers(b.Bytes(), dir).status().code(), absl::StatusCode::kNotFound);
+  ext->mutable_external_data(0)->set_value("weights.bin");
+  ext->mutable_external_data(2)->set_value("100");
+  ExpectInvalid(ParseOnnxInitializers(b.Bytes(), dir).status(), "runs past the end of its file");
+  ext->mutable_external_data(2)->set_value("eight");
+  ExpectInvalid(ParseOnnxInitializers(b.Bytes(), dir).status(), "'eight' is not a byte count");
+}
+
+TEST(TensorFilesTest, OnnxInitializersRejectBadModelsAndTypes) {
+  ExpectInvalid(ParseOnnxInitializers("\xff\xff garbage").status(), "not an ONNX model");
+  graph::testing::OnnxBuilder b(14);
+  onnx::TensorProto* t = b.model().mutable_graph()->add_initializer();
+  t->set_name("u8");
+  t->set_data_type(onnx::TensorProto::UINT8);
+  ExpectInvalid(ParseOnnxInitializers(b.Bytes()).status(), "initializer 'u8': element type 2");
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(3);
+  t->add_float_data(1);
+  ExpectInvalid(ParseOnnxInitializers(b.Bytes()).status(), "holds 1 values but its shape needs 3");
+  t->set_raw_data("12345");
+  ExpectInvalid(ParseOnnxInitializers(b.Bytes()).status(), "initializer 'u8'");
+}
+
+TEST(TensorFilesTest, FilesByExtension) {
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(*TensorFileFormatOf("a/b.npz"), TensorFileFormat::kNpz);
+  EXPECT_EQ(*TensorFileFormatOf("b.safetensors"), TensorFileFormat::kSafetensors);
+  EXPECT_EQ(*TensorFileFormatOf("m.onnx"), TensorFileFormat::kOnnx);
+  ExpectInvalid(TensorFileFormatOf("w.bin").status(), "use .npz, .safetensors or .onnx");
+  for (const char* name : {"/rt_files.npz", "/rt_files.safetensors"}) {
+    ASSERT_TRUE(WriteTensorFile(dir + name, Sample()).ok()) << name;
+    auto back = ReadTensorFile(dir + name);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, Sample()) << name;
+  }
+  ExpectInvalid(WriteTensorFile(dir + "/m.onnx", Sample()), "only as .npz or .safetensors");
+  EXPECT_EQ(ReadTensorFile(dir + "/missing.npz").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(WriteTensorFile(dir + "/no/such/dir/w.npz", Sample()).code(),
+            absl::StatusCode::kInternal);
+  std::ofstream(dir + "/bad.safetensors") << "garbage!";
+  ExpectInvalid(ReadTensorFile(dir + "/bad.safetensors").status(), "bad.safetensors': malformed");
+
+  graph::testing::OnnxBuilder b(14);
+  b.Floats("w", {1}, {2});
+  std::ofstream(dir + "/m.onnx", std::ios::binary) << b.Bytes();
+  auto onnx = ReadTensorFile(dir + "/m.onnx");
+  ASSERT_TRUE(onnx.ok()) << onnx.status();
+  EXPECT_EQ(onnx->at(0), NamedTensor("w", F({1}, {2})));
+}
+
+}  // namespace
+}  // namespace ipupod::runtime

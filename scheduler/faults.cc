@@ -86,6 +86,8 @@ absl::StatusOr<FaultResult> SchedulerImpl::ApplyFaultLocked(int ipu, FaultKind k
       }
       ipus_[ipu].Fail(reason);
       result.affected_ipus.push_back(ipu);
+      // Its memory is gone, so the session's program is too.
+      if (!ipu_session_[ipu].empty()) ClearLoadLocked(sessions_.at(ipu_session_[ipu]));
     }
   } else {
     for (int i : IpusOf(FaultScopeLocked(ipu, kind))) {
@@ -193,8 +195,9 @@ ResetStart SchedulerImpl::StartResetLocked(const IpuMask& scope, RecoveryAction 
   for (int i : ipus) {
     ipus_[i].BeginReset(level).IgnoreError();  // checked above
     if (ipu_session_[i].empty()) continue;
-    sessions.insert(ipu_session_[i]);
-    sessions_.at(ipu_session_[i]).needs_load = true;  // the reset clears device memory
+    if (sessions.insert(ipu_session_[i]).second) {
+      ClearLoadLocked(sessions_.at(ipu_session_[i]));  // the reset clears device memory
+    }
   }
   PendingReset reset{ipus,
                      {sessions.begin(), sessions.end()},
@@ -302,7 +305,7 @@ absl::StatusOr<IpuView> SchedulerImpl::RepairIpu(const Caller& caller, int ipu) 
   if (ipus_[ipu].state() != IpuState::kFailed) return ipus_[ipu].Repair();  // FAILED_PRECONDITION
   if (store_ != nullptr) IPUPOD_RETURN_IF_ERROR(store_->DeleteFailure(ipu));
   IPUPOD_RETURN_IF_ERROR(ipus_[ipu].Repair());
-  if (!ipu_session_[ipu].empty()) sessions_.at(ipu_session_[ipu]).needs_load = true;
+  if (!ipu_session_[ipu].empty()) ClearLoadLocked(sessions_.at(ipu_session_[ipu]));
   spdlog::info("scheduler: IPU {} repaired by {}", ipu, caller.user);
   RunQueueLocked();
   return IpuViewLocked(ipu);

@@ -95,6 +95,7 @@ absl::StatusOr<const Partition*> SchedulerImpl::OwnPartitionLocked(const Caller&
 absl::StatusOr<std::vector<std::string>> SchedulerImpl::RemovePartition(const Caller& caller,
                                                                         absl::string_view name,
                                                                         bool force) {
+  const NotifyEndedOnExit notify(this);
   sync::MutexLock lock(&mu_);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   IPUPOD_ASSIGN_OR_RETURN(const Partition* p, OwnPartitionLocked(caller, name, "remove"));

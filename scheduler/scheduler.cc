@@ -372,6 +372,7 @@ void SchedulerImpl::Shutdown() {
   for (ResetDone& done : dones) {
     done(absl::UnavailableError("the server is shutting down; the reset did not complete"));
   }
+  NotifySessionsEnded();
 }
 
 void SchedulerImpl::FinishShutdownLocked() {

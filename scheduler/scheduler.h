@@ -24,6 +24,15 @@
 // guards all state. AttachObserver callbacks run with that mutex held, so an
 // observer must not block and must not call back into the Scheduler from the
 // callback (lock order: Scheduler::mu_ before any observer lock).
+// SchedulerOptions::on_session_ended runs WITHOUT that mutex (see there).
+//
+// Session operations (ExecutionService): BeginSessionOperation /
+// EndSessionOperation bracket one load, weight transfer or run; RecordLoad
+// charges device memory. Every session has a load generation that changes
+// with each load and each event that clears its IPUs (any reset reaching
+// one of them, an unrecoverable fault, a repair): those also free the
+// memory charged on every IPU of the session and set needs_load. A
+// detach frees memory too (device::Ipu::Detach).
 #ifndef IPUPOD_SCHEDULER_SCHEDULER_H_
 #define IPUPOD_SCHEDULER_SCHEDULER_H_
 
@@ -81,6 +90,11 @@ struct SchedulerOptions {
   // a replay driver may supply its own (the timer re-reads it at least every
   // 500 ms of wall time, so a clock that jumps ahead fires due work promptly).
   std::function<absl::Time()> clock;
+  // Called once with the id of every session that ends (released, detached,
+  // its partition force-removed, shut down), after the Scheduler's mutex is
+  // released, on the thread whose call ended it. It may run concurrently
+  // for different sessions and may call the Scheduler. Empty = none.
+  std::function<void(const std::string& session)> on_session_ended;
 };
 
 // ---- Read-only snapshots, copied out under the lock.
@@ -188,6 +202,14 @@ class AttachObserver {
 
 using ResetDone = std::function<void(absl::StatusOr<ResetResult>)>;
 
+// What BeginSessionOperation hands out.
+struct SessionOperation {
+  SessionView session;
+  // Changes with every RecordLoad and every clearing of the session's IPUs
+  // (see the file comment); equal generations mean nothing cleared them.
+  uint64_t load_generation = 0;
+};
+
 class Scheduler {
  public:
   // Loads persisted partitions and failed IPUs from `store` (may be null: no
@@ -242,6 +264,29 @@ class Scheduler {
   virtual absl::StatusOr<SessionView> GetSession(const Caller& caller,
                                                  absl::string_view session) = 0;
   virtual std::vector<QueueEntryView> ListQueue() const = 0;
+
+  // ---- Operations on a session's IPUs (server/execution_service.h)
+  // Begins one operation: the caller must own the session or be an admin
+  // (PERMISSION_DENIED; NOT_FOUND for an unknown session). Draws the random
+  // fault (one operation), then checks health exactly as GetSession does
+  // (ABORTED / DATA_LOSS with kind and action payloads, UNAVAILABLE while
+  // resetting). Marks every IPU of the session busy until
+  // EndSessionOperation; UNAVAILABLE if an operation is already running.
+  virtual absl::StatusOr<SessionOperation> BeginSessionOperation(const Caller& caller,
+                                                                 absl::string_view session) = 0;
+  // Ends the operation: busy IPUs back to attached (a faulted or resetting
+  // IPU keeps its state). Nothing happens if the session has ended.
+  virtual void EndSessionOperation(absl::string_view session) = 0;
+  // Records a load by the operation that began with `load_generation`:
+  // charges bytes_per_ipu[i] on the session's i-th IPU (block order;
+  // replacing whatever was charged), clears needs_load and returns the new
+  // load generation. All-or-nothing. Errors: NOT_FOUND (the session ended),
+  // ABORTED (its IPUs were cleared since the operation began: load again),
+  // INVALID_ARGUMENT (not one entry per IPU of the session),
+  // RESOURCE_EXHAUSTED naming the IPU, the bytes needed and the bytes it has.
+  virtual absl::StatusOr<uint64_t> RecordLoad(absl::string_view session,
+                                              uint64_t load_generation,
+                                              const std::vector<uint64_t>& bytes_per_ipu) = 0;
 
   // Ends every request and session (observers get UNAVAILABLE) and stops the
   // timer thread. Idempotent; later calls fail with UNAVAILABLE.

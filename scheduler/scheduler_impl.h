@@ -6,11 +6,14 @@
 //   sessions.cc    attach, release, detach, sessions' health
 //   partitions.cc  partitions
 //   faults.cc      faults, resets, repair, random faults
+//   operations.cc  session operations and load accounting (ExecutionService)
 //
 // Thread safety: one absl::Mutex (mu_) guards all state. Observers are called
 // with mu_ held (scheduler.h). ResetDone callbacks and the timer's callbacks
 // run without mu_; the timer is only ever called with mu_ held or from its own
-// thread (lock order: mu_, then the timer's lock).
+// thread (lock order: mu_, then the timer's lock). Ended sessions are queued
+// in ended_sessions_ under mu_ and handed to options_.on_session_ended by
+// NotifySessionsEnded() after mu_ is released.
 #ifndef IPUPOD_SCHEDULER_SCHEDULER_IMPL_H_
 #define IPUPOD_SCHEDULER_SCHEDULER_IMPL_H_
 
@@ -55,6 +58,7 @@ struct Session {
   int64_t attached_unix_ms = 0;
   std::string client;
   bool needs_load = false;
+  uint64_t load_generation = 0;  // scheduler.h SessionOperation
   std::shared_ptr<AttachObserver> observer;  // may be null
 };
 
@@ -101,6 +105,12 @@ class SchedulerImpl final : public Scheduler {
   absl::StatusOr<std::vector<int>> Detach(const Caller& caller, absl::string_view session) override;
   absl::StatusOr<SessionView> GetSession(const Caller& caller, absl::string_view session) override;
   std::vector<QueueEntryView> ListQueue() const override;
+
+  absl::StatusOr<SessionOperation> BeginSessionOperation(const Caller& caller,
+                                                         absl::string_view session) override;
+  void EndSessionOperation(absl::string_view session) override;
+  absl::StatusOr<uint64_t> RecordLoad(absl::string_view session, uint64_t load_generation,
+                                      const std::vector<uint64_t>& bytes_per_ipu) override;
 
   void Shutdown() override;
 
@@ -165,6 +175,28 @@ class SchedulerImpl final : public Scheduler {
                                             absl::string_view verb)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SessionHealthLocked(const Session& session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands every session ended since the last call to on_session_ended.
+  void NotifySessionsEnded() ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls NotifySessionsEnded when it leaves scope: declared before a
+  // MutexLock on mu_, it runs after the unlock.
+  class NotifyEndedOnExit {
+   public:
+    explicit NotifyEndedOnExit(SchedulerImpl* scheduler) : scheduler_(scheduler) {}
+    ~NotifyEndedOnExit() { scheduler_->NotifySessionsEnded(); }
+    NotifyEndedOnExit(const NotifyEndedOnExit&) = delete;
+    NotifyEndedOnExit& operator=(const NotifyEndedOnExit&) = delete;
+
+   private:
+    SchedulerImpl* const scheduler_;
+  };
+
+  // ---- operations.cc
+  // The session's IPUs were cleared: frees the memory charged on each, sets
+  // needs_load and moves the load generation on.
+  void ClearLoadLocked(Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckLoadFitsLocked(const Session& session,
+                                   const std::vector<uint64_t>& bytes_per_ipu) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- partitions.cc
   absl::StatusOr<device::Block> PlacePartitionLocked(absl::string_view name, int size) const
@@ -212,6 +244,7 @@ class SchedulerImpl final : public Scheduler {
   uint64_t next_reset_ ABSL_GUARDED_BY(mu_) = 1;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> ended_sessions_ ABSL_GUARDED_BY(mu_);  // for on_session_ended
 
   // Last member: its thread stops (in Shutdown) before the state above dies.
   Timer timer_;

@@ -193,6 +193,7 @@ void SchedulerImpl::EndWaiterLocked(const std::string& ticket, const absl::Statu
 }
 
 void SchedulerImpl::Release(absl::string_view ticket) {
+  const NotifyEndedOnExit notify(this);
   sync::MutexLock lock(&mu_);
   if (shutdown_) return;
   if (std::optional<Waiter> waiter = queue_.Remove(ticket)) {
@@ -209,6 +210,7 @@ void SchedulerImpl::Release(absl::string_view ticket) {
 
 absl::StatusOr<std::vector<int>> SchedulerImpl::Detach(const Caller& caller,
                                                        absl::string_view session) {
+  const NotifyEndedOnExit notify(this);
   sync::MutexLock lock(&mu_);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   IPUPOD_ASSIGN_OR_RETURN(Session * s, OwnSessionLocked(caller, session, "detach"));
@@ -226,6 +228,7 @@ std::vector<int> SchedulerImpl::EndSessionLocked(const std::string& id, const ab
   Session s = std::move(it->second);
   sessions_.erase(it);
   ticket_session_.erase(s.ticket);
+  if (options_.on_session_ended) ended_sessions_.push_back(s.id);
   if (why != nullptr && s.observer) s.observer->OnEnded(*why);
   std::vector<int> released;
   std::vector<int> to_reset;
@@ -300,6 +303,15 @@ absl::Status SchedulerImpl::SessionHealthLocked(const Session& s) const {
                                                   resetting.size() == 1 ? "is" : "are"));
   }
   return absl::OkStatus();
+}
+
+void SchedulerImpl::NotifySessionsEnded() {
+  std::vector<std::string> ended;
+  {
+    sync::MutexLock lock(&mu_);
+    ended.swap(ended_sessions_);
+  }
+  for (const std::string& id : ended) options_.on_session_ended(id);
 }
 
 std::vector<QueueEntryView> SchedulerImpl::ListQueue() const {

@@ -342,6 +342,25 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
              IPUPOD_ASSIGN_OR_RETURN(config.max_waiters, GetSmallInt(v, k, 1, kMaxWaitersMax));
              return absl::OkStatus();
            }},
+          {"executable_cache_mb",
+           [&](const Json& v, const std::string& k) -> absl::Status {
+             IPUPOD_ASSIGN_OR_RETURN(config.executable_cache_mb,
+                                     GetInt(v, k, 1, kExecutableCacheMbMax));
+             return absl::OkStatus();
+           }},
+          {"max_execution_threads",
+           [&](const Json& v, const std::string& k) -> absl::Status {
+             IPUPOD_ASSIGN_OR_RETURN(
+                 config.max_execution_threads,
+                 GetSmallInt(v, k, kExecutionThreadsMin, kExecutionThreadsMax));
+             return absl::OkStatus();
+           }},
+          {"compute_threads",
+           [&](const Json& v, const std::string& k) -> absl::Status {
+             IPUPOD_ASSIGN_OR_RETURN(config.compute_threads,
+                                     GetSmallInt(v, k, 0, kComputeThreadsMax));
+             return absl::OkStatus();
+           }},
           {"random_faults", with_config(&ParseRandomFaults)},
           {"log_level",
            [&](const Json& v, const std::string& k) -> absl::Status {
@@ -485,6 +504,22 @@ absl::Status ValidateConfig(const ServerConfig& config) {
   if (config.state_dir.empty() || config.state_dir.size() > kStringLengthMax) {
     return absl::InvalidArgumentError(
         absl::StrCat("state dir must be 1 to ", kStringLengthMax, " bytes long"));
+  }
+  if (config.executable_cache_mb < 1 || config.executable_cache_mb > kExecutableCacheMbMax) {
+    return absl::InvalidArgumentError(absl::StrCat("executable cache MB must be from 1 to ",
+                                                   kExecutableCacheMbMax, "; got ",
+                                                   config.executable_cache_mb));
+  }
+  if (config.max_execution_threads < kExecutionThreadsMin ||
+      config.max_execution_threads > kExecutionThreadsMax) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max execution threads must be from ", kExecutionThreadsMin, " to ",
+        kExecutionThreadsMax, "; got ", config.max_execution_threads));
+  }
+  if (config.compute_threads < 0 || config.compute_threads > kComputeThreadsMax) {
+    return absl::InvalidArgumentError(absl::StrCat("compute threads must be from 0 (every CPU) to ",
+                                                   kComputeThreadsMax, "; got ",
+                                                   config.compute_threads));
   }
   return ValidateLogLevel(config.log_level);
 }

@@ -15,6 +15,9 @@
 //     "session_lease_seconds": 10,
 //     "reset_ms": {"ipu": 200, "partition": 500, "pod": 1000},
 //     "max_waiters": 4096,
+//     "executable_cache_mb": 4096,          uploaded executables kept (LRU)
+//     "max_execution_threads": 8,           sync threads for ExecutionService
+//     "compute_threads": 0,                 BLAS threads per run; 0 = every CPU
 //     "random_faults": {"seed": 1, "probability_per_operation": 0.01,
 //                       "kinds": ["ipu-reset", "link-reset", "partition-reset",
 //                                 "full-reset", "unrecoverable"]},
@@ -58,6 +61,9 @@ struct ServerConfig {
   int partition_reset_ms = 500;
   int pod_reset_ms = 1000;
   int max_waiters = 4096;
+  int64_t executable_cache_mb = 4096;
+  int max_execution_threads = 8;
+  int compute_threads = 0;  // 0: every CPU of the host (kernels::MaxBlasThreads)
   scheduler::RandomFaults random_faults{.seed = 0, .probability_per_operation = 0.0};
   std::string log_level = "info";
 
@@ -68,6 +74,11 @@ struct ServerConfig {
 inline constexpr int kLeaseSecondsMax = 3600;
 inline constexpr int kResetMsMax = 60'000;
 inline constexpr int kMaxWaitersMax = 1'000'000;
+inline constexpr int64_t kExecutableCacheMbMax = int64_t{1} << 20;  // 1 TiB
+// gRPC's sync server needs a thread to poll and one to work.
+inline constexpr int kExecutionThreadsMin = 2;
+inline constexpr int kExecutionThreadsMax = 1024;
+inline constexpr int kComputeThreadsMax = 1024;
 inline constexpr size_t kStringLengthMax = 4096;  // paths, addresses
 inline constexpr size_t kTokenLengthMax = 512;
 inline constexpr size_t kTokensMax = 1024;

@@ -1,5 +1,6 @@
 #include "server/flags.h"
 
+#include <cstdint>
 #include <utility>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +27,7 @@ Config file (JSON; every key optional; flags win over it):
    "tokens": [{"token": "s3cret-alice", "user": "alice", "role": "user"},
               {"token": "s3cret-ops", "user": "ops", "role": "admin"}],
    "session_lease_seconds": 10, "max_waiters": 4096,
+   "executable_cache_mb": 4096, "max_execution_threads": 8,
    "reset_ms": {"ipu": 200, "partition": 500, "pod": 1000},
    "random_faults": {"seed": 1, "probability_per_operation": 0.01,
                      "kinds": ["ipu-reset", "link-reset", "unrecoverable"]},
@@ -46,6 +48,9 @@ struct Overrides {
   std::optional<std::string> state_dir;
   std::optional<std::string> log_level;
   std::optional<int> lease_seconds;
+  std::optional<int64_t> executable_cache_mb;
+  std::optional<int> max_execution_threads;
+  std::optional<int> compute_threads;
 };
 
 void AddFlags(CLI::App& app, Overrides& o) {
@@ -60,6 +65,16 @@ void AddFlags(CLI::App& app, Overrides& o) {
       ->type_name("LEVEL");
   app.add_option("--lease-seconds", o.lease_seconds,
                  "a silent client loses its session after this long (1-3600)")
+      ->type_name("N");
+  app.add_option("--executable-cache-mb", o.executable_cache_mb,
+                 "megabytes of uploaded executables kept, least recently used evicted first "
+                 "(default 4096)")
+      ->type_name("MB");
+  app.add_option("--max-execution-threads", o.max_execution_threads,
+                 "threads for uploads, loads, weight transfers and runs (default 8, min 2)")
+      ->type_name("N");
+  app.add_option("--compute-threads", o.compute_threads,
+                 "BLAS threads each run may use (default 0: every CPU of this host)")
       ->type_name("N");
   app.set_version_flag("--version", "ipupodd " IPUPOD_VERSION);
   app.footer(kFooter);
@@ -79,6 +94,9 @@ absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
     config.log_level = *o.log_level;
   }
   if (o.lease_seconds) config.session_lease_seconds = *o.lease_seconds;
+  if (o.executable_cache_mb) config.executable_cache_mb = *o.executable_cache_mb;
+  if (o.max_execution_threads) config.max_execution_threads = *o.max_execution_threads;
+  if (o.compute_threads) config.compute_threads = *o.compute_threads;
   return absl::OkStatus();
 }
 

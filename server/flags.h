@@ -7,6 +7,8 @@
 //   --state-dir DIR      where state.db lives
 //   --log-level LEVEL    trace|debug|info|warn|error|critical|off
 //   --lease-seconds N    session lease (keepalive and heartbeats follow it)
+//   --executable-cache-mb MB      uploaded executables kept (default 4096)
+//   --max-execution-threads N     sync threads for ExecutionService (default 8)
 //   --help, --version
 //
 // Thread safety: pure function.

@@ -6,6 +6,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
+#include "kernels/threads.h"
 
 namespace ipupod::server {
 namespace {
@@ -38,6 +40,21 @@ void SetLivenessOptions(grpc::ServerBuilder& builder, absl::Duration lease) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
 
+// A second operation of one session waits this long for the first.
+constexpr absl::Duration kOperationWait = absl::Seconds(30);
+
+// ExecutionService's sync handlers run on gRPC's sync thread pool; the quota
+// bounds it (the callback services do not use it). One completion queue
+// keeps the pollers, which count against the quota, to a minimum.
+void SetExecutionThreads(grpc::ServerBuilder& builder, int max_threads) {
+  grpc::ResourceQuota quota("ipupodd-execution");
+  quota.SetMaxThreads(max_threads);
+  builder.SetResourceQuota(quota);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 1);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PodServer>> PodServer::Start(ServerConfig config) {
@@ -57,9 +74,16 @@ PodServer::~PodServer() {
 
 absl::Status PodServer::Init() {
   spdlog::set_level(spdlog::level::from_str(config_.log_level));
+  IPUPOD_RETURN_IF_ERROR(kernels::SetBlasThreads(
+      config_.compute_threads == 0 ? kernels::MaxBlasThreads() : config_.compute_threads));
   IPUPOD_ASSIGN_OR_RETURN(store_, store::SqliteStateStore::Open(config_.state_dir));
+  cache_ = std::make_unique<runtime::ExecutableCache>(config_.executable_cache_mb << 20);
+  programs_ = std::make_unique<LoadedPrograms>(kOperationWait);
+  scheduler::SchedulerOptions options = ToSchedulerOptions(config_);
+  LoadedPrograms* programs = programs_.get();
+  options.on_session_ended = [programs](const std::string& session) { programs->Drop(session); };
   IPUPOD_ASSIGN_OR_RETURN(scheduler_,
-                          scheduler::Scheduler::Create(ToSchedulerOptions(config_), store_.get()));
+                          scheduler::Scheduler::Create(std::move(options), store_.get()));
   absl::Duration lease = absl::Seconds(config_.session_lease_seconds);
   ticker_ = std::make_unique<StreamTicker>(TickPeriod(lease));
   env_ = ServiceEnv{scheduler_.get(), AuthPolicy::FromConfig(config_), config_.pod, lease,
@@ -67,6 +91,8 @@ absl::Status PodServer::Init() {
   pod_service_ = std::make_unique<PodServiceImpl>(env_);
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
+  execution_service_ =
+      std::make_unique<ExecutionServiceImpl>(env_, cache_.get(), programs_.get());
   absl::Status status = BuildGrpcServer();
   if (!status.ok()) {
     scheduler_->Shutdown();
@@ -85,6 +111,8 @@ absl::Status PodServer::BuildGrpcServer() {
   builder.RegisterService(pod_service_.get());
   builder.RegisterService(partition_service_.get());
   builder.RegisterService(session_service_.get());
+  builder.RegisterService(execution_service_.get());
+  SetExecutionThreads(builder, config_.max_execution_threads);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     if (server_ != nullptr) server_->Shutdown();

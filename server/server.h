@@ -3,8 +3,11 @@
 // PodServer: a running ipupodd. Start() opens the durable store
 // (store/SqliteStateStore in config.state_dir), creates the scheduler, and
 // serves PodService, PartitionService and SessionService (callback API),
+// ExecutionService (sync API on a pool of config.max_execution_threads
+// threads, bounded by a grpc::ResourceQuota; see server/execution_service.h),
 // gRPC health checking and server reflection on config.listen (port 0 picks a
-// free port; port() reports it).
+// free port; port() reports it). Sessions that end drop their loaded
+// programs (scheduler's on_session_ended -> LoadedPrograms::Drop).
 //
 // Liveness: HTTP/2 keepalive pings every lease/2 with a lease/2 timeout, so a
 // client whose process died, whose connection dropped silently, or that is
@@ -34,7 +37,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "scheduler/scheduler.h"
+#include "runtime/executable_cache.h"
 #include "server/config.h"
+#include "server/execution_service.h"
+#include "server/loaded_programs.h"
 #include "server/service_env.h"
 #include "server/services.h"
 #include "server/stream_ticker.h"
@@ -70,14 +76,18 @@ class PodServer {
 
   const ServerConfig config_;
   // Destroyed in reverse order: the gRPC server (and every RPC) goes first,
-  // the store last.
+  // the store last. programs_ outlives the scheduler, which calls it when
+  // sessions end (also from its destructor).
   std::unique_ptr<store::SqliteStateStore> store_;
+  std::unique_ptr<runtime::ExecutableCache> cache_;
+  std::unique_ptr<LoadedPrograms> programs_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<StreamTicker> ticker_;
   ServiceEnv env_;
   std::unique_ptr<PodServiceImpl> pod_service_;
   std::unique_ptr<PartitionServiceImpl> partition_service_;
   std::unique_ptr<SessionServiceImpl> session_service_;
+  std::unique_ptr<ExecutionServiceImpl> execution_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;

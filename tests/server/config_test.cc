@@ -352,5 +352,24 @@ TEST(FlagsTest, HelpExplainsWithAnExample) {
   EXPECT_THAT(version->print, HasSubstr("ipupodd "));
 }
 
+TEST(ConfigTest, ExecutionKeysAndFlags) {
+  auto config = ParseConfigJson(R"({"executable_cache_mb": 64, "max_execution_threads": 4})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->executable_cache_mb, 64);
+  EXPECT_EQ(config->max_execution_threads, 4);
+  EXPECT_EQ(ServerConfig().executable_cache_mb, 4096);
+  EXPECT_EQ(ServerConfig().max_execution_threads, 8);
+  ExpectInvalid(R"({"executable_cache_mb": 0})", {"'executable_cache_mb'", "from 1"});
+  ExpectInvalid(R"({"max_execution_threads": 1})", {"'max_execution_threads'", "from 2"});
+  auto cl = Parse({"--executable-cache-mb", "128", "--max-execution-threads", "3"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->config->executable_cache_mb, 128);
+  EXPECT_EQ(cl->config->max_execution_threads, 3);
+  EXPECT_EQ(Parse({"--max-execution-threads", "1"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--executable-cache-mb", "0"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ipupod::server

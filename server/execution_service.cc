@@ -1,0 +1,477 @@
+// ExecutionService handlers. Each is authenticate -> body -> log -> convert
+// (Handle); session operations go through SessionOp, which takes the
+// session's slot and the scheduler's operation and gives both back on every
+// path.
+#include "server/execution_service.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "compiler/checks.h"
+#include "compiler/sha256.h"
+#include "server/tensor_stream.h"
+
+namespace ipupod::server {
+namespace {
+
+using scheduler::Caller;
+
+constexpr size_t kExecutableChunkBytes = size_t{1} << 20;  // 1 MiB
+
+template <typename Body>
+grpc::Status Handle(grpc::ServerContext* context, const ServiceEnv& env, absl::string_view method,
+                    Body&& body) {
+  RequestLog log(method);
+  absl::StatusOr<Caller> caller = Authenticate(env.auth, context->client_metadata());
+  absl::Status status = caller.status();
+  if (caller.ok()) {
+    log.set_user(caller->user);
+    status = body(*caller);
+  }
+  log.Done(status);
+  return ToGrpcStatus(context, status);
+}
+
+// One operation on a session: its slot, then the scheduler's operation;
+// both are given back by the destructor.
+class SessionOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<SessionOp>> Begin(const ServiceEnv& env,
+                                                          LoadedPrograms& programs,
+                                                          const Caller& caller,
+                                                          absl::string_view session) {
+    if (session.empty()) {
+      return absl::InvalidArgumentError(
+          "name the session (the id `ipupod attach` printed, also in IPUPOD_SESSION)");
+    }
+    IPUPOD_ASSIGN_OR_RETURN(std::shared_ptr<SessionSlot> slot, programs.Acquire(session));
+    absl::StatusOr<scheduler::SessionOperation> op =
+        env.scheduler->BeginSessionOperation(caller, session);
+    if (!op.ok()) {
+      if (absl::IsNotFound(op.status())) programs.DropIfUnloaded(session, slot.get());
+      slot->Release();
+      return op.status();
+    }
+    return std::unique_ptr<SessionOp>(new SessionOp(env, std::move(slot), *std::move(op)));
+  }
+  ~SessionOp() {
+    env_.scheduler->EndSessionOperation(op_.session.id);
+    slot_->Release();
+  }
+  SessionOp(const SessionOp&) = delete;
+  SessionOp& operator=(const SessionOp&) = delete;
+
+  const scheduler::SessionView& session() const { return op_.session; }
+  uint64_t load_generation() const { return op_.load_generation; }
+  SessionSlot& slot() { return *slot_; }
+
+  // What is loaded, if it is still valid.
+  absl::StatusOr<LoadedState> Loaded() const {
+    LoadedState state = slot_->state();
+    const std::string& id = op_.session.id;
+    if (state.program == nullptr) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "no executable is loaded in session %s: load one first (ipupod run loads it for you)",
+          id));
+    }
+    if (state.load_generation != op_.load_generation || op_.session.needs_load) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "IPUs of session %s were reset since the executable was loaded: load it again", id));
+    }
+    return state;
+  }
+
+ private:
+  SessionOp(const ServiceEnv& env, std::shared_ptr<SessionSlot> slot,
+            scheduler::SessionOperation op)
+      : env_(env), slot_(std::move(slot)), op_(std::move(op)) {}
+
+  const ServiceEnv& env_;
+  std::shared_ptr<SessionSlot> slot_;
+  scheduler::SessionOperation op_;
+};
+
+// ---------------------------------------------------------------- protos
+
+void ToProto(const compiler::Executable& exe, int64_t size_bytes, bool cache_hit,
+             v1::ExecutableRef* out) {
+  out->set_sha256(exe.content_hash);
+  out->set_size_bytes(static_cast<uint64_t>(size_bytes));
+  out->set_cache_hit(cache_hit);
+  out->set_mode(std::string(compiler::ExecutableModeName(exe.mode)));
+  out->set_ipus_needed(static_cast<uint32_t>(exe.ipus.needed));
+  out->set_ipus_reserved(static_cast<uint32_t>(exe.ipus.reserved));
+}
+
+void ToProto(const compiler::TensorSpec& spec, v1::TensorSpec* out) {
+  out->set_name(spec.name);
+  out->set_dtype(std::string(graph::DTypeName(spec.dtype)));
+  for (int64_t d : spec.shape) out->add_shape(d);
+}
+
+void ToProto(const runtime::Program& program, v1::RunShape* out) {
+  const compiler::Executable& exe = program.executable();
+  out->set_micro_batch_size(static_cast<uint64_t>(exe.micro_batch_size));
+  out->set_device_iterations(static_cast<uint64_t>(exe.device_iterations));
+  out->set_replication_factor(static_cast<uint64_t>(exe.replication_factor));
+  out->set_samples_per_step(static_cast<uint64_t>(program.samples_per_step()));
+  out->set_output_mode(compiler::OutputModeName(exe.output_mode));
+  out->set_pipeline_stages(static_cast<uint32_t>(exe.placement.num_stages()));
+}
+
+void FillLoaded(const ServiceEnv& env, const scheduler::SessionView& session,
+                const LoadedState& state, v1::LoadedProgram* out) {
+  const runtime::Program& program = *state.program;
+  out->set_session(session.id);
+  ToProto(program.executable(), state.executable_size_bytes, false, out->mutable_executable());
+  ToProto(program, out->mutable_run_shape());
+  for (const auto& spec : program.host_inputs()) ToProto(spec, out->add_inputs());
+  for (const auto& spec : program.host_outputs()) ToProto(spec, out->add_outputs());
+  for (const auto& spec : program.weight_specs()) ToProto(spec, out->add_weights());
+  const scheduler::PodView pod = env.scheduler->GetPod();
+  for (int ipu : session.ipus) {
+    v1::IpuMemory* memory = out->add_memory();
+    memory->set_ipu(static_cast<uint32_t>(ipu));
+    memory->set_used_bytes(pod.ipus[ipu].memory_used_bytes);
+    memory->set_total_bytes(pod.ipus[ipu].memory_total_bytes);
+  }
+  out->set_simulated_load_seconds(state.simulated_load_seconds);
+  out->set_runs(state.runs);
+}
+
+// ---------------------------------------------------------------- upload
+
+absl::StatusOr<std::string> ParseSha256(absl::string_view text) {
+  std::string hex = absl::AsciiStrToLower(text);
+  bool ok = hex.size() == 64;
+  for (char c : hex) ok = ok && absl::ascii_isxdigit(static_cast<unsigned char>(c));
+  if (ok) return hex;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "sha256 \"%s\" is not 64 hex digits; send the content hash from the .ipx header",
+      text.substr(0, 80)));
+}
+
+// The first chunk's declaration: hash and a size the cache can hold.
+absl::Status CheckDeclaration(const v1::ExecutableChunk& first, int64_t max_bytes) {
+  IPUPOD_RETURN_IF_ERROR(ParseSha256(first.sha256()).status());
+  if (first.total_bytes() < compiler::kExecutableHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "total_bytes %d is too small for an executable (at least %d); send the .ipx file's size "
+        "in the first chunk",
+        first.total_bytes(), compiler::kExecutableHeaderBytes));
+  }
+  if (first.total_bytes() > static_cast<uint64_t>(max_bytes)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the executable (%d bytes) is larger than the server's executable cache (%d bytes); "
+        "ask the admin to raise ipupodd --executable-cache-mb",
+        first.total_bytes(), max_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AppendChunk(const v1::ExecutableChunk& chunk, const v1::ExecutableChunk& first,
+                         std::string* bytes) {
+  if (chunk.data().size() > kExecutableChunkBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "an executable chunk of %d bytes is over the 1 MiB limit; send chunks of at most %d "
+        "bytes",
+        chunk.data().size(), kExecutableChunkBytes));
+  }
+  if ((!chunk.sha256().empty() && chunk.sha256() != first.sha256()) ||
+      (chunk.total_bytes() != 0 && chunk.total_bytes() != first.total_bytes())) {
+    return absl::InvalidArgumentError(
+        "a later chunk declares another sha256 or total_bytes; declare them in the first chunk "
+        "only");
+  }
+  if (chunk.data().size() > first.total_bytes() - bytes->size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the upload sent more than the declared total_bytes (%d); declare the file's real size",
+        first.total_bytes()));
+  }
+  bytes->append(chunk.data());
+  return absl::OkStatus();
+}
+
+// Reads every chunk; returns the file's bytes and sets *sha256.
+absl::StatusOr<std::string> ReceiveExecutable(grpc::ServerReader<v1::ExecutableChunk>* reader,
+                                              int64_t max_bytes, std::string* sha256) {
+  v1::ExecutableChunk first;
+  if (!reader->Read(&first)) {
+    return absl::InvalidArgumentError("the upload sent no chunks; send the .ipx file");
+  }
+  IPUPOD_RETURN_IF_ERROR(CheckDeclaration(first, max_bytes));
+  *sha256 = absl::AsciiStrToLower(first.sha256());
+  std::string bytes;
+  bytes.reserve(first.total_bytes());
+  IPUPOD_RETURN_IF_ERROR(AppendChunk(first, first, &bytes));
+  v1::ExecutableChunk chunk;
+  while (reader->Read(&chunk)) IPUPOD_RETURN_IF_ERROR(AppendChunk(chunk, first, &bytes));
+  if (bytes.size() != first.total_bytes()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the upload ended after %d of the declared %d bytes; upload the whole file again",
+        bytes.size(), first.total_bytes()));
+  }
+  return bytes;
+}
+
+// The declared hash must be the header's, and the payload must match it.
+absl::Status VerifyUpload(absl::string_view bytes, const std::string& sha256) {
+  if (bytes.substr(0, compiler::kExecutableMagic.size()) != compiler::kExecutableMagic) {
+    return absl::OkStatus();  // not an .ipx at all: the cache says so
+  }
+  compiler::Sha256Digest header_hash;
+  bytes.substr(24, header_hash.size()).copy(reinterpret_cast<char*>(header_hash.data()),
+                                            header_hash.size());
+  const std::string header_hex = compiler::DigestHex(header_hash);
+  if (header_hex != sha256) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "declared sha256 %s but the executable's header says %s; declare the header's hash",
+        sha256, header_hex));
+  }
+  const std::string payload_hex =
+      compiler::DigestHex(compiler::Sha256Of(bytes.substr(compiler::kExecutableHeaderBytes)));
+  if (payload_hex != sha256) {
+    return absl::DataLossError(absl::StrFormat(
+        "the executable's bytes hash to %s, not %s: it was corrupted on the way or on disk; "
+        "upload it again, or recompile it if that fails",
+        payload_hex, sha256));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- load
+
+absl::Status CheckIpuCount(const compiler::Executable& exe, const scheduler::SessionView& s) {
+  const int64_t n = static_cast<int64_t>(s.ipus.size());
+  const int64_t needed = exe.ipus.needed;
+  if (exe.ipus.reserved == n || (needed <= n && n == compiler::NextPowerOfTwo(needed))) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "the executable needs %d IPUs (reserves %d) but session %s has %d; attach with %d IPUs "
+      "(ipupod attach -n %d)",
+      needed, exe.ipus.reserved, s.id, n, exe.ipus.reserved, exe.ipus.reserved));
+}
+
+// Device bytes for each IPU of the session: one replica's plan on each
+// replica's IPUs, nothing on auto-round extras.
+std::vector<uint64_t> ChargePerIpu(const runtime::Program& program, size_t session_ipus) {
+  const std::vector<int64_t> per_ipu = program.memory_bytes_per_ipu();
+  std::vector<uint64_t> charge(session_ipus, 0);
+  const int64_t replicas = program.executable().replication_factor;
+  for (int64_t r = 0; r < replicas; ++r) {
+    for (size_t i = 0; i < per_ipu.size(); ++i) {
+      const size_t index = static_cast<size_t>(r) * per_ipu.size() + i;
+      if (index < charge.size()) charge[index] = static_cast<uint64_t>(per_ipu[i]);
+    }
+  }
+  return charge;
+}
+
+// ---------------------------------------------------------------- tensors
+
+template <typename Reader, typename Request>
+absl::StatusOr<std::string> ReadSession(Reader* reader, Request* first) {
+  if (!reader->Read(first)) {
+    return absl::InvalidArgumentError("the stream ended before naming the session");
+  }
+  if (first->part_case() != Request::kSession) {
+    return absl::InvalidArgumentError("the first message must name the session");
+  }
+  return first->session();
+}
+
+// Reads headers and chunks until the client closes its side.
+template <typename Request, typename Reader>
+absl::StatusOr<runtime::NamedTensors> ReadTensors(Reader* reader, TensorAssembler& assembler) {
+  Request message;
+  while (reader->Read(&message)) {
+    switch (message.part_case()) {
+      case Request::kHeader:
+        IPUPOD_RETURN_IF_ERROR(assembler.AddHeader(message.header()));
+        break;
+      case Request::kData:
+        IPUPOD_RETURN_IF_ERROR(assembler.AddData(message.data().data()));
+        break;
+      default:
+        return absl::InvalidArgumentError(
+            "only the first message names the session; then send tensor headers and data");
+    }
+  }
+  return assembler.Finish();
+}
+
+int64_t HostBytes(const std::vector<compiler::TensorSpec>& specs) {
+  int64_t bytes = 0;
+  for (const auto& spec : specs) {
+    absl::StatusOr<int64_t> n = graph::CheckedNumElements(spec.dtype, spec.shape);
+    if (n.ok()) bytes += *n * static_cast<int64_t>(graph::DTypeSize(spec.dtype));
+  }
+  return bytes;
+}
+
+int64_t TensorBytes(const runtime::NamedTensors& tensors) {
+  int64_t bytes = 0;
+  for (const auto& [name, tensor] : tensors) bytes += static_cast<int64_t>(tensor.byte_size());
+  return bytes;
+}
+
+template <typename Response, typename Writer>
+absl::Status WriteTensors(const runtime::NamedTensors& tensors, Writer* writer) {
+  return StreamTensors(
+      tensors,
+      [writer](const v1::TensorHeader& header) {
+        Response response;
+        *response.mutable_header() = header;
+        return writer->Write(response);
+      },
+      [writer](absl::string_view chunk) {
+        Response response;
+        response.mutable_data()->set_data(chunk.data(), chunk.size());
+        return writer->Write(response);
+      });
+}
+
+void ToProto(const runtime::StepResult& step, uint64_t run_index, v1::RunStats* out) {
+  out->set_samples(static_cast<uint64_t>(step.samples));
+  out->set_wall_seconds(step.wall_s);
+  out->set_simulated_seconds(step.simulated.total_s());
+  out->set_simulated_compute_seconds(step.simulated.compute_s);
+  out->set_simulated_pipeline_ramp_seconds(step.simulated.pipeline_ramp_s);
+  out->set_simulated_ipu_link_seconds(step.simulated.ipu_link_s);
+  out->set_simulated_host_seconds(step.simulated.host_s);
+  out->set_flops(static_cast<uint64_t>(step.flops));
+  out->set_run_index(run_index);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- handlers
+
+grpc::Status ExecutionServiceImpl::StatExecutable(grpc::ServerContext* context,
+                                                  const v1::StatExecutableRequest* request,
+                                                  v1::ExecutableRef* response) {
+  return Handle(context, env_, "StatExecutable", [&](const Caller&) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(const std::string sha256, ParseSha256(request->sha256()));
+    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Get(sha256));
+    ToProto(*cached.executable, cached.size_bytes, true, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ExecutionServiceImpl::UploadExecutable(
+    grpc::ServerContext* context, grpc::ServerReader<v1::ExecutableChunk>* reader,
+    v1::ExecutableRef* response) {
+  return Handle(context, env_, "UploadExecutable", [&](const Caller&) -> absl::Status {
+    std::string sha256;
+    IPUPOD_ASSIGN_OR_RETURN(const std::string bytes,
+                            ReceiveExecutable(reader, cache_->max_bytes(), &sha256));
+    IPUPOD_RETURN_IF_ERROR(VerifyUpload(bytes, sha256));
+    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Put(bytes));
+    ToProto(*cached.executable, cached.size_bytes, cached.cache_hit, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
+                                        const v1::LoadRequest* request,
+                                        v1::LoadedProgram* response) {
+  return Handle(context, env_, "Load", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
+                            SessionOp::Begin(env_, *programs_, caller, request->session()));
+    IPUPOD_ASSIGN_OR_RETURN(const std::string sha256, ParseSha256(request->sha256()));
+    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Get(sha256));
+    IPUPOD_RETURN_IF_ERROR(CheckIpuCount(*cached.executable, op->session()));
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Program> program,
+                            runtime::Program::Create(cached.executable));
+    const std::vector<uint64_t> charge = ChargePerIpu(*program, op->session().ipus.size());
+    IPUPOD_ASSIGN_OR_RETURN(
+        const uint64_t generation,
+        env_.scheduler->RecordLoad(op->session().id, op->load_generation(), charge));
+    LoadedState state;
+    state.simulated_load_seconds = program->SimulatedLoadSeconds();
+    state.program = std::move(program);
+    state.executable_size_bytes = cached.size_bytes;
+    state.load_generation = generation;
+    op->slot().set_state(state);
+    FillLoaded(env_, op->session(), state, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ExecutionServiceImpl::GetLoaded(grpc::ServerContext* context,
+                                             const v1::GetLoadedRequest* request,
+                                             v1::LoadedProgram* response) {
+  return Handle(context, env_, "GetLoaded", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
+                            SessionOp::Begin(env_, *programs_, caller, request->session()));
+    IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+    FillLoaded(env_, op->session(), state, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ExecutionServiceImpl::WriteWeights(
+    grpc::ServerContext* context, grpc::ServerReader<v1::WriteWeightsRequest>* reader,
+    v1::WriteWeightsResponse* response) {
+  return Handle(context, env_, "WriteWeights", [&](const Caller& caller) -> absl::Status {
+    v1::WriteWeightsRequest first;
+    IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(reader, &first));
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
+                            SessionOp::Begin(env_, *programs_, caller, session));
+    IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+    TensorAssembler assembler("weights", state.program->weight_bytes() + kWeightSlackBytes);
+    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights,
+                            ReadTensors<v1::WriteWeightsRequest>(reader, assembler));
+    const int64_t bytes = TensorBytes(weights);
+    std::vector<std::string> names;
+    for (const auto& [name, tensor] : weights) names.push_back(name);
+    IPUPOD_RETURN_IF_ERROR(state.program->SetWeights(std::move(weights)));
+    for (std::string& name : names) response->add_written(std::move(name));
+    response->set_simulated_seconds(state.program->SimulatedHostToDeviceSeconds(bytes));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ExecutionServiceImpl::ReadWeights(grpc::ServerContext* context,
+                                               const v1::ReadWeightsRequest* request,
+                                               grpc::ServerWriter<v1::ReadWeightsResponse>* writer) {
+  return Handle(context, env_, "ReadWeights", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
+                            SessionOp::Begin(env_, *programs_, caller, request->session()));
+    IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+    const std::vector<std::string> names(request->names().begin(), request->names().end());
+    IPUPOD_ASSIGN_OR_RETURN(const runtime::NamedTensors weights,
+                            state.program->GetWeights(names));
+    return WriteTensors<v1::ReadWeightsResponse>(weights, writer);
+  });
+}
+
+grpc::Status ExecutionServiceImpl::Run(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::RunResponse, v1::RunRequest>* stream) {
+  return Handle(context, env_, "Run", [&](const Caller& caller) -> absl::Status {
+    v1::RunRequest first;
+    IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(stream, &first));
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
+                            SessionOp::Begin(env_, *programs_, caller, session));
+    IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+    TensorAssembler assembler("inputs", HostBytes(state.program->host_inputs()));
+    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors inputs,
+                            ReadTensors<v1::RunRequest>(stream, assembler));
+    IPUPOD_ASSIGN_OR_RETURN(const runtime::StepResult step, state.program->RunStep(inputs));
+    const uint64_t run_index = op->slot().CountRun();
+    IPUPOD_RETURN_IF_ERROR(WriteTensors<v1::RunResponse>(step.outputs, stream));
+    v1::RunResponse last;
+    ToProto(step, run_index, last.mutable_stats());
+    if (!stream->Write(last)) return absl::CancelledError("the client stopped reading");
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace ipupod::server

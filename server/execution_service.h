@@ -1,0 +1,82 @@
+// File: server/execution_service.h
+//
+// ExecutionServiceImpl: ipupod.v1.ExecutionService (execution.proto) on
+// gRPC's synchronous API. Its calls move megabytes and run models on the
+// host's CPUs, so each holds one thread of the server's sync pool, which
+// PodServer bounds with a ResourceQuota (ipupodd --max-execution-threads);
+// when every thread is taken gRPC answers RESOURCE_EXHAUSTED (retry). The
+// callback services (pod, partitions, sessions) do not use that pool.
+//
+// Every call authenticates like the other services (server/auth.h), logs
+// one line (server/request_log.h) and converts its absl::Status at the end
+// (server/status_convert.h, with device-error trailers).
+//
+// Session operations (Load, GetLoaded, WriteWeights, ReadWeights, Run):
+//   1. the session's slot is taken (server/loaded_programs.h: one operation
+//      per session; UNAVAILABLE after waiting `operation_wait`);
+//   2. Scheduler::BeginSessionOperation: ownership (PERMISSION_DENIED,
+//      NOT_FOUND), one random-fault draw, health (ABORTED / DATA_LOSS with
+//      kind and recovery action, UNAVAILABLE while resetting), IPUs busy;
+//   3. all but Load: FAILED_PRECONDITION if nothing is loaded, or if the
+//      session's IPUs were cleared since the load (load generation moved);
+//   4. the work; EndSessionOperation and the slot are released on every
+//      path.
+// Load charges device memory through Scheduler::RecordLoad and replaces
+// the session's previous program only once everything succeeded.
+//
+// Bounds: executable chunks and tensor chunks at most 1 MiB
+// (INVALID_ARGUMENT); an upload at most the cache's size
+// (RESOURCE_EXHAUSTED); weights written at most the program's weight bytes
+// + kWeightSlackBytes, inputs at most the step's input bytes
+// (INVALID_ARGUMENT). A failed call changes nothing.
+//
+// Thread safety: handlers run concurrently on gRPC's sync threads. The
+// ServiceEnv, cache and programs must outlive the service.
+#ifndef IPUPOD_SERVER_EXECUTION_SERVICE_H_
+#define IPUPOD_SERVER_EXECUTION_SERVICE_H_
+
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include "ipupod/v1/execution.grpc.pb.h"
+#include "runtime/executable_cache.h"
+#include "server/loaded_programs.h"
+#include "server/service_env.h"
+
+namespace ipupod::server {
+
+inline constexpr int64_t kWeightSlackBytes = int64_t{64} << 10;
+
+class ExecutionServiceImpl final : public v1::ExecutionService::Service {
+ public:
+  ExecutionServiceImpl(const ServiceEnv& env, runtime::ExecutableCache* cache,
+                       LoadedPrograms* programs)
+      : env_(env), cache_(cache), programs_(programs) {}
+
+  grpc::Status StatExecutable(grpc::ServerContext* context,
+                              const v1::StatExecutableRequest* request,
+                              v1::ExecutableRef* response) override;
+  grpc::Status UploadExecutable(grpc::ServerContext* context,
+                                grpc::ServerReader<v1::ExecutableChunk>* reader,
+                                v1::ExecutableRef* response) override;
+  grpc::Status Load(grpc::ServerContext* context, const v1::LoadRequest* request,
+                    v1::LoadedProgram* response) override;
+  grpc::Status GetLoaded(grpc::ServerContext* context, const v1::GetLoadedRequest* request,
+                         v1::LoadedProgram* response) override;
+  grpc::Status WriteWeights(grpc::ServerContext* context,
+                            grpc::ServerReader<v1::WriteWeightsRequest>* reader,
+                            v1::WriteWeightsResponse* response) override;
+  grpc::Status ReadWeights(grpc::ServerContext* context, const v1::ReadWeightsRequest* request,
+                           grpc::ServerWriter<v1::ReadWeightsResponse>* writer) override;
+  grpc::Status Run(grpc::ServerContext* context,
+                   grpc::ServerReaderWriter<v1::RunResponse, v1::RunRequest>* stream) override;
+
+ private:
+  const ServiceEnv& env_;
+  runtime::ExecutableCache* const cache_;
+  LoadedPrograms* const programs_;
+};
+
+}  // namespace ipupod::server
+
+#endif  // IPUPOD_SERVER_EXECUTION_SERVICE_H_

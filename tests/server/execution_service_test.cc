@@ -1,0 +1,657 @@
+// ExecutionService on an in-process PodServer (ephemeral loopback port),
+// driven through the generated sync stub: uploads (chunked, cache hits,
+// hash and size errors), loads (IPU counts, memory charged and freed), runs
+// checked against graph::Interpreter, weights round trips and errors, and
+// how resets and faults surface.
+#include "server/execution_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/grpcpp.h>
+
+#include "compiler/compile.h"
+#include "compiler/executable.h"
+#include "gmock/gmock.h"
+#include "graph/interpreter.h"
+#include "graph/onnx_import.h"
+#include "gtest/gtest.h"
+#include "ipupod/v1/execution.grpc.pb.h"
+#include "ipupod/v1/pod.grpc.pb.h"
+#include "server/server.h"
+#include "server/tensor_stream.h"
+#include "tests/graph/onnx_builder.h"
+#include <unistd.h>
+
+namespace ipupod::server {
+namespace {
+
+using graph::testing::kFloat;
+using graph::testing::OnnxBuilder;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr auto kRpcTimeout = std::chrono::seconds(30);
+constexpr size_t kChunk = size_t{1} << 20;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = ::testing::TempDir() + "ipupod_exec_XXXXXX";
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<float> Ramp(int64_t n, float scale) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = scale * static_cast<float>(int(i % 13) - 6);
+  return v;
+}
+
+// x[4, 8] -> fc1 [8, hidden] -> Relu -> fc2 [hidden, 4] -> y[4, 4].
+std::string MlpBytes(int64_t hidden) {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {4, 8});
+  b.Output("y", kFloat, {4, 4});
+  b.Floats("fc1.w", {8, hidden}, Ramp(8 * hidden, 0.1f));
+  b.Floats("fc2.w", {hidden, 4}, Ramp(hidden * 4, 0.05f));
+  b.Node("MatMul", {"x", "fc1.w"}, {"h"}, "/fc1/MatMul");
+  b.Node("Relu", {"h"}, {"hr"}, "/act/Relu");
+  b.Node("MatMul", {"hr", "fc2.w"}, {"y"}, "/fc2/MatMul");
+  return b.Bytes();
+}
+
+struct Compiled {
+  std::string onnx;
+  std::string ipx;
+  std::string sha256;
+};
+
+Compiled CompileMlp(int64_t hidden) {
+  Compiled c;
+  c.onnx = MlpBytes(hidden);
+  absl::StatusOr<compiler::Executable> exe = compiler::Compile(c.onnx, compiler::IpuConfig(), {});
+  EXPECT_TRUE(exe.ok()) << exe.status();
+  absl::StatusOr<std::string> ipx = compiler::WriteExecutable(*exe);
+  EXPECT_TRUE(ipx.ok()) << ipx.status();
+  c.ipx = *ipx;
+  c.sha256 = exe->content_hash;
+  return c;
+}
+
+graph::Tensor Floats(graph::Shape shape, const std::vector<float>& values) {
+  return *graph::Tensor::FromValues<float>(std::move(shape), values);
+}
+
+std::string Trailer(const grpc::ClientContext& context, const std::string& key) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(key);
+  return it == trailers.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+template <typename Request>
+void SendTensors(const runtime::NamedTensors& tensors,
+                 const std::function<bool(const Request&)>& write) {
+  absl::Status sent = StreamTensors(
+      tensors,
+      [&](const v1::TensorHeader& h) {
+        Request r;
+        *r.mutable_header() = h;
+        return write(r);
+      },
+      [&](absl::string_view chunk) {
+        Request r;
+        r.mutable_data()->set_data(chunk.data(), chunk.size());
+        return write(r);
+      });
+  (void)sent;  // a write fails when the server ends the call early; Finish says why
+}
+
+// Collects header + data responses into tensors.
+template <typename Response>
+class Collector {
+ public:
+  bool Add(const Response& r) {
+    if (r.has_header()) {
+      if (!assembler_.AddHeader(r.header()).ok()) return false;
+    } else if (r.has_data()) {
+      if (!assembler_.AddData(r.data().data()).ok()) return false;
+    }
+    return true;
+  }
+  runtime::NamedTensors Finish() { return *assembler_.Finish(); }
+
+ private:
+  TensorAssembler assembler_{"responses", int64_t{1} << 32};
+};
+
+// One caller of the pod and execution services.
+class Caller {
+ public:
+  Caller(const std::string& address, std::string user)
+      : channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+        user_(std::move(user)),
+        pod_(v1::PodService::NewStub(channel_)),
+        session_(v1::SessionService::NewStub(channel_)),
+        exec_(v1::ExecutionService::NewStub(channel_)) {}
+
+  std::unique_ptr<grpc::ClientContext> Context() const {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+    if (!user_.empty()) context->AddMetadata("x-ipupod-user", user_);
+    return context;
+  }
+  v1::PodService::Stub& pod() { return *pod_; }
+  v1::SessionService::Stub& session() { return *session_; }
+  v1::ExecutionService::Stub& exec() { return *exec_; }
+
+  grpc::Status Upload(const std::string& bytes, const std::string& sha256, v1::ExecutableRef* ref,
+                      size_t chunk = kChunk, uint64_t total = 0) {
+    auto context = Context();
+    auto writer = exec_->UploadExecutable(context.get(), ref);
+    for (size_t offset = 0; offset == 0 || offset < bytes.size(); offset += chunk) {
+      v1::ExecutableChunk c;
+      if (offset == 0) {
+        c.set_sha256(sha256);
+        c.set_total_bytes(total != 0 ? total : bytes.size());
+      }
+      c.set_data(bytes.substr(offset, chunk));
+      if (!writer->Write(c)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+  grpc::Status Stat(const std::string& sha256, v1::ExecutableRef* ref = nullptr) {
+    v1::ExecutableRef unused;
+    v1::StatExecutableRequest request;
+    request.set_sha256(sha256);
+    auto context = Context();
+    return exec_->StatExecutable(context.get(), request, ref ? ref : &unused);
+  }
+  grpc::Status Load(const std::string& session, const std::string& sha256,
+                    v1::LoadedProgram* loaded = nullptr, grpc::ClientContext* context = nullptr) {
+    v1::LoadedProgram unused;
+    v1::LoadRequest request;
+    request.set_session(session);
+    request.set_sha256(sha256);
+    auto own = Context();
+    return exec_->Load(context ? context : own.get(), request, loaded ? loaded : &unused);
+  }
+  grpc::Status GetLoaded(const std::string& session, v1::LoadedProgram* loaded) {
+    v1::GetLoadedRequest request;
+    request.set_session(session);
+    auto context = Context();
+    return exec_->GetLoaded(context.get(), request, loaded);
+  }
+  grpc::Status WriteWeights(const std::string& session, const runtime::NamedTensors& tensors,
+                            v1::WriteWeightsResponse* response = nullptr) {
+    v1::WriteWeightsResponse unused;
+    auto context = Context();
+    auto writer = exec_->WriteWeights(context.get(), response ? response : &unused);
+    v1::WriteWeightsRequest first;
+    first.set_session(session);
+    if (writer->Write(first)) {
+      SendTensors<v1::WriteWeightsRequest>(
+          tensors, [&](const v1::WriteWeightsRequest& r) { return writer->Write(r); });
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+  grpc::Status ReadWeights(const std::string& session, const std::vector<std::string>& names,
+                           runtime::NamedTensors* out) {
+    v1::ReadWeightsRequest request;
+    request.set_session(session);
+    for (const auto& n : names) request.add_names(n);
+    auto context = Context();
+    auto reader = exec_->ReadWeights(context.get(), request);
+    Collector<v1::ReadWeightsResponse> collector;
+    v1::ReadWeightsResponse r;
+    size_t max_chunk = 0;
+    while (reader->Read(&r)) {
+      if (r.has_data()) max_chunk = std::max(max_chunk, r.data().data().size());
+      EXPECT_TRUE(collector.Add(r));
+    }
+    EXPECT_LE(max_chunk, kChunk);
+    grpc::Status status = reader->Finish();
+    if (status.ok()) *out = collector.Finish();
+    return status;
+  }
+  // One step; `context` (optional) receives the trailers.
+  grpc::Status Run(const std::string& session, const runtime::NamedTensors& inputs,
+                   runtime::NamedTensors* outputs, v1::RunStats* stats,
+                   grpc::ClientContext* context = nullptr) {
+    auto own = Context();
+    auto stream = exec_->Run(context ? context : own.get());
+    v1::RunRequest first;
+    first.set_session(session);
+    if (stream->Write(first)) {
+      SendTensors<v1::RunRequest>(inputs,
+                                  [&](const v1::RunRequest& r) { return stream->Write(r); });
+    }
+    stream->WritesDone();
+    Collector<v1::RunResponse> collector;
+    v1::RunResponse r;
+    while (stream->Read(&r)) {
+      if (r.has_stats() && stats != nullptr) *stats = r.stats();
+      collector.Add(r);
+    }
+    grpc::Status status = stream->Finish();
+    if (status.ok() && outputs != nullptr) *outputs = collector.Finish();
+    return status;
+  }
+  std::vector<uint64_t> MemoryUsed(const std::vector<int>& ipus) {
+    v1::GetPodInfoResponse info;
+    auto context = Context();
+    EXPECT_TRUE(pod_->GetPodInfo(context.get(), {}, &info).ok());
+    std::vector<uint64_t> used;
+    for (int ipu : ipus) used.push_back(info.ipus(ipu).memory_used_bytes());
+    return used;
+  }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::string user_;
+  std::unique_ptr<v1::PodService::Stub> pod_;
+  std::unique_ptr<v1::SessionService::Stub> session_;
+  std::unique_ptr<v1::ExecutionService::Stub> exec_;
+};
+
+// An open attach stream: the session lives while it does.
+class Attached {
+ public:
+  Attached(Caller& caller, int num_ipus) : context_(caller.Context()) {
+    v1::AttachRequest request;
+    request.set_num_ipus(static_cast<uint32_t>(num_ipus));
+    request.set_client("execution_service_test");
+    reader_ = caller.session().Attach(context_.get(), request);
+    v1::AttachEvent event;
+    while (reader_->Read(&event)) {
+      if (event.has_granted()) {
+        info_ = event.granted();
+        break;
+      }
+    }
+  }
+  ~Attached() {
+    context_->TryCancel();
+    reader_->Finish().ok();
+  }
+  const std::string& id() const { return info_.session(); }
+  std::vector<int> ipus() const { return {info_.ipus().begin(), info_.ipus().end()}; }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReader<v1::AttachEvent>> reader_;
+  v1::SessionInfo info_;
+};
+
+class ExecutionServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    mlp_ = new Compiled(CompileMlp(16));
+    big_ = new Compiled(CompileMlp(160'000));  // fc1.w: 8 x 160000 floats = 5.1 MB
+  }
+  static void TearDownTestSuite() {
+    delete mlp_;
+    delete big_;
+  }
+  void SetUp() override { StartServer(BaseConfig()); }
+  ServerConfig BaseConfig() {
+    ServerConfig config;
+    config.listen = "127.0.0.1:0";
+    config.state_dir = state_.path() + "/state";
+    config.ipu_reset_ms = 20;
+    config.partition_reset_ms = 20;
+    config.pod_reset_ms = 20;
+    config.log_level = "warn";
+    return config;
+  }
+  void StartServer(const ServerConfig& config) {
+    server_.reset();
+    auto server = PodServer::Start(config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    alice_ = std::make_unique<Caller>(Address(), "alice");
+    bob_ = std::make_unique<Caller>(Address(), "bob");
+    admin_ = std::make_unique<Caller>(Address(), "admin");
+  }
+  std::string Address() const { return "127.0.0.1:" + std::to_string(server_->port()); }
+  void MustUpload(const Compiled& c) {
+    v1::ExecutableRef ref;
+    grpc::Status s = alice_->Upload(c.ipx, c.sha256, &ref);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  void MustLoad(const Attached& session, const Compiled& c, v1::LoadedProgram* loaded = nullptr) {
+    MustUpload(c);
+    grpc::Status s = alice_->Load(session.id(), c.sha256, loaded);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  runtime::NamedTensors Inputs() { return {{"x", Floats({4, 8}, Ramp(32, 0.3f))}}; }
+  // y from the interpreter on the model's own graph.
+  graph::Tensor Reference(const std::string& onnx, const graph::Tensor& x) {
+    absl::StatusOr<graph::Graph> g = graph::ImportOnnx(onnx);
+    EXPECT_TRUE(g.ok()) << g.status();
+    auto interpreter = graph::Interpreter::Create(*std::move(g));
+    EXPECT_TRUE(interpreter.ok()) << interpreter.status();
+    auto out = (*interpreter)->Run({x});
+    EXPECT_TRUE(out.ok()) << out.status();
+    return (*out)[0];
+  }
+  grpc::Status InjectFault(int ipu, v1::FaultKind kind) {
+    v1::InjectFaultRequest request;
+    request.set_ipu(static_cast<uint32_t>(ipu));
+    request.set_kind(kind);
+    v1::InjectFaultResponse response;
+    auto context = admin_->Context();
+    return admin_->pod().InjectFault(context.get(), request, &response);
+  }
+  grpc::Status ResetSession(const std::string& session) {
+    v1::ResetSessionRequest request;
+    request.set_session(session);
+    v1::ResetResponse response;
+    auto context = alice_->Context();
+    return alice_->session().ResetSession(context.get(), request, &response);
+  }
+
+  static Compiled* mlp_;
+  static Compiled* big_;
+  TempDir state_;
+  std::unique_ptr<PodServer> server_;
+  std::unique_ptr<Caller> alice_, bob_, admin_;
+};
+
+Compiled* ExecutionServiceTest::mlp_ = nullptr;
+Compiled* ExecutionServiceTest::big_ = nullptr;
+
+// ---------------------------------------------------------------- upload
+
+TEST_F(ExecutionServiceTest, UploadInChunksThenStatAndASecondUploadHits) {
+  EXPECT_EQ(alice_->Stat(big_->sha256).error_code(), grpc::StatusCode::NOT_FOUND);
+  ASSERT_GT(big_->ipx.size(), 4 * kChunk);
+  v1::ExecutableRef ref;
+  grpc::Status s = alice_->Upload(big_->ipx, big_->sha256, &ref, kChunk);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(ref.sha256(), big_->sha256);
+  EXPECT_EQ(ref.size_bytes(), big_->ipx.size());
+  EXPECT_FALSE(ref.cache_hit());
+  EXPECT_EQ(ref.mode(), "inference");
+  EXPECT_EQ(ref.ipus_needed(), 1u);
+  EXPECT_EQ(ref.ipus_reserved(), 1u);
+  v1::ExecutableRef stat;
+  ASSERT_TRUE(bob_->Stat(big_->sha256, &stat).ok());
+  EXPECT_EQ(stat.size_bytes(), big_->ipx.size());
+  ASSERT_TRUE(bob_->Upload(big_->ipx, big_->sha256, &ref, 300'000).ok());
+  EXPECT_TRUE(ref.cache_hit());
+}
+
+TEST_F(ExecutionServiceTest, StatNeedsAWellFormedHash) {
+  EXPECT_EQ(alice_->Stat("abc").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::Status s = alice_->Stat(std::string(64, 'a'));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ExecutionServiceTest, UploadErrorsStoreNothing) {
+  v1::ExecutableRef ref;
+  const std::string other(64, 'b');
+  grpc::Status s = alice_->Upload(mlp_->ipx, other, &ref);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("the executable's header says " + mlp_->sha256));
+
+  std::string corrupted = mlp_->ipx;
+  corrupted[corrupted.size() / 2] ^= 0x40;
+  s = alice_->Upload(corrupted, mlp_->sha256, &ref);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DATA_LOSS);
+  EXPECT_THAT(s.error_message(), HasSubstr("upload it again"));
+
+  std::string big_chunk(kChunk + 1, 'x');
+  s = alice_->Upload(big_chunk, mlp_->sha256, &ref, kChunk + 1);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("over the 1 MiB limit"));
+
+  s = alice_->Upload(mlp_->ipx.substr(0, 100), mlp_->sha256, &ref, kChunk, mlp_->ipx.size());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("ended after 100 of the declared"));
+
+  s = alice_->Upload(mlp_->ipx, "not-a-hash", &ref);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(alice_->Stat(mlp_->sha256).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ExecutionServiceTest, UploadLargerThanTheCacheIsRefused) {
+  ServerConfig config = BaseConfig();
+  config.executable_cache_mb = 1;
+  StartServer(config);
+  v1::ExecutableRef ref;
+  grpc::Status s = alice_->Upload(big_->ipx, big_->sha256, &ref);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("--executable-cache-mb"));
+}
+
+TEST_F(ExecutionServiceTest, CallsNeedAUser) {
+  Caller anonymous(Address(), "");
+  EXPECT_EQ(anonymous.Stat(mlp_->sha256).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// ---------------------------------------------------------------- load and run
+
+TEST_F(ExecutionServiceTest, OperationsNeedALoadAndTheirOwnSession) {
+  Attached session(*alice_, 1);
+  runtime::NamedTensors out;
+  v1::RunStats stats;
+  grpc::Status s = alice_->Run(session.id(), Inputs(), &out, &stats);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(), "no executable is loaded in session " + session.id() +
+                                   ": load one first (ipupod run loads it for you)");
+  v1::LoadedProgram loaded;
+  EXPECT_EQ(alice_->GetLoaded(session.id(), &loaded).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(alice_->WriteWeights(session.id(), {}).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  MustUpload(*mlp_);
+  EXPECT_EQ(bob_->Load(session.id(), mlp_->sha256).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(alice_->Load("s9-9", mlp_->sha256).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(alice_->Load(session.id(), std::string(64, 'c')).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(alice_->Load("", mlp_->sha256).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ExecutionServiceTest, LoadNeedsTheExecutablesIpuCount) {
+  Attached session(*alice_, 2);
+  MustUpload(*mlp_);
+  grpc::Status s = alice_->Load(session.id(), mlp_->sha256);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("needs 1 IPUs (reserves 1) but session"));
+  EXPECT_THAT(s.error_message(), HasSubstr("has 2; attach with 1 IPUs"));
+  EXPECT_THAT(alice_->MemoryUsed(session.ipus()), ElementsAre(0u, 0u));
+}
+
+TEST_F(ExecutionServiceTest, LoadAndRunMatchTheInterpreter) {
+  Attached session(*alice_, 1);
+  v1::LoadedProgram loaded;
+  MustLoad(session, *mlp_, &loaded);
+  EXPECT_EQ(loaded.session(), session.id());
+  EXPECT_EQ(loaded.executable().sha256(), mlp_->sha256);
+  EXPECT_EQ(loaded.run_shape().samples_per_step(), 4u);
+  ASSERT_EQ(loaded.inputs_size(), 1);
+  EXPECT_EQ(loaded.inputs(0).name(), "x");
+  EXPECT_THAT(loaded.inputs(0).shape(), ElementsAre(4, 8));
+  ASSERT_EQ(loaded.outputs_size(), 1);
+  EXPECT_EQ(loaded.weights_size(), 2);
+  ASSERT_EQ(loaded.memory_size(), 1);
+  EXPECT_GT(loaded.memory(0).used_bytes(), 0u);
+  EXPECT_GT(loaded.simulated_load_seconds(), 0);
+  EXPECT_THAT(alice_->MemoryUsed(session.ipus()), ElementsAre(loaded.memory(0).used_bytes()));
+
+  runtime::NamedTensors out;
+  v1::RunStats stats;
+  grpc::Status s = alice_->Run(session.id(), Inputs(), &out, &stats);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].first, "y");
+  EXPECT_EQ(out[0].second, Reference(mlp_->onnx, Inputs()[0].second));
+  EXPECT_EQ(stats.samples(), 4u);
+  EXPECT_EQ(stats.run_index(), 1u);
+  EXPECT_GT(stats.flops(), 0u);
+  EXPECT_GT(stats.simulated_seconds(), 0);
+  ASSERT_TRUE(alice_->Run(session.id(), Inputs(), &out, &stats).ok());
+  EXPECT_EQ(stats.run_index(), 2u);
+  ASSERT_TRUE(alice_->GetLoaded(session.id(), &loaded).ok());
+  EXPECT_EQ(loaded.runs(), 2u);
+}
+
+TEST_F(ExecutionServiceTest, RunInputErrorsNameTheInput) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  v1::RunStats stats;
+  grpc::Status s = alice_->Run(session.id(), {{"x", Floats({2, 8}, Ramp(16, 1))}}, nullptr,
+                               &stats);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("x"));
+  s = alice_->Run(session.id(), {{"x", Floats({40, 8}, Ramp(320, 1))}}, nullptr, &stats);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("all this program can take"));
+  v1::LoadedProgram loaded;
+  ASSERT_TRUE(alice_->GetLoaded(session.id(), &loaded).ok());
+  EXPECT_EQ(loaded.runs(), 0u);
+}
+
+TEST_F(ExecutionServiceTest, DetachFreesTheMemoryOfTheLoad) {
+  std::vector<int> ipus;
+  {
+    Attached session(*alice_, 1);
+    ipus = session.ipus();
+    MustLoad(session, *mlp_);
+    EXPECT_GT(alice_->MemoryUsed(ipus)[0], 0u);
+    v1::DetachRequest request;
+    request.set_session(session.id());
+    v1::DetachResponse response;
+    auto context = alice_->Context();
+    ASSERT_TRUE(alice_->session().Detach(context.get(), request, &response).ok());
+    EXPECT_THAT(alice_->MemoryUsed(ipus), ElementsAre(0u));
+    v1::LoadedProgram loaded;
+    EXPECT_EQ(alice_->GetLoaded(session.id(), &loaded).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+}
+
+// ---------------------------------------------------------------- weights
+
+TEST_F(ExecutionServiceTest, WeightsRoundTripInChunks) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *big_);
+  const graph::Tensor fc1 = Floats({8, 160'000}, Ramp(8 * 160'000, -0.25f));
+  ASSERT_GT(fc1.byte_size(), 4 * kChunk);
+  v1::WriteWeightsResponse written;
+  grpc::Status s = alice_->WriteWeights(session.id(), {{"fc1.w", fc1}}, &written);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_THAT(written.written(), ElementsAre("fc1.w"));
+  EXPECT_GT(written.simulated_seconds(), 0);
+  runtime::NamedTensors read;
+  ASSERT_TRUE(alice_->ReadWeights(session.id(), {"fc1.w"}, &read).ok());
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0].first, "fc1.w");
+  EXPECT_EQ(read[0].second, fc1);
+  ASSERT_TRUE(alice_->ReadWeights(session.id(), {}, &read).ok());
+  ASSERT_EQ(read.size(), 2u);  // every weight, sorted by name
+  EXPECT_EQ(read[0].first, "fc1.w");
+  EXPECT_EQ(read[1].first, "fc2.w");
+}
+
+TEST_F(ExecutionServiceTest, WeightErrorsChangeNothing) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  runtime::NamedTensors before;
+  ASSERT_TRUE(alice_->ReadWeights(session.id(), {}, &before).ok());
+  const graph::Tensor good = Floats({16, 4}, Ramp(64, 2));
+  const std::vector<std::pair<runtime::NamedTensors, std::string>> cases = {
+      {{{"fc2.w", good}, {"fc1.w", Floats({8, 15}, Ramp(120, 1))}}, "fc1.w"},
+      {{{"fc2.w", good}, {"fc1.w", graph::Tensor::Scalar<int64_t>(3)}}, "fc1.w"},
+      {{{"fc2.w", good}, {"fc9.w", Floats({8, 16}, Ramp(128, 1))}}, "fc9.w"},
+  };
+  for (const auto& [tensors, name] : cases) {
+    grpc::Status s = alice_->WriteWeights(session.id(), tensors);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name;
+    EXPECT_THAT(s.error_message(), HasSubstr(name));
+  }
+  runtime::NamedTensors after;
+  ASSERT_TRUE(alice_->ReadWeights(session.id(), {}, &after).ok());
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(alice_->ReadWeights(session.id(), {"nope"}, &after).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ExecutionServiceTest, MalformedTensorStreamsAreRejected) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  auto context = alice_->Context();
+  v1::WriteWeightsResponse response;
+  auto writer = alice_->exec().WriteWeights(context.get(), &response);
+  v1::WriteWeightsRequest r;
+  r.set_session(session.id());
+  writer->Write(r);
+  v1::TensorHeader* h = r.mutable_header();
+  h->set_name("fc2.w");
+  h->set_dtype("float16");
+  h->add_shape(16);
+  h->add_shape(4);
+  h->set_total_bytes(128);
+  writer->Write(r);
+  writer->WritesDone();
+  grpc::Status s = writer->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("use float32, int64, int32 or bool"));
+}
+
+// ---------------------------------------------------------------- resets and faults
+
+TEST_F(ExecutionServiceTest, AResetNeedsALoadAgain) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  ASSERT_TRUE(ResetSession(session.id()).ok());
+  EXPECT_THAT(alice_->MemoryUsed(session.ipus()), ElementsAre(0u));
+  runtime::NamedTensors out;
+  v1::RunStats stats;
+  grpc::Status s = alice_->Run(session.id(), Inputs(), &out, &stats);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(), "IPUs of session " + session.id() +
+                                   " were reset since the executable was loaded: load it again");
+  MustLoad(session, *mlp_);
+  s = alice_->Run(session.id(), Inputs(), &out, &stats);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(stats.run_index(), 1u);
+}
+
+TEST_F(ExecutionServiceTest, AnInjectedFaultSurfacesOnTheNextRun) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  ASSERT_TRUE(InjectFault(session.ipus()[0], v1::FAULT_KIND_IPU_RESET).ok());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+  context.AddMetadata("x-ipupod-user", "alice");
+  runtime::NamedTensors out;
+  v1::RunStats stats;
+  grpc::Status s = alice_->Run(session.id(), Inputs(), &out, &stats, &context);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(Trailer(context, "ipupod-error-kind"), "recoverable");
+  EXPECT_EQ(Trailer(context, "ipupod-recovery-action"), "IPU_RESET");
+  EXPECT_EQ(Trailer(context, "ipupod-ipus"), std::to_string(session.ipus()[0]));
+}
+
+}  // namespace
+}  // namespace ipupod::server

@@ -1,0 +1,103 @@
+// TensorAssembler and StreamTensors: chunking, and every malformed stream.
+#include "server/tensor_stream.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ipupod::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+
+v1::TensorHeader Header(const std::string& name, const std::string& dtype,
+                        std::vector<int64_t> shape, uint64_t total_bytes) {
+  v1::TensorHeader h;
+  h.set_name(name);
+  h.set_dtype(dtype);
+  for (int64_t d : shape) h.add_shape(d);
+  h.set_total_bytes(total_bytes);
+  return h;
+}
+
+graph::Tensor Big(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  return *graph::Tensor::FromValues<float>({n}, v);
+}
+
+TEST(TensorStreamTest, RoundTripsInChunksOfAtMostOneMiB) {
+  const runtime::NamedTensors tensors = {{"a", Big(700'000)},
+                                         {"empty", *graph::Tensor::Create(graph::DType::kInt64, {0})},
+                                         {"s", graph::Tensor::Scalar<int32_t>(7)}};
+  TensorAssembler assembler("weights", int64_t{1} << 30);
+  size_t chunks = 0;
+  absl::Status s = StreamTensors(
+      tensors, [&](const v1::TensorHeader& h) { return assembler.AddHeader(h).ok(); },
+      [&](absl::string_view data) {
+        ++chunks;
+        EXPECT_LE(data.size(), kTensorChunkBytes);
+        return assembler.AddData(data).ok();
+      });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(chunks, 4u);  // 2.8 MB in three chunks, the scalar in one, nothing for empty
+  absl::StatusOr<runtime::NamedTensors> back = assembler.Finish();
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, tensors);
+}
+
+TEST(TensorStreamTest, AFailedWriteCancels) {
+  absl::Status s = StreamTensors(
+      {{"a", Big(4)}}, [](const v1::TensorHeader&) { return true; },
+      [](absl::string_view) { return false; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+}
+
+TEST(TensorStreamTest, HeadersAreChecked) {
+  TensorAssembler a("weights", 1000);
+  EXPECT_THAT(a.AddHeader(Header("w", "float16", {2}, 4)).message(),
+              HasSubstr("dtype \"float16\" is not supported; use float32"));
+  EXPECT_THAT(a.AddHeader(Header("w", "float32", {2, 3}, 12)).message(),
+              HasSubstr("tensor w: total_bytes is 12 but float32[2, 3] holds 24 bytes"));
+  EXPECT_EQ(a.AddHeader(Header("w", "float32", {-1}, 0)).code(), kInvalid);
+  EXPECT_EQ(a.AddHeader(Header("", "float32", {1}, 4)).code(), kInvalid);
+  EXPECT_THAT(a.AddHeader(Header("w", "float32", {251}, 1004)).message(),
+              HasSubstr("past 1000 bytes"));
+  ASSERT_TRUE(a.AddHeader(Header("w", "int32", {1}, 4)).ok());
+  EXPECT_THAT(a.AddHeader(Header("v", "int32", {1}, 4)).message(),
+              HasSubstr("before tensor w was complete (0 of 4 bytes)"));
+  ASSERT_TRUE(a.AddData(std::string(4, '\0')).ok());
+  EXPECT_THAT(a.AddHeader(Header("w", "int32", {1}, 4)).message(), HasSubstr("sent twice"));
+}
+
+TEST(TensorStreamTest, DataIsChecked) {
+  TensorAssembler a("inputs", int64_t{1} << 30);
+  EXPECT_THAT(a.AddData("abcd").message(), HasSubstr("without a TensorHeader"));
+  ASSERT_TRUE(a.AddHeader(Header("x", "float32", {2}, 8)).ok());
+  EXPECT_THAT(a.AddData(std::string(kTensorChunkBytes + 1, 'x')).message(),
+              HasSubstr("over the 1 MiB limit"));
+  EXPECT_THAT(a.AddData(std::string(9, 'x')).message(), HasSubstr("more data than"));
+  ASSERT_TRUE(a.AddData(std::string(4, 'x')).ok());
+  EXPECT_THAT(a.Finish().status().message(), HasSubstr("ended inside tensor x: 4 of 8 bytes"));
+}
+
+TEST(TensorStreamTest, BoolsMustBeZeroOrOne) {
+  TensorAssembler a("inputs", 100);
+  ASSERT_TRUE(a.AddHeader(Header("m", "bool", {2}, 2)).ok());
+  EXPECT_EQ(a.AddData(std::string("\x01\x02", 2)).code(), kInvalid);
+}
+
+TEST(TensorStreamTest, ParseDTypeKnowsTheFour) {
+  EXPECT_EQ(*ParseDType("float32"), graph::DType::kFloat32);
+  EXPECT_EQ(*ParseDType("int64"), graph::DType::kInt64);
+  EXPECT_EQ(*ParseDType("int32"), graph::DType::kInt32);
+  EXPECT_EQ(*ParseDType("bool"), graph::DType::kBool);
+  EXPECT_EQ(ParseDType("f32").status().code(), kInvalid);
+}
+
+}  // namespace
+}  // namespace ipupod::server

@@ -69,8 +69,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     return absl::InvalidArgumentError(
         absl::StrCat("no server address; pass --server HOST:PORT (default ", kDefaultServer, ")"));
   }
-  if (options.rpc_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("the rpc timeout must be positive");
+  if (options.rpc_timeout <= absl::ZeroDuration() ||
+      options.stream_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the rpc and stream timeouts must be positive");
   }
   auto channel = grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(),
                                            ChannelArgs(options));
@@ -82,7 +83,20 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
       channel_(std::move(channel)),
       pod_(v1::PodService::NewStub(channel_)),
       partitions_(v1::PartitionService::NewStub(channel_)),
-      sessions_(v1::SessionService::NewStub(channel_)) {}
+      sessions_(v1::SessionService::NewStub(channel_)),
+      execution_(v1::ExecutionService::NewStub(channel_)) {}
+
+void Client::PrepareContext(grpc::ClientContext& context, absl::Duration timeout) const {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  AddIdentity(options_, context);
+}
+
+absl::Status Client::StreamStatus(const grpc::Status& status, const grpc::ClientContext& context,
+                                  absl::string_view method) const {
+  if (status.ok()) return absl::OkStatus();
+  return ConvertCallStatus(status, context.GetServerTrailingMetadata(),
+                           {options_.server, method, options_.stream_timeout});
+}
 
 template <typename Response, typename Invoke>
 absl::StatusOr<Response> Client::Call(absl::string_view method, Invoke invoke) {
@@ -183,6 +197,33 @@ absl::StatusOr<v1::ResetResponse> Client::ResetSession(absl::string_view session
   v1::ResetSessionRequest request;
   request.set_session(std::string(session));
   return ResetSession(request);
+}
+
+absl::StatusOr<v1::ExecutableRef> Client::StatExecutable(absl::string_view sha256) {
+  v1::StatExecutableRequest request;
+  request.set_sha256(std::string(sha256));
+  return Call<v1::ExecutableRef>("StatExecutable", [&](grpc::ClientContext* c,
+                                                       v1::ExecutableRef* r) {
+    return execution_->StatExecutable(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::LoadedProgram> Client::Load(absl::string_view session,
+                                               absl::string_view sha256) {
+  v1::LoadRequest request;
+  request.set_session(std::string(session));
+  request.set_sha256(std::string(sha256));
+  return Call<v1::LoadedProgram>("Load", [&](grpc::ClientContext* c, v1::LoadedProgram* r) {
+    return execution_->Load(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::LoadedProgram> Client::GetLoaded(absl::string_view session) {
+  v1::GetLoadedRequest request;
+  request.set_session(std::string(session));
+  return Call<v1::LoadedProgram>("GetLoaded", [&](grpc::ClientContext* c, v1::LoadedProgram* r) {
+    return execution_->GetLoaded(c, request, r);
+  });
 }
 
 std::unique_ptr<AttachCall> Client::StartAttach(const v1::AttachRequest& request) {

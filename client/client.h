@@ -56,6 +56,19 @@
 // LINK_RESET < PARTITION_RESET < FULL_RESET); a reset below the needed level
 // fails FAILED_PRECONDITION naming the one that would work.
 //
+// ExecutionService (implemented in client/execution.cc): executables,
+// weights and runs on an attached session's IPUs. The streaming calls
+// (UploadExecutable, WriteWeights, ReadWeights, Run) move tensors and files
+// in chunks of at most 1 MiB (client/tensor_stream.h) and have the deadline
+// `ClientOptions::stream_timeout` (default 10 minutes) instead of
+// rpc_timeout, because a step of a large model can take minutes; their
+// errors are converted exactly like the unary calls' (device-error payloads
+// included). A typical run:
+//
+//   IPUPOD_ASSIGN_OR_RETURN(v1::ExecutableRef ref, client->UploadExecutableFile("m.ipx"));
+//   IPUPOD_ASSIGN_OR_RETURN(v1::LoadedProgram p, client->Load(session, ref.sha256()));
+//   IPUPOD_ASSIGN_OR_RETURN(RunResult r, client->Run(session, inputs));
+//
 // Thread safety: Client is thread-safe (gRPC stubs are). AttachCall: Cancel()
 // is safe from any thread at any time (e.g. a signal-watching thread); the
 // other methods must be called from one thread at a time.
@@ -79,7 +92,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/grpc_status.h"
+#include "ipupod/v1/execution.grpc.pb.h"
 #include "ipupod/v1/pod.grpc.pb.h"
+#include "runtime/tensor_files.h"
 
 namespace ipupod::client {
 
@@ -95,6 +110,9 @@ struct ClientOptions {
   std::string token;                               // sent as `authorization: Bearer TOKEN` when set
   std::string user;                                // sent as `x-ipupod-user` when no token is set
   absl::Duration rpc_timeout = absl::Seconds(30);  // deadline of every unary call
+  // Deadline of each streaming ExecutionService call: an upload, a weights
+  // transfer, one Run step (a step of a big pipelined model takes minutes).
+  absl::Duration stream_timeout = absl::Minutes(10);
   // Client keepalive pings, so a dead server (or network) is noticed on a
   // held attach stream. ipupodd permits pings this frequent.
   absl::Duration keepalive_time = absl::Seconds(5);
@@ -102,6 +120,13 @@ struct ClientOptions {
 };
 
 class AttachCall;
+
+// What one Run step returned: the outputs in the executable's order, with
+// their ONNX output names and host shapes, and the server's measurements.
+struct RunResult {
+  runtime::NamedTensors outputs;
+  v1::RunStats stats;
+};
 
 class Client {
  public:
@@ -152,6 +177,26 @@ class Client {
   absl::StatusOr<v1::SessionInfo> GetSession(absl::string_view session);
   absl::StatusOr<v1::ResetResponse> ResetSession(absl::string_view session);
 
+  // ExecutionService (client/execution.cc).
+  // NOT_FOUND when the server does not hold the executable.
+  absl::StatusOr<v1::ExecutableRef> StatExecutable(absl::string_view sha256);
+  // Uploads .ipx bytes unless StatExecutable finds their hash (read from the
+  // header) already cached; then the returned ref has cache_hit set.
+  // INVALID_ARGUMENT (nothing sent) when the bytes are not an .ipx.
+  absl::StatusOr<v1::ExecutableRef> UploadExecutable(absl::string_view ipx_bytes);
+  // The same for a file; NOT_FOUND naming a missing file.
+  absl::StatusOr<v1::ExecutableRef> UploadExecutableFile(absl::string_view path);
+  absl::StatusOr<v1::LoadedProgram> Load(absl::string_view session, absl::string_view sha256);
+  absl::StatusOr<v1::LoadedProgram> GetLoaded(absl::string_view session);
+  // Weights by ONNX initializer name; all-or-nothing on the server.
+  absl::StatusOr<v1::WriteWeightsResponse> WriteWeights(absl::string_view session,
+                                                        const runtime::NamedTensors& weights);
+  // `names` empty: every weight.
+  absl::StatusOr<runtime::NamedTensors> ReadWeights(absl::string_view session,
+                                                    const std::vector<std::string>& names = {});
+  // One step: samples_per_step samples of every input (dim 0).
+  absl::StatusOr<RunResult> Run(absl::string_view session, const runtime::NamedTensors& inputs);
+
   // Starts the Attach stream in the background and returns at once; errors
   // (bad input, nothing free without `wait`, unreachable server) surface from
   // AttachCall::WaitForGrant.
@@ -163,12 +208,18 @@ class Client {
   // Runs one unary RPC: context with deadline and identity, conversion.
   template <typename Response, typename Invoke>
   absl::StatusOr<Response> Call(absl::string_view method, Invoke invoke);
+  // Deadline (now + timeout) and identity metadata on a fresh context.
+  void PrepareContext(grpc::ClientContext& context, absl::Duration timeout) const;
+  // The conversion of a finished streaming call (stream_timeout).
+  absl::Status StreamStatus(const grpc::Status& status, const grpc::ClientContext& context,
+                            absl::string_view method) const;
 
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::PodService::Stub> pod_;
   std::unique_ptr<v1::PartitionService::Stub> partitions_;
   std::shared_ptr<v1::SessionService::Stub> sessions_;
+  std::unique_ptr<v1::ExecutionService::Stub> execution_;
 };
 
 // One Attach stream: queued -> granted -> (held) -> ended. A background thread

@@ -31,13 +31,14 @@ constexpr const char* kFooter =
     "Exit codes: 0 ok, 1 other, 2 usage, 3 not found, 4 permission/authentication,\n"
     "5 nothing free (resource exhausted), 6 timed out, 7 failed precondition,\n"
     "8 server unavailable, 9 invalid argument, 10 already exists, 11 session ended by\n"
-    "someone else, 20 IPU_RESET, 21 LINK_RESET, 22 PARTITION_RESET, 23 FULL_RESET needed,\n"
-    "24 unrecoverable device error, 130 interrupted.\n"
+    "someone else, 12 compile error, 20 IPU_RESET, 21 LINK_RESET, 22 PARTITION_RESET,\n"
+    "23 FULL_RESET needed, 24 unrecoverable device error, 130 interrupted.\n"
     "\n"
     "Examples:\n"
     "  ipupod info\n"
     "  ipupod partition create p1 --size 4\n"
     "  ipupod attach --ipus 4 --wait -- python train.py\n"
+    "  ipupod compile model.onnx --ipu-config ipu_config.json -o model.ipx\n"
     "  ipupod --json queue";
 
 void AddGlobalOptions(CLI::App& app, GlobalFlags& flags) {
@@ -154,6 +155,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   AddPartitionCommands(app, selection);
   AddSessionCommands(app, selection);
   AddAdminCommands(app, selection);
+  AddCompileCommand(app, selection);
+  AddRunCommand(app, selection);
   try {
     app.parse(static_cast<int>(split.ours.size()), split.ours.data());
   } catch (const CLI::ParseError& e) {

@@ -28,21 +28,6 @@ constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
 constexpr absl::Duration kCommandStopGrace = absl::Seconds(10);
 constexpr size_t kClientLabelMax = 200;
 
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
-  return name;
-}
-
-absl::StatusOr<v1::SessionInfo> AwaitGrant(Context& ctx, client::AttachCall& call,
-                                           SignalWatcher& signals) {
-  signals.SetInterruptHandler([&call](int, bool) { call.Cancel(); });
-  absl::StatusOr<v1::SessionInfo> grant = call.WaitForGrant(
-      [&ctx](const v1::QueuePosition& q) { ctx.Note(QueuedJson(q), QueuedText(q)); });
-  signals.SetInterruptHandler(nullptr);
-  return grant;
-}
-
 int ReleaseSession(Context& ctx, client::AttachCall& call, const v1::SessionInfo& session,
                    int exit_code) {
   absl::Status released = call.Release();
@@ -138,6 +123,21 @@ int RunAttach(Context& ctx, const AttachArgs& args) {
 }
 
 }  // namespace
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+absl::StatusOr<v1::SessionInfo> AwaitGrant(Context& ctx, client::AttachCall& call,
+                                           SignalWatcher& signals) {
+  signals.SetInterruptHandler([&call](int, bool) { call.Cancel(); });
+  absl::StatusOr<v1::SessionInfo> grant = call.WaitForGrant(
+      [&ctx](const v1::QueuePosition& q) { ctx.Note(QueuedJson(q), QueuedText(q)); });
+  signals.SetInterruptHandler(nullptr);
+  return grant;
+}
 
 absl::StatusOr<v1::AttachRequest> BuildAttachRequest(const AttachArgs& args,
                                                      absl::string_view client_label) {

@@ -3,8 +3,8 @@
 // The pure parts of `ipupod attach`, exposed for tests: request building
 // (with validation of the numbers given on the command line), the client
 // label shown in `ipupod queue` / `ipupod info`, and the environment a
-// COMMAND runs with. The command itself is registered by AddAttachCommand
-// (client/cli/commands.h).
+// COMMAND runs with; and the wait for a grant that `ipupod run` shares. The
+// command itself is registered by AddAttachCommand (client/cli/commands.h).
 //
 // Thread safety: pure functions.
 #ifndef IPUPOD_CLIENT_CLI_ATTACH_H_
@@ -16,6 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/cli/child_process.h"
+#include "client/cli/context.h"
+#include "client/cli/signal_watcher.h"
 #include "client/client.h"
 
 namespace ipupod::cli {
@@ -40,6 +42,15 @@ std::string ClientLabel(absl::string_view host, int pid, const std::vector<std::
 // session as the same user.
 ChildProcess::EnvVars SessionEnvironment(const client::ClientOptions& options,
                                          const v1::SessionInfo& session);
+
+// This machine's host name ("localhost" if it has none), for ClientLabel.
+std::string HostName();
+
+// Waits for `call`'s grant, showing queue positions as notes (stderr);
+// SIGINT/SIGTERM cancel the wait at once (the result is then CANCELLED and
+// signals.Interrupted() is true).
+absl::StatusOr<v1::SessionInfo> AwaitGrant(Context& ctx, client::AttachCall& call,
+                                           SignalWatcher& signals);
 
 }  // namespace ipupod::cli
 

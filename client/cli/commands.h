@@ -6,6 +6,8 @@
 //   session.cc    attach, detach, queue, session show|reset (attach itself in
 //                 attach.cc: signals, the child command)
 //   admin.cc      ipu reset|repair, pod reset, fault inject
+//   compile.cc    compile (offline: ONNX -> .ipx)
+//   run.cc        run (upload, load, weights, steps, outputs)
 // Each Add*Commands registers its subcommands on the CLI11 app; the one the
 // user names records its runner in the Selection, and app.cc runs it after
 // the whole command line (including global options after it) was parsed.
@@ -36,6 +38,8 @@ void AddInfoCommand(CLI::App& app, Selection& selection);
 void AddPartitionCommands(CLI::App& app, Selection& selection);
 void AddSessionCommands(CLI::App& app, Selection& selection);
 void AddAdminCommands(CLI::App& app, Selection& selection);
+void AddCompileCommand(CLI::App& app, Selection& selection);
+void AddRunCommand(CLI::App& app, Selection& selection);
 
 // attach (attach.cc), registered by AddSessionCommands.
 void AddAttachCommand(CLI::App& app, Selection& selection);

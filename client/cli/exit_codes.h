@@ -17,6 +17,9 @@
 //     9   bad request value                         INVALID_ARGUMENT, OUT_OF_RANGE
 //    10   already exists                            ALREADY_EXISTS
 //    11   session ended by someone else             ABORTED without a device error kind
+//    12   the model does not compile                compile/run: INVALID_ARGUMENT from the
+//                                                   compiler (placement, run shape, out of
+//                                                   IPU memory); chosen by the command
 //    20   recoverable device error: IPU_RESET       kind recoverable, action IPU_RESET
 //    21   recoverable device error: LINK_RESET      kind recoverable, action LINK_RESET
 //    22   recoverable device error: PARTITION_RESET kind recoverable, action PARTITION_RESET
@@ -50,6 +53,7 @@ enum ExitCode : int {
   kExitInvalidArgument = 9,
   kExitAlreadyExists = 10,
   kExitAborted = 11,
+  kExitCompileError = 12,
   kExitIpuReset = 20,
   kExitLinkReset = 21,
   kExitPartitionReset = 22,

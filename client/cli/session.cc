@@ -38,7 +38,24 @@ int RunShow(Context& ctx, const SessionArgs& args) {
   request.set_session(args.session);
   auto session = (*client)->GetSession(request);
   if (!session.ok()) return ctx.Fail(session.status(), {.session = args.session});
-  return ctx.Print(SessionJson(*session), SessionText(*session, absl::Now()));
+  Json doc = SessionJson(*session);
+  std::string text = SessionText(*session, absl::Now());
+  // What the session has loaded, if anything (any error reads as nothing).
+  absl::StatusOr<v1::LoadedProgram> loaded = (*client)->GetLoaded(args.session);
+  if (loaded.ok()) {
+    const v1::RunShape& shape = loaded->run_shape();
+    doc["loaded"] = {{"sha256", loaded->executable().sha256()},
+                     {"samples_per_step", shape.samples_per_step()},
+                     {"pipeline_stages", shape.pipeline_stages()},
+                     {"runs", loaded->runs()}};
+    absl::StrAppend(&text, "loaded: executable ", loaded->executable().sha256().substr(0, 16),
+                    ", ", shape.samples_per_step(), " samples per step, ", loaded->runs(),
+                    " runs\n");
+  } else {
+    doc["loaded"] = nullptr;
+    absl::StrAppend(&text, "loaded: nothing\n");
+  }
+  return ctx.Print(doc, text);
 }
 
 int RunReset(Context& ctx, const SessionArgs& args) {
@@ -85,7 +102,7 @@ void AddSessionCommands(CLI::App& app, Selection& selection) {
       ->type_name("SESSION")
       ->required();
   show->footer(
-      "Prints the session's IPUs, device id and owner. If one of its IPUs faulted the\n"
+      "Prints the session's IPUs, device id, owner and loaded executable. If one of its IPUs faulted the\n"
       "command fails with the device error (exit codes 20-24) and says how to recover.\n\n"
       "Example:\n  ipupod session show s1-2");
   OnSelected(show, selection, "session show", [args](Context& ctx) { return RunShow(ctx, *args); });

@@ -1,10 +1,15 @@
 #include "client/cli/signal_watcher.h"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <ctime>
 
 #include "common/sync.h"  // header only: absl::Mutex as TSan sees it
-#include <pthread.h>
-#include <signal.h>
 
 namespace ipupod::cli {
 namespace {
@@ -19,11 +24,39 @@ sigset_t WatchedSignals() {
   return set;
 }
 
+// The write end of the current watcher's self-pipe, for ForwardToWatcher.
+std::atomic<int> g_forward_fd{-1};
+
+// Runs on a thread that did not block the watched signals (one started
+// before main). Only async-signal-safe calls: write(2) of two bytes.
+void ForwardToWatcher(int signal, siginfo_t* info, void*) {
+  const int saved_errno = errno;
+  const int fd = g_forward_fd.load(std::memory_order_relaxed);
+  if (fd >= 0) {
+    const unsigned char record[2] = {static_cast<unsigned char>(signal),
+                                     static_cast<unsigned char>(info->si_code <= 0)};
+    (void)!write(fd, record, sizeof record);
+  }
+  errno = saved_errno;
+}
+
+void InstallForwarders() {
+  struct sigaction action {};
+  action.sa_sigaction = &ForwardToWatcher;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigfillset(&action.sa_mask);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(signal, &action, nullptr);
+}
+
 }  // namespace
 
 SignalWatcher::SignalWatcher() {
   sigset_t set = WatchedSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (pipe2(pipe_, O_NONBLOCK | O_CLOEXEC) == 0) {
+    g_forward_fd.store(pipe_[1]);
+    InstallForwarders();
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -33,6 +66,12 @@ SignalWatcher::~SignalWatcher() {
     stop_ = true;
   }
   thread_.join();
+  // The handlers stay installed (a late signal must not kill the process);
+  // with no pipe they drop the signal.
+  g_forward_fd.store(-1);
+  for (int fd : pipe_) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 void SignalWatcher::Loop() {
@@ -45,26 +84,34 @@ void SignalWatcher::Loop() {
       sync::MutexLock lock(&mu_);
       if (stop_) return;
     }
+    unsigned char record[2];
+    while (pipe_[0] >= 0 && read(pipe_[0], record, sizeof record) == sizeof record) {
+      Record(record[0], record[1] != 0);
+    }
     siginfo_t info{};
     int signal = sigtimedwait(&set, &info, &poll);
     if (signal <= 0) continue;  // timeout or EINTR
-    InterruptHandler handler;
-    {
-      sync::MutexLock lock(&mu_);
-      changed_.SignalAll();
-      if (signal == SIGCHLD) {
-        events_.child = true;
-        continue;
-      }
-      events_.interrupt_signal = signal;
-      // si_code > 0 means the kernel sent it (e.g. the terminal's Ctrl-C to
-      // the whole foreground process group); <= 0 means kill(2)/sigqueue.
-      events_.interrupt_from_user = info.si_code <= 0;
-      interrupted_ = true;
-      handler = handler_;
-    }
-    if (handler) handler(signal, info.si_code <= 0);
+    // si_code > 0 means the kernel sent it (e.g. the terminal's Ctrl-C to
+    // the whole foreground process group); <= 0 means kill(2)/sigqueue.
+    Record(signal, info.si_code <= 0);
   }
+}
+
+void SignalWatcher::Record(int signal, bool from_user) {
+  InterruptHandler handler;
+  {
+    sync::MutexLock lock(&mu_);
+    changed_.SignalAll();
+    if (signal == SIGCHLD) {
+      events_.child = true;
+      return;
+    }
+    events_.interrupt_signal = signal;
+    events_.interrupt_from_user = from_user;
+    interrupted_ = true;
+    handler = handler_;
+  }
+  if (handler) handler(signal, from_user);
 }
 
 void SignalWatcher::SetInterruptHandler(InterruptHandler handler) {

@@ -1,10 +1,18 @@
 // File: client/cli/signal_watcher.h
 //
-// Receives SIGINT, SIGTERM, SIGHUP and SIGCHLD on a dedicated thread with
-// sigtimedwait, so no work ever runs inside a signal handler. The constructor
-// blocks those signals in the calling thread; threads created afterwards
-// inherit the mask, so construct the watcher before any other thread (in
-// particular before the gRPC channel) and every thread keeps them blocked.
+// Receives SIGINT, SIGTERM, SIGHUP and SIGCHLD on a dedicated thread, so no
+// work ever runs inside a signal handler. The constructor blocks those
+// signals in the calling thread; threads created afterwards inherit the
+// mask, so construct the watcher before any other thread (in particular
+// before the gRPC channel) and those threads keep them blocked; the watcher
+// takes them with sigtimedwait.
+//
+// Threads that exist before main() cannot be covered by the mask: OpenBLAS
+// (linked for `ipupod compile`) starts its worker pool from a library
+// constructor. A signal the kernel delivers to such a thread runs a tiny
+// async-signal-safe handler that writes (signal, sent-by-a-process) to a
+// self-pipe the watcher drains, so the signal is never lost and never
+// takes its default action (killing the CLI half-way through a release).
 //
 // Events are recorded and handed out by Wait(); an optional interrupt
 // handler runs on the watcher thread for each SIGINT/SIGTERM/SIGHUP (used to
@@ -54,6 +62,7 @@ class SignalWatcher {
 
  private:
   void Loop();
+  void Record(int signal, bool from_user);
   bool HasEvents() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
@@ -65,6 +74,7 @@ class SignalWatcher {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   InterruptHandler handler_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
+  int pipe_[2] = {-1, -1};  // self-pipe: handler writes, Loop reads
 };
 
 }  // namespace ipupod::cli

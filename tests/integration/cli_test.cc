@@ -65,6 +65,8 @@ TEST(CliTest, EveryCommandHasHelpWithAnExample) {
       {"ipu", "repair"},
       {"pod", "reset"},
       {"fault", "inject"},
+      {"compile"},
+      {"run"},
   };
   for (auto args : commands) {
     args.push_back("--help");

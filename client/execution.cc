@@ -1,0 +1,190 @@
+// Client's streaming ExecutionService calls (the unary ones are in
+// client.cc). Each writes its request stream completely, then reads: the
+// server answers a client stream only after it ended, and a Write that fails
+// means the server already finished the call, whose status Finish() holds.
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "client/files.h"
+#include "client/tensor_stream.h"
+#include "common/status_macros.h"
+#include "compiler/executable.h"
+
+namespace ipupod::client {
+namespace {
+
+// Offsets of the .ipx header fields (compiler/executable.h).
+constexpr size_t kVersionOffset = 8;
+constexpr size_t kHashOffset = 24;
+constexpr size_t kHashBytes = 32;
+
+uint32_t ReadLe32(absl::string_view bytes, size_t offset) {
+  uint32_t value = 0;
+  for (int i = 3; i >= 0; --i) {
+    value = (value << 8) | static_cast<unsigned char>(bytes[offset + static_cast<size_t>(i)]);
+  }
+  return value;
+}
+
+// The content hash from the header; the server verifies it against the
+// payload, so only the header is checked here.
+absl::StatusOr<std::string> HeaderHash(absl::string_view ipx) {
+  if (ipx.size() < compiler::kExecutableHeaderBytes ||
+      ipx.substr(0, compiler::kExecutableMagic.size()) != compiler::kExecutableMagic) {
+    return absl::InvalidArgumentError(
+        "not an ipupod executable (.ipx): compile the model with `ipupod compile MODEL.onnx`");
+  }
+  const uint32_t version = ReadLe32(ipx, kVersionOffset);
+  if (version != compiler::kExecutableFormatVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("executable format ", version, " but this ipupod reads ",
+                     compiler::kExecutableFormatVersion, ": recompile with this version of ipupod"));
+  }
+  return absl::BytesToHexString(ipx.substr(kHashOffset, kHashBytes));
+}
+
+template <typename Request, typename Stream, typename Set>
+bool WriteTensor(Stream& stream, absl::string_view name,
+                 const graph::Tensor& tensor, Set set) {
+  Request header;
+  *set.header(header) = TensorHeaderOf(name, tensor);
+  if (!stream.Write(header)) return false;
+  return ForEachChunk(tensor.bytes(), [&](absl::string_view chunk) {
+    Request data;
+    set.data(data)->set_data(chunk.data(), chunk.size());
+    return stream.Write(data);
+  });
+}
+
+struct WeightsParts {
+  v1::TensorHeader* header(v1::WriteWeightsRequest& r) const { return r.mutable_header(); }
+  v1::TensorData* data(v1::WriteWeightsRequest& r) const { return r.mutable_data(); }
+};
+struct RunParts {
+  v1::TensorHeader* header(v1::RunRequest& r) const { return r.mutable_header(); }
+  v1::TensorData* data(v1::RunRequest& r) const { return r.mutable_data(); }
+};
+
+}  // namespace
+
+absl::StatusOr<v1::ExecutableRef> Client::UploadExecutable(absl::string_view ipx_bytes) {
+  absl::StatusOr<std::string> hash = HeaderHash(ipx_bytes);
+  if (!hash.ok()) return hash.status();
+  absl::StatusOr<v1::ExecutableRef> cached = StatExecutable(*hash);
+  if (cached.ok()) {
+    cached->set_cache_hit(true);
+    return cached;
+  }
+  if (!absl::IsNotFound(cached.status())) return cached.status();
+  grpc::ClientContext context;
+  PrepareContext(context, options_.stream_timeout);
+  v1::ExecutableRef ref;
+  std::unique_ptr<grpc::ClientWriter<v1::ExecutableChunk>> stream =
+      execution_->UploadExecutable(&context, &ref);
+  bool first = true;
+  ForEachChunk(ipx_bytes, [&](absl::string_view chunk) {
+    v1::ExecutableChunk message;
+    if (first) {
+      message.set_sha256(*hash);
+      message.set_total_bytes(ipx_bytes.size());
+      first = false;
+    }
+    message.set_data(chunk.data(), chunk.size());
+    return stream->Write(message);
+  });
+  stream->WritesDone();
+  absl::Status status = StreamStatus(stream->Finish(), context, "UploadExecutable");
+  if (!status.ok()) return status;
+  return ref;
+}
+
+absl::StatusOr<v1::ExecutableRef> Client::UploadExecutableFile(absl::string_view path) {
+  absl::StatusOr<std::string> bytes = ReadWholeFile(path, "executable");
+  if (!bytes.ok()) return bytes.status();
+  return UploadExecutable(*bytes);
+}
+
+absl::StatusOr<v1::WriteWeightsResponse> Client::WriteWeights(
+    absl::string_view session, const runtime::NamedTensors& weights) {
+  grpc::ClientContext context;
+  PrepareContext(context, options_.stream_timeout);
+  v1::WriteWeightsResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::WriteWeightsRequest>> stream =
+      execution_->WriteWeights(&context, &response);
+  v1::WriteWeightsRequest first;
+  first.set_session(std::string(session));
+  bool open = stream->Write(first);
+  for (size_t i = 0; open && i < weights.size(); ++i) {
+    open = WriteTensor<v1::WriteWeightsRequest>(*stream, weights[i].first, weights[i].second,
+                                                WeightsParts{});
+  }
+  stream->WritesDone();
+  absl::Status status = StreamStatus(stream->Finish(), context, "WriteWeights");
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<runtime::NamedTensors> Client::ReadWeights(absl::string_view session,
+                                                          const std::vector<std::string>& names) {
+  grpc::ClientContext context;
+  PrepareContext(context, options_.stream_timeout);
+  v1::ReadWeightsRequest request;
+  request.set_session(std::string(session));
+  for (const std::string& name : names) request.add_names(name);
+  std::unique_ptr<grpc::ClientReader<v1::ReadWeightsResponse>> stream =
+      execution_->ReadWeights(&context, request);
+  TensorAssembler assembler;
+  absl::Status received;
+  v1::ReadWeightsResponse part;
+  while (stream->Read(&part)) {
+    if (!received.ok()) continue;  // drain, so Finish() does not block
+    received = part.has_header() ? assembler.OnHeader(part.header())
+                                 : assembler.OnData(part.data().data());
+  }
+  absl::Status status = StreamStatus(stream->Finish(), context, "ReadWeights");
+  if (!status.ok()) return status;
+  if (!received.ok()) return received;
+  return assembler.Finish();
+}
+
+absl::StatusOr<RunResult> Client::Run(absl::string_view session,
+                                      const runtime::NamedTensors& inputs) {
+  grpc::ClientContext context;
+  PrepareContext(context, options_.stream_timeout);
+  std::unique_ptr<grpc::ClientReaderWriter<v1::RunRequest, v1::RunResponse>> stream =
+      execution_->Run(&context);
+  v1::RunRequest first;
+  first.set_session(std::string(session));
+  bool open = stream->Write(first);
+  for (size_t i = 0; open && i < inputs.size(); ++i) {
+    open = WriteTensor<v1::RunRequest>(*stream, inputs[i].first, inputs[i].second, RunParts{});
+  }
+  stream->WritesDone();
+  TensorAssembler assembler;
+  absl::Status received;
+  std::optional<v1::RunStats> stats;
+  v1::RunResponse part;
+  while (stream->Read(&part)) {
+    if (!received.ok()) continue;
+    if (part.has_stats()) {
+      stats = part.stats();
+    } else {
+      received = part.has_header() ? assembler.OnHeader(part.header())
+                                   : assembler.OnData(part.data().data());
+    }
+  }
+  absl::Status status = StreamStatus(stream->Finish(), context, "Run");
+  if (!status.ok()) return status;
+  if (!received.ok()) return received;
+  if (!stats) return absl::InternalError("ipupodd ended the run without its stats");
+  RunResult result;
+  IPUPOD_ASSIGN_OR_RETURN(result.outputs, assembler.Finish());
+  result.stats = *std::move(stats);
+  return result;
+}
+
+}  // namespace ipupod::client

@@ -1,0 +1,102 @@
+#include "client/tensor_stream.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ipupod::client {
+
+absl::StatusOr<graph::DType> DTypeFromName(absl::string_view name) {
+  for (graph::DType d : {graph::DType::kFloat32, graph::DType::kInt64, graph::DType::kInt32,
+                         graph::DType::kBool}) {
+    if (graph::DTypeName(d) == name) return d;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype '", name, "'; expected float32, int64, int32 or bool"));
+}
+
+v1::TensorHeader TensorHeaderOf(absl::string_view name, const graph::Tensor& tensor) {
+  v1::TensorHeader header;
+  header.set_name(std::string(name));
+  header.set_dtype(std::string(graph::DTypeName(tensor.dtype())));
+  for (int64_t d : tensor.shape()) header.add_shape(d);
+  header.set_total_bytes(tensor.byte_size());
+  return header;
+}
+
+v1::TensorSpec TensorSpecOf(absl::string_view name, const graph::Tensor& tensor) {
+  v1::TensorSpec spec;
+  spec.set_name(std::string(name));
+  spec.set_dtype(std::string(graph::DTypeName(tensor.dtype())));
+  for (int64_t d : tensor.shape()) spec.add_shape(d);
+  return spec;
+}
+
+bool ForEachChunk(absl::string_view bytes,
+                  const std::function<bool(absl::string_view chunk)>& emit) {
+  for (size_t offset = 0; offset < bytes.size(); offset += kTensorChunkBytesMax) {
+    if (!emit(bytes.substr(offset, kTensorChunkBytesMax))) return false;
+  }
+  return true;
+}
+
+absl::Status TensorAssembler::OnHeader(const v1::TensorHeader& header) {
+  if (absl::Status done = CompleteCurrent(); !done.ok()) return done;
+  absl::StatusOr<graph::DType> dtype = DTypeFromName(header.dtype());
+  if (!dtype.ok()) {
+    return absl::InternalError(absl::StrCat("ipupodd sent tensor '", header.name(), "' with ",
+                                            dtype.status().message()));
+  }
+  graph::Shape shape(header.shape().begin(), header.shape().end());
+  absl::StatusOr<int64_t> elements = graph::CheckedNumElements(*dtype, shape);
+  if (!elements.ok() ||
+      static_cast<uint64_t>(*elements) * graph::DTypeSize(*dtype) != header.total_bytes()) {
+    return absl::InternalError(absl::StrCat("ipupodd sent tensor '", header.name(), "' of shape [",
+                                            absl::StrJoin(shape, ","), "] announcing ",
+                                            header.total_bytes(), " bytes"));
+  }
+  current_ = header;
+  current_dtype_ = *dtype;
+  bytes_.clear();
+  bytes_.reserve(header.total_bytes());
+  return absl::OkStatus();
+}
+
+absl::Status TensorAssembler::OnData(absl::string_view data) {
+  if (!current_) return absl::InternalError("ipupodd sent tensor data before a tensor header");
+  if (bytes_.size() + data.size() > current_->total_bytes()) {
+    return absl::InternalError(absl::StrCat("ipupodd sent more than the ",
+                                            current_->total_bytes(), " bytes announced for '",
+                                            current_->name(), "'"));
+  }
+  bytes_.append(data.data(), data.size());
+  return absl::OkStatus();
+}
+
+absl::Status TensorAssembler::CompleteCurrent() {
+  if (!current_) return absl::OkStatus();
+  if (bytes_.size() != current_->total_bytes()) {
+    return absl::InternalError(absl::StrCat("ipupodd sent ", bytes_.size(), " of the ",
+                                            current_->total_bytes(), " bytes announced for '",
+                                            current_->name(), "'"));
+  }
+  graph::Shape shape(current_->shape().begin(), current_->shape().end());
+  absl::StatusOr<graph::Tensor> tensor =
+      graph::Tensor::FromBytes(current_dtype_, std::move(shape), bytes_);
+  if (!tensor.ok()) {
+    return absl::InternalError(absl::StrCat("ipupodd sent tensor '", current_->name(),
+                                            "' that does not decode: ", tensor.status().message()));
+  }
+  done_.emplace_back(current_->name(), *std::move(tensor));
+  current_.reset();
+  bytes_.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<runtime::NamedTensors> TensorAssembler::Finish() {
+  if (absl::Status done = CompleteCurrent(); !done.ok()) return done;
+  return std::move(done_);
+}
+
+}  // namespace ipupod::client

@@ -1,0 +1,113 @@
+// Unit tests of `ipupod run`'s host-side data handling (client/cli/run_steps.h)
+// and the tensor wire helpers (client/tensor_stream.h).
+#include "client/cli/run_steps.h"
+
+#include <gtest/gtest.h>
+
+#include "client/tensor_stream.h"
+
+namespace ipupod::cli {
+namespace {
+
+graph::Tensor Iota(graph::Shape shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
+  return *graph::Tensor::FromValues<float>(std::move(shape), v);
+}
+
+// micro-batch 2, 2 device iterations, 2 replicas: 8 samples per step.
+compiler::Executable TwoInputs() {
+  compiler::Executable e;
+  e.micro_batch_size = 2;
+  e.device_iterations = 2;
+  e.replication_factor = 2;
+  e.batch_size_factor = 4;
+  e.inputs = {{"a", graph::DType::kFloat32, {2, 3}}, {"b", graph::DType::kFloat32, {2}}};
+  return e;
+}
+
+TEST(PlanStepsTest, SplitsWholeStepsInExecutableOrder) {
+  auto plan = PlanSteps(TwoInputs(), {{"b", Iota({16})}, {"a", Iota({16, 3})}}, "in.npz");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->steps, 2);
+  EXPECT_EQ(plan->samples_per_step, 8);
+  EXPECT_EQ(plan->inputs[0].first, "a");
+  auto step = StepInputs(*plan, 1);
+  ASSERT_TRUE(step.ok());
+  EXPECT_EQ((*step)[0].second.shape(), (graph::Shape{8, 3}));
+  EXPECT_EQ((*step)[0].second.values<float>()[0], 24.0f);  // row 8 of a
+  EXPECT_EQ((*step)[1].second.values<float>()[7], 15.0f);
+}
+
+TEST(PlanStepsTest, ErrorsNameTheInputAndTheStepSize) {
+  auto partial = PlanSteps(TwoInputs(), {{"a", Iota({12, 3})}, {"b", Iota({12})}}, "in.npz");
+  EXPECT_EQ(partial.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(partial.status().message().find(
+                "12 samples (dim 0), not a positive multiple of the 8 samples of one step "
+                "(micro-batch 2 x device_iterations 2 x replication 2)"),
+            std::string::npos)
+      << partial.status();
+  auto missing = PlanSteps(TwoInputs(), {{"a", Iota({8, 3})}}, "in.npz");
+  EXPECT_NE(missing.status().message().find("input 'b' is missing from in.npz"), std::string::npos)
+      << missing.status();
+  auto extra = PlanSteps(TwoInputs(), {{"a", Iota({8, 3})}, {"b", Iota({8})}, {"c", Iota({8})}},
+                         "in.npz");
+  EXPECT_NE(extra.status().message().find("'c', which is not an input"), std::string::npos);
+  auto shape = PlanSteps(TwoInputs(), {{"a", Iota({8, 4})}, {"b", Iota({8})}}, "in.npz");
+  EXPECT_NE(shape.status().message().find("float32[N, 3]"), std::string::npos) << shape.status();
+  auto disagree = PlanSteps(TwoInputs(), {{"a", Iota({8, 3})}, {"b", Iota({16})}}, "in.npz");
+  EXPECT_NE(disagree.status().message().find("disagree"), std::string::npos);
+  auto empty = PlanSteps(TwoInputs(), {{"a", Iota({0, 3})}, {"b", Iota({0})}}, "in.npz");
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(OutputAccumulatorTest, ConcatenatesAlongDimZero) {
+  OutputAccumulator acc;
+  ASSERT_TRUE(acc.Append({{"y", Iota({2, 2})}}).ok());
+  ASSERT_TRUE(acc.Append({{"y", Iota({2, 2})}}).ok());
+  auto out = acc.Finish();
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].second.shape(), (graph::Shape{4, 2}));
+  EXPECT_EQ((*out)[0].second.values<float>()[5], 1.0f);
+  EXPECT_EQ(acc.Append({{"y", Iota({2, 3})}}).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(acc.Append({{"z", Iota({2, 2})}}).code(), absl::StatusCode::kInternal);
+}
+
+TEST(TensorStreamTest, ChunksAndReassembles) {
+  graph::Tensor big = Iota({300000});  // 1.2 MB: two chunks
+  int chunks = 0;
+  client::TensorAssembler assembler;
+  ASSERT_TRUE(assembler.OnHeader(client::TensorHeaderOf("big", big)).ok());
+  client::ForEachChunk(big.bytes(), [&](absl::string_view chunk) {
+    ++chunks;
+    EXPECT_LE(chunk.size(), client::kTensorChunkBytesMax);
+    return assembler.OnData(chunk).ok();
+  });
+  EXPECT_EQ(chunks, 2);
+  auto out = assembler.Finish();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].second, big);
+}
+
+TEST(TensorStreamTest, ContractViolationsAreInternal) {
+  client::TensorAssembler early;
+  EXPECT_EQ(early.OnData("x").code(), absl::StatusCode::kInternal);
+  client::TensorAssembler short_data;
+  ASSERT_TRUE(short_data.OnHeader(client::TensorHeaderOf("t", Iota({4}))).ok());
+  ASSERT_TRUE(short_data.OnData("abcd").ok());
+  EXPECT_EQ(short_data.Finish().status().code(), absl::StatusCode::kInternal);
+  client::TensorAssembler too_much;
+  ASSERT_TRUE(too_much.OnHeader(client::TensorHeaderOf("t", Iota({1}))).ok());
+  EXPECT_EQ(too_much.OnData("abcdefgh").code(), absl::StatusCode::kInternal);
+  v1::TensorHeader lying = client::TensorHeaderOf("t", Iota({4}));
+  lying.set_total_bytes(3);
+  client::TensorAssembler bad_header;
+  EXPECT_EQ(bad_header.OnHeader(lying).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(client::DTypeFromName("float16").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ipupod::cli

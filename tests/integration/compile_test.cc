@@ -1,0 +1,187 @@
+// End to end: `ipupod compile` (offline, no server): the .ipx it writes, the
+// --report table and JSON, --ipu-config and --set, the executable cache, and
+// every error path with its exit code (3 missing file, 9 bad config value,
+// 12 does not compile, 2 usage).
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "compiler/executable.h"
+#include "tests/compiler/test_models.h"
+#include "tests/integration/harness.h"
+
+namespace ipupod::testing {
+namespace {
+
+// compile never contacts the server: nothing listens on this address.
+constexpr const char* kNoServer = "127.0.0.1:1";
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+class CompileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = dir_.path() + "/mlp.onnx";
+    WriteFile(model_, compiler::testing::MlpBytes(4));
+  }
+  CliResult Compile(std::vector<std::string> args) {
+    args.insert(args.begin(), "compile");
+    return RunCli(kNoServer, "alice", args);
+  }
+  TempDir dir_;
+  std::string model_;
+};
+
+TEST_F(CompileTest, WritesAnExecutableNextToTheModelAndPrintsTheReport) {
+  CliResult r = Compile({model_, "--report"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string ipx = dir_.path() + "/mlp.ipx";
+  ASSERT_TRUE(std::filesystem::exists(ipx)) << r.out;
+  absl::StatusOr<compiler::Executable> e = compiler::ReadExecutableFile(ipx);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->inputs.size(), 1u);
+  EXPECT_NE(r.out.find("compiled " + model_ + " -> " + ipx), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(e->content_hash.substr(0, 16)), std::string::npos) << r.out;
+  // The report table: its header and summary lines.
+  EXPECT_NE(r.out.find("activations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("samples per step"), std::string::npos) << r.out;
+  // Without --report, no table.
+  CliResult plain = Compile({model_, "-o", dir_.path() + "/plain.ipx"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("activations"), std::string::npos) << plain.out;
+}
+
+TEST_F(CompileTest, JsonCarriesTheRunShapeAndTheReport) {
+  const std::string ipx = dir_.path() + "/out.ipx";
+  CliResult r = Compile({model_, "-o", ipx, "--report", "--json", "--set",
+                         "inference_device_iterations=4", "--set",
+                         "inference_replication_factor=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json doc = r.json();
+  ASSERT_TRUE(doc.is_object()) << r.out;
+  EXPECT_EQ(doc["output"], ipx);
+  EXPECT_EQ(doc["sha256"].get<std::string>().size(), 64u);
+  EXPECT_EQ(doc["samples_per_step"], 4 * 4 * 2);
+  EXPECT_EQ(doc["ipus"]["needed"], 2);
+  EXPECT_EQ(doc["inputs"][0]["name"], "x");
+  EXPECT_EQ(doc["inputs"][0]["shape"], nlohmann::json({32, 8}));
+  EXPECT_EQ(doc["report"]["ipus"].size(), 1u);
+  EXPECT_EQ(doc["report"]["samples_per_step"], 32);
+  absl::StatusOr<compiler::Executable> e = compiler::ReadExecutableFile(ipx);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->content_hash, doc["sha256"]);
+  EXPECT_EQ(e->replication_factor, 2);
+}
+
+TEST_F(CompileTest, ConfigFileIsReadAndUnknownKeysWarn) {
+  const std::string config = dir_.path() + "/ipu_config.json";
+  WriteFile(config, R"({"inference_device_iterations": 3, "not_a_key": 1})");
+  CliResult r = Compile({model_, "--ipu-config", config, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["device_iterations"], 3);
+  EXPECT_NE(r.err.find("not_a_key"), std::string::npos) << r.err;
+  CliResult text = Compile({model_, "--ipu-config", config});
+  EXPECT_NE(text.err.find("warning: "), std::string::npos) << text.err;
+  // --set overrides the file.
+  CliResult set = Compile({model_, "--ipu-config", config, "--set", "inference_device_iterations=5",
+                           "--json"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.json()["device_iterations"], 5);
+}
+
+TEST_F(CompileTest, BadConfigValuesExit9AndNameTheKey) {
+  CliResult key = Compile({model_, "--set", "no_such_key=1"});
+  EXPECT_EQ(key.exit_code, 9) << key.err;
+  EXPECT_NE(key.err.find("no_such_key"), std::string::npos) << key.err;
+  CliResult value = Compile({model_, "--set", "inference_device_iterations=abc"});
+  EXPECT_EQ(value.exit_code, 9) << value.err;
+  const std::string config = dir_.path() + "/bad.json";
+  WriteFile(config, "{not json");
+  CliResult file = Compile({model_, "--ipu-config", config});
+  EXPECT_EQ(file.exit_code, 9) << file.err;
+  EXPECT_NE(file.err.find(config), std::string::npos) << file.err;
+  const std::string map = dir_.path() + "/map.json";
+  WriteFile(map, R"({"fc1": -1})");
+  CliResult bad_map = Compile({model_, "--module-map", map});
+  EXPECT_EQ(bad_map.exit_code, 9) << bad_map.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/mlp.ipx"));
+  CliResult json = Compile({model_, "--set", "no_such_key=1", "--json"});
+  EXPECT_EQ(json.exit_code, 9);
+  EXPECT_EQ(json.json()["error"]["code"], "INVALID_ARGUMENT") << json.out;
+}
+
+TEST_F(CompileTest, MissingFilesExit3AndSayWhichFile) {
+  CliResult model = Compile({dir_.path() + "/absent.onnx"});
+  EXPECT_EQ(model.exit_code, 3) << model.err;
+  EXPECT_NE(model.err.find("model '" + dir_.path() + "/absent.onnx' does not exist"),
+            std::string::npos)
+      << model.err;
+  CliResult config = Compile({model_, "--ipu-config", dir_.path() + "/nope.json"});
+  EXPECT_EQ(config.exit_code, 3) << config.err;
+  EXPECT_NE(config.err.find("--ipu-config file '" + dir_.path() + "/nope.json'"),
+            std::string::npos)
+      << config.err;
+  CliResult map = Compile({model_, "--module-map", dir_.path() + "/nomap.json"});
+  EXPECT_EQ(map.exit_code, 3) << map.err;
+  EXPECT_NE(map.err.find("nomap.json"), std::string::npos) << map.err;
+}
+
+TEST_F(CompileTest, ModelThatDoesNotCompileExits12) {
+  const std::string garbage = dir_.path() + "/garbage.onnx";
+  WriteFile(garbage, "this is not an onnx model");
+  CliResult bad = Compile({garbage});
+  EXPECT_EQ(bad.exit_code, 12) << bad.err;
+  EXPECT_NE(bad.err.find("compile failed"), std::string::npos) << bad.err;
+  // Pipelined over 2 IPUs needs at least 2 device iterations.
+  compiler::testing::GptBuilder gpt;
+  const std::string gpt_path = dir_.path() + "/gpt.onnx";
+  WriteFile(gpt_path, gpt.Bytes());
+  CliResult depth = Compile({gpt_path, "--set", "layers_per_ipu=[2 2]"});
+  EXPECT_EQ(depth.exit_code, 12) << depth.err;
+  CliResult ok = Compile({gpt_path, "--set", "layers_per_ipu=[2 2],inference_device_iterations=2",
+                          "--json"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.json()["stages"], 2);
+}
+
+TEST_F(CompileTest, OutOfMemoryPrintsTheReportWithTheError) {
+  const std::string huge = dir_.path() + "/huge.onnx";
+  WriteFile(huge, compiler::testing::HugeActivationBytes({16, 4096, 4096}));  // 1 GiB each
+  CliResult r = Compile({huge});
+  EXPECT_EQ(r.exit_code, 12) << r.err;
+  EXPECT_NE(r.err.find("out of memory on IPU 0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("activations"), std::string::npos) << "no report table:\n" << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/huge.ipx"));
+  CliResult json = Compile({huge, "--json"});
+  EXPECT_EQ(json.exit_code, 12);
+  nlohmann::json doc = json.json();
+  EXPECT_EQ(doc["error"]["report"]["ipus"].size(), 1u) << json.out;
+}
+
+TEST_F(CompileTest, ExecutableCacheIsHonoured) {
+  const std::string cache = dir_.path() + "/cache";
+  const std::string set = "executable_cache_dir=" + cache;
+  CliResult first = Compile({model_, "--set", set, "--json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.json()["cache_hit"], false);
+  CliResult second = Compile({model_, "--set", set, "--json", "-o", dir_.path() + "/b.ipx"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.json()["cache_hit"], true);
+  EXPECT_EQ(second.json()["sha256"], first.json()["sha256"]);
+  EXPECT_FALSE(std::filesystem::is_empty(cache));
+}
+
+TEST_F(CompileTest, UsageErrorsExit2) {
+  EXPECT_EQ(Compile({}).exit_code, 2);
+  CliResult same = Compile({model_, "-o", model_});
+  EXPECT_EQ(same.exit_code, 2) << same.err;
+  EXPECT_NE(same.err.find("overwrite"), std::string::npos) << same.err;
+}
+
+}  // namespace
+}  // namespace ipupod::testing

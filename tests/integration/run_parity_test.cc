@@ -1,0 +1,120 @@
+// End to end against PyTorch: tests/parity/make_run_cases.py exports torch
+// models with ipu_config.json files, several steps of inputs and torch's
+// outputs; each case is compiled with `ipupod compile` and run with `ipupod
+// run` on a real ipupodd (POD16), and out.npz must match expected.npz at
+// rtol 1e-5 / atol 1e-6 (the worst element is printed). Cases: an MLP and a
+// GELU classifier on 1 IPU, a small transformer on 1 IPU, and the
+// transformer pipelined over 4 IPUs (layers_per_ipu) x 2 replicas with 4
+// device iterations. Skips when /usr/bin/python3 has no torch.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "runtime/tensor_files.h"
+#include "tests/integration/harness.h"
+
+namespace ipupod::testing {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr double kRtol = 1e-5;
+constexpr double kAtol = 1e-6;
+
+std::string ScriptPath() {
+  if (const char* src = std::getenv("IPUPOD_SOURCE_DIR")) {
+    return std::string(src) + "/tests/parity/make_run_cases.py";
+  }
+  return IPUPOD_RUN_CASES_SCRIPT;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream ss;
+  ss << file.rdbuf();
+  return ss.str();
+}
+
+// Runs `ipupod ARGS` with a limit long enough for the bigger cases.
+CliResult LongCli(const std::string& server, const std::vector<std::string>& args) {
+  Process p = StartCli(server, "alice", args);
+  CliResult result;
+  result.exit_code = p.Wait(seconds(300)).value_or(-1);
+  result.out = p.stdout_text();
+  result.err = p.stderr_text();
+  return result;
+}
+
+// Compares one output; reports the worst element relative to the tolerance.
+void ExpectClose(const std::string& what, const graph::Tensor& got, const graph::Tensor& want) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  ASSERT_EQ(got.dtype(), graph::DType::kFloat32) << what;
+  double worst_ratio = 0;
+  int64_t worst = 0;
+  for (int64_t i = 0; i < got.num_elements(); ++i) {
+    const double g = got.values<float>()[i];
+    const double w = want.values<float>()[i];
+    const double ratio = std::abs(g - w) / (kAtol + kRtol * std::abs(w));
+    if (!(ratio <= worst_ratio)) {  // also catches NaN
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  EXPECT_LE(worst_ratio, 1.0) << what << ": worst element " << worst << " is "
+                              << got.values<float>()[worst] << ", torch says "
+                              << want.values<float>()[worst] << " (" << worst_ratio
+                              << "x the tolerance)";
+  std::printf("%s: %lld elements, worst %lld at %.3gx the tolerance\n", what.c_str(),
+              static_cast<long long>(got.num_elements()), static_cast<long long>(worst),
+              worst_ratio);
+}
+
+TEST(RunParityTest, CompiledAndRunModelsMatchTorch) {
+  TempDir dir;
+  const std::string log = dir.path() + "/make_run_cases.log";
+  const std::string cmd =
+      "/usr/bin/python3 '" + ScriptPath() + "' '" + dir.path() + "' > '" + log + "' 2>&1";
+  const int status = std::system(cmd.c_str());
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy: " << ReadText(log);
+  }
+  ASSERT_EQ(status, 0) << "make_run_cases.py failed:\n" << ReadText(log);
+  ServerUnderTest server({"--pod", "POD16"});
+  std::istringstream manifest(ReadText(dir.path() + "/manifest.txt"));
+  int cases = 0;
+  for (std::string name; manifest >> name;) {
+    int64_t step = 0, steps = 0;
+    manifest >> step >> steps;
+    SCOPED_TRACE(name);
+    const std::string c = dir.path() + "/" + name + "/";
+    CliResult compiled = LongCli(server.address(), {"--json", "compile", c + "model.onnx",
+                                                    "--ipu-config", c + "ipu_config.json"});
+    ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
+    EXPECT_EQ(compiled.json()["samples_per_step"], step) << compiled.out;
+    CliResult run = LongCli(server.address(), {"run", c + "model.ipx", "--inputs",
+                                               c + "inputs.npz", "--outputs", c + "out.npz"});
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+    std::printf("%s", run.out.c_str());
+    auto got = runtime::ReadTensorFile(c + "out.npz");
+    auto want = runtime::ReadTensorFile(c + "expected.npz");
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < want->size(); ++i) {
+      EXPECT_EQ((*got)[i].first, (*want)[i].first);
+      ExpectClose(name + " " + (*want)[i].first, (*got)[i].second, (*want)[i].second);
+    }
+    EXPECT_EQ((*got)[0].second.shape()[0] % step, 0);
+    ++cases;
+  }
+  EXPECT_EQ(cases, 4);
+}
+
+}  // namespace
+}  // namespace ipupod::testing

@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""Builds end-to-end run cases for tests/integration/run_parity_test.
+
+Usage: /usr/bin/python3 make_run_cases.py OUT_DIR
+
+For each case NAME this writes, into OUT_DIR/NAME/:
+  model.onnx        the model, exported by torch.onnx.export for one micro-batch
+  ipu_config.json   the optimum-graphcore IPUConfig to compile it with
+  inputs.npz        several steps of samples, keyed by ONNX input name (in0, ...)
+  expected.npz      torch's outputs (eager, fp32) for every sample, micro-batch by
+                    micro-batch, concatenated along dim 0, keyed by output name
+and one line "NAME SAMPLES_PER_STEP STEPS" per case in OUT_DIR/manifest.txt.
+
+The models are those of make_models.py. Everything is seeded, so reruns write
+identical files. Exits with status 77 (skip) if torch or numpy is missing.
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    import numpy as np
+    import torch
+    import make_models as mm
+except ImportError as e:  # the C++ test turns this into GTEST_SKIP
+    print("make_run_cases.py: cannot import torch/numpy: %s" % e, file=sys.stderr)
+    sys.exit(77)
+
+
+def cases():
+    """(name, module, one micro-batch of example inputs, sample maker, config, steps)."""
+    torch.manual_seed(1)
+    yield ("mlp_1ipu", mm.Mlp(), (torch.randn(4, 784),),
+           lambda n: (torch.randn(n, 784),),
+           {"inference_device_iterations": 2}, 3)
+    torch.manual_seed(2)
+    yield ("gelu_classifier_1ipu", mm.GeluClassifier(), (torch.randn(6, 64),),
+           lambda n: (torch.randn(n, 64),),
+           {}, 4)
+    torch.manual_seed(3)
+    yield ("tiny_gpt_1ipu", mm.TinyGpt(), (torch.randint(0, 50, (2, 8)),),
+           lambda n: (torch.randint(0, 50, (n, 8)),),
+           {"inference_device_iterations": 2}, 3)
+    torch.manual_seed(4)
+    yield ("tiny_gpt_pipelined_4ipu_x2", mm.TinyGpt(n_layer=4), (torch.randint(0, 50, (2, 8)),),
+           lambda n: (torch.randint(0, 50, (n, 8)),),
+           {"layers_per_ipu": [1, 1, 1, 1], "inference_replication_factor": 2,
+            "inference_device_iterations": 4}, 2)
+
+
+def samples_per_step(micro_batch, config):
+    return (micro_batch * config.get("inference_device_iterations", 1)
+            * config.get("inference_replication_factor", 1))
+
+
+def reference(module, samples, micro_batch):
+    """Outputs of every micro-batch in order, concatenated along dim 0."""
+    chunks = None
+    with torch.no_grad():
+        for b in range(0, samples[0].shape[0], micro_batch):
+            outputs = module(*[s[b:b + micro_batch] for s in samples])
+            if isinstance(outputs, torch.Tensor):
+                outputs = (outputs,)
+            if chunks is None:
+                chunks = [[] for _ in outputs]
+            for i, t in enumerate(outputs):
+                chunks[i].append(t.numpy())
+    return [np.concatenate(c, axis=0) for c in chunks]
+
+
+def write_case(out_dir, name, module, example, make_samples, config, steps):
+    case_dir = os.path.join(out_dir, name)
+    os.makedirs(case_dir, exist_ok=True)
+    module.eval()
+    micro_batch = example[0].shape[0]
+    with torch.no_grad():
+        probe = module(*example)
+    n_outputs = 1 if isinstance(probe, torch.Tensor) else len(probe)
+    torch.onnx.export(module, example, os.path.join(case_dir, "model.onnx"), opset_version=14,
+                      input_names=["in%d" % i for i in range(len(example))],
+                      output_names=["out%d" % i for i in range(n_outputs)])
+    with open(os.path.join(case_dir, "ipu_config.json"), "w") as f:
+        json.dump(config, f)
+    step = samples_per_step(micro_batch, config)
+    samples = make_samples(step * steps)
+    np.savez(os.path.join(case_dir, "inputs.npz"),
+             **{"in%d" % i: s.numpy() for i, s in enumerate(samples)})
+    expected = reference(module, samples, micro_batch)
+    np.savez(os.path.join(case_dir, "expected.npz"),
+             **{"out%d" % i: t for i, t in enumerate(expected)})
+    return "%s %d %d\n" % (name, step, steps)
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    lines = [write_case(out_dir, *case) for case in cases()]
+    with open(os.path.join(out_dir, "manifest.txt"), "w") as f:
+        f.writelines(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""Builds the training parity cases for tests/training/parity_test.
+
+Usage: /usr/bin/python3 make_training_cases.py OUT_DIR
+
+Each case NAME is a model that returns (output, loss), exported once with
+torch.onnx.export (static shapes, opset 14) before training, then trained
+in eager PyTorch (fp32, CPU). Files written into OUT_DIR:
+  NAME.onnx                  the untrained model (one micro-batch)
+  NAME.<array>.npy           inputs and torch's results (see each case)
+  NAME.weights.txt           one line per float initializer of the ONNX file:
+                             "<onnx name> <npy file of torch's final value>"
+torch.onnx folds weight transposes (a Linear on a 1-D input becomes MatMul
+with an initializer holding weight.T); the final values are written in the
+ONNX layout, so they compare element by element.
+
+Cases:
+  linear_mse     the seed's example (PopTorch docs 4.2.1): Linear(10, 10),
+                 MSE loss written as ((y - t) ** 2).mean() (torch 1.13 cannot
+                 export F.mse_loss), 800 steps of SGD lr 0.01.
+                 Arrays: x, target, out (trained model's output for x).
+  gelu_adam      Linear/GELU classifier, F.cross_entropy, Adam (defaults),
+                 200 steps on a new batch each step.
+                 Arrays: x [200, 8, 16], labels [200, 8], losses [200].
+  accum_replicas Linear/Tanh/Linear with an MSE loss, micro-batch 2, SGD
+                 lr 0.05 momentum 0.9: torch takes 4 steps on batches of 32,
+                 which ipupod takes as gradient_accumulation_steps 8 x
+                 replicas 2 micro-batches with mean reduction.
+                 Arrays: x [4, 32, 6], target [4, 32, 3].
+Exits with status 77 (the conventional "skip") if torch or numpy is missing.
+"""
+import os
+import sys
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from onnx import numpy_helper
+except ImportError as e:  # the C++ test turns this into GTEST_SKIP
+    print("make_training_cases.py: cannot import torch/numpy/onnx: %s" % e, file=sys.stderr)
+    sys.exit(77)
+
+
+class LinearMse(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(10, 10)
+
+    def forward(self, x, target):
+        fc = self.fc(x)
+        return fc, ((fc - target) ** 2).mean()
+
+
+class GeluClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.GELU(),
+                                    nn.Linear(32, 5))
+
+    def forward(self, x, labels):
+        logits = self.layers(x)
+        return logits, F.cross_entropy(logits, labels)
+
+
+class TanhRegressor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, x, target):
+        y = self.fc2(torch.tanh(self.fc1(x)))
+        return y, ((y - target) ** 2).mean()
+
+
+def export(model, args, path):
+    torch.onnx.export(model, args, path, opset_version=14, input_names=["x", "target"],
+                      output_names=["out", "loss"])
+
+
+def onnx_layout(model, path):
+    """Maps each float initializer of the ONNX file to (param name, transposed)."""
+    params = {n: p.detach().numpy() for n, p in model.named_parameters()}
+    mapping = []
+    for init in onnx.load(path).graph.initializer:
+        value = numpy_helper.to_array(init)
+        if value.dtype != np.float32:
+            continue
+        if init.name in params and np.array_equal(params[init.name], value):
+            mapping.append((init.name, init.name, False))
+            continue
+        match = [n for n, p in params.items() if p.ndim == 2 and np.array_equal(p.T, value)]
+        if len(match) != 1:
+            raise RuntimeError("cannot map initializer %s to a parameter" % init.name)
+        mapping.append((init.name, match[0], True))
+    return mapping
+
+
+def save_weights(out_dir, name, model, mapping):
+    params = dict(model.named_parameters())
+    lines = []
+    for i, (onnx_name, param, transposed) in enumerate(mapping):
+        value = params[param].detach().numpy()
+        file = "%s.final%d.npy" % (name, i)
+        np.save(os.path.join(out_dir, file), value.T.copy() if transposed else value)
+        lines.append("%s %s\n" % (onnx_name, file))
+    with open(os.path.join(out_dir, name + ".weights.txt"), "w") as f:
+        f.writelines(lines)
+
+
+def linear_mse(out_dir):
+    torch.manual_seed(0)
+    model = LinearMse()
+    x, target = torch.randn(10), torch.randn(10)
+    path = os.path.join(out_dir, "linear_mse.onnx")
+    export(model, (x, target), path)
+    mapping = onnx_layout(model, path)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(800):
+        opt.zero_grad()
+        _, loss = model(x, target)
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        out, _ = model(x, target)
+    for n, t in (("x", x), ("target", target), ("out", out)):
+        np.save(os.path.join(out_dir, "linear_mse.%s.npy" % n), t.numpy())
+    save_weights(out_dir, "linear_mse", model, mapping)
+
+
+def gelu_adam(out_dir):
+    torch.manual_seed(1)
+    model = GeluClassifier()
+    steps, batch = 200, 8
+    x = torch.randn(steps, batch, 16)
+    labels = torch.randint(0, 5, (steps, batch))
+    path = os.path.join(out_dir, "gelu_adam.onnx")
+    export(model, (x[0], labels[0]), path)
+    mapping = onnx_layout(model, path)
+    opt = torch.optim.Adam(model.parameters())
+    losses = []
+    for s in range(steps):
+        opt.zero_grad()
+        _, loss = model(x[s], labels[s])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    np.save(os.path.join(out_dir, "gelu_adam.x.npy"), x.numpy())
+    np.save(os.path.join(out_dir, "gelu_adam.labels.npy"), labels.numpy())
+    np.save(os.path.join(out_dir, "gelu_adam.losses.npy"), np.array(losses, dtype=np.float32))
+    save_weights(out_dir, "gelu_adam", model, mapping)
+
+
+def accum_replicas(out_dir):
+    torch.manual_seed(2)
+    model = TanhRegressor()
+    steps, micro, per_step = 4, 2, 16  # 16 = gradient_accumulation_steps 8 x replicas 2
+    x = torch.randn(steps, micro * per_step, 6)
+    target = torch.randn(steps, micro * per_step, 3)
+    path = os.path.join(out_dir, "accum_replicas.onnx")
+    export(model, (x[0, :micro], target[0, :micro]), path)
+    mapping = onnx_layout(model, path)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for s in range(steps):
+        opt.zero_grad()
+        _, loss = model(x[s], target[s])  # the large batch: mean over all 32 rows
+        loss.backward()
+        opt.step()
+    np.save(os.path.join(out_dir, "accum_replicas.x.npy"), x.numpy())
+    np.save(os.path.join(out_dir, "accum_replicas.target.npy"), target.numpy())
+    save_weights(out_dir, "accum_replicas", model, mapping)
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    torch.set_num_threads(1)
+    linear_mse(out_dir)
+    gelu_adam(out_dir)
+    accum_replicas(out_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+// Optimizer update rules against steps computed by hand from torch 1.13's
+// formulas, variable/constant attributes, and state export/import.
+#include "training/optimizer.h"
+
+#include <cmath>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace ipupod::training {
+namespace {
+
+using graph::Tensor;
+using ::testing::HasSubstr;
+
+Tensor F(std::vector<float> v) {
+  return *Tensor::FromValues<float>({static_cast<int64_t>(v.size())}, v);
+}
+
+std::unique_ptr<Optimizer> Make(OptimizerKind kind, std::map<std::string, double> attrs) {
+  auto spec = OptimizerSpec::Create(kind, attrs);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  auto opt = Optimizer::Create(*spec);
+  EXPECT_TRUE(opt.ok()) << opt.status();
+  return *std::move(opt);
+}
+
+// Runs steps with the given gradients on weight "w"; returns w.
+std::vector<float> Steps(Optimizer& opt, std::vector<float> w, std::vector<std::vector<float>> gs) {
+  TensorMap weights;
+  weights.emplace("w", F(w));
+  for (auto& g : gs) {
+    TensorMap grads;
+    grads.emplace("w", F(g));
+    EXPECT_TRUE(opt.Step(weights, grads).ok());
+  }
+  auto v = weights.at("w").values<float>();
+  return {v.begin(), v.end()};
+}
+
+TEST(OptimizerTest, SgdPlain) {
+  auto opt = Make(OptimizerKind::kSgd, {{"lr", 0.1}});
+  auto w = Steps(*opt, {1, 2}, {{0.5f, -1}});
+  EXPECT_FLOAT_EQ(w[0], 0.95f);
+  EXPECT_FLOAT_EQ(w[1], 2.1f);
+  EXPECT_EQ(opt->step(), 1);
+  EXPECT_EQ(opt->ExportState().size(), 1u);  // just "step": no momentum buffer
+}
+
+TEST(OptimizerTest, SgdMomentumDampeningWeightDecay) {
+  auto opt = Make(OptimizerKind::kSgd,
+                  {{"lr", 0.1}, {"momentum", 0.9}, {"dampening", 0.1}, {"weight_decay", 0.01}});
+  // d1 = 0.51, buf = 0.51, w = 0.949; d2 = 0.50949, buf = 0.9*0.51 + 0.9*d2, w -= 0.1 buf.
+  auto w = Steps(*opt, {1}, {{0.5f}, {0.5f}});
+  EXPECT_NEAR(w[0], 0.8572459, 1e-6);
+  EXPECT_NEAR(opt->ExportState().at("w/momentum_buffer").data<float>()[0], 0.917541, 1e-6);
+}
+
+TEST(OptimizerTest, SgdNesterov) {
+  auto opt = Make(OptimizerKind::kSgd, {{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", 1}});
+  EXPECT_NEAR(Steps(*opt, {1}, {{0.5f}})[0], 0.905, 1e-6);  // d = 0.5 + 0.9 * 0.5
+}
+
+TEST(OptimizerTest, AdamMovesLrPerStepOnAConstantGradient) {
+  auto opt = Make(OptimizerKind::kAdam, {{"lr", 0.1}});
+  auto w = Steps(*opt, {1}, {{0.5f}, {0.5f}});
+  EXPECT_NEAR(w[0], 0.8, 1e-6);
+  const TensorMap state = opt->ExportState();
+  EXPECT_NEAR(state.at("w/exp_avg").data<float>()[0], 0.095, 1e-7);
+  EXPECT_NEAR(state.at("w/exp_avg_sq").data<float>()[0], 0.00049975, 1e-9);
+  EXPECT_EQ(state.at("w/step").data<float>()[0], 2.0f);
+  EXPECT_FALSE(state.contains("w/max_exp_avg_sq"));
+}
+
+TEST(OptimizerTest, AdamWeightDecayIsL2AndAdamWIsDecoupled) {
+  // Adam: g' = 0.5 + 0.1 * 1 = 0.6, first step still moves by lr.
+  EXPECT_NEAR(
+      Steps(*Make(OptimizerKind::kAdam, {{"lr", 0.1}, {"weight_decay", 0.1}}), {1}, {{0.5f}})[0],
+      0.9, 1e-6);
+  // AdamW: w = 1 * (1 - 0.1 * 0.1) - 0.1.
+  EXPECT_NEAR(
+      Steps(*Make(OptimizerKind::kAdamW, {{"lr", 0.1}, {"weight_decay", 0.1}}), {1}, {{0.5f}})[0],
+      0.89, 1e-6);
+  EXPECT_DOUBLE_EQ(Make(OptimizerKind::kAdamW, {})->spec().value("weight_decay"), 1e-2);
+}
+
+TEST(OptimizerTest, AdamAmsgradKeepsTheMaximum) {
+  auto opt = Make(OptimizerKind::kAdam, {{"lr", 0.1}, {"amsgrad", 1}});
+  Steps(*opt, {1}, {{1.0f}, {0.0f}});
+  const TensorMap state = opt->ExportState();
+  EXPECT_NEAR(state.at("w/max_exp_avg_sq").data<float>()[0], 0.001, 1e-9);
+  EXPECT_NEAR(state.at("w/exp_avg_sq").data<float>()[0], 0.000999, 1e-9);
+}
+
+TEST(OptimizerTest, Rmsprop) {
+  EXPECT_NEAR(Steps(*Make(OptimizerKind::kRmsprop, {}), {1}, {{0.5f}})[0], 0.9, 1e-6);
+  EXPECT_NEAR(Steps(*Make(OptimizerKind::kRmsprop, {{"centered", 1}}), {1}, {{0.5f}})[0],
+              1 - 0.005 / std::sqrt(0.002475), 1e-6);
+  auto opt = Make(OptimizerKind::kRmsprop, {{"momentum", 0.9}});
+  // buf1 = 10, w = 0.9; sq2 = 0.004975, buf2 = 9 + 0.5 / sqrt(sq2).
+  EXPECT_NEAR(Steps(*opt, {1}, {{0.5f}, {0.5f}})[0], 0.9 - 0.01 * (9 + 0.5 / std::sqrt(0.004975)),
+              1e-5);
+}
+
+TEST(OptimizerTest, LambTrustRatio) {
+  // m^ = g, v^ = g^2 after bias correction: u = [1, 1], ||w|| = 5, ||u|| = sqrt(2).
+  auto w = Steps(*Make(OptimizerKind::kLamb, {{"lr", 0.1}, {"weight_decay", 0}}), {3, 4}, {{1, 1}});
+  EXPECT_NEAR(w[0], 3 - 0.1 * 5 / std::sqrt(2.0), 1e-5);
+  EXPECT_NEAR(w[1], 4 - 0.1 * 5 / std::sqrt(2.0), 1e-5);
+  // max_weight_norm clips ||w|| to 1.
+  w = Steps(*Make(OptimizerKind::kLamb, {{"lr", 0.1}, {"weight_decay", 0}, {"max_weight_norm", 1}}),
+            {3, 4}, {{1, 1}});
+  EXPECT_NEAR(w[0], 3 - 0.1 / std::sqrt(2.0), 1e-5);
+  // A zero weight norm gives ratio 1.
+  w = Steps(*Make(OptimizerKind::kLamb, {{"lr", 0.1}, {"weight_decay", 0}}), {0, 0}, {{1, 1}});
+  EXPECT_NEAR(w[0], -0.1, 1e-6);
+  // Weight decay enters the update before the norms: u = 1 + 0.1 * w.
+  w = Steps(*Make(OptimizerKind::kLamb, {{"lr", 0.1}, {"weight_decay", 0.1}}), {3, 4}, {{1, 1}});
+  const double u0 = 1.3, u1 = 1.4, ratio = 5 / std::sqrt(u0 * u0 + u1 * u1);
+  EXPECT_NEAR(w[0], 3 - 0.1 * ratio * u0, 1e-5);
+}
+
+TEST(OptimizerTest, WeightsWithoutGradientAreLeftAlone) {
+  auto opt = Make(OptimizerKind::kSgd, {{"lr", 0.1}, {"weight_decay", 0.5}});
+  TensorMap weights;
+  weights.emplace("w", F({1}));
+  weights.emplace("frozen", F({7}));
+  TensorMap grads;
+  grads.emplace("w", F({0}));
+  ASSERT_TRUE(opt->Step(weights, grads).ok());
+  EXPECT_FLOAT_EQ(weights.at("frozen").data<float>()[0], 7);
+  EXPECT_FLOAT_EQ(weights.at("w").data<float>()[0], 0.95f);
+}
+
+TEST(OptimizerTest, StepRejectsMismatchesAndChangesNothing) {
+  auto opt = Make(OptimizerKind::kAdam, {});
+  TensorMap weights;
+  weights.emplace("w", F({1, 2}));
+  TensorMap bad_shape;
+  bad_shape.emplace("w", F({1}));
+  EXPECT_EQ(opt->Step(weights, bad_shape).code(), absl::StatusCode::kInvalidArgument);
+  TensorMap unknown;
+  unknown.emplace("v", F({1, 2}));
+  EXPECT_EQ(opt->Step(weights, unknown).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(opt->step(), 0);
+  EXPECT_FLOAT_EQ(weights.at("w").data<float>()[0], 1);
+}
+
+TEST(OptimizerTest, ExplicitAttributesAreVariablesOthersConstants) {
+  auto opt = Make(OptimizerKind::kSgd, {{"momentum", 0.5}});
+  const auto& attrs = opt->spec().attributes();
+  EXPECT_TRUE(attrs.at("lr").is_variable);  // always
+  EXPECT_TRUE(attrs.at("momentum").is_variable);
+  EXPECT_FALSE(attrs.at("dampening").is_variable);
+  EXPECT_TRUE(opt->SetVariable("lr", 0.5).ok());
+  EXPECT_TRUE(opt->SetVariable("momentum", 0.8).ok());
+  EXPECT_DOUBLE_EQ(opt->spec().value("lr"), 0.5);
+
+  const absl::Status constant = opt->SetVariable("dampening", 0.1);
+  EXPECT_EQ(constant.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(constant.message(), HasSubstr("'dampening' is a constant"));
+  EXPECT_EQ(opt->SetVariable("beta1", 0.1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(opt->SetVariable("lr", -1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_DOUBLE_EQ(opt->spec().value("lr"), 0.5);  // a failed call changes nothing
+}
+
+TEST(OptimizerTest, MarkAsConstantAndVariable) {
+  auto spec = OptimizerSpec::Create(OptimizerKind::kAdam, {{"beta1", 0.8}});
+  ASSERT_TRUE(spec.ok());
+  ASSERT_TRUE(spec->MarkAsConstant("beta1").ok());
+  ASSERT_TRUE(spec->MarkAsVariable("eps").ok());
+  EXPECT_EQ(spec->MarkAsConstant("lr").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(spec->MarkAsVariable("amsgrad").code(), absl::StatusCode::kInvalidArgument);
+  auto opt = Optimizer::Create(*spec);
+  ASSERT_TRUE(opt.ok());
+  EXPECT_EQ((*opt)->SetVariable("beta1", 0.9).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE((*opt)->SetVariable("eps", 1e-6).ok());
+  // Flags stay constants even when passed explicitly.
+  auto flagged = OptimizerSpec::Create(OptimizerKind::kAdam, {{"amsgrad", 1}});
+  ASSERT_TRUE(flagged.ok());
+  EXPECT_FALSE(flagged->attributes().at("amsgrad").is_variable);
+}
+
+TEST(OptimizerTest, CreateRejectsBadAttributes) {
+  EXPECT_EQ(ParseOptimizerKind("adagrad").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseOptimizerKind("lamb"), OptimizerKind::kLamb);
+  const std::vector<std::pair<OptimizerKind, std::map<std::string, double>>> bad = {
+      {OptimizerKind::kSgd, {{"beta1", 0.9}}},
+      {OptimizerKind::kSgd, {{"nesterov", 1}}},  // needs momentum
+      {OptimizerKind::kAdam, {{"beta2", 1.0}}},
+      {OptimizerKind::kRmsprop, {{"lr", -0.1}}},
+  };
+  for (const auto& [kind, attrs] : bad) {
+    auto spec = OptimizerSpec::Create(kind, attrs);
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << spec.status();
+  }
+}
+
+TEST(OptimizerTest, StateRoundTripResumesExactly) {
+  auto a = Make(OptimizerKind::kAdam, {{"lr", 0.05}, {"amsgrad", 1}});
+  TensorMap wa;
+  wa.emplace("w", F({1, -2, 3}));
+  TensorMap g;
+  g.emplace("w", F({0.3f, -0.1f, 0.7f}));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(a->Step(wa, g).ok());
+  auto b = Make(OptimizerKind::kAdam, {{"lr", 0.05}, {"amsgrad", 1}});
+  ASSERT_TRUE(b->ImportState(a->ExportState()).ok());
+  EXPECT_EQ(b->step(), 3);
+  TensorMap wb = wa;
+  ASSERT_TRUE(a->Step(wa, g).ok());
+  ASSERT_TRUE(b->Step(wb, g).ok());
+  EXPECT_EQ(wa.at("w"), wb.at("w"));
+}
+
+TEST(OptimizerTest, ImportStateRejectsBadTensors) {
+  auto opt = Make(OptimizerKind::kSgd, {{"momentum", 0.9}});
+  TensorMap no_step;
+  EXPECT_EQ(opt->ImportState(no_step).code(), absl::StatusCode::kInvalidArgument);
+  TensorMap unknown;
+  unknown.emplace("step", Tensor::Scalar(int64_t{1}));
+  unknown.emplace("w/exp_avg", F({1}));
+  EXPECT_THAT(opt->ImportState(unknown).message(), HasSubstr("no state 'exp_avg'"));
+  TensorMap wrong_type;
+  wrong_type.emplace("step", Tensor::Scalar(1.0f));
+  EXPECT_EQ(opt->ImportState(wrong_type).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ipupod::training

@@ -1,0 +1,210 @@
+// Parity with PyTorch training: tests/parity/make_training_cases.py exports
+// each model untrained, trains it in eager PyTorch and saves torch's results;
+// here the same ONNX model is trained with training::Trainer and compared.
+//   linear_mse      the seed's example: 800 SGD steps, weights and output to
+//                   rtol = atol = 1e-4 (the seed's own assert)
+//   gelu_adam       200 Adam steps: every step's loss and the final weights
+//   accum_replicas  gradient_accumulation_steps 8 x replicas 2 (mean
+//                   reduction) against torch's large-batch steps
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "graph/npy.h"
+#include "graph/onnx_import.h"
+#include "training/trainer.h"
+#include <sys/wait.h>
+
+namespace ipupod::training {
+namespace {
+
+namespace fs = std::filesystem;
+using graph::Tensor;
+
+std::string ScriptPath() {
+  if (const char* src = std::getenv("IPUPOD_SOURCE_DIR")) {
+    return absl::StrCat(src, "/tests/parity/make_training_cases.py");
+  }
+  return IPUPOD_TRAINING_PARITY_SCRIPT;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream ss;
+  ss << file.rdbuf();
+  return ss.str();
+}
+
+// Worst |got - want| / (atol + rtol |want|) over all elements; > 1 fails.
+double WorstError(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  EXPECT_EQ(got.shape(), want.shape());
+  if (got.shape() != want.shape()) return INFINITY;
+  double worst = 0;
+  for (int64_t i = 0; i < got.num_elements(); ++i) {
+    const double g = got.data<float>()[i], w = want.data<float>()[i];
+    worst = std::max(worst, std::fabs(g - w) / (atol + rtol * std::fabs(w)));
+  }
+  return worst;
+}
+
+// Row `i` of a [n, ...] tensor, rows [begin, end) of its dim 1 (all if end < 0).
+Tensor Rows(const Tensor& t, int64_t i, int64_t begin = 0, int64_t end = -1) {
+  graph::Shape shape(t.shape().begin() + 1, t.shape().end());
+  int64_t row = 1;
+  for (int64_t d : shape) row *= d;
+  if (end < 0) end = shape[0];
+  const int64_t inner = row / shape[0];
+  shape[0] = end - begin;
+  const size_t size = graph::DTypeSize(t.dtype());
+  const char* base = static_cast<const char*>(t.raw_data()) + (i * row + begin * inner) * size;
+  return *Tensor::FromBytes(t.dtype(), shape,
+                            absl::string_view(base, (end - begin) * inner * size));
+}
+
+class TrainingParityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string tmpl = ::testing::TempDir() + "/ipupod_training_parity_XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      setup_error_ = "mkdtemp failed";
+      return;
+    }
+    dir_ = tmpl;
+    const std::string log = dir_ + "/make_training_cases.log";
+    const std::string cmd =
+        absl::StrCat("/usr/bin/python3 '", ScriptPath(), "' '", dir_, "' > '", log, "' 2>&1");
+    const int status = std::system(cmd.c_str());
+    if (status == 0) return;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+      skip_reason_ = "/usr/bin/python3 cannot import torch, numpy and onnx: " + ReadText(log);
+    } else {
+      setup_error_ = "make_training_cases.py failed:\n" + ReadText(log);
+    }
+  }
+
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+
+  static Tensor Npy(const std::string& file) {
+    auto t = graph::ReadNpyFile(dir_ + "/" + file);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? *std::move(t) : Tensor();
+  }
+
+  static std::unique_ptr<Trainer> MakeTrainer(const std::string& name, TrainerOptions options) {
+    auto graph = graph::ImportOnnxFile(dir_ + "/" + name + ".onnx");
+    EXPECT_TRUE(graph.ok()) << graph.status();
+    if (!graph.ok()) return nullptr;
+    options.loss = "loss";
+    auto trainer = Trainer::Create(*std::move(graph), std::move(options));
+    EXPECT_TRUE(trainer.ok()) << trainer.status();
+    return trainer.ok() ? *std::move(trainer) : nullptr;
+  }
+
+  // Compares every trained weight with torch's; returns the worst error.
+  static double CheckWeights(const std::string& name, const Trainer& trainer, double rtol,
+                             double atol) {
+    std::istringstream lines(ReadText(dir_ + "/" + name + ".weights.txt"));
+    std::string weight, file;
+    double worst = 0;
+    int count = 0;
+    while (lines >> weight >> file) {
+      ++count;
+      auto it = trainer.weights().find(weight);
+      EXPECT_NE(it, trainer.weights().end()) << weight;
+      if (it == trainer.weights().end()) continue;
+      const double err = WorstError(it->second, Npy(file), rtol, atol);
+      EXPECT_LE(err, 1.0) << name << " weight " << weight;
+      worst = std::max(worst, err);
+    }
+    EXPECT_EQ(count, static_cast<int>(trainer.weights().size()));
+    std::printf("%s: worst weight error %.4f of tolerance (rtol %g, atol %g)\n", name.c_str(),
+                worst, rtol, atol);
+    return worst;
+  }
+
+  static inline std::string dir_;
+  static inline std::string skip_reason_;
+  static inline std::string setup_error_;
+};
+
+TEST_F(TrainingParityTest, SeedExampleLinearMseSgd800Steps) {
+  auto trainer = MakeTrainer("linear_mse", TrainerOptions{});  // SGD, lr 0.01
+  ASSERT_NE(trainer, nullptr);
+  const std::vector<Tensor> batch = {Npy("linear_mse.x.npy"), Npy("linear_mse.target.npy")};
+  float first_loss = 0, last_loss = 0;
+  for (int i = 0; i < 800; ++i) {
+    auto step = trainer->Step({batch});
+    ASSERT_TRUE(step.ok()) << step.status();
+    if (i == 0) first_loss = step->losses[0];
+    last_loss = step->losses[0];
+  }
+  EXPECT_EQ(trainer->step(), 800);
+  EXPECT_LT(last_loss, first_loss * 0.01f);
+  CheckWeights("linear_mse", *trainer, 1e-4, 1e-4);
+  auto out = trainer->Forward(batch);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const double err = WorstError((*out)[0], Npy("linear_mse.out.npy"), 1e-4, 1e-4);
+  EXPECT_LE(err, 1.0);
+  std::printf("linear_mse: worst output error %.4f of tolerance (rtol = atol = 1e-4)\n", err);
+}
+
+TEST_F(TrainingParityTest, GeluClassifierCrossEntropyAdam200Steps) {
+  auto spec = OptimizerSpec::Create(OptimizerKind::kAdam, {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  TrainerOptions options;
+  options.optimizer = *spec;
+  auto trainer = MakeTrainer("gelu_adam", options);
+  ASSERT_NE(trainer, nullptr);
+  const Tensor x = Npy("gelu_adam.x.npy"), labels = Npy("gelu_adam.labels.npy");
+  const Tensor losses = Npy("gelu_adam.losses.npy");
+  double worst_loss = 0;
+  for (int64_t s = 0; s < 200; ++s) {
+    auto step = trainer->Step({std::vector<Tensor>{Rows(x, s), Rows(labels, s)}});
+    ASSERT_TRUE(step.ok()) << step.status();
+    const double want = losses.data<float>()[s];
+    const double err = std::fabs(step->losses[0] - want) / (1e-5 + 1e-4 * std::fabs(want));
+    EXPECT_LE(err, 1.0) << "step " << s << ": loss " << step->losses[0] << ", torch " << want;
+    worst_loss = std::max(worst_loss, err);
+  }
+  std::printf("gelu_adam: worst loss error %.4f of tolerance (rtol 1e-4, atol 1e-5)\n", worst_loss);
+  CheckWeights("gelu_adam", *trainer, 1e-4, 1e-5);
+}
+
+TEST_F(TrainingParityTest, AccumulationTimesReplicasEqualsLargeBatch) {
+  auto spec = OptimizerSpec::Create(OptimizerKind::kSgd, {{"lr", 0.05}, {"momentum", 0.9}});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  TrainerOptions options;
+  options.optimizer = *spec;
+  options.gradient_accumulation_steps = 8;
+  options.replicas = 2;
+  auto trainer = MakeTrainer("accum_replicas", options);
+  ASSERT_NE(trainer, nullptr);
+  const Tensor x = Npy("accum_replicas.x.npy"), target = Npy("accum_replicas.target.npy");
+  for (int64_t s = 0; s < 4; ++s) {
+    std::vector<std::vector<Tensor>> micro;
+    for (int64_t k = 0; k < 16; ++k) {  // replica k / 8, micro-batch k % 8
+      micro.push_back({Rows(x, s, 2 * k, 2 * k + 2), Rows(target, s, 2 * k, 2 * k + 2)});
+    }
+    auto step = trainer->Step(micro);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(step->losses.size(), 16u);
+  }
+  CheckWeights("accum_replicas", *trainer, 1e-5, 1e-6);
+}
+
+}  // namespace
+}  // namespace ipupod::training

@@ -1,0 +1,148 @@
+// Trainer: mean over gradient_accumulation_steps x replicas equals one
+// large-batch step, per-micro-batch losses, checkpoints, and error paths.
+#include "training/trainer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "graph/onnx_import.h"
+#include "tests/graph/onnx_builder.h"
+#include "tests/training/grad_check.h"
+
+namespace ipupod::training {
+namespace {
+
+using graph::Tensor;
+using graph::testing::kFloat;
+using graph::testing::OnnxBuilder;
+using ::testing::HasSubstr;
+
+// loss = mean((tanh(x W + b) - t)^2) for a batch of `rows`.
+graph::Graph Regressor(int64_t rows) {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {rows, 3}).Input("t", kFloat, {rows, 2});
+  b.Floats("W", {3, 2}, testing::RandomValues(6, -1, 1, 3));
+  b.Floats("bias", {2}, {0.1f, -0.2f}).Floats("two", {}, {2.0f});
+  b.Node("MatMul", {"x", "W"}, {"xw"});
+  b.Node("Add", {"xw", "bias"}, {"h"});
+  b.Node("Tanh", {"h"}, {"y"});
+  b.Node("Sub", {"y", "t"}, {"d"});
+  b.Node("Pow", {"d", "two"}, {"sq"});
+  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
+  b.Output("y", kFloat).Output("loss", kFloat);
+  return *graph::ImportOnnx(b.Bytes());
+}
+
+Tensor Rows(const std::vector<float>& v, int64_t begin, int64_t end, int64_t cols) {
+  return *Tensor::FromValues<float>(
+      {end - begin, cols}, absl::MakeConstSpan(v.data() + begin * cols, (end - begin) * cols));
+}
+
+TrainerOptions Options(int64_t gas, int64_t replicas) {
+  TrainerOptions o;
+  o.loss = "loss";
+  o.gradient_accumulation_steps = gas;
+  o.replicas = replicas;
+  o.optimizer = *OptimizerSpec::Create(OptimizerKind::kSgd, {{"lr", 0.1}, {"momentum", 0.9}});
+  return o;
+}
+
+TEST(TrainerTest, AccumulationAndReplicasAverageLikeOneLargeBatch) {
+  const std::vector<float> x = testing::RandomValues(8 * 3, -1, 1, 11);
+  const std::vector<float> t = testing::RandomValues(8 * 2, -1, 1, 12);
+  auto small = Trainer::Create(Regressor(2), Options(2, 2));
+  auto large = Trainer::Create(Regressor(8), Options(1, 1));
+  ASSERT_TRUE(small.ok()) << small.status();
+  ASSERT_TRUE(large.ok()) << large.status();
+  EXPECT_EQ((*small)->micro_batches_per_step(), 4);
+  for (int s = 0; s < 3; ++s) {
+    std::vector<std::vector<Tensor>> micro;
+    for (int64_t k = 0; k < 4; ++k) {
+      micro.push_back({Rows(x, 2 * k, 2 * k + 2, 3), Rows(t, 2 * k, 2 * k + 2, 2)});
+    }
+    auto a = (*small)->Step(micro);
+    ASSERT_TRUE(a.ok()) << a.status();
+    auto b = (*large)->Step({std::vector<Tensor>{Rows(x, 0, 8, 3), Rows(t, 0, 8, 2)}});
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_EQ(a->losses.size(), 4u);
+    double mean = 0;
+    for (float l : a->losses) mean += l / 4.0;
+    EXPECT_NEAR(mean, b->losses[0], 1e-6);
+    EXPECT_EQ(a->step, s + 1);
+    EXPECT_GT(a->backward_flops, 0);
+  }
+  for (const auto& [name, w] : (*large)->weights()) {
+    const Tensor& v = (*small)->weights().at(name);
+    for (int64_t i = 0; i < w.num_elements(); ++i) {
+      EXPECT_NEAR(v.data<float>()[i], w.data<float>()[i], 1e-6) << name << "[" << i << "]";
+    }
+  }
+  EXPECT_NE((*large)->weights().at("W"), Regressor(8).initializers.at("W"));  // it trained
+}
+
+TEST(TrainerTest, CheckpointResumesExactly) {
+  TrainerOptions o = Options(1, 1);
+  o.optimizer = *OptimizerSpec::Create(OptimizerKind::kAdam, {{"lr", 0.01}});
+  auto a = Trainer::Create(Regressor(2), o);
+  auto b = Trainer::Create(Regressor(2), o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<Tensor> batch = {Rows(testing::RandomValues(6, -1, 1, 5), 0, 2, 3),
+                                     Rows(testing::RandomValues(4, -1, 1, 6), 0, 2, 2)};
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*a)->Step({batch}).ok());
+  const TensorMap state = (*a)->ExportState();
+  EXPECT_TRUE(state.contains("W"));
+  EXPECT_TRUE(state.contains("optimizer/W/exp_avg"));
+  EXPECT_EQ(state.at("optimizer/step").IntAt(0), 3);
+  ASSERT_TRUE((*b)->ImportState(state).ok());
+  EXPECT_EQ((*b)->step(), 3);
+  ASSERT_TRUE((*a)->Step({batch}).ok());
+  ASSERT_TRUE((*b)->Step({batch}).ok());
+  EXPECT_EQ((*a)->weights().at("W"), (*b)->weights().at("W"));
+  auto out_a = (*a)->Forward(batch);
+  auto out_b = (*b)->Forward(batch);
+  ASSERT_TRUE(out_a.ok() && out_b.ok());
+  EXPECT_EQ((*out_a)[1], (*out_b)[1]);
+}
+
+TEST(TrainerTest, ImportStateRejectsIncompleteOrMisshapedCheckpoints) {
+  auto tr = Trainer::Create(Regressor(2), Options(1, 1));
+  ASSERT_TRUE(tr.ok());
+  TensorMap state = (*tr)->ExportState();
+  TensorMap missing = state;
+  missing.erase("W");
+  EXPECT_EQ((*tr)->ImportState(missing).code(), absl::StatusCode::kInvalidArgument);
+  TensorMap extra = state;
+  extra.emplace("V", state.at("W"));
+  EXPECT_EQ((*tr)->ImportState(extra).code(), absl::StatusCode::kInvalidArgument);
+  TensorMap misshaped = state;
+  misshaped.emplace("optimizer/W/momentum_buffer", state.at("bias"));
+  EXPECT_THAT((*tr)->ImportState(misshaped).message(), HasSubstr("optimizer/W/momentum_buffer"));
+}
+
+TEST(TrainerTest, RejectsBadConfigurationAndMicroBatches) {
+  EXPECT_EQ(Trainer::Create(Regressor(2), Options(0, 1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Trainer::Create(Regressor(2), Options(1, 0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  TrainerOptions no_loss = Options(1, 1);
+  no_loss.loss = "y";
+  EXPECT_EQ(Trainer::Create(Regressor(2), no_loss).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  auto tr = Trainer::Create(Regressor(2), Options(2, 1));
+  ASSERT_TRUE(tr.ok());
+  const TensorMap before = (*tr)->weights();
+  const std::vector<Tensor> good = {*Tensor::Create(graph::DType::kFloat32, {2, 3}),
+                                    *Tensor::Create(graph::DType::kFloat32, {2, 2})};
+  const std::vector<Tensor> bad = {*Tensor::Create(graph::DType::kFloat32, {3, 3}), good[1]};
+  EXPECT_EQ((*tr)->Step({good}).status().code(), absl::StatusCode::kInvalidArgument);
+  auto step = (*tr)->Step({good, bad});
+  ASSERT_FALSE(step.ok());
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(step.status().message(), HasSubstr("micro-batch 1"));
+  EXPECT_EQ((*tr)->step(), 0);
+  EXPECT_EQ((*tr)->weights().at("W"), before.at("W"));
+}
+
+}  // namespace
+}  // namespace ipupod::training

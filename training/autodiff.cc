@@ -1,0 +1,391 @@
+#include "training/autodiff.h"
+
+#include <algorithm>
+#include <new>
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "graph/ops.h"
+#include "kernels/shape_util.h"
+#include "training/grad_rules.h"
+
+namespace ipupod::training {
+
+using graph::Tensor;
+using graph::TensorType;
+
+// One node resolved to slots (-1: omitted operand).
+struct Autodiff::Step {
+  const graph::Node* node = nullptr;
+  const graph::OpDef* def = nullptr;
+  const GradRule* rule = nullptr;  // set iff the node is on a weight -> loss path
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  std::vector<TensorType> output_types;  // including omitted outputs'
+  std::vector<int> release;              // slots whose last forward reader this is
+  std::vector<bool> wants;               // per input, when active
+  int64_t flops = 0;
+};
+
+// One call's values and gradients, per slot.
+struct Autodiff::Tape {
+  std::vector<Tensor> owned;
+  std::vector<const Tensor*> value;
+  std::vector<std::optional<Tensor>> grad;
+};
+
+Autodiff::Autodiff(graph::Graph graph, std::string loss, std::vector<std::string> weights)
+    : graph_(std::move(graph)), loss_(std::move(loss)), weights_(std::move(weights)) {}
+Autodiff::~Autodiff() = default;
+
+absl::StatusOr<std::unique_ptr<Autodiff>> Autodiff::Create(graph::Graph graph, std::string loss,
+                                                           std::vector<std::string> weights) {
+  if (weights.empty()) {
+    for (const auto& [name, t] : graph.initializers) {
+      if (t.dtype() == graph::DType::kFloat32 && t.rank() >= 1) weights.push_back(name);
+    }
+  }
+  std::sort(weights.begin(), weights.end());
+  std::unique_ptr<Autodiff> ad(new Autodiff(std::move(graph), std::move(loss), std::move(weights)));
+  IPUPOD_RETURN_IF_ERROR(ad->Plan());
+  return ad;
+}
+
+TensorMap Autodiff::InitialWeights() const {
+  TensorMap out;
+  for (const std::string& w : weights_) out.emplace(w, graph_.initializers.at(w));
+  return out;
+}
+
+absl::Status Autodiff::Plan() {
+  IPUPOD_RETURN_IF_ERROR(PlanSlots());
+  for (const graph::Node& node : graph_.nodes) IPUPOD_RETURN_IF_ERROR(PlanStep(node));
+  for (const graph::ValueInfo& out : graph_.outputs) {
+    auto it = slot_of_.find(out.name);
+    if (it == slot_of_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph output '", out.name, "' is never computed"));
+    }
+    output_slots_.push_back(it->second);
+  }
+  auto loss = slot_of_.find(loss_);
+  if (loss == slot_of_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loss '", loss_, "' is not a value of the graph"));
+  }
+  loss_slot_ = loss->second;
+  const TensorType& lt = *slot_types_[loss_slot_];
+  if (lt.dtype != graph::DType::kFloat32 || graph::NumElementsOf(lt) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("loss '", loss_, "' is ", graph::TypeString(lt),
+                                                   "; it must be a float32 scalar (one element)"));
+  }
+  IPUPOD_RETURN_IF_ERROR(PlanGradientPath());
+  PlanLiveness();
+  return absl::OkStatus();
+}
+
+absl::Status Autodiff::PlanSlots() {
+  const std::set<std::string> weight_set(weights_.begin(), weights_.end());
+  if (weight_set.size() != weights_.size()) {
+    return absl::InvalidArgumentError("a trainable weight is listed twice");
+  }
+  for (const std::string& w : weights_) {
+    const Tensor* t = graph_.FindInitializer(w);
+    if (t == nullptr || t->dtype() != graph::DType::kFloat32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("trainable weight '", w, "' is not a float32 initializer of the graph"));
+    }
+  }
+  const auto add = [this](const std::string& name) -> absl::StatusOr<int> {
+    const TensorType* type = graph_.FindType(name);
+    if (type == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "value '", name, "' has no inferred type; run InferShapesAndFold (ImportOnnx does)"));
+    }
+    const int slot = static_cast<int>(slot_types_.size());
+    slot_of_[name] = slot;
+    slot_types_.push_back(type);
+    constants_.push_back(nullptr);
+    return slot;
+  };
+  for (const auto& [name, t] : graph_.initializers) {
+    IPUPOD_ASSIGN_OR_RETURN(int slot, add(name));
+    if (!weight_set.contains(name)) constants_[slot] = &t;
+  }
+  for (const std::string& w : weights_) weight_slots_.push_back(slot_of_.at(w));
+  for (const graph::ValueInfo& in : graph_.inputs) {
+    IPUPOD_ASSIGN_OR_RETURN(int slot, add(in.name));
+    input_slots_.push_back(slot);
+  }
+  for (const graph::Node& node : graph_.nodes) {
+    for (const std::string& out : node.outputs) {
+      if (!out.empty()) IPUPOD_RETURN_IF_ERROR(add(out).status());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Autodiff::PlanStep(const graph::Node& node) {
+  IPUPOD_RETURN_IF_ERROR(graph::CheckNodeSignature(node, graph_.opset));
+  Step step;
+  step.node = &node;
+  step.def = graph::FindOp(node.op_type);
+  graph::OpContext ctx{node, graph_.opset, {}, {}};
+  for (const std::string& in : node.inputs) {
+    if (in.empty()) {
+      step.inputs.push_back(-1);
+      ctx.types.push_back(nullptr);
+      ctx.values.push_back(nullptr);
+      continue;
+    }
+    auto it = slot_of_.find(in);
+    if (it == slot_of_.end()) {
+      return graph::NodeError(
+          node, absl::InvalidArgumentError(absl::StrCat("input '", in, "' is not defined")));
+    }
+    step.inputs.push_back(it->second);
+    ctx.types.push_back(slot_types_[it->second]);
+    ctx.values.push_back(constants_[it->second]);
+  }
+  for (const std::string& out : node.outputs)
+    step.outputs.push_back(out.empty() ? -1 : slot_of_.at(out));
+  auto types = step.def->infer(ctx);
+  if (!types.ok()) return graph::NodeError(node, types.status());
+  step.output_types = *std::move(types);
+  step.flops = step.def->flops(ctx, step.output_types);
+  forward_flops_ += step.flops;
+  steps_.push_back(std::move(step));
+  return absl::OkStatus();
+}
+
+// Marks what depends on a weight (requires_grad_), then walks back from the
+// loss: a node is on the path if one of its outputs leads to the loss and
+// depends on a weight. Every such node needs a backward rule.
+absl::Status Autodiff::PlanGradientPath() {
+  requires_grad_.assign(slot_types_.size(), false);
+  for (int s : weight_slots_) requires_grad_[s] = true;
+  for (const Step& step : steps_) {
+    bool any = false;
+    for (int s : step.inputs) any = any || (s >= 0 && requires_grad_[s]);
+    for (int s : step.outputs) {
+      if (s >= 0 && any) requires_grad_[s] = slot_types_[s]->dtype == graph::DType::kFloat32;
+    }
+  }
+  std::vector<bool> needed(slot_types_.size(), false);
+  needed[loss_slot_] = requires_grad_[loss_slot_];
+  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+    Step& step = *it;
+    bool active = false;
+    for (int s : step.outputs) active = active || (s >= 0 && needed[s]);
+    if (!active) continue;
+    step.rule = FindGradRule(step.node->op_type);
+    if (step.rule == nullptr) {
+      return graph::NodeError(*step.node,
+                              absl::InvalidArgumentError(absl::StrCat(
+                                  "has no gradient rule, but lies between a trainable weight and "
+                                  "the loss; differentiable ops: ",
+                                  absl::StrJoin(DifferentiableOps(), ", "))));
+    }
+    for (int s : step.inputs) {
+      step.wants.push_back(s >= 0 && requires_grad_[s]);
+      if (s >= 0 && requires_grad_[s]) needed[s] = true;
+    }
+  }
+  saved_.assign(slot_types_.size(), false);
+  for (const Step& step : steps_) {
+    if (step.rule == nullptr) continue;
+    for (int s : step.inputs) {
+      if (s >= 0 && step.rule->needs_inputs) saved_[s] = true;
+    }
+    for (int s : step.outputs) {
+      if (s >= 0 && step.rule->needs_outputs) saved_[s] = true;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A slot a node produced is released after its last forward reader unless
+// it is a graph output or the loss. Initializers and inputs are never owned.
+void Autodiff::PlanLiveness() {
+  std::vector<bool> produced(slot_types_.size(), false);
+  for (const Step& step : steps_) {
+    for (int s : step.outputs) {
+      if (s >= 0) produced[s] = true;
+    }
+  }
+  std::vector<int> last_use(slot_types_.size(), -1);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int s : steps_[i].inputs) {
+      if (s >= 0) last_use[s] = static_cast<int>(i);
+    }
+  }
+  for (int s : output_slots_) last_use[s] = -1;
+  last_use[loss_slot_] = -1;
+  for (size_t s = 0; s < last_use.size(); ++s) {
+    if (last_use[s] >= 0 && produced[s]) {
+      steps_[last_use[s]].release.push_back(static_cast<int>(s));
+    }
+  }
+}
+
+absl::Status Autodiff::CheckCall(absl::Span<const Tensor> inputs, const TensorMap& weights) const {
+  if (inputs.size() != graph_.inputs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model takes ", graph_.inputs.size(), " inputs, got ", inputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorType& want = graph_.inputs[i].type;
+    if (inputs[i].dtype() != want.dtype || inputs[i].shape() != want.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input ", i, " ('", graph_.inputs[i].name, "') is ", DTypeName(inputs[i].dtype()),
+          kernels::ShapeString(inputs[i].shape()), "; the model needs ", TypeString(want)));
+    }
+  }
+  for (const auto& [name, t] : weights) {
+    if (!std::binary_search(weights_.begin(), weights_.end(), name)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a trainable weight"));
+    }
+  }
+  for (const std::string& w : weights_) {
+    auto it = weights.find(w);
+    const Tensor& init = graph_.initializers.at(w);
+    if (it == weights.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("trainable weight '", w, "' is missing"));
+    }
+    if (it->second.dtype() != init.dtype() || it->second.shape() != init.shape()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weight '", w, "' is ", DTypeName(it->second.dtype()),
+                       kernels::ShapeString(it->second.shape()), "; the model needs ",
+                       DTypeName(init.dtype()), kernels::ShapeString(init.shape())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Autodiff::RunForward(Tape& tape, bool keep_for_backward) const {
+  for (const Step& step : steps_) {
+    graph::OpContext ctx{*step.node, graph_.opset, {}, {}};
+    for (int s : step.inputs) {
+      ctx.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
+      ctx.values.push_back(s >= 0 ? tape.value[s] : nullptr);
+    }
+    std::vector<Tensor> outs;
+    for (const TensorType& t : step.output_types) {
+      IPUPOD_ASSIGN_OR_RETURN(Tensor tensor, Tensor::Create(t.dtype, t.shape));
+      outs.push_back(std::move(tensor));
+    }
+    IPUPOD_RETURN_IF_ERROR(graph::NodeError(*step.node, step.def->run(ctx, absl::MakeSpan(outs))));
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (step.outputs[k] < 0) continue;
+      tape.owned[step.outputs[k]] = std::move(outs[k]);
+      tape.value[step.outputs[k]] = &tape.owned[step.outputs[k]];
+    }
+    for (int s : step.release) {
+      if (keep_for_backward && saved_[s]) continue;
+      tape.owned[s] = Tensor();
+      tape.value[s] = nullptr;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Autodiff::BackwardStep(const Step& step, Tape& tape, int64_t& flops) const {
+  graph::OpContext op{*step.node, graph_.opset, {}, {}};
+  for (int s : step.inputs) {
+    op.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
+    op.values.push_back(s >= 0 ? tape.value[s] : nullptr);
+  }
+  GradContext c{op, {}, {}, {}, step.wants};
+  bool any = false;
+  for (int s : step.outputs) {
+    const bool has = s >= 0 && tape.grad[s].has_value();
+    c.output_grads.push_back(has ? &*tape.grad[s] : nullptr);
+    c.outputs.push_back(s >= 0 ? tape.value[s] : nullptr);
+    any = any || has;
+  }
+  if (!any) return absl::OkStatus();
+  for (const TensorType& t : step.output_types) c.output_types.push_back(&t);
+  std::vector<std::optional<Tensor>> grads(step.inputs.size());
+  auto spent = step.rule->fn(c, grads);
+  if (!spent.ok()) return graph::NodeError(*step.node, spent.status());
+  flops += *spent;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const int s = step.inputs[i];
+    if (!grads[i].has_value() || s < 0 || !step.wants[i]) continue;
+    if (tape.grad[s].has_value()) {
+      IPUPOD_RETURN_IF_ERROR(graph::NodeError(*step.node, AddInto(*tape.grad[s], *grads[i])));
+      flops += grads[i]->num_elements();
+    } else {
+      tape.grad[s] = std::move(grads[i]);
+    }
+  }
+  for (int s : step.outputs) {
+    if (s >= 0) tape.grad[s].reset();  // every reader of s has already run backward
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Autodiff::RunBackward(Tape& tape, GradientResult& result) const {
+  if (!requires_grad_[loss_slot_]) return absl::OkStatus();  // no weight reaches the loss
+  IPUPOD_ASSIGN_OR_RETURN(Tensor seed,
+                          Tensor::Create(graph::DType::kFloat32, slot_types_[loss_slot_]->shape));
+  seed.mutable_data<float>()[0] = 1.0f;
+  tape.grad[loss_slot_] = std::move(seed);
+  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+    if (it->rule != nullptr) IPUPOD_RETURN_IF_ERROR(BackwardStep(*it, tape, result.backward_flops));
+  }
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    std::optional<Tensor>& g = tape.grad[weight_slots_[i]];
+    if (g.has_value()) result.gradients.emplace(weights_[i], *std::move(g));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GradientResult> Autodiff::Execute(absl::Span<const Tensor> inputs,
+                                                 const TensorMap& weights) const {
+  Tape tape{std::vector<Tensor>(slot_types_.size()), constants_,
+            std::vector<std::optional<Tensor>>(slot_types_.size())};
+  for (size_t i = 0; i < weights_.size(); ++i)
+    tape.value[weight_slots_[i]] = &weights.at(weights_[i]);
+  for (size_t i = 0; i < input_slots_.size(); ++i) tape.value[input_slots_[i]] = &inputs[i];
+  IPUPOD_RETURN_IF_ERROR(RunForward(tape, /*keep_for_backward=*/true));
+  GradientResult result;
+  for (int s : output_slots_) result.outputs.push_back(*tape.value[s]);
+  result.loss = tape.value[loss_slot_]->data<float>()[0];
+  result.forward_flops = forward_flops_;
+  IPUPOD_RETURN_IF_ERROR(RunBackward(tape, result));
+  return result;
+}
+
+absl::StatusOr<GradientResult> Autodiff::Run(absl::Span<const Tensor> inputs,
+                                             const TensorMap& weights) const {
+  IPUPOD_RETURN_IF_ERROR(CheckCall(inputs, weights));
+  try {
+    return Execute(inputs, weights);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while computing gradients");
+  }
+}
+
+absl::StatusOr<std::vector<Tensor>> Autodiff::Forward(absl::Span<const Tensor> inputs,
+                                                      const TensorMap& weights) const {
+  IPUPOD_RETURN_IF_ERROR(CheckCall(inputs, weights));
+  try {
+    Tape tape{std::vector<Tensor>(slot_types_.size()), constants_, {}};
+    for (size_t i = 0; i < weights_.size(); ++i) {
+      tape.value[weight_slots_[i]] = &weights.at(weights_[i]);
+    }
+    for (size_t i = 0; i < input_slots_.size(); ++i) tape.value[input_slots_[i]] = &inputs[i];
+    IPUPOD_RETURN_IF_ERROR(RunForward(tape, /*keep_for_backward=*/false));
+    std::vector<Tensor> outputs;
+    for (int s : output_slots_) outputs.push_back(*tape.value[s]);
+    return outputs;
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while running the model");
+  }
+}
+
+}  // namespace ipupod::training

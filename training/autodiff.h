@@ -1,0 +1,126 @@
+// File: training/autodiff.h
+//
+// training::Autodiff: reverse-mode gradients of a scalar loss of a
+// graph::Graph with respect to chosen float initializers (the trainable
+// weights). It works as a tape:
+//   forward  - runs the nodes in order with graph/ops.h's kernels, keeping
+//              the intermediates the backward rules need (and freeing the
+//              rest after their last forward reader, like graph::Interpreter);
+//   backward - walks the nodes that lie on a path from a weight to the loss
+//              in reverse, applying each op's rule (training/grad_rules.h),
+//              and sums gradients that fan in.
+// d(loss)/d(loss) = 1. Integer and bool values carry no gradient; a weight
+// that does not reach the loss gets no gradient (torch's `grad is None`),
+// which callers must skip, as torch.optim does.
+//
+// Weights live outside the graph: every Run gets their current values by
+// name, so a Trainer can update them without rebuilding anything.
+//
+// FLOPs: forward_flops follows graph/ops.h; backward_flops is what the
+// rules report (matrix products 2*M*N*K per operand gradient, elementwise
+// work per element), the figure simulated time will be based on.
+//
+// Thread safety: Run and Forward are const and may run concurrently (each
+// call has its own tape). BLAS threads are bounded by kernels/threads.h.
+// Errors: Create - INVALID_ARGUMENT if the graph has not been through
+// InferShapesAndFold, the loss is not a float value with one element, a
+// weight is not a float32 initializer (or is listed twice), or an op on a
+// path from a weight to the loss has no backward rule (naming op and node,
+// e.g. "Abs node '/Abs': has no gradient rule"). Run - INVALID_ARGUMENT for
+// inputs or weights of the wrong number, name, dtype or shape and data
+// errors kernels find (a label out of range); RESOURCE_EXHAUSTED if memory
+// runs out. A failed call changes nothing.
+#ifndef IPUPOD_TRAINING_AUTODIFF_H_
+#define IPUPOD_TRAINING_AUTODIFF_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace ipupod::training {
+
+// Weights by initializer name.
+using TensorMap = std::map<std::string, graph::Tensor>;
+
+struct GradientResult {
+  std::vector<graph::Tensor> outputs;  // graph outputs, in graph order
+  float loss = 0.0f;
+  TensorMap gradients;  // one per weight that reaches the loss, weight's shape
+  int64_t forward_flops = 0;
+  int64_t backward_flops = 0;
+};
+
+class Autodiff {
+ public:
+  // `loss` names a float value with one element (usually a graph output).
+  // `weights` name float32 initializers; empty means every float32
+  // initializer of rank >= 1. (The rank-0 ones are the scalars torch.onnx
+  // writes for Python constants - Pow's 2, GELU's 0.5 - never parameters;
+  // callers that know the model's parameters should list them.)
+  static absl::StatusOr<std::unique_ptr<Autodiff>> Create(graph::Graph graph, std::string loss,
+                                                          std::vector<std::string> weights);
+
+  Autodiff(const Autodiff&) = delete;
+  Autodiff& operator=(const Autodiff&) = delete;
+  ~Autodiff();
+
+  const graph::Graph& graph() const { return graph_; }
+  const std::string& loss() const { return loss_; }
+  // The trainable weights, sorted by name.
+  const std::vector<std::string>& weights() const { return weights_; }
+  // The graph's own values of the weights (the starting point of training).
+  TensorMap InitialWeights() const;
+
+  // Forward and backward. `inputs` follow graph().inputs order with their
+  // exact dtype and shape; `weights` holds every weight by name (others
+  // are rejected).
+  absl::StatusOr<GradientResult> Run(absl::Span<const graph::Tensor> inputs,
+                                     const TensorMap& weights) const;
+
+  // Forward only (no tape): the graph outputs with these weights.
+  absl::StatusOr<std::vector<graph::Tensor>> Forward(absl::Span<const graph::Tensor> inputs,
+                                                     const TensorMap& weights) const;
+
+ private:
+  struct Step;
+  struct Tape;
+  Autodiff(graph::Graph graph, std::string loss, std::vector<std::string> weights);
+  absl::Status Plan();
+  absl::Status PlanSlots();
+  absl::Status PlanStep(const graph::Node& node);
+  absl::Status PlanGradientPath();
+  void PlanLiveness();
+  absl::Status CheckCall(absl::Span<const graph::Tensor> inputs, const TensorMap& weights) const;
+  absl::Status RunForward(Tape& tape, bool keep_for_backward) const;
+  absl::Status RunBackward(Tape& tape, GradientResult& result) const;
+  absl::Status BackwardStep(const Step& step, Tape& tape, int64_t& flops) const;
+  absl::StatusOr<GradientResult> Execute(absl::Span<const graph::Tensor> inputs,
+                                         const TensorMap& weights) const;
+
+  graph::Graph graph_;
+  std::string loss_;
+  std::vector<std::string> weights_;
+  std::map<std::string, int> slot_of_;
+  std::vector<const graph::TensorType*> slot_types_;
+  std::vector<const graph::Tensor*> constants_;  // per slot; initializers except weights
+  std::vector<int> weight_slots_;                // parallel to weights_
+  std::vector<int> input_slots_;
+  std::vector<int> output_slots_;
+  int loss_slot_ = -1;
+  std::vector<Step> steps_;
+  std::vector<bool> requires_grad_;  // per slot
+  std::vector<bool> saved_;          // per slot: kept by the tape for a backward rule
+  int64_t forward_flops_ = 0;
+};
+
+}  // namespace ipupod::training
+
+#endif  // IPUPOD_TRAINING_AUTODIFF_H_

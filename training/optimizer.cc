@@ -1,0 +1,475 @@
+#include "training/optimizer.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "kernels/shape_util.h"
+
+namespace ipupod::training {
+namespace {
+
+using graph::DType;
+using graph::Tensor;
+using Slots = std::map<std::string, Tensor>;
+
+struct AttrDefault {
+  const char* name;
+  double value;
+  bool is_flag;  // changes the state layout: always a constant
+};
+
+const std::vector<AttrDefault>& Defaults(OptimizerKind kind) {
+  static const auto* sgd = new std::vector<AttrDefault>{{"lr", 0.01, false},
+                                                        {"momentum", 0, false},
+                                                        {"dampening", 0, false},
+                                                        {"weight_decay", 0, false},
+                                                        {"nesterov", 0, true}};
+  static const auto* adam = new std::vector<AttrDefault>{
+      {"lr", 1e-3, false},  {"beta1", 0.9, false},      {"beta2", 0.999, false},
+      {"eps", 1e-8, false}, {"weight_decay", 0, false}, {"amsgrad", 0, true}};
+  static const auto* adamw = new std::vector<AttrDefault>{
+      {"lr", 1e-3, false},  {"beta1", 0.9, false},         {"beta2", 0.999, false},
+      {"eps", 1e-8, false}, {"weight_decay", 1e-2, false}, {"amsgrad", 0, true}};
+  static const auto* rmsprop = new std::vector<AttrDefault>{
+      {"lr", 0.01, false},        {"alpha", 0.99, false}, {"eps", 1e-8, false},
+      {"weight_decay", 0, false}, {"momentum", 0, false}, {"centered", 0, true}};
+  static const auto* lamb = new std::vector<AttrDefault>{
+      {"lr", 1e-3, false},
+      {"beta1", 0.9, false},
+      {"beta2", 0.999, false},
+      {"eps", 1e-8, false},
+      {"weight_decay", 1e-2, false},
+      {"bias_correction", 1, true},
+      {"max_weight_norm", std::numeric_limits<double>::infinity(), false}};
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return *sgd;
+    case OptimizerKind::kAdam:
+      return *adam;
+    case OptimizerKind::kAdamW:
+      return *adamw;
+    case OptimizerKind::kRmsprop:
+      return *rmsprop;
+    case OptimizerKind::kLamb:
+      return *lamb;
+  }
+  return *sgd;
+}
+
+bool IsFlag(OptimizerKind kind, absl::string_view attr) {
+  for (const AttrDefault& d : Defaults(kind)) {
+    if (d.name == attr) return d.is_flag;
+  }
+  return false;
+}
+
+absl::Status Range(const OptimizerSpec& s, const char* attr, double lo, double hi, bool hi_open) {
+  auto it = s.attributes().find(attr);
+  if (it == s.attributes().end()) return absl::OkStatus();
+  const double v = it->second.value;
+  if (v >= lo && (hi_open ? v < hi : v <= hi)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(OptimizerKindName(s.kind()), " attribute '", attr,
+                                                 "' is ", v, "; it must be in [", lo, ", ", hi,
+                                                 hi_open ? ")" : "]"));
+}
+
+// The slot `name` of a weight shaped like `like`, zero-filled on first use.
+absl::StatusOr<float*> Slot(Slots& slots, const std::string& name, const Tensor& like) {
+  auto it = slots.find(name);
+  if (it == slots.end()) {
+    IPUPOD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(DType::kFloat32, like.shape()));
+    it = slots.emplace(name, std::move(t)).first;
+  }
+  return it->second.mutable_data<float>();
+}
+
+// torch's per-parameter state['step'], a float scalar; returns the new value.
+double BumpStep(Slots& slots) {
+  auto it = slots.find("step");
+  if (it == slots.end()) it = slots.emplace("step", Tensor::Scalar(0.0f)).first;
+  float& step = it->second.mutable_data<float>()[0];
+  step += 1.0f;
+  return step;
+}
+
+// d = g + wd * w (torch: grad.add(param, alpha=weight_decay)).
+std::vector<float> DecayedGrad(const Tensor& w, const Tensor& g, double weight_decay) {
+  std::vector<float> d(g.values<float>().begin(), g.values<float>().end());
+  if (weight_decay == 0) return d;
+  const float wd = static_cast<float>(weight_decay);
+  const float* wp = w.data<float>();
+  for (size_t i = 0; i < d.size(); ++i) d[i] = d[i] + wd * wp[i];
+  return d;
+}
+
+absl::Status SgdUpdate(const OptimizerSpec& s, Tensor& w, const Tensor& g, Slots& slots) {
+  std::vector<float> d = DecayedGrad(w, g, s.value("weight_decay"));
+  const double momentum = s.value("momentum");
+  if (momentum != 0) {
+    const bool first = !slots.contains("momentum_buffer");
+    IPUPOD_ASSIGN_OR_RETURN(float* buf, Slot(slots, "momentum_buffer", w));
+    const float mom = static_cast<float>(momentum);
+    const float keep = static_cast<float>(1.0 - s.value("dampening"));
+    const bool nesterov = s.value("nesterov") != 0;
+    for (size_t i = 0; i < d.size(); ++i) {
+      buf[i] = first ? d[i] : buf[i] * mom + keep * d[i];
+      d[i] = nesterov ? d[i] + mom * buf[i] : buf[i];
+    }
+  }
+  const float neg_lr = static_cast<float>(-s.value("lr"));
+  float* wp = w.mutable_data<float>();
+  for (size_t i = 0; i < d.size(); ++i) wp[i] = wp[i] + neg_lr * d[i];
+  return absl::OkStatus();
+}
+
+// exp_avg and exp_avg_sq as torch updates them.
+absl::Status UpdateMoments(const OptimizerSpec& s, const Tensor& w, const std::vector<float>& d,
+                           Slots& slots, float** m, float** v) {
+  IPUPOD_ASSIGN_OR_RETURN(*m, Slot(slots, "exp_avg", w));
+  IPUPOD_ASSIGN_OR_RETURN(*v, Slot(slots, "exp_avg_sq", w));
+  const double beta1 = s.value("beta1"), beta2 = s.value("beta2");
+  const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
+  const float c1 = static_cast<float>(1 - beta1), c2 = static_cast<float>(1 - beta2);
+  for (size_t i = 0; i < d.size(); ++i) {
+    (*m)[i] = (*m)[i] * b1 + c1 * d[i];
+    (*v)[i] = (*v)[i] * b2 + c2 * (d[i] * d[i]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdamUpdate(const OptimizerSpec& s, bool decoupled, Tensor& w, const Tensor& g,
+                        Slots& slots) {
+  const double lr = s.value("lr"), wd = s.value("weight_decay");
+  float* wp = w.mutable_data<float>();
+  if (decoupled) {  // AdamW: param.mul_(1 - lr * weight_decay)
+    const float keep = static_cast<float>(1 - lr * wd);
+    for (int64_t i = 0; i < w.num_elements(); ++i) wp[i] *= keep;
+  }
+  const double step = BumpStep(slots);
+  const std::vector<float> d = DecayedGrad(w, g, decoupled ? 0.0 : wd);
+  float *m = nullptr, *v = nullptr;
+  IPUPOD_RETURN_IF_ERROR(UpdateMoments(s, w, d, slots, &m, &v));
+  const float* second = v;
+  if (s.value("amsgrad") != 0) {
+    IPUPOD_ASSIGN_OR_RETURN(float* vmax, Slot(slots, "max_exp_avg_sq", w));
+    for (size_t i = 0; i < d.size(); ++i) vmax[i] = std::max(vmax[i], v[i]);
+    second = vmax;
+  }
+  const double bc1 = 1 - std::pow(s.value("beta1"), step);
+  const float bc2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(s.value("beta2"), step)));
+  const float neg_step_size = static_cast<float>(-(lr / bc1));
+  const float eps = static_cast<float>(s.value("eps"));
+  for (size_t i = 0; i < d.size(); ++i) {
+    const float denom = std::sqrt(second[i]) / bc2_sqrt + eps;
+    wp[i] = wp[i] + neg_step_size * (m[i] / denom);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RmspropUpdate(const OptimizerSpec& s, Tensor& w, const Tensor& g, Slots& slots) {
+  BumpStep(slots);
+  const std::vector<float> d = DecayedGrad(w, g, s.value("weight_decay"));
+  IPUPOD_ASSIGN_OR_RETURN(float* sq, Slot(slots, "square_avg", w));
+  const float a = static_cast<float>(s.value("alpha"));
+  const float ca = static_cast<float>(1 - s.value("alpha"));
+  const bool centered = s.value("centered") != 0;
+  float* ga = nullptr;
+  if (centered) {
+    IPUPOD_ASSIGN_OR_RETURN(ga, Slot(slots, "grad_avg", w));
+  }
+  const double momentum = s.value("momentum");
+  float* buf = nullptr;
+  if (momentum > 0) {
+    IPUPOD_ASSIGN_OR_RETURN(buf, Slot(slots, "momentum_buffer", w));
+  }
+  const float eps = static_cast<float>(s.value("eps"));
+  const float neg_lr = static_cast<float>(-s.value("lr"));
+  float* wp = w.mutable_data<float>();
+  for (size_t i = 0; i < d.size(); ++i) {
+    sq[i] = sq[i] * a + ca * (d[i] * d[i]);
+    float avg = sq[i];
+    if (centered) {
+      ga[i] = ga[i] * a + ca * d[i];
+      avg = sq[i] + -1.0f * (ga[i] * ga[i]);
+    }
+    avg = std::sqrt(avg) + eps;
+    if (buf != nullptr) {
+      buf[i] = buf[i] * static_cast<float>(momentum) + d[i] / avg;
+      wp[i] = wp[i] + neg_lr * buf[i];
+    } else {
+      wp[i] = wp[i] + neg_lr * (d[i] / avg);
+    }
+  }
+  return absl::OkStatus();
+}
+
+double Norm(const float* p, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += double{p[i]} * p[i];
+  return std::sqrt(s);
+}
+
+absl::Status LambUpdate(const OptimizerSpec& s, Tensor& w, const Tensor& g, Slots& slots) {
+  const double step = BumpStep(slots);
+  const std::vector<float> d(g.values<float>().begin(), g.values<float>().end());
+  float *m = nullptr, *v = nullptr;
+  IPUPOD_RETURN_IF_ERROR(UpdateMoments(s, w, d, slots, &m, &v));
+  const bool correct = s.value("bias_correction") != 0;
+  const float bc1 = correct ? static_cast<float>(1 - std::pow(s.value("beta1"), step)) : 1.0f;
+  const float bc2 = correct ? static_cast<float>(1 - std::pow(s.value("beta2"), step)) : 1.0f;
+  const float eps = static_cast<float>(s.value("eps"));
+  const float wd = static_cast<float>(s.value("weight_decay"));
+  float* wp = w.mutable_data<float>();
+  std::vector<float> u(d.size());
+  for (size_t i = 0; i < d.size(); ++i) {
+    u[i] = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + eps) + wd * wp[i];
+  }
+  const double r1 = std::min(Norm(wp, d.size()), s.value("max_weight_norm"));
+  const double r2 = Norm(u.data(), u.size());
+  const double ratio = r1 > 0 && r2 > 0 ? r1 / r2 : 1.0;
+  const float scale = static_cast<float>(-s.value("lr") * ratio);
+  for (size_t i = 0; i < d.size(); ++i) wp[i] = wp[i] + scale * u[i];
+  return absl::OkStatus();
+}
+
+std::vector<std::string> SlotNames(const OptimizerSpec& s) {
+  switch (s.kind()) {
+    case OptimizerKind::kSgd:
+      return {"momentum_buffer"};
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW:
+      return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"};
+    case OptimizerKind::kRmsprop:
+      return {"square_avg", "momentum_buffer", "grad_avg", "step"};
+    case OptimizerKind::kLamb:
+      return {"exp_avg", "exp_avg_sq", "step"};
+  }
+  return {};
+}
+
+}  // namespace
+
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
+  for (OptimizerKind k : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW,
+                          OptimizerKind::kRmsprop, OptimizerKind::kLamb}) {
+    if (OptimizerKindName(k) == name) return k;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("optimizer '", name, "' is not one of sgd, adam, adamw, rmsprop, lamb"));
+}
+
+absl::string_view OptimizerKindName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    case OptimizerKind::kRmsprop:
+      return "rmsprop";
+    case OptimizerKind::kLamb:
+      return "lamb";
+  }
+  return "unknown";
+}
+
+OptimizerSpec::OptimizerSpec() : kind_(OptimizerKind::kSgd) {
+  for (const AttrDefault& d : Defaults(kind_)) attrs_[d.name] = {d.value, false};
+  attrs_["lr"].is_variable = true;
+}
+
+absl::StatusOr<OptimizerSpec> OptimizerSpec::Create(
+    OptimizerKind kind, const std::map<std::string, double>& explicit_attrs) {
+  OptimizerSpec spec;
+  spec.kind_ = kind;
+  spec.attrs_.clear();
+  for (const AttrDefault& d : Defaults(kind)) spec.attrs_[d.name] = {d.value, false};
+  spec.attrs_["lr"].is_variable = true;  // PopTorch: lr is always a variable
+  for (const auto& [name, value] : explicit_attrs) {
+    IPUPOD_ASSIGN_OR_RETURN(OptimizerAttribute * a, spec.Find(name));
+    a->value = value;
+    a->is_variable = !IsFlag(kind, name);
+  }
+  IPUPOD_RETURN_IF_ERROR(spec.Validate());
+  return spec;
+}
+
+absl::StatusOr<OptimizerAttribute*> OptimizerSpec::Find(absl::string_view attr) {
+  auto it = attrs_.find(std::string(attr));
+  if (it != attrs_.end()) return &it->second;
+  std::vector<std::string> names;
+  for (const auto& [name, a] : attrs_) names.push_back(name);
+  return absl::InvalidArgumentError(absl::StrCat(OptimizerKindName(kind_), " has no attribute '",
+                                                 attr, "'; its attributes are ",
+                                                 absl::StrJoin(names, ", ")));
+}
+
+double OptimizerSpec::value(absl::string_view attr) const {
+  return attrs_.at(std::string(attr)).value;
+}
+
+absl::Status OptimizerSpec::MarkAsConstant(absl::string_view attr) {
+  IPUPOD_ASSIGN_OR_RETURN(OptimizerAttribute * a, Find(attr));
+  if (attr == "lr") {
+    return absl::InvalidArgumentError("lr is always a variable (as in PopTorch)");
+  }
+  a->is_variable = false;
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerSpec::MarkAsVariable(absl::string_view attr) {
+  IPUPOD_ASSIGN_OR_RETURN(OptimizerAttribute * a, Find(attr));
+  if (IsFlag(kind_, attr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", attr, "' changes the optimizer's state layout and is always a constant"));
+  }
+  a->is_variable = true;
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerSpec::Validate() const {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  IPUPOD_RETURN_IF_ERROR(Range(*this, "lr", 0, kInf, true));
+  IPUPOD_RETURN_IF_ERROR(Range(*this, "momentum", 0, kInf, true));
+  IPUPOD_RETURN_IF_ERROR(Range(*this, "dampening", 0, 1, false));
+  IPUPOD_RETURN_IF_ERROR(Range(*this, "weight_decay", 0, kInf, true));
+  IPUPOD_RETURN_IF_ERROR(Range(*this, "beta1", 0, 1, true));
+  IPUPOD_RETURN_IF_ERROR(Range(*this, "beta2", 0, 1, true));
+  IPUPOD_RETURN_IF_ERROR(Range(*this, "eps", 0, kInf, true));
+  IPUPOD_RETURN_IF_ERROR(Range(*this, "alpha", 0, kInf, true));
+  IPUPOD_RETURN_IF_ERROR(Range(*this, "max_weight_norm", 0, kInf, false));
+  for (const char* flag : {"nesterov", "amsgrad", "centered", "bias_correction"}) {
+    IPUPOD_RETURN_IF_ERROR(Range(*this, flag, 0, 1, false));
+  }
+  if (kind_ == OptimizerKind::kSgd && value("nesterov") != 0 &&
+      (value("momentum") <= 0 || value("dampening") != 0)) {
+    return absl::InvalidArgumentError("nesterov momentum requires momentum > 0 and dampening 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(OptimizerSpec spec) {
+  IPUPOD_RETURN_IF_ERROR(spec.Validate());
+  return std::unique_ptr<Optimizer>(new Optimizer(std::move(spec)));
+}
+
+absl::Status Optimizer::SetVariable(absl::string_view attr, double value) {
+  IPUPOD_ASSIGN_OR_RETURN(OptimizerAttribute * a, spec_.Find(attr));
+  if (!a->is_variable) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        OptimizerKindName(spec_.kind()), " attribute '", attr,
+        "' is a constant of the compiled program (it was not passed explicitly); pass it when "
+        "compiling to make it a variable"));
+  }
+  OptimizerSpec changed = spec_;
+  changed.attrs_[std::string(attr)].value = value;
+  IPUPOD_RETURN_IF_ERROR(changed.Validate());
+  spec_ = std::move(changed);
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::CheckStep(const TensorMap& weights, const TensorMap& gradients) const {
+  for (const auto& [name, g] : gradients) {
+    auto w = weights.find(name);
+    if (w == weights.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("gradient for unknown weight '", name, "'"));
+    }
+    if (g.dtype() != DType::kFloat32 || w->second.dtype() != DType::kFloat32 ||
+        g.shape() != w->second.shape()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient of '", name, "' is ", DTypeName(g.dtype()),
+                       kernels::ShapeString(g.shape()), " but the weight is ",
+                       DTypeName(w->second.dtype()), kernels::ShapeString(w->second.shape())));
+    }
+    auto st = state_.find(name);
+    if (st == state_.end()) continue;
+    for (const auto& [slot, t] : st->second) {
+      if (slot != "step" && t.shape() != g.shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "optimizer state '", name, "/", slot, "' is ", kernels::ShapeString(t.shape()),
+            " but the weight is ", kernels::ShapeString(g.shape())));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::Update(Tensor& w, const Tensor& g, Slots& slots) {
+  switch (spec_.kind()) {
+    case OptimizerKind::kSgd:
+      return SgdUpdate(spec_, w, g, slots);
+    case OptimizerKind::kAdam:
+      return AdamUpdate(spec_, false, w, g, slots);
+    case OptimizerKind::kAdamW:
+      return AdamUpdate(spec_, true, w, g, slots);
+    case OptimizerKind::kRmsprop:
+      return RmspropUpdate(spec_, w, g, slots);
+    case OptimizerKind::kLamb:
+      return LambUpdate(spec_, w, g, slots);
+  }
+  return absl::InternalError("unknown optimizer");
+}
+
+absl::Status Optimizer::Step(TensorMap& weights, const TensorMap& gradients) {
+  IPUPOD_RETURN_IF_ERROR(CheckStep(weights, gradients));
+  for (const auto& [name, g] : gradients) {
+    IPUPOD_RETURN_IF_ERROR(Update(weights.at(name), g, state_[name]));
+  }
+  ++step_;
+  return absl::OkStatus();
+}
+
+TensorMap Optimizer::ExportState() const {
+  TensorMap out;
+  for (const auto& [weight, slots] : state_) {
+    for (const auto& [slot, t] : slots) out.emplace(absl::StrCat(weight, "/", slot), t);
+  }
+  out.emplace("step", Tensor::Scalar(step_));
+  return out;
+}
+
+absl::Status Optimizer::CheckSlotName(absl::string_view slot) const {
+  for (const std::string& s : SlotNames(spec_)) {
+    if (s == slot) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(OptimizerKindName(spec_.kind()), " has no state '",
+                                                 slot, "'; its state is ",
+                                                 absl::StrJoin(SlotNames(spec_), ", ")));
+}
+
+absl::Status Optimizer::ImportState(const TensorMap& state) {
+  std::map<std::string, Slots> next;
+  int64_t step = -1;
+  for (const auto& [name, t] : state) {
+    if (name == "step") {
+      if (t.dtype() != DType::kInt64 || t.num_elements() != 1 || t.IntAt(0) < 0) {
+        return absl::InvalidArgumentError("optimizer state 'step' must be a non-negative int64");
+      }
+      step = t.IntAt(0);
+      continue;
+    }
+    const size_t slash = name.rfind('/');
+    if (slash == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer state '", name, "' is not named <weight>/<state>"));
+    }
+    const std::string slot = name.substr(slash + 1);
+    IPUPOD_RETURN_IF_ERROR(CheckSlotName(slot));
+    if (t.dtype() != DType::kFloat32 || (slot == "step" && t.num_elements() != 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer state '", name, "' must be float32",
+                                                     slot == "step" ? " with one element" : ""));
+    }
+    next[name.substr(0, slash)].emplace(slot, t);
+  }
+  if (step < 0) return absl::InvalidArgumentError("optimizer state lacks 'step'");
+  state_ = std::move(next);
+  step_ = step;
+  return absl::OkStatus();
+}
+
+}  // namespace ipupod::training

@@ -1,0 +1,135 @@
+// File: training/optimizer.h
+//
+// training::Optimizer: PyTorch's update rules (torch 1.13, single-tensor
+// path, fp32 state) with PopTorch's names, for SGD, Adam, AdamW, RMSprop and
+// LAMB, plus the variable/constant split of PopTorch attributes (seed 003,
+// 4.5.4).
+//
+// Attributes and defaults (PopTorch / torch.optim):
+//   sgd      lr 0.01, momentum 0, dampening 0, weight_decay 0, nesterov 0
+//   adam     lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 0, amsgrad 0
+//   adamw    as adam, weight_decay 1e-2 (decoupled: w *= 1 - lr*wd first)
+//   rmsprop  lr 0.01, alpha 0.99, eps 1e-8, weight_decay 0, momentum 0, centered 0
+//   lamb     lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 1e-2,
+//            bias_correction 1, max_weight_norm inf (= no clipping)
+// LAMB follows PopTorch (poptorch.optim.LAMB over PopART's Lamb): Adam
+// moments with optional bias correction, u = m^/(sqrt(v^)+eps) + wd*w,
+// trust ratio r1/r2 with r1 = min(||w||, max_weight_norm), r2 = ||u||, and
+// ratio 1 when r1 or r2 is 0; w -= lr * ratio * u. PopTorch's default
+// max_weight_norm is None (no clipping), which inf stands for here;
+// torch-optimizer's Lamb clamps ||w|| at 10, which max_weight_norm=10 gives.
+//
+// Variables and constants: attributes passed explicitly to
+// OptimizerSpec::Create are variables (changeable between runs with
+// SetVariable), the rest constants; lr is always a variable (PopTorch's
+// exception). MarkAsConstant / MarkAsVariable override this before the
+// Optimizer is created, as markAsConstant()/markAsVariable() do before
+// compiling. The flags nesterov, amsgrad, centered and bias_correction
+// change the state layout and are always constants.
+//
+// State (torch's names), created at a weight's first update:
+//   sgd: <w>/momentum_buffer (momentum != 0); adam/adamw: <w>/exp_avg,
+//   <w>/exp_avg_sq, <w>/max_exp_avg_sq (amsgrad), <w>/step; rmsprop:
+//   <w>/square_avg, <w>/momentum_buffer (momentum > 0), <w>/grad_avg
+//   (centered), <w>/step; lamb: <w>/exp_avg, <w>/exp_avg_sq, <w>/step.
+// Plus "step": the number of Step() calls (int64 scalar). <w>/step is a
+// float32 scalar like torch's state['step'].
+//
+// Thread safety: not thread-safe; one owner (the Trainer) serialises calls.
+// Errors: INVALID_ARGUMENT for an unknown optimizer or attribute, a value
+// out of range (with the range), a gradient or state tensor whose name,
+// dtype or shape does not match its weight; FAILED_PRECONDITION for
+// SetVariable on a constant. A failed call changes nothing.
+#ifndef IPUPOD_TRAINING_OPTIMIZER_H_
+#define IPUPOD_TRAINING_OPTIMIZER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/tensor.h"
+#include "training/autodiff.h"
+
+namespace ipupod::training {
+
+enum class OptimizerKind { kSgd, kAdam, kAdamW, kRmsprop, kLamb };
+
+// "sgd", "adam", "adamw", "rmsprop", "lamb" (PopTorch's names, lower case).
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
+absl::string_view OptimizerKindName(OptimizerKind kind);
+
+struct OptimizerAttribute {
+  double value = 0.0;
+  bool is_variable = false;
+};
+
+class OptimizerSpec {
+ public:
+  // SGD with lr 0.01: the default when no optimizer is given.
+  OptimizerSpec();
+
+  // `explicit_attrs` become variables (flags excepted), the rest take their
+  // defaults as constants.
+  static absl::StatusOr<OptimizerSpec> Create(OptimizerKind kind,
+                                              const std::map<std::string, double>& explicit_attrs);
+
+  absl::Status MarkAsConstant(absl::string_view attr);
+  absl::Status MarkAsVariable(absl::string_view attr);
+
+  OptimizerKind kind() const { return kind_; }
+  const std::map<std::string, OptimizerAttribute>& attributes() const { return attrs_; }
+  // REQUIRES: attr is one of attributes().
+  double value(absl::string_view attr) const;
+
+ private:
+  friend class Optimizer;
+  absl::StatusOr<OptimizerAttribute*> Find(absl::string_view attr);
+  absl::Status Validate() const;
+
+  OptimizerKind kind_;
+  std::map<std::string, OptimizerAttribute> attrs_;
+};
+
+class Optimizer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Optimizer>> Create(OptimizerSpec spec);
+
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  const OptimizerSpec& spec() const { return spec_; }
+  int64_t step() const { return step_; }
+
+  // One update of every weight that has a gradient; weights without one
+  // are left alone (torch skips parameters whose grad is None). Checks every
+  // gradient and state tensor before changing anything.
+  absl::Status Step(TensorMap& weights, const TensorMap& gradients);
+
+  // Changes a variable attribute (e.g. lr) for later steps.
+  absl::Status SetVariable(absl::string_view attr, double value);
+
+  // The state as named tensors (see the file comment), for checkpoints.
+  TensorMap ExportState() const;
+  // Replaces the whole state with `state` (as ExportState wrote it). Names
+  // and dtypes are checked here, shapes against the weights at Step.
+  absl::Status ImportState(const TensorMap& state);
+
+ private:
+  using Slots = std::map<std::string, graph::Tensor>;  // slot name -> tensor
+  explicit Optimizer(OptimizerSpec spec) : spec_(std::move(spec)) {}
+  absl::Status CheckStep(const TensorMap& weights, const TensorMap& gradients) const;
+  absl::Status Update(graph::Tensor& w, const graph::Tensor& g, Slots& slots);
+  absl::Status CheckSlotName(absl::string_view slot) const;
+
+  OptimizerSpec spec_;
+  std::map<std::string, Slots> state_;  // weight name -> its slots
+  int64_t step_ = 0;
+};
+
+}  // namespace ipupod::training
+
+#endif  // IPUPOD_TRAINING_OPTIMIZER_H_

@@ -1,0 +1,106 @@
+// File: training/trainer.h
+//
+// training::Trainer: the weight-update loop of one replicated,
+// gradient-accumulating training model, on the host. One Step() is one
+// weight update:
+//   for each replica r and micro-batch m: forward + backward (Autodiff),
+//   gradient = mean over all gradient_accumulation_steps x replicas
+//              micro-batch gradients,
+//   then one Optimizer step.
+// The mean is PopTorch's default accumulation-and-replication reduction
+// (Options.Training.accumulationAndReplicationReductionType = Mean): with a
+// per-micro-batch mean loss, one update equals torch taking one step on the
+// concatenated large batch. Gradients are summed in double before the
+// division. A weight that gets no gradient from any micro-batch is not
+// updated (torch: grad is None).
+//
+// Replicas are simulated one after another: they hold identical weights, so
+// running them in sequence gives exactly the all-reduced result.
+//
+// Checkpoints: ExportState() returns the weights under their own names, the
+// optimizer state under "optimizer/<name>" (see optimizer.h; the update
+// count is "optimizer/step", int64); ImportState() takes that back, so
+// training resumes exactly.
+//
+// Thread safety: not thread-safe; one owner serialises calls.
+// Errors: Create - INVALID_ARGUMENT for gradient_accumulation_steps or
+// replicas < 1, and what Autodiff::Create / Optimizer::Create reject.
+// Step - INVALID_ARGUMENT for the wrong number of micro-batches or a bad
+// input (message names the micro-batch); ImportState - INVALID_ARGUMENT
+// for missing, unknown or mis-shaped tensors. A failed call changes nothing.
+#ifndef IPUPOD_TRAINING_TRAINER_H_
+#define IPUPOD_TRAINING_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "graph/graph.h"
+#include "training/autodiff.h"
+#include "training/optimizer.h"
+
+namespace ipupod::training {
+
+struct TrainerOptions {
+  std::string loss;                  // a float scalar value of the graph
+  std::vector<std::string> weights;  // trainable initializers; empty: see Autodiff::Create
+  int64_t gradient_accumulation_steps = 1;
+  int64_t replicas = 1;
+  OptimizerSpec optimizer;  // default: SGD, lr 0.01
+};
+
+struct StepResult {
+  // One loss per micro-batch, in the order they were given.
+  std::vector<float> losses;
+  int64_t step = 0;  // updates done so far, this one included
+  int64_t forward_flops = 0;
+  int64_t backward_flops = 0;
+};
+
+class Trainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(graph::Graph graph,
+                                                         TrainerOptions options);
+
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  int64_t micro_batches_per_step() const {
+    return options_.gradient_accumulation_steps * options_.replicas;
+  }
+
+  // One weight update. micro_batches[r * gradient_accumulation_steps + m]
+  // is replica r's m-th micro-batch: tensors in graph inputs order.
+  absl::StatusOr<StepResult> Step(absl::Span<const std::vector<graph::Tensor>> micro_batches);
+
+  // The graph outputs for `inputs` with the current weights.
+  absl::StatusOr<std::vector<graph::Tensor>> Forward(absl::Span<const graph::Tensor> inputs) const;
+
+  const TensorMap& weights() const { return weights_; }
+  int64_t step() const { return optimizer_->step(); }
+  Optimizer& optimizer() { return *optimizer_; }
+  const Autodiff& autodiff() const { return *autodiff_; }
+
+  TensorMap ExportState() const;
+  absl::Status ImportState(const TensorMap& state);
+
+ private:
+  Trainer(TrainerOptions options, std::unique_ptr<Autodiff> autodiff,
+          std::unique_ptr<Optimizer> optimizer);
+  absl::StatusOr<TensorMap> MeanGradients(
+      absl::Span<const std::vector<graph::Tensor>> micro_batches, StepResult& result) const;
+
+  TrainerOptions options_;
+  std::unique_ptr<Autodiff> autodiff_;
+  std::unique_ptr<Optimizer> optimizer_;
+  TensorMap weights_;
+};
+
+}  // namespace ipupod::training
+
+#endif  // IPUPOD_TRAINING_TRAINER_H_

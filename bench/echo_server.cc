@@ -10,10 +10,31 @@ grpc::ServerUnaryReactor* EchoServer::Service::Ping(grpc::CallbackServerContext*
   return reactor;
 }
 
+grpc::Status EchoServer::BulkService::Sink(grpc::ServerContext* context,
+                                           grpc::ServerReader<Blob>* reader, Size* response) {
+  std::string stored;
+  Blob blob;
+  while (reader->Read(&blob)) stored.append(blob.data());
+  response->set_bytes(stored.size());
+  return grpc::Status::OK;
+}
+
+grpc::Status EchoServer::BulkService::Source(grpc::ServerContext* context, const Size* request,
+                                             grpc::ServerWriter<Blob>* writer) {
+  const std::string held(request->bytes(), '\x5a');
+  Blob blob;
+  for (size_t offset = 0; offset < held.size(); offset += kBulkChunkBytes) {
+    blob.set_data(held.substr(offset, kBulkChunkBytes));
+    if (!writer->Write(blob)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  }
+  return grpc::Status::OK;
+}
+
 EchoServer::EchoServer() {
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(&service_);
+  builder.RegisterService(&bulk_service_);
   server_ = builder.BuildAndStart();
 }
 

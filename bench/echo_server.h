@@ -1,10 +1,12 @@
 // File: bench/echo_server.h
 //
 // A bare gRPC server (callback API, loopback, ephemeral port) serving
-// ipupod.bench.Echo: the reference for ipupod's RPC figures.
+// ipupod.bench.Echo and ipupod.bench.Bulk: the references for ipupod's RPC
+// and streaming-copy figures.
 #ifndef IPUPOD_BENCH_ECHO_SERVER_H_
 #define IPUPOD_BENCH_ECHO_SERVER_H_
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -13,6 +15,9 @@
 #include "echo.grpc.pb.h"
 
 namespace ipupod::bench {
+
+// Messages of a bulk copy: 1 MiB, as ipupod's tensor streams use.
+inline constexpr size_t kBulkChunkBytes = size_t{1} << 20;
 
 class EchoServer {
  public:
@@ -27,7 +32,15 @@ class EchoServer {
     grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context, const Blob* request,
                                    Blob* response) override;
   };
+  // Synchronous API, like ipupodd's ExecutionService (CPU-bound transfers).
+  class BulkService : public Bulk::Service {
+    grpc::Status Sink(grpc::ServerContext* context, grpc::ServerReader<Blob>* reader,
+                      Size* response) override;
+    grpc::Status Source(grpc::ServerContext* context, const Size* request,
+                        grpc::ServerWriter<Blob>* writer) override;
+  };
   Service service_;
+  BulkService bulk_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -1,5 +1,6 @@
 #include "client/tensor_stream.h"
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -56,41 +57,44 @@ absl::Status TensorAssembler::OnHeader(const v1::TensorHeader& header) {
                                             absl::StrJoin(shape, ","), "] announcing ",
                                             header.total_bytes(), " bytes"));
   }
+  absl::StatusOr<graph::Tensor> tensor = graph::Tensor::Create(*dtype, std::move(shape));
+  if (!tensor.ok()) return tensor.status();  // RESOURCE_EXHAUSTED-like: out of host memory
   current_ = header;
-  current_dtype_ = *dtype;
-  bytes_.clear();
-  bytes_.reserve(header.total_bytes());
+  tensor_ = *std::move(tensor);
+  filled_ = 0;
   return absl::OkStatus();
 }
 
 absl::Status TensorAssembler::OnData(absl::string_view data) {
   if (!current_) return absl::InternalError("ipupodd sent tensor data before a tensor header");
-  if (bytes_.size() + data.size() > current_->total_bytes()) {
+  if (filled_ + data.size() > current_->total_bytes()) {
     return absl::InternalError(absl::StrCat("ipupodd sent more than the ",
                                             current_->total_bytes(), " bytes announced for '",
                                             current_->name(), "'"));
   }
-  bytes_.append(data.data(), data.size());
+  std::memcpy(static_cast<char*>(tensor_->mutable_raw_data()) + filled_, data.data(), data.size());
+  filled_ += data.size();
   return absl::OkStatus();
 }
 
 absl::Status TensorAssembler::CompleteCurrent() {
   if (!current_) return absl::OkStatus();
-  if (bytes_.size() != current_->total_bytes()) {
-    return absl::InternalError(absl::StrCat("ipupodd sent ", bytes_.size(), " of the ",
+  if (filled_ != current_->total_bytes()) {
+    return absl::InternalError(absl::StrCat("ipupodd sent ", filled_, " of the ",
                                             current_->total_bytes(), " bytes announced for '",
                                             current_->name(), "'"));
   }
-  graph::Shape shape(current_->shape().begin(), current_->shape().end());
-  absl::StatusOr<graph::Tensor> tensor =
-      graph::Tensor::FromBytes(current_dtype_, std::move(shape), bytes_);
-  if (!tensor.ok()) {
-    return absl::InternalError(absl::StrCat("ipupodd sent tensor '", current_->name(),
-                                            "' that does not decode: ", tensor.status().message()));
+  if (tensor_->dtype() == graph::DType::kBool) {
+    for (char byte : tensor_->bytes()) {
+      if (static_cast<unsigned char>(byte) > 1) {
+        return absl::InternalError(absl::StrCat("ipupodd sent bool tensor '", current_->name(),
+                                                "' with a byte that is neither 0 nor 1"));
+      }
+    }
   }
-  done_.emplace_back(current_->name(), *std::move(tensor));
+  done_.emplace_back(current_->name(), *std::move(tensor_));
   current_.reset();
-  bytes_.clear();
+  tensor_.reset();
   return absl::OkStatus();
 }
 

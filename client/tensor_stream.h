@@ -64,8 +64,10 @@ class TensorAssembler {
 
   runtime::NamedTensors done_;
   std::optional<v1::TensorHeader> current_;
-  graph::DType current_dtype_ = graph::DType::kFloat32;
-  std::string bytes_;
+  // Allocated from the header; chunks are copied straight into it (one
+  // copy per byte, no staging buffer: weights can be gigabytes).
+  std::optional<graph::Tensor> tensor_;
+  size_t filled_ = 0;
 };
 
 }  // namespace ipupod::client

@@ -380,20 +380,29 @@ absl::Status Program::SetWeights(NamedTensors weights) {
   return impl_->interpreter->ReplaceInitializers(weights);
 }
 
-absl::StatusOr<NamedTensors> Program::GetWeights(absl::Span<const std::string> names) const {
+absl::StatusOr<std::vector<TensorRef>> Program::ViewWeights(
+    absl::Span<const std::string> names) const {
   std::vector<std::string> wanted(names.begin(), names.end());
   if (wanted.empty()) {
     for (const TensorSpec& s : impl_->weights) wanted.push_back(s.name);
   }
-  NamedTensors out;
+  std::vector<TensorRef> out;
   for (const std::string& name : wanted) {
     if (FindSpec(impl_->weights, name) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("unknown weight '", name, "'",
                                                      CloseMatches(name, impl_->weights),
                                                      "; ask for no names to get every weight"));
     }
-    out.emplace_back(name, *impl_->interpreter->graph().FindInitializer(name));
+    out.emplace_back(name, impl_->interpreter->graph().FindInitializer(name));
   }
+  return out;
+}
+
+absl::StatusOr<NamedTensors> Program::GetWeights(absl::Span<const std::string> names) const {
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<TensorRef> views, ViewWeights(names));
+  NamedTensors out;
+  out.reserve(views.size());
+  for (const auto& [name, tensor] : views) out.emplace_back(name, *tensor);
   return out;
 }
 

@@ -113,6 +113,9 @@ class Program {
   // `names` empty: every weight, sorted by name. Unknown names:
   // INVALID_ARGUMENT.
   absl::StatusOr<NamedTensors> GetWeights(absl::Span<const std::string> names) const;
+  // The same without copying: pointers into the program, valid until the
+  // next SetWeights or the program's destruction (the caller serialises).
+  absl::StatusOr<std::vector<TensorRef>> ViewWeights(absl::Span<const std::string> names) const;
 
   absl::StatusOr<StepResult> RunStep(const NamedTensors& inputs) const;
 

@@ -32,6 +32,8 @@ namespace ipupod::runtime {
 
 using NamedTensor = std::pair<std::string, graph::Tensor>;
 using NamedTensors = std::vector<NamedTensor>;
+// A named tensor owned elsewhere.
+using TensorRef = std::pair<std::string, const graph::Tensor*>;
 
 enum class TensorFileFormat { kNpz, kSafetensors, kOnnx };
 

@@ -321,8 +321,8 @@ int64_t TensorBytes(const runtime::NamedTensors& tensors) {
   return bytes;
 }
 
-template <typename Response, typename Writer>
-absl::Status WriteTensors(const runtime::NamedTensors& tensors, Writer* writer) {
+template <typename Response, typename Writer, typename Tensors>
+absl::Status WriteTensors(const Tensors& tensors, Writer* writer) {
   return StreamTensors(
       tensors,
       [writer](const v1::TensorHeader& header) {
@@ -446,8 +446,10 @@ grpc::Status ExecutionServiceImpl::ReadWeights(grpc::ServerContext* context,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
     const std::vector<std::string> names(request->names().begin(), request->names().end());
-    IPUPOD_ASSIGN_OR_RETURN(const runtime::NamedTensors weights,
-                            state.program->GetWeights(names));
+    // Streamed from the program itself: the operation holds the session,
+    // so no SetWeights can overlap, and a gigabyte is never copied first.
+    IPUPOD_ASSIGN_OR_RETURN(const std::vector<runtime::TensorRef> weights,
+                            state.program->ViewWeights(names));
     return WriteTensors<v1::ReadWeightsResponse>(weights, writer);
   });
 }

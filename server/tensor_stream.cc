@@ -141,10 +141,19 @@ absl::StatusOr<runtime::NamedTensors> TensorAssembler::Finish() {
 absl::Status StreamTensors(const runtime::NamedTensors& tensors,
                            const std::function<bool(const v1::TensorHeader&)>& on_header,
                            const std::function<bool(absl::string_view)>& on_data) {
+  std::vector<runtime::TensorRef> refs;
+  refs.reserve(tensors.size());
+  for (const auto& [name, tensor] : tensors) refs.emplace_back(name, &tensor);
+  return StreamTensors(refs, on_header, on_data);
+}
+
+absl::Status StreamTensors(const std::vector<runtime::TensorRef>& tensors,
+                           const std::function<bool(const v1::TensorHeader&)>& on_header,
+                           const std::function<bool(absl::string_view)>& on_data) {
   const absl::Status gone = absl::CancelledError("the client stopped reading; the call ended");
   for (const auto& [name, tensor] : tensors) {
-    if (!on_header(HeaderOf(name, tensor))) return gone;
-    const absl::string_view bytes = tensor.bytes();
+    if (!on_header(HeaderOf(name, *tensor))) return gone;
+    const absl::string_view bytes = tensor->bytes();
     for (size_t offset = 0; offset < bytes.size(); offset += kTensorChunkBytes) {
       if (!on_data(bytes.substr(offset, kTensorChunkBytes))) return gone;
     }

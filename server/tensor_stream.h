@@ -74,6 +74,9 @@ class TensorAssembler {
 
 // Calls on_header, then on_data for each chunk (none for an empty tensor),
 // for every tensor in order. A callback returning false stops with CANCELLED.
+absl::Status StreamTensors(const std::vector<runtime::TensorRef>& tensors,
+                           const std::function<bool(const v1::TensorHeader&)>& on_header,
+                           const std::function<bool(absl::string_view)>& on_data);
 absl::Status StreamTensors(const runtime::NamedTensors& tensors,
                            const std::function<bool(const v1::TensorHeader&)>& on_header,
                            const std::function<bool(absl::string_view)>& on_data);

@@ -1,0 +1,311 @@
+// Model execution through ipupodd, each figure beside its reference measured
+// in the same run on the same machine:
+//
+//   inference   MLP 784-1024-1024-10, micro-batch 128, 8 device iterations
+//               per Run, 1 IPU: samples/s through the server (client library
+//               -> gRPC -> ExecutionService -> runtime) vs PyTorch CPU
+//               running the same model (bench/torch_reference.py) with the
+//               same number of threads.                       goal >= 1.0x
+//   weights     WriteWeights / ReadWeights of a model holding --weights-mib
+//               MiB (default 1024) over 4 pipelined IPUs vs a bare gRPC
+//               streaming copy of the same bytes in 1 MiB messages
+//               (bench/echo_server.h, Bulk) and a memcpy.     goal >= 0.8x
+//
+// The server runs in this process on loopback (as in attach_bench), so client
+// and server share the machine's cores in every row. PyTorch runs as a child
+// (Debian's /usr/bin/python3); if it is missing the inference reference is
+// reported as unavailable rather than guessed.
+//
+//   build/bench/execution_bench [--weights-mib M] [--steps N] [--threads T]
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/echo_server.h"
+#include "client/client.h"
+#include "common/status_macros.h"
+#include "compiler/compile.h"
+#include "graph/npy.h"
+#include "kernels/threads.h"
+#include "server/config.h"
+#include "server/server.h"
+
+namespace ipupod::bench {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = ::ipupod::v1;
+using Clock = std::chrono::steady_clock;
+
+struct Flags {
+  int weights_mib = 1024;
+  int steps = 40;
+  int threads = 0;  // 0: every CPU
+};
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Runs `command`, returns its stdout; empty with `ok` false on failure.
+std::string RunCommand(const std::string& command, bool* ok) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    *ok = false;
+    return out;
+  }
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+  *ok = pclose(pipe) == 0;
+  return out;
+}
+
+std::string Script() { return std::string(IPUPOD_SOURCE_DIR) + "/bench/torch_reference.py"; }
+
+absl::StatusOr<std::string> ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// The in-process server and a client attached to it.
+struct Pod {
+  fs::path state_dir;
+  std::unique_ptr<server::PodServer> server;
+  std::unique_ptr<client::Client> client;
+};
+
+absl::StatusOr<Pod> StartPod(const fs::path& work) {
+  Pod pod;
+  pod.state_dir = work / "state";
+  server::ServerConfig config;
+  config.listen = "127.0.0.1:0";
+  config.state_dir = pod.state_dir.string();
+  config.log_level = "warn";
+  IPUPOD_ASSIGN_OR_RETURN(pod.server, server::PodServer::Start(config));
+  client::ClientOptions options;
+  options.server = pod.server->address();
+  options.user = "bench";
+  IPUPOD_ASSIGN_OR_RETURN(pod.client, client::Client::Connect(options));
+  return pod;
+}
+
+// Compiles `onnx` with `config_update` (IPUConfig.update_from_string syntax),
+// attaches as many IPUs as it needs, uploads and loads it.
+struct Loaded {
+  std::unique_ptr<client::AttachCall> call;
+  std::string session;
+  v1::LoadedProgram program;
+};
+
+absl::StatusOr<Loaded> CompileAndLoad(Pod& pod, const fs::path& onnx,
+                                      absl::string_view config_update) {
+  IPUPOD_ASSIGN_OR_RETURN(std::string model, ReadFile(onnx));
+  compiler::IpuConfig config;
+  IPUPOD_RETURN_IF_ERROR(compiler::UpdateFromString(config, config_update));
+  IPUPOD_ASSIGN_OR_RETURN(compiler::Executable executable,
+                          compiler::Compile(model, config, compiler::CompileOptions{}));
+  IPUPOD_ASSIGN_OR_RETURN(std::string ipx, compiler::WriteExecutable(executable));
+  Loaded loaded;
+  v1::AttachRequest request;
+  request.set_num_ipus(static_cast<uint32_t>(executable.ipus.reserved));
+  loaded.call = pod.client->StartAttach(request);
+  IPUPOD_ASSIGN_OR_RETURN(v1::SessionInfo session, loaded.call->WaitForGrant(nullptr));
+  loaded.session = session.session();
+  IPUPOD_RETURN_IF_ERROR(pod.client->UploadExecutable(ipx).status());
+  IPUPOD_ASSIGN_OR_RETURN(loaded.program, pod.client->Load(loaded.session, executable.content_hash));
+  return loaded;
+}
+
+// ---- inference
+
+absl::Status BenchInference(Pod& pod, const fs::path& work, const Flags& flags) {
+  bool ok = false;
+  RunCommand(absl::StrCat("/usr/bin/python3 ", Script(), " export ", work.string()), &ok);
+  if (!ok) return absl::UnavailableError("torch_reference.py export failed (is python3-torch installed?)");
+  IPUPOD_ASSIGN_OR_RETURN(Loaded loaded,
+                          CompileAndLoad(pod, work / "mlp.onnx", "inference_device_iterations=8"));
+  IPUPOD_ASSIGN_OR_RETURN(graph::Tensor batch, graph::ReadNpyFile((work / "mlp_input.npy").string()));
+  const int64_t samples = static_cast<int64_t>(loaded.program.run_shape().samples_per_step());
+  std::vector<float> values(static_cast<size_t>(samples) * 784);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = batch.values<float>()[i % static_cast<size_t>(batch.num_elements())];
+  }
+  IPUPOD_ASSIGN_OR_RETURN(graph::Tensor input,
+                          graph::Tensor::FromValues<float>({samples, 784}, values));
+  runtime::NamedTensors inputs = {{loaded.program.inputs(0).name(), input}};
+  for (int i = 0; i < 3; ++i) IPUPOD_RETURN_IF_ERROR(pod.client->Run(loaded.session, inputs).status());
+  double server_wall = 0, simulated = 0;
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < flags.steps; ++i) {
+    IPUPOD_ASSIGN_OR_RETURN(client::RunResult result, pod.client->Run(loaded.session, inputs));
+    server_wall += result.stats.wall_seconds();
+    simulated += result.stats.simulated_seconds();
+  }
+  const double elapsed = Seconds(start);
+  const double ours = static_cast<double>(samples) * flags.steps / elapsed;
+  (void)loaded.call->Release();
+
+  const std::string reference = RunCommand(
+      absl::StrCat("/usr/bin/python3 ", Script(), " infer ", work.string(), " --steps ",
+                   flags.steps * 8, " --threads ", flags.threads),
+      &ok);
+  std::printf("\n## inference: MLP 784-1024-1024-10, batch 128 x 8 device iterations, %d threads\n",
+              flags.threads);
+  std::printf("| figure | value |\n|---|---|\n");
+  std::printf("| ipupodd samples/s (client library, wall) | %.0f |\n", ours);
+  std::printf("| of which server compute (RunStats.wall) | %.1f%% of the wall time |\n",
+              100.0 * server_wall / elapsed);
+  std::printf("| simulated device samples/s (GC200 model) | %.0f |\n",
+              static_cast<double>(samples) * flags.steps / simulated);
+  if (!ok) {
+    std::printf("| PyTorch CPU samples/s | unavailable (torch_reference.py failed) |\n");
+    return absl::OkStatus();
+  }
+  const double torch = nlohmann::json::parse(reference).at("samples_per_s").get<double>();
+  std::printf("| PyTorch CPU samples/s (reference, same run) | %.0f |\n", torch);
+  std::printf("| ratio ipupodd / PyTorch (goal >= 1.0) | %.2fx |\n", ours / torch);
+  return absl::OkStatus();
+}
+
+// ---- weights
+
+double MibPerS(int64_t bytes, double seconds) { return bytes / 1048576.0 / seconds; }
+
+struct BulkFigures {
+  double to_server_s = 0, from_server_s = 0, memcpy_s = 0;
+};
+
+BulkFigures BenchBareCopy(int64_t bytes) {
+  BulkFigures figures;
+  EchoServer echo;
+  auto stub = Bulk::NewStub(grpc::CreateChannel(echo.address(), grpc::InsecureChannelCredentials()));
+  const std::string data(static_cast<size_t>(bytes), '\x33');
+  Clock::time_point start = Clock::now();
+  {
+    grpc::ClientContext context;
+    Size size;
+    auto writer = stub->Sink(&context, &size);
+    Blob blob;
+    for (size_t offset = 0; offset < data.size(); offset += kBulkChunkBytes) {
+      blob.set_data(data.substr(offset, kBulkChunkBytes));
+      writer->Write(blob);
+    }
+    writer->WritesDone();
+    writer->Finish();
+  }
+  figures.to_server_s = Seconds(start);
+  start = Clock::now();
+  {
+    grpc::ClientContext context;
+    Size size;
+    size.set_bytes(static_cast<uint64_t>(bytes));
+    auto reader = stub->Source(&context, size);
+    std::string received;
+    received.reserve(data.size());
+    Blob blob;
+    while (reader->Read(&blob)) received.append(blob.data());
+    reader->Finish();
+  }
+  figures.from_server_s = Seconds(start);
+  std::vector<char> copy(data.size());
+  start = Clock::now();
+  std::memcpy(copy.data(), data.data(), data.size());
+  figures.memcpy_s = Seconds(start);
+  return figures;
+}
+
+absl::Status BenchWeights(Pod& pod, const fs::path& work, const Flags& flags) {
+  bool ok = false;
+  RunCommand(absl::StrCat("/usr/bin/python3 ", Script(), " export-wide ", work.string(), " --mib ",
+                          flags.weights_mib),
+             &ok);
+  if (!ok) return absl::UnavailableError("torch_reference.py export-wide failed");
+  IPUPOD_ASSIGN_OR_RETURN(
+      Loaded loaded,
+      CompileAndLoad(pod, work / "wide.onnx", "layers_per_ipu=[1 1 1 1],inference_device_iterations=4"));
+  IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights, pod.client->ReadWeights(loaded.session));
+  int64_t bytes = 0;
+  for (const auto& [name, tensor] : weights) bytes += static_cast<int64_t>(tensor.byte_size());
+  Clock::time_point start = Clock::now();
+  IPUPOD_RETURN_IF_ERROR(pod.client->WriteWeights(loaded.session, weights).status());
+  const double write_s = Seconds(start);
+  start = Clock::now();
+  IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors back, pod.client->ReadWeights(loaded.session));
+  const double read_s = Seconds(start);
+  (void)loaded.call->Release();
+  if (back.size() != weights.size()) return absl::InternalError("ReadWeights lost tensors");
+  weights.clear();
+  back.clear();
+
+  const BulkFigures bare = BenchBareCopy(bytes);
+  std::printf("\n## weights: %.0f MiB in %zu tensors, 4 IPUs, 1 MiB messages\n",
+              bytes / 1048576.0, static_cast<size_t>(4));
+  std::printf("| direction | ipupodd MiB/s | bare gRPC stream MiB/s (reference) | ratio (goal >= 0.8) |\n");
+  std::printf("|---|---|---|---|\n");
+  std::printf("| host -> server (WriteWeights vs Sink) | %.0f | %.0f | %.2fx |\n",
+              MibPerS(bytes, write_s), MibPerS(bytes, bare.to_server_s),
+              bare.to_server_s / write_s);
+  std::printf("| server -> host (ReadWeights vs Source) | %.0f | %.0f | %.2fx |\n",
+              MibPerS(bytes, read_s), MibPerS(bytes, bare.from_server_s),
+              bare.from_server_s / read_s);
+  std::printf("| memcpy of the same bytes (floor) | %.0f MiB/s | | |\n",
+              MibPerS(bytes, bare.memcpy_s));
+  return absl::OkStatus();
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const int value = std::atoi(argv[i + 1]);
+    if (flag == "--weights-mib") flags.weights_mib = value;
+    if (flag == "--steps") flags.steps = value;
+    if (flag == "--threads") flags.threads = value;
+  }
+  if (flags.threads <= 0) flags.threads = kernels::MaxBlasThreads();
+  return flags;
+}
+
+int Main(int argc, char** argv) {
+  const Flags flags = ParseFlags(argc, argv);
+  if (absl::Status s = kernels::SetBlasThreads(flags.threads); !s.ok()) {
+    std::fprintf(stderr, "execution_bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  const fs::path work = fs::temp_directory_path() / absl::StrCat("ipupod-exec-bench-", getpid());
+  fs::create_directories(work);
+  absl::StatusOr<Pod> pod = StartPod(work);
+  absl::Status status = pod.status();
+  if (status.ok()) status = BenchInference(*pod, work, flags);
+  if (status.ok()) status = BenchWeights(*pod, work, flags);
+  fs::remove_all(work);
+  if (!status.ok()) {
+    std::fprintf(stderr, "execution_bench: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ipupod::bench
+
+int main(int argc, char** argv) { return ipupod::bench::Main(argc, argv); }

@@ -22,6 +22,8 @@ namespace {
 using scheduler::Caller;
 
 constexpr size_t kExecutableChunkBytes = size_t{1} << 20;  // 1 MiB
+// How long a step may wait for its turn to compute (runtime/compute_gate.h).
+constexpr absl::Duration kComputeWait = absl::Minutes(10);
 
 template <typename Body>
 grpc::Status Handle(grpc::ServerContext* context, const ServiceEnv& env, absl::string_view method,
@@ -337,6 +339,18 @@ absl::Status WriteTensors(const Tensors& tensors, Writer* writer) {
       });
 }
 
+// Computes one step when its turn comes; the slot is released before the
+// outputs stream back, so a slow reader never holds the server's compute.
+absl::StatusOr<runtime::StepResult> RunStepInTurn(runtime::ComputeGate& compute,
+                                                  grpc::ServerContext& context,
+                                                  const runtime::Program& program,
+                                                  const runtime::NamedTensors& inputs) {
+  IPUPOD_ASSIGN_OR_RETURN(
+      runtime::ComputeGate::Slot slot,
+      compute.Acquire(kComputeWait, [&context] { return context.IsCancelled(); }));
+  return program.RunStep(inputs);
+}
+
 void ToProto(const runtime::StepResult& step, uint64_t run_index, v1::RunStats* out) {
   out->set_samples(static_cast<uint64_t>(step.samples));
   out->set_wall_seconds(step.wall_s);
@@ -466,7 +480,8 @@ grpc::Status ExecutionServiceImpl::Run(
     TensorAssembler assembler("inputs", HostBytes(state.program->host_inputs()));
     IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors inputs,
                             ReadTensors<v1::RunRequest>(stream, assembler));
-    IPUPOD_ASSIGN_OR_RETURN(const runtime::StepResult step, state.program->RunStep(inputs));
+    IPUPOD_ASSIGN_OR_RETURN(const runtime::StepResult step,
+                            RunStepInTurn(*compute_, *context, *state.program, inputs));
     const uint64_t run_index = op->slot().CountRun();
     IPUPOD_RETURN_IF_ERROR(WriteTensors<v1::RunResponse>(step.outputs, stream));
     v1::RunResponse last;

@@ -39,6 +39,7 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include "ipupod/v1/execution.grpc.pb.h"
+#include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
 #include "server/loaded_programs.h"
 #include "server/service_env.h"
@@ -50,8 +51,8 @@ inline constexpr int64_t kWeightSlackBytes = int64_t{64} << 10;
 class ExecutionServiceImpl final : public v1::ExecutionService::Service {
  public:
   ExecutionServiceImpl(const ServiceEnv& env, runtime::ExecutableCache* cache,
-                       LoadedPrograms* programs)
-      : env_(env), cache_(cache), programs_(programs) {}
+                       LoadedPrograms* programs, runtime::ComputeGate* compute)
+      : env_(env), cache_(cache), programs_(programs), compute_(compute) {}
 
   grpc::Status StatExecutable(grpc::ServerContext* context,
                               const v1::StatExecutableRequest* request,
@@ -75,6 +76,7 @@ class ExecutionServiceImpl final : public v1::ExecutionService::Service {
   const ServiceEnv& env_;
   runtime::ExecutableCache* const cache_;
   LoadedPrograms* const programs_;
+  runtime::ComputeGate* const compute_;  // steps compute in turn (FIFO)
 };
 
 }  // namespace ipupod::server

@@ -74,8 +74,13 @@ PodServer::~PodServer() {
 
 absl::Status PodServer::Init() {
   spdlog::set_level(spdlog::level::from_str(config_.log_level));
-  IPUPOD_RETURN_IF_ERROR(kernels::SetBlasThreads(
-      config_.compute_threads == 0 ? kernels::MaxBlasThreads() : config_.compute_threads));
+  const int threads =
+      config_.compute_threads == 0 ? kernels::MaxBlasThreads() : config_.compute_threads;
+  IPUPOD_RETURN_IF_ERROR(kernels::SetBlasThreads(threads));
+  // As many steps compute at once as fit in the host's cores at `threads`
+  // each; every sync thread may wait for one.
+  compute_ = std::make_unique<runtime::ComputeGate>(
+      std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads);
   IPUPOD_ASSIGN_OR_RETURN(store_, store::SqliteStateStore::Open(config_.state_dir));
   cache_ = std::make_unique<runtime::ExecutableCache>(config_.executable_cache_mb << 20);
   programs_ = std::make_unique<LoadedPrograms>(kOperationWait);
@@ -92,7 +97,7 @@ absl::Status PodServer::Init() {
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
   execution_service_ =
-      std::make_unique<ExecutionServiceImpl>(env_, cache_.get(), programs_.get());
+      std::make_unique<ExecutionServiceImpl>(env_, cache_.get(), programs_.get(), compute_.get());
   absl::Status status = BuildGrpcServer();
   if (!status.ok()) {
     scheduler_->Shutdown();

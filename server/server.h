@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "scheduler/scheduler.h"
+#include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
 #include "server/config.h"
 #include "server/execution_service.h"
@@ -81,6 +82,7 @@ class PodServer {
   std::unique_ptr<store::SqliteStateStore> store_;
   std::unique_ptr<runtime::ExecutableCache> cache_;
   std::unique_ptr<LoadedPrograms> programs_;
+  std::unique_ptr<runtime::ComputeGate> compute_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<StreamTicker> ticker_;
   ServiceEnv env_;

@@ -6,6 +6,7 @@
 #include "server/execution_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/create_channel.h>
@@ -514,6 +516,30 @@ TEST_F(ExecutionServiceTest, LoadAndRunMatchTheInterpreter) {
   EXPECT_EQ(stats.run_index(), 2u);
   ASSERT_TRUE(alice_->GetLoaded(session.id(), &loaded).ok());
   EXPECT_EQ(loaded.runs(), 2u);
+}
+
+// Two users' sessions run steps at the same time: each step waits its turn
+// for the server's compute (runtime::ComputeGate) and every result is right.
+TEST_F(ExecutionServiceTest, ConcurrentSessionsShareComputeAndAllFinish) {
+  Attached first(*alice_, 1);
+  Attached second(*bob_, 1);
+  MustLoad(first, *mlp_);
+  ASSERT_TRUE(bob_->Load(second.id(), mlp_->sha256, nullptr).ok());
+  const graph::Tensor want = Reference(mlp_->onnx, Inputs()[0].second);
+  std::atomic<int> ok{0};
+  auto steps = [&](Caller& caller, const std::string& session) {
+    for (int i = 0; i < 5; ++i) {
+      runtime::NamedTensors out;
+      v1::RunStats stats;
+      grpc::Status s = caller.Run(session, Inputs(), &out, &stats);
+      if (s.ok() && out.size() == 1 && out[0].second == want) ++ok;
+    }
+  };
+  std::thread a([&] { steps(*alice_, first.id()); });
+  std::thread b([&] { steps(*bob_, second.id()); });
+  a.join();
+  b.join();
+  EXPECT_EQ(ok.load(), 10);
 }
 
 TEST_F(ExecutionServiceTest, RunInputErrorsNameTheInput) {

@@ -1,0 +1,115 @@
+#include "runtime/compute_gate.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/mutex.h"
+#include "common/sync.h"
+
+namespace ipupod::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::function<bool()> kNeverCancelled = [] { return false; };
+
+// Polls `done` until true or 10 s pass (tests never sleep for a condition).
+bool Eventually(const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+TEST(ComputeGateTest, SlotIsHeldUntilDestroyed) {
+  ComputeGate gate(1, 8);
+  {
+    auto slot = gate.Acquire(absl::Seconds(1), kNeverCancelled);
+    ASSERT_TRUE(slot.ok()) << slot.status();
+    EXPECT_EQ(gate.running(), 1);
+    auto second = gate.Acquire(absl::Milliseconds(20), kNeverCancelled);
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_THAT(second.status().message(), HasSubstr("1 running"));
+    EXPECT_EQ(gate.waiting(), 0);  // the timed-out waiter left the line
+  }
+  EXPECT_EQ(gate.running(), 0);
+  EXPECT_TRUE(gate.Acquire(absl::Seconds(1), kNeverCancelled).ok());
+}
+
+TEST(ComputeGateTest, CancelledWaiterLeavesTheLine) {
+  ComputeGate gate(1, 8);
+  auto held = gate.Acquire(absl::Seconds(1), kNeverCancelled);
+  ASSERT_TRUE(held.ok());
+  std::atomic<bool> cancel{false};
+  auto waiter = gate.Acquire(absl::Seconds(1), [&] { return cancel.exchange(true); });
+  EXPECT_EQ(waiter.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(gate.waiting(), 0);
+}
+
+TEST(ComputeGateTest, FullLineIsResourceExhausted) {
+  ComputeGate gate(1, 1);
+  auto held = gate.Acquire(absl::Seconds(1), kNeverCancelled);
+  ASSERT_TRUE(held.ok());
+  std::thread waiter([&] { (void)gate.Acquire(absl::Seconds(10), kNeverCancelled); });
+  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 1; }));
+  auto refused = gate.Acquire(absl::Seconds(1), kNeverCancelled);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  { auto release = std::move(*held); }
+  waiter.join();
+}
+
+// Six waiters queue (one after another) behind `slots` held slots; once
+// those are released every waiter runs, never more than `slots` at once, and
+// with one slot strictly in arrival order (each records its turn while it
+// still holds the slot).
+void RunSixWaiters(int slots, std::vector<int>* order, int* peak_running) {
+  ComputeGate gate(slots, 16);
+  std::vector<ComputeGate::Slot> held;
+  for (int i = 0; i < slots; ++i) held.push_back(*gate.Acquire(absl::Seconds(1), kNeverCancelled));
+  absl::Mutex mu;
+  std::atomic<int> peak{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(Eventually([&] { return gate.waiting() == i; }));
+    threads.emplace_back([&, i] {
+      auto slot = gate.Acquire(absl::Seconds(10), kNeverCancelled);
+      ASSERT_TRUE(slot.ok()) << slot.status();
+      int now = gate.running();
+      int seen = peak.load();
+      while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+      }
+      sync::MutexLock lock(&mu);
+      order->push_back(i);
+    });
+  }
+  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 6; }));
+  held.clear();
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(gate.running(), 0);
+  *peak_running = peak.load();
+}
+
+TEST(ComputeGateTest, OneSlotServesWaitersInArrivalOrder) {
+  std::vector<int> order;
+  int peak = 0;
+  RunSixWaiters(1, &order, &peak);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(peak, 1);
+}
+
+TEST(ComputeGateTest, NeverMoreThanTheSlotsComputeAtOnce) {
+  std::vector<int> order;
+  int peak = 0;
+  RunSixWaiters(2, &order, &peak);
+  EXPECT_EQ(order.size(), 6u);
+  EXPECT_LE(peak, 2);
+}
+
+}  // namespace
+}  // namespace ipupod::runtime

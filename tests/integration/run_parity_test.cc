@@ -2,15 +2,17 @@
 // models with ipu_config.json files, several steps of inputs and torch's
 // outputs; each case is compiled with `ipupod compile` and run with `ipupod
 // run` on a real ipupodd (POD16), and out.npz must match expected.npz at
-// rtol 1e-5 / atol 1e-6 (the worst element is printed). Cases: an MLP and a
-// GELU classifier on 1 IPU, a small transformer on 1 IPU, and the
-// transformer pipelined over 4 IPUs (layers_per_ipu) x 2 replicas with 4
-// device iterations. Skips when /usr/bin/python3 has no torch.
+// rtol 1e-5 / atol 1e-6 (the worst element is printed). Cases: an MLP, a
+// GELU classifier and a small transformer, each on 1 IPU and pipelined over
+// 4 IPUs x 2 replicas with 4 device iterations (the MLP placed by a module
+// map, the others by layers_per_ipu). Skips when /usr/bin/python3 has no
+// torch.
 #include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -93,8 +95,12 @@ TEST(RunParityTest, CompiledAndRunModelsMatchTorch) {
     manifest >> step >> steps;
     SCOPED_TRACE(name);
     const std::string c = dir.path() + "/" + name + "/";
-    CliResult compiled = LongCli(server.address(), {"--json", "compile", c + "model.onnx",
-                                                    "--ipu-config", c + "ipu_config.json"});
+    std::vector<std::string> compile = {"--json", "compile", c + "model.onnx", "--ipu-config",
+                                        c + "ipu_config.json"};
+    if (std::filesystem::exists(c + "module_map.json")) {
+      compile.insert(compile.end(), {"--module-map", c + "module_map.json"});
+    }
+    CliResult compiled = LongCli(server.address(), compile);
     ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
     EXPECT_EQ(compiled.json()["samples_per_step"], step) << compiled.out;
     CliResult run = LongCli(server.address(), {"run", c + "model.ipx", "--inputs",
@@ -113,7 +119,7 @@ TEST(RunParityTest, CompiledAndRunModelsMatchTorch) {
     EXPECT_EQ((*got)[0].second.shape()[0] % step, 0);
     ++cases;
   }
-  EXPECT_EQ(cases, 4);
+  EXPECT_EQ(cases, 6);  // every case of make_run_cases.py ran
 }
 
 }  // namespace

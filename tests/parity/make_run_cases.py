@@ -6,6 +6,7 @@ Usage: /usr/bin/python3 make_run_cases.py OUT_DIR
 For each case NAME this writes, into OUT_DIR/NAME/:
   model.onnx        the model, exported by torch.onnx.export for one micro-batch
   ipu_config.json   the optimum-graphcore IPUConfig to compile it with
+  module_map.json   (some cases) a module-name to IPU map, as in seed 002
   inputs.npz        several steps of samples, keyed by ONNX input name (in0, ...)
   expected.npz      torch's outputs (eager, fp32) for every sample, micro-batch by
                     micro-batch, concatenated along dim 0, keyed by output name
@@ -30,15 +31,29 @@ except ImportError as e:  # the C++ test turns this into GTEST_SKIP
 
 
 def cases():
-    """(name, module, one micro-batch of example inputs, sample maker, config, steps)."""
+    """(name, module, one micro-batch of example inputs, sample maker, config, steps).
+
+    The config may carry "module_map" (written to module_map.json, not to the IPUConfig).
+    """
     torch.manual_seed(1)
     yield ("mlp_1ipu", mm.Mlp(), (torch.randn(4, 784),),
            lambda n: (torch.randn(n, 784),),
            {"inference_device_iterations": 2}, 3)
+    torch.manual_seed(5)
+    # Three Linear layers over 4 IPUs: IPU 2 idles, as a module map allows.
+    yield ("mlp_pipelined_4ipu_x2", mm.Mlp(), (torch.randn(4, 784),),
+           lambda n: (torch.randn(n, 784),),
+           {"module_map": {"fc1": 0, "fc2": 1, "fc3": 3}, "inference_replication_factor": 2,
+            "inference_device_iterations": 4}, 2)
     torch.manual_seed(2)
     yield ("gelu_classifier_1ipu", mm.GeluClassifier(), (torch.randn(6, 64),),
            lambda n: (torch.randn(n, 64),),
            {}, 4)
+    torch.manual_seed(6)
+    yield ("gelu_classifier_pipelined_4ipu_x2", mm.GeluClassifier(), (torch.randn(6, 64),),
+           lambda n: (torch.randn(n, 64),),
+           {"layers_per_ipu": [2, 1, 2, 1], "inference_replication_factor": 2,
+            "inference_device_iterations": 4}, 2)
     torch.manual_seed(3)
     yield ("tiny_gpt_1ipu", mm.TinyGpt(), (torch.randint(0, 50, (2, 8)),),
            lambda n: (torch.randint(0, 50, (n, 8)),),
@@ -81,6 +96,11 @@ def write_case(out_dir, name, module, example, make_samples, config, steps):
     torch.onnx.export(module, example, os.path.join(case_dir, "model.onnx"), opset_version=14,
                       input_names=["in%d" % i for i in range(len(example))],
                       output_names=["out%d" % i for i in range(n_outputs)])
+    config = dict(config)
+    module_map = config.pop("module_map", None)
+    if module_map is not None:
+        with open(os.path.join(case_dir, "module_map.json"), "w") as f:
+            json.dump(module_map, f)
     with open(os.path.join(case_dir, "ipu_config.json"), "w") as f:
         json.dump(config, f)
     step = samples_per_step(micro_batch, config)

@@ -478,6 +478,7 @@ TEST_F(ServerTest, HundredsOfWaitersTieUpNoThreads) {
     grpc::ClientContext context;
     v1::AttachEvent event;
     std::unique_ptr<grpc::ClientAsyncReader<v1::AttachEvent>> reader;
+    grpc::Status status;  // Finish writes it when its tag completes
   };
   std::vector<std::unique_ptr<Waiter>> waiters;
   Client bob = NewClient("bob");
@@ -505,10 +506,7 @@ TEST_F(ServerTest, HundredsOfWaitersTieUpNoThreads) {
     ASSERT_TRUE(cq.Next(&tag, &ok));
     ++started;
   }
-  for (auto& w : waiters) {
-    grpc::Status status;
-    w->reader->Finish(&status, w.get());
-  }
+  for (auto& w : waiters) w->reader->Finish(&w->status, w.get());
   for (int finished = 0; finished < kWaiters; ++finished) {
     void* tag = nullptr;
     bool ok = false;

@@ -54,8 +54,9 @@ absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, runtime::Named
                                    absl::string_view file) {
   StepPlan plan;
   plan.samples_per_step = e.micro_batch_size * e.device_iterations * e.replication_factor;
-  for (const auto& [name, tensor] : inputs) {
-    auto is_input = [&](const compiler::TensorSpec& s) { return s.name == name; };
+  for (const runtime::NamedTensor& given : inputs) {
+    const std::string& name = given.first;  // (clang 14 cannot capture a structured binding)
+    auto is_input = [&name](const compiler::TensorSpec& s) { return s.name == name; };
     if (std::none_of(e.inputs.begin(), e.inputs.end(), is_input)) {
       return absl::InvalidArgumentError(
           absl::StrCat(file, " holds '", name, "', which is not an input of the model (inputs: ",

@@ -24,7 +24,9 @@ sigset_t WatchedSignals() {
   return set;
 }
 
-// The write end of the current watcher's self-pipe, for ForwardToWatcher.
+// The self-pipe's write end, for ForwardToWatcher. The pipe lives as long
+// as the process: a handler may run on another thread at any moment, so
+// closing it could race with (or redirect) that handler's write.
 std::atomic<int> g_forward_fd{-1};
 
 // Runs on a thread that did not block the watched signals (one started
@@ -40,6 +42,17 @@ void ForwardToWatcher(int signal, siginfo_t* info, void*) {
   errno = saved_errno;
 }
 
+// The self-pipe's read end (-1 if it could not be made); made once.
+int ForwardPipe() {
+  static const int read_fd = [] {
+    int fds[2];
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return -1;
+    g_forward_fd.store(fds[1]);
+    return fds[0];
+  }();
+  return read_fd;
+}
+
 void InstallForwarders() {
   struct sigaction action {};
   action.sa_sigaction = &ForwardToWatcher;
@@ -53,10 +66,8 @@ void InstallForwarders() {
 SignalWatcher::SignalWatcher() {
   sigset_t set = WatchedSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  if (pipe2(pipe_, O_NONBLOCK | O_CLOEXEC) == 0) {
-    g_forward_fd.store(pipe_[1]);
-    InstallForwarders();
-  }
+  forward_fd_ = ForwardPipe();
+  if (forward_fd_ >= 0) InstallForwarders();
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -66,12 +77,7 @@ SignalWatcher::~SignalWatcher() {
     stop_ = true;
   }
   thread_.join();
-  // The handlers stay installed (a late signal must not kill the process);
-  // with no pipe they drop the signal.
-  g_forward_fd.store(-1);
-  for (int fd : pipe_) {
-    if (fd >= 0) close(fd);
-  }
+  // The handlers and the pipe stay: a late signal must not kill the process.
 }
 
 void SignalWatcher::Loop() {
@@ -85,7 +91,7 @@ void SignalWatcher::Loop() {
       if (stop_) return;
     }
     unsigned char record[2];
-    while (pipe_[0] >= 0 && read(pipe_[0], record, sizeof record) == sizeof record) {
+    while (forward_fd_ >= 0 && read(forward_fd_, record, sizeof record) == sizeof record) {
       Record(record[0], record[1] != 0);
     }
     siginfo_t info{};

@@ -13,6 +13,8 @@
 // async-signal-safe handler that writes (signal, sent-by-a-process) to a
 // self-pipe the watcher drains, so the signal is never lost and never
 // takes its default action (killing the CLI half-way through a release).
+// The pipe is made once per process and never closed; use one watcher at a
+// time (each CLI command makes one).
 //
 // Events are recorded and handed out by Wait(); an optional interrupt
 // handler runs on the watcher thread for each SIGINT/SIGTERM/SIGHUP (used to
@@ -74,7 +76,7 @@ class SignalWatcher {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   InterruptHandler handler_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
-  int pipe_[2] = {-1, -1};  // self-pipe: handler writes, Loop reads
+  int forward_fd_ = -1;  // the process's self-pipe (read end): handler writes, Loop reads
 };
 
 }  // namespace ipupod::cli

@@ -371,5 +371,18 @@ TEST(ConfigTest, ExecutionKeysAndFlags) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ConfigTest, ComputeThreadsKeyAndFlag) {
+  EXPECT_EQ(ServerConfig().compute_threads, 0);  // every CPU
+  auto config = ParseConfigJson(R"({"compute_threads": 1})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->compute_threads, 1);
+  ExpectInvalid(R"({"compute_threads": -1})", {"'compute_threads'"});
+  auto cl = Parse({"--compute-threads", "2"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->config->compute_threads, 2);
+  EXPECT_EQ(Parse({"--compute-threads", "-3"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ipupod::server

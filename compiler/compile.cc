@@ -89,10 +89,12 @@ struct Imported {
   std::unique_ptr<graph::Interpreter> interpreter;  // owns the graph; gives node FLOPs
 };
 
-absl::StatusOr<Imported> Import(absl::string_view onnx_bytes) {
+absl::StatusOr<Imported> Import(absl::string_view onnx_bytes, bool for_inference) {
   Imported out;
   IPUPOD_ASSIGN_OR_RETURN(out.model, ExtractPlacementAttributes(onnx_bytes));
-  IPUPOD_ASSIGN_OR_RETURN(graph::Graph graph, graph::ImportOnnx(out.model.onnx_bytes));
+  IPUPOD_ASSIGN_OR_RETURN(graph::Graph graph,
+                          graph::ImportOnnx(out.model.onnx_bytes,
+                                            graph::FoldOptions{.keep_weights = !for_inference}));
   IPUPOD_ASSIGN_OR_RETURN(out.interpreter, graph::Interpreter::Create(std::move(graph)));
   return out;
 }
@@ -103,7 +105,7 @@ Executable Assemble(Imported& imported, const IpuConfig& config, const ModeConfi
   const graph::Graph& g = imported.interpreter->graph();
   Executable e;
   e.producer = std::string(kProducer);
-  e.mode = ExecutableMode::kInference;
+  e.mode = mode.for_inference ? ExecutableMode::kInference : ExecutableMode::kTraining;
   e.strategy = options.strategy;
   e.output_mode = mode.output_mode;
   e.micro_batch_size = MicroBatchSize(g);
@@ -121,17 +123,31 @@ Executable Assemble(Imported& imported, const IpuConfig& config, const ModeConfi
   return e;
 }
 
+// The training options as cache-key text ("" for inference, so inference
+// keys are unchanged).
+std::string TrainingKey(const CompileOptions& options) {
+  if (options.for_inference) return "";
+  const TrainingOptions& t = options.training;
+  nlohmann::json doc = {{"loss", t.loss},
+                        {"optimizer", t.optimizer},
+                        {"attrs", t.optimizer_attrs},
+                        {"frozen", t.frozen}};
+  return absl::StrCat("\ntraining ", doc.dump(-1, ' ', /*ensure_ascii=*/true,
+                                               nlohmann::json::error_handler_t::replace));
+}
+
 }  // namespace
 
 absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig& config,
                                    const CompileOptions& options, Report* report_out) {
-  if (!options.for_inference) {
-    return absl::UnimplementedError(
-        "training executables are not supported yet: compile for inference");
-  }
   IPUPOD_ASSIGN_OR_RETURN(ModeConfig mode, ResolveMode(config, options.for_inference));
-  IPUPOD_ASSIGN_OR_RETURN(Imported imported, Import(onnx_bytes));
+  IPUPOD_ASSIGN_OR_RETURN(Imported imported, Import(onnx_bytes, options.for_inference));
   const graph::Graph& g = imported.interpreter->graph();
+  TrainingSpec training;
+  if (!options.for_inference) {
+    IPUPOD_ASSIGN_OR_RETURN(training,
+                            MakeTrainingSpec(g, options.training, mode.gradient_accumulation_steps));
+  }
   std::vector<std::string> warnings;
   IPUPOD_ASSIGN_OR_RETURN(Placement placement,
                           Place(g, mode, options, imported.model.annotations, warnings));
@@ -150,6 +166,7 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
   IPUPOD_RETURN_IF_ERROR(CheckMemoryFits(report));
   Executable e = Assemble(imported, config, mode, options, std::move(placement), count, report,
                           std::move(warnings));
+  e.training = std::move(training);
   IPUPOD_ASSIGN_OR_RETURN(std::string bytes, WriteExecutable(e));
   e.content_hash = DigestHex(Sha256Of(absl::string_view(bytes).substr(kExecutableHeaderBytes)));
   return e;
@@ -166,7 +183,8 @@ std::string ExecutableCacheKey(absl::string_view onnx_bytes, const IpuConfig& co
   Sha256 hasher;
   hasher.Update(absl::StrCat(
       "ipupod executable cache key\n", kProducer, "\nformat ", kExecutableFormatVersion,
-      "\nconfig ", IpuConfigToJson(keyed), "\ninference ", options.for_inference, "\nstrategy ",
+      "\nconfig ", IpuConfigToJson(keyed), "\ninference ", options.for_inference,
+      TrainingKey(options), "\nstrategy ",
       ExecutionStrategyName(options.strategy), "\nplacement ",
       options.placement.has_value() ? PlacementMethodName(*options.placement)
                                     : absl::string_view("auto"),

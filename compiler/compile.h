@@ -13,8 +13,9 @@
 //      size, pipeline depth vs device iterations, output mode;
 //   6. memory and time per IPU, and the out-of-memory check (memory_plan.h);
 //   7. the executable (executable.h), with the report as JSON.
-// Only inference compiles today (mode "training" is reserved in the
-// format).
+// Training (for_inference false) resolves the training keys of the config,
+// imports with weights kept unfolded, adds the TrainingSpec
+// (compiler/training_spec.h) and plans gradients and optimizer state too.
 //
 // Executable caching (PopTorch's enableExecutableCaching, optimum's
 // executable_cache_dir): CompileCached looks for
@@ -27,7 +28,7 @@
 // Thread safety: pure functions (CompileCached also reads and writes files;
 // concurrent writers of one key are safe - each renames a complete file).
 // Errors: INVALID_ARGUMENT from every step (named in each header), with
-// what to change; UNIMPLEMENTED for training; RESOURCE_EXHAUSTED if the
+// what to change; RESOURCE_EXHAUSTED if the
 // host runs out of memory while importing.
 #ifndef IPUPOD_COMPILER_COMPILE_H_
 #define IPUPOD_COMPILER_COMPILE_H_
@@ -42,11 +43,13 @@
 #include "compiler/ipu_config.h"
 #include "compiler/placement.h"
 #include "compiler/report.h"
+#include "compiler/training_spec.h"
 
 namespace ipupod::compiler {
 
 struct CompileOptions {
   bool for_inference = true;
+  TrainingOptions training;  // for_inference false only
   std::optional<ModuleMap> module_map;
   std::optional<PlacementMethod> placement;  // nullopt: chosen as described above
   // PopTorch's default is pipelined; optimum-graphcore runs inference sharded.

@@ -179,6 +179,9 @@ graph::Shape HostOutputShape(const Executable& executable, const TensorSpec& out
   switch (executable.output_mode.kind) {
     case OutputMode::Kind::kAll:
       micro_batches *= executable.device_iterations;
+      if (executable.mode == ExecutableMode::kTraining) {
+        micro_batches *= executable.training.gradient_accumulation_steps;
+      }
       break;
     case OutputMode::Kind::kEveryN:
       micro_batches *= executable.device_iterations / executable.output_mode.every_n;

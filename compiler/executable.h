@@ -18,8 +18,8 @@
 //       64     P  payload:
 //                   uint64 M, then M bytes of metadata JSON (UTF-8)
 //                   uint64 N, then N bytes of ONNX ModelProto
-// The metadata JSON holds: producer ("ipupod 0.1.0"), mode ("inference";
-// "training" reserved), execution ("pipelined"/"sharded"), output_mode,
+// The metadata JSON holds: producer ("ipupod 0.1.0"), mode ("inference" or
+// "training"), training (training executables only: TrainingSpec), execution ("pipelined"/"sharded"), output_mode,
 // micro_batch_size, replication_factor, device_iterations,
 // batch_size_factor, ipus (per_replica, needed, reserved), ipu_config (every
 // IpuConfig key), placement (method, ipus_per_replica, stage_ipus, nodes,
@@ -42,6 +42,7 @@
 #define IPUPOD_COMPILER_EXECUTABLE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,7 @@ inline constexpr absl::string_view kExecutableMagic{"\x89IPX\r\n\x1a\n", 8};
 inline constexpr size_t kExecutableHeaderBytes = 64;
 inline constexpr absl::string_view kExecutableExtension = ".ipx";
 
-enum class ExecutableMode { kInference, kTraining };  // training: reserved, never compiled yet
+enum class ExecutableMode { kInference, kTraining };
 
 // "inference", "training".
 absl::string_view ExecutableModeName(ExecutableMode mode);
@@ -73,6 +74,20 @@ struct TensorSpec {
   bool operator==(const TensorSpec& other) const = default;
 };
 
+// What a training executable adds: the loss, the trainable weights and the
+// optimizer (training/optimizer.h names and defaults). Attributes given at
+// compile are variables (SetOptimizer may change them between runs); the
+// others are constants, fixed by the compile (PopTorch 4.5.4).
+struct TrainingSpec {
+  std::string loss;                  // a float scalar graph output
+  std::vector<std::string> weights;  // trainable initializers, sorted
+  int64_t gradient_accumulation_steps = 1;
+  std::string optimizer = "sgd";            // training::OptimizerKindName
+  std::map<std::string, double> variables;  // attribute -> value
+  std::map<std::string, double> constants;  // attribute -> value
+  bool operator==(const TrainingSpec& other) const = default;
+};
+
 struct Executable {
   std::string producer;  // "ipupod <version>"
   ExecutableMode mode = ExecutableMode::kInference;
@@ -81,12 +96,13 @@ struct Executable {
   int64_t micro_batch_size = 1;    // dim 0 of the first input of rank >= 1 (1 if none)
   int64_t replication_factor = 1;  // resolved for the mode
   int64_t device_iterations = 1;   // resolved for the mode
-  int64_t batch_size_factor = 1;   // BatchSizeFactor for the mode
+  int64_t batch_size_factor = 1;   // BatchSizeFactor for the mode (training: x accumulation)
   IpuCount ipus;
   IpuConfig config;  // as given, every key
   Placement placement;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
+  TrainingSpec training;     // mode kTraining only
   std::string report_json;  // compiler/report.h Report::Json()
   std::vector<std::string> warnings;
   std::string model_bytes;   // ONNX ModelProto ImportOnnx accepts
@@ -106,9 +122,11 @@ absl::StatusOr<Executable> ReadExecutableFile(absl::string_view path);
 
 // Host-side shapes of one step (PopTorch's convention: micro-batches are
 // concatenated along dim 0). Inputs carry batch_size_factor micro-batches.
-// Outputs: all - device_iterations x replicas micro-batches; every_n:N -
-// device_iterations / N x replicas; final and sum - one per replica. A
-// rank-0 tensor becomes a vector of that many elements (none if 1).
+// Outputs: all - every micro-batch (device_iterations x replicas, and x
+// gradient_accumulation_steps for training); every_n:N - device_iterations
+// / N x replicas (the last micro-batch of each such iteration); final and
+// sum - one per replica. A rank-0 tensor becomes a vector of that many
+// elements (none if 1).
 graph::Shape HostInputShape(const Executable& executable, const TensorSpec& input);
 graph::Shape HostOutputShape(const Executable& executable, const TensorSpec& output);
 

@@ -1,5 +1,6 @@
 #include "compiler/executable_json.h"
 
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -35,7 +36,17 @@ Json PlacementJson(const Placement& p) {
           {"notes", p.notes}};
 }
 
-Json MetadataDoc(const Executable& e) {
+Json TrainingJson(const Executable& e) {
+  const TrainingSpec& t = e.training;
+  return {{"loss", t.loss},
+          {"weights", t.weights},
+          {"gradient_accumulation_steps", t.gradient_accumulation_steps},
+          {"optimizer", t.optimizer},
+          {"variables", t.variables},
+          {"constants", t.constants}};
+}
+
+Json RunDoc(const Executable& e) {
   return {{"producer", e.producer},
           {"mode", std::string(ExecutableModeName(e.mode))},
           {"execution", std::string(ExecutionStrategyName(e.strategy))},
@@ -54,6 +65,14 @@ Json MetadataDoc(const Executable& e) {
           {"outputs", SpecsJson(e.outputs)},
           {"report", e.report_json.empty() ? Json(nullptr) : Json::parse(e.report_json)},
           {"warnings", e.warnings}};
+}
+
+// Inference executables have no "training" key (their bytes are those of
+// the first format version).
+Json MetadataDoc(const Executable& e) {
+  Json doc = RunDoc(e);
+  if (e.mode == ExecutableMode::kTraining) doc["training"] = TrainingJson(e);
+  return doc;
 }
 
 absl::StatusOr<graph::DType> DTypeFromName(const std::string& name) {
@@ -130,8 +149,36 @@ absl::Status ReadRunShape(const Json& doc, Executable& e) {
   return absl::OkStatus();
 }
 
+absl::Status ReadTraining(const Json& doc, Executable& e) {
+  const auto it = doc.find("training");
+  if (e.mode != ExecutableMode::kTraining) {
+    if (it != doc.end() && !it->is_null()) {
+      return absl::InvalidArgumentError("an inference executable with a training section");
+    }
+    return absl::OkStatus();
+  }
+  if (it == doc.end() || !it->is_object()) {
+    return absl::InvalidArgumentError("a training executable without its training section");
+  }
+  TrainingSpec& t = e.training;
+  t.loss = it->at("loss").get<std::string>();
+  t.weights = it->at("weights").get<std::vector<std::string>>();
+  t.gradient_accumulation_steps = it->at("gradient_accumulation_steps").get<int64_t>();
+  t.optimizer = it->at("optimizer").get<std::string>();
+  t.variables = it->at("variables").get<std::map<std::string, double>>();
+  t.constants = it->at("constants").get<std::map<std::string, double>>();
+  if (t.loss.empty() || t.gradient_accumulation_steps < 1 ||
+      e.batch_size_factor !=
+          e.device_iterations * e.replication_factor * t.gradient_accumulation_steps) {
+    return absl::InvalidArgumentError(
+        "training section out of range (loss, gradient_accumulation_steps or batch_size_factor)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadDoc(const Json& doc, Executable& e) {
   IPUPOD_RETURN_IF_ERROR(ReadRunShape(doc, e));
+  IPUPOD_RETURN_IF_ERROR(ReadTraining(doc, e));
   IPUPOD_ASSIGN_OR_RETURN(ParsedIpuConfig config, ParseIpuConfigJson(doc.at("ipu_config").dump()));
   e.config = std::move(config.config);
   IPUPOD_ASSIGN_OR_RETURN(e.placement, ReadPlacement(doc.at("placement")));

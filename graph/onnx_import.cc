@@ -209,7 +209,7 @@ absl::Status ReadGraph(const onnx::GraphProto& g, Graph& out) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Graph> Import(absl::string_view bytes) {
+absl::StatusOr<Graph> Import(absl::string_view bytes, const FoldOptions& fold) {
   if (static_cast<int64_t>(bytes.size()) > kOnnxBytesMax) {
     return absl::InvalidArgumentError("model is larger than 2 GiB, protobuf's limit");
   }
@@ -229,7 +229,7 @@ absl::StatusOr<Graph> Import(absl::string_view bytes) {
   IPUPOD_ASSIGN_OR_RETURN(graph.opset, DefaultOpset(model));
   graph.producer = absl::StrCat(model.producer_name(), " ", model.producer_version());
   IPUPOD_RETURN_IF_ERROR(ReadGraph(model.graph(), graph));
-  IPUPOD_RETURN_IF_ERROR(InferShapesAndFold(graph));
+  IPUPOD_RETURN_IF_ERROR(InferShapesAndFold(graph, fold));
   return graph;
 }
 
@@ -251,15 +251,15 @@ absl::StatusOr<std::string> ReadFile(absl::string_view path) {
 
 }  // namespace
 
-absl::StatusOr<Graph> ImportOnnx(absl::string_view bytes) {
+absl::StatusOr<Graph> ImportOnnx(absl::string_view bytes, const FoldOptions& fold) {
   try {
-    return Import(bytes);
+    return Import(bytes, fold);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory while importing the ONNX model");
   }
 }
 
-absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path) {
+absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path, const FoldOptions& fold) {
   absl::StatusOr<std::string> bytes;
   try {
     bytes = ReadFile(path);
@@ -267,7 +267,7 @@ absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path) {
     return absl::ResourceExhaustedError("out of memory while reading the ONNX file");
   }
   if (!bytes.ok()) return bytes.status();
-  return ImportOnnx(*bytes);
+  return ImportOnnx(*bytes, fold);
 }
 
 }  // namespace ipupod::graph

@@ -25,14 +25,16 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/graph.h"
+#include "graph/shape_inference.h"
 
 namespace ipupod::graph {
 
 // Largest serialized model accepted: protobuf's 2 GiB message limit.
 inline constexpr int64_t kOnnxBytesMax = (int64_t{1} << 31) - 1;
 
-absl::StatusOr<Graph> ImportOnnx(absl::string_view bytes);
-absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path);
+// `fold` goes to InferShapesAndFold (training imports keep weights).
+absl::StatusOr<Graph> ImportOnnx(absl::string_view bytes, const FoldOptions& fold = {});
+absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path, const FoldOptions& fold = {});
 
 }  // namespace ipupod::graph
 

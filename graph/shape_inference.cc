@@ -16,13 +16,16 @@ namespace {
 // folded values collect in `folded`.
 struct PassState {
   const std::map<std::string, Tensor>* initializers = nullptr;
+  bool keep_weights = false;
   std::map<std::string, Tensor> folded;
   std::map<std::string, TensorType> types;
   std::vector<Node> kept;
 
   const Tensor* FindConstant(const std::string& name) const {
     auto it = initializers->find(name);
-    if (it != initializers->end()) return &it->second;
+    if (it != initializers->end()) {
+      return keep_weights && IsWeightLike(it->second) ? nullptr : &it->second;
+    }
     auto f = folded.find(name);
     return f == folded.end() ? nullptr : &f->second;
   }
@@ -173,8 +176,9 @@ absl::Status ResolveOutputs(std::vector<ValueInfo>& outputs, const PassState& s)
   return absl::OkStatus();
 }
 
-absl::Status RunPass(Graph& graph) {
+absl::Status RunPass(Graph& graph, const FoldOptions& options) {
   PassState s;
+  s.keep_weights = options.keep_weights;
   IPUPOD_RETURN_IF_ERROR(SeedState(graph, s));
   for (const Node& node : graph.nodes) {
     IPUPOD_RETURN_IF_ERROR(CheckNodeSignature(node, graph.opset));
@@ -195,9 +199,13 @@ absl::Status RunPass(Graph& graph) {
 
 }  // namespace
 
-absl::Status InferShapesAndFold(Graph& graph) {
+bool IsWeightLike(const Tensor& initializer) {
+  return initializer.dtype() == DType::kFloat32 && !initializer.shape().empty();
+}
+
+absl::Status InferShapesAndFold(Graph& graph, const FoldOptions& options) {
   try {
-    return RunPass(graph);
+    return RunPass(graph, options);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory while folding constants");
   }

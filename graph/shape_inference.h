@@ -7,7 +7,10 @@
 //   3. folds every node whose inputs are all constants (or, for Shape, whose
 //      input shape is known) into a new initializer - this is what removes
 //      the Shape/Gather/Concat/Reshape/Equal/Where/Expand chains torch.onnx
-//      writes around attention reshapes;
+//      writes around attention reshapes. With FoldOptions::keep_weights
+//      (training), float32 initializers of rank >= 1 count as variables,
+//      not constants: nothing is folded through them, so every weight stays
+//      an initializer the graph reads and can be trained;
 //   4. drops nodes and initializers no graph output depends on;
 //   5. checks the inferred output types against the model's declared ones.
 // Afterwards graph.value_types holds a static type for every remaining value.
@@ -27,7 +30,14 @@ namespace ipupod::graph {
 
 // REQUIRES: graph.inputs have fully static shapes; graph.outputs may carry
 // -1 dims (unknown). Sets graph.value_types and rewrites nodes/initializers.
-absl::Status InferShapesAndFold(Graph& graph);
+struct FoldOptions {
+  bool keep_weights = false;  // see step 3
+};
+
+absl::Status InferShapesAndFold(Graph& graph, const FoldOptions& options = {});
+
+// True for the initializers FoldOptions::keep_weights keeps: float32, rank >= 1.
+bool IsWeightLike(const Tensor& initializer);
 
 }  // namespace ipupod::graph
 

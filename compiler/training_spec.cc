@@ -1,0 +1,99 @@
+#include "compiler/training_spec.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "graph/shape_inference.h"
+#include "training/autodiff.h"
+#include "training/optimizer.h"
+
+namespace ipupod::compiler {
+namespace {
+
+bool IsScalarFloat(const graph::TensorType& t) {
+  if (t.dtype != graph::DType::kFloat32) return false;
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  return n == 1;
+}
+
+absl::StatusOr<std::string> ChooseLoss(const graph::Graph& g, const std::string& wanted) {
+  std::vector<std::string> scalars, all;
+  for (const graph::ValueInfo& out : g.outputs) {
+    all.push_back(out.name);
+    const graph::TensorType* t = g.FindType(out.name);
+    if (t != nullptr && IsScalarFloat(*t)) scalars.push_back(out.name);
+  }
+  if (!wanted.empty()) {
+    if (std::find(scalars.begin(), scalars.end(), wanted) != scalars.end()) return wanted;
+    const bool is_output = std::find(all.begin(), all.end(), wanted) != all.end();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--loss '", wanted, "' ",
+        is_output ? "is not a float scalar" : "is not an output of the model",
+        "; the loss must be a scalar float output (the model's scalar outputs: ",
+        scalars.empty() ? "none" : absl::StrJoin(scalars, ", "), ")"));
+  }
+  if (scalars.size() == 1) return scalars.front();
+  if (scalars.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model has no scalar float output to train on (outputs: ", absl::StrJoin(all, ", "),
+        "); return the loss from forward, e.g. `return out, loss`, and export again"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("the model has several scalar outputs (",
+                                                 absl::StrJoin(scalars, ", "),
+                                                 "); name the loss with --loss"));
+}
+
+absl::StatusOr<std::vector<std::string>> ChooseWeights(const graph::Graph& g,
+                                                       const std::vector<std::string>& frozen) {
+  std::set<std::string> candidates;
+  for (const auto& [name, t] : g.initializers) {
+    if (graph::IsWeightLike(t)) candidates.insert(name);
+  }
+  for (const std::string& f : frozen) {
+    if (candidates.erase(f) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--freeze '", f, "' is not a float weight of the model; `ipupod inspect` lists them"));
+    }
+  }
+  if (candidates.empty()) {
+    return absl::InvalidArgumentError(
+        "the model has no float weights left to train (every one is frozen, or it has none)");
+  }
+  return std::vector<std::string>(candidates.begin(), candidates.end());
+}
+
+absl::Status SplitAttributes(const training::OptimizerSpec& spec, TrainingSpec& out) {
+  out.optimizer = std::string(training::OptimizerKindName(spec.kind()));
+  for (const auto& [name, attr] : spec.attributes()) {
+    (attr.is_variable ? out.variables : out.constants)[name] = attr.value;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
+                                              const TrainingOptions& options,
+                                              int64_t gradient_accumulation_steps) {
+  TrainingSpec spec;
+  spec.gradient_accumulation_steps = gradient_accumulation_steps;
+  IPUPOD_ASSIGN_OR_RETURN(spec.loss, ChooseLoss(graph, options.loss));
+  IPUPOD_ASSIGN_OR_RETURN(spec.weights, ChooseWeights(graph, options.frozen));
+  IPUPOD_ASSIGN_OR_RETURN(
+      training::OptimizerKind kind,
+      training::ParseOptimizerKind(options.optimizer.empty() ? "sgd" : options.optimizer));
+  IPUPOD_ASSIGN_OR_RETURN(training::OptimizerSpec optimizer,
+                          training::OptimizerSpec::Create(kind, options.optimizer_attrs));
+  IPUPOD_RETURN_IF_ERROR(SplitAttributes(optimizer, spec));
+  // Builds the backward pass once, so a missing gradient rule fails here.
+  IPUPOD_RETURN_IF_ERROR(training::Autodiff::Create(graph, spec.loss, spec.weights).status());
+  return spec;
+}
+
+
+}  // namespace ipupod::compiler

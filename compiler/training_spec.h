@@ -1,0 +1,53 @@
+// File: compiler/training_spec.h
+//
+// The training half of a compile (`ipupod compile --train`): which output
+// is the loss, which initializers are trained, and the optimizer with its
+// variable/constant split - checked against the model so that every
+// problem is a compile error, not a run-time one.
+//
+//  * Loss: TrainingOptions::loss if given, else the model's only float
+//    output with one element (PopTorch's ExampleModelWithLoss returns
+//    `(out, loss)`). The backward pass must exist for every op between a
+//    weight and the loss (training/autodiff.h).
+//  * Weights: every float32 initializer of rank >= 1 the graph reads (the
+//    import keeps them unfolded, graph/shape_inference.h), except `frozen`
+//    ones (torch's requires_grad=False). Rank-0 floats are the constants
+//    torch.onnx writes for Python numbers.
+//  * Optimizer: PopTorch's names; attributes given explicitly are
+//    variables, the rest constants (training/optimizer.h); no optimizer
+//    means SGD with lr 0.01.
+//
+// Thread safety: pure function.
+// Errors: INVALID_ARGUMENT with what to change: no scalar float output (or
+// several and no --loss), an unknown loss or frozen name (with the
+// candidates), nothing left to train, an op without a backward rule, an
+// unknown optimizer or attribute, or a value out of range.
+#ifndef IPUPOD_COMPILER_TRAINING_SPEC_H_
+#define IPUPOD_COMPILER_TRAINING_SPEC_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/executable.h"
+#include "graph/graph.h"
+
+namespace ipupod::compiler {
+
+struct TrainingOptions {
+  std::string loss;                              // empty: the only scalar float output
+  std::string optimizer;                         // empty: "sgd"
+  std::map<std::string, double> optimizer_attrs;  // given explicitly: variables
+  std::vector<std::string> frozen;               // initializers not to train
+};
+
+// REQUIRES: `graph` was imported with FoldOptions::keep_weights.
+absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
+                                              const TrainingOptions& options,
+                                              int64_t gradient_accumulation_steps);
+
+}  // namespace ipupod::compiler
+
+#endif  // IPUPOD_COMPILER_TRAINING_SPEC_H_

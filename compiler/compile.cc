@@ -123,6 +123,19 @@ Executable Assemble(Imported& imported, const IpuConfig& config, const ModeConfi
   return e;
 }
 
+PlanOptions MakePlanOptions(const graph::Graph& g, const IpuConfig& config, const ModeConfig& mode,
+                            const CompileOptions& options, const IpuCount& count,
+                            const TrainingSpec& training) {
+  PlanOptions plan;
+  plan.strategy = options.strategy;
+  plan.count = count;
+  plan.micro_batch_size = MicroBatchSize(g);
+  plan.device_iterations = mode.device_iterations;
+  plan.output_mode = mode.output_mode;
+  if (!options.for_inference) plan.training = MakeTrainingPlan(training, config);
+  return plan;
+}
+
 // The training options as cache-key text ("" for inference, so inference
 // keys are unchanged).
 std::string TrainingKey(const CompileOptions& options) {
@@ -156,8 +169,7 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
                                         config.auto_round_num_ipus));
   IPUPOD_RETURN_IF_ERROR(CheckPipelineDepth(placement.num_stages(), mode, options.strategy));
   IPUPOD_RETURN_IF_ERROR(CheckOutputMode(mode));
-  const PlanOptions plan{options.strategy, count, MicroBatchSize(g), mode.device_iterations,
-                         mode.output_mode};
+  const PlanOptions plan = MakePlanOptions(g, config, mode, options, count, training);
   IPUPOD_ASSIGN_OR_RETURN(Report report,
                           PlanMemory(g, imported.interpreter->node_costs(), placement, plan));
   report.notes = placement.notes;

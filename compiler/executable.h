@@ -120,6 +120,11 @@ absl::StatusOr<Executable> ReadExecutable(absl::string_view bytes);
 absl::Status WriteExecutableFile(absl::string_view path, const Executable& executable);
 absl::StatusOr<Executable> ReadExecutableFile(absl::string_view path);
 
+// The "training" metadata object as JSON text (also printed by `ipupod
+// compile --json`). Non-finite attribute values (LAMB's default
+// max_weight_norm) are written as "inf" / "-inf", as JSON has no infinity.
+std::string TrainingSpecJson(const TrainingSpec& spec);
+
 // Host-side shapes of one step (PopTorch's convention: micro-batches are
 // concatenated along dim 0). Inputs carry batch_size_factor micro-batches.
 // Outputs: all - every micro-batch (device_iterations x replicas, and x

@@ -1,5 +1,6 @@
 #include "compiler/executable_json.h"
 
+#include <cmath>
 #include <map>
 #include <utility>
 #include <vector>
@@ -36,14 +37,39 @@ Json PlacementJson(const Placement& p) {
           {"notes", p.notes}};
 }
 
-Json TrainingJson(const Executable& e) {
-  const TrainingSpec& t = e.training;
+// JSON has no infinity (nlohmann writes null), and LAMB's max_weight_norm
+// defaults to inf: non-finite values are written as "inf" / "-inf".
+Json AttributesJson(const std::map<std::string, double>& attrs) {
+  Json out = Json::object();
+  for (const auto& [name, value] : attrs) {
+    out[name] = std::isfinite(value) ? Json(value) : Json(value > 0 ? "inf" : "-inf");
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, double>> ReadAttributes(const Json& doc) {
+  std::map<std::string, double> out;
+  for (const auto& [name, value] : doc.items()) {
+    if (value.is_number()) {
+      out[name] = value.get<double>();
+    } else if (value == "inf" || value == "-inf") {
+      out[name] = value == "inf" ? HUGE_VAL : -HUGE_VAL;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer attribute '", name, "' is ",
+                                                     value.dump(),
+                                                     ", not a number, \"inf\" or \"-inf\""));
+    }
+  }
+  return out;
+}
+
+Json TrainingJson(const TrainingSpec& t) {
   return {{"loss", t.loss},
           {"weights", t.weights},
           {"gradient_accumulation_steps", t.gradient_accumulation_steps},
           {"optimizer", t.optimizer},
-          {"variables", t.variables},
-          {"constants", t.constants}};
+          {"variables", AttributesJson(t.variables)},
+          {"constants", AttributesJson(t.constants)}};
 }
 
 Json RunDoc(const Executable& e) {
@@ -71,7 +97,7 @@ Json RunDoc(const Executable& e) {
 // the first format version).
 Json MetadataDoc(const Executable& e) {
   Json doc = RunDoc(e);
-  if (e.mode == ExecutableMode::kTraining) doc["training"] = TrainingJson(e);
+  if (e.mode == ExecutableMode::kTraining) doc["training"] = TrainingJson(e.training);
   return doc;
 }
 
@@ -165,8 +191,8 @@ absl::Status ReadTraining(const Json& doc, Executable& e) {
   t.weights = it->at("weights").get<std::vector<std::string>>();
   t.gradient_accumulation_steps = it->at("gradient_accumulation_steps").get<int64_t>();
   t.optimizer = it->at("optimizer").get<std::string>();
-  t.variables = it->at("variables").get<std::map<std::string, double>>();
-  t.constants = it->at("constants").get<std::map<std::string, double>>();
+  IPUPOD_ASSIGN_OR_RETURN(t.variables, ReadAttributes(it->at("variables")));
+  IPUPOD_ASSIGN_OR_RETURN(t.constants, ReadAttributes(it->at("constants")));
   if (t.loss.empty() || t.gradient_accumulation_steps < 1 ||
       e.batch_size_factor !=
           e.device_iterations * e.replication_factor * t.gradient_accumulation_steps) {
@@ -218,3 +244,12 @@ absl::Status ReadExecutableMetadata(absl::string_view text, Executable& executab
 }
 
 }  // namespace ipupod::compiler::internal
+
+namespace ipupod::compiler {
+
+std::string TrainingSpecJson(const TrainingSpec& spec) {
+  return internal::TrainingJson(spec).dump(-1, ' ', /*ensure_ascii=*/false,
+                                           nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace ipupod::compiler

@@ -21,8 +21,14 @@ struct ValueUse {
   int64_t producer = -1;        // node index; -1 for a graph input
   std::vector<size_t> readers;  // node indices
   bool graph_output = false;
+  bool is_float = false;  // has a gradient in training
   int64_t bytes = 0;
 };
+
+bool IsFloat(const graph::Graph& g, const std::string& value) {
+  const graph::TensorType* type = g.FindType(value);
+  return type != nullptr && type->dtype == graph::DType::kFloat32;
+}
 
 int64_t TypeBytes(const graph::Graph& g, const std::string& value) {
   const graph::TensorType* type = g.FindType(value);
@@ -47,6 +53,7 @@ std::map<std::string, ValueUse> CollectValues(const graph::Graph& g) {
       if (v.empty()) continue;
       values[v].producer = static_cast<int64_t>(i);
       values[v].bytes = TypeBytes(g, v);
+      values[v].is_float = IsFloat(g, v);
     }
   }
   for (const graph::ValueInfo& out : g.outputs) {
@@ -55,15 +62,22 @@ std::map<std::string, ValueUse> CollectValues(const graph::Graph& g) {
   return values;
 }
 
-// Peak live bytes of one micro-batch in `stage` (see the header).
-int64_t StagePeak(const Placement& p, int64_t stage,
-                  const std::map<std::string, ValueUse>& values) {
+// One micro-batch of a stage (see the header).
+struct StageBytes {
+  int64_t peak = 0;    // live bytes at the busiest point
+  int64_t all = 0;     // every value the stage makes or reads
+  int64_t inputs = 0;  // the values it reads from the host or other stages
+};
+
+StageBytes MeasureStage(const Placement& p, int64_t stage,
+                        const std::map<std::string, ValueUse>& values) {
+  StageBytes out;
   std::vector<int64_t> position(p.node_stage.size(), -1);
   int64_t n = 0;
   for (size_t i = 0; i < p.node_stage.size(); ++i) {
     if (p.node_stage[i] == stage) position[i] = n++;
   }
-  if (n == 0) return 0;
+  if (n == 0) return out;
   std::vector<int64_t> delta(n + 1, 0);
   for (const auto& [name, use] : values) {
     const bool here = use.producer >= 0 && position[use.producer] >= 0;
@@ -82,29 +96,46 @@ int64_t StagePeak(const Placement& p, int64_t stage,
     if (here && escapes) end = n - 1;
     delta[start] += use.bytes;
     delta[end + 1] -= use.bytes;
+    out.all += use.bytes;
+    if (!here) out.inputs += use.bytes;
   }
-  int64_t live = 0, peak = 0;
-  for (int64_t i = 0; i < n; ++i) peak = std::max(peak, live += delta[i]);
-  return peak;
+  int64_t live = 0;
+  for (int64_t i = 0; i < n; ++i) out.peak = std::max(out.peak, live += delta[i]);
+  return out;
 }
 
-void AddWeights(const graph::Graph& g, const Placement& p, std::vector<IpuPlan>& ipus,
-                std::vector<std::vector<TensorUse>>& tensors) {
+// Gradients and optimizer state of a trainable weight on one IPU.
+void AddTrainingState(const TrainingPlan& t, const std::string& name, int64_t bytes,
+                      IpuPlan& plan) {
+  auto slots = t.state_slots.find(name);
+  if (slots == t.state_slots.end()) return;  // not trained
+  plan.gradient_bytes += bytes;              // fp32, as the weight
+  const int64_t state = slots->second * bytes;
+  (t.optimizer_state_offchip ? plan.optimizer_state_offchip_bytes : plan.optimizer_state_bytes) +=
+      state;
+}
+
+void AddWeights(const graph::Graph& g, const Placement& p, const PlanOptions& o,
+                std::vector<IpuPlan>& ipus, std::vector<std::vector<TensorUse>>& tensors) {
   std::vector<std::set<std::string>> seen(ipus.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const int64_t ipu = p.NodeIpu(i);
     for (const std::string& v : g.nodes[i].inputs) {
       const graph::Tensor* w = v.empty() ? nullptr : g.FindInitializer(v);
       if (w == nullptr || !seen[ipu].insert(v).second) continue;
-      ipus[ipu].weight_bytes += static_cast<int64_t>(w->byte_size());
-      tensors[ipu].push_back({v, static_cast<int64_t>(w->byte_size()), true});
+      const int64_t bytes = static_cast<int64_t>(w->byte_size());
+      ipus[ipu].weight_bytes += bytes;
+      tensors[ipu].push_back({v, bytes, true});
+      if (o.training.has_value()) AddTrainingState(*o.training, v, bytes, ipus[ipu]);
     }
   }
 }
 
-// IPU-Link bytes (charged to the sender), host bytes and activations per IPU.
-void AddTraffic(const Placement& p, const std::map<std::string, ValueUse>& values,
-                std::vector<IpuPlan>& ipus, std::vector<std::vector<TensorUse>>& tensors) {
+// IPU-Link bytes (charged to the sender; in training a float value's
+// gradient goes back, charged to each reader), host bytes and activations.
+void AddTraffic(const Placement& p, const PlanOptions& o,
+                const std::map<std::string, ValueUse>& values, std::vector<IpuPlan>& ipus,
+                std::vector<std::vector<TensorUse>>& tensors) {
   for (const auto& [name, use] : values) {
     std::set<int64_t> reader_ipus;
     for (size_t r : use.readers) reader_ipus.insert(p.NodeIpu(r));
@@ -118,50 +149,90 @@ void AddTraffic(const Placement& p, const std::map<std::string, ValueUse>& value
     const int64_t from = p.NodeIpu(use.producer);
     reader_ipus.erase(from);
     ipus[from].ipu_link_bytes += use.bytes * static_cast<int64_t>(reader_ipus.size());
+    if (o.training.has_value() && use.is_float) {
+      for (int64_t ipu : reader_ipus) ipus[ipu].ipu_link_bytes += use.bytes;
+    }
     if (use.graph_output) ipus[from].host_out_bytes += use.bytes;
     tensors[from].push_back({name, use.bytes, false});
   }
+}
+
+// Micro-batches a stage holds: inference S - s; training PopART's stash
+// 2(S - s) - 1; sharded or one stage, 1.
+int64_t InFlight(const PlanOptions& o, int64_t stages, int64_t s) {
+  if (o.strategy != ExecutionStrategy::kPipelined || stages <= 1) return 1;
+  return o.training.has_value() ? 2 * (stages - s) - 1 : stages - s;
+}
+
+// What one micro-batch of a stage keeps (see the header): inference its
+// peak; training every value, or only its inputs when recomputing.
+int64_t KeptPerMicroBatch(const PlanOptions& o, const StageBytes& b) {
+  if (!o.training.has_value()) return b.peak;
+  return o.training->recompute_checkpoint_every_layer ? b.inputs : b.all;
+}
+
+// Forward FLOPs x 3 for training (backward ~ 2x forward), x 4 recomputing.
+int64_t FlopsFactor(const PlanOptions& o) {
+  if (!o.training.has_value()) return 1;
+  return o.training->recompute_checkpoint_every_layer ? 4 : 3;
 }
 
 void AddStages(const graph::Graph& g, absl::Span<const graph::NodeCost> costs, const Placement& p,
                const PlanOptions& o, const std::map<std::string, ValueUse>& values,
                std::vector<IpuPlan>& ipus) {
   const int64_t stages = p.num_stages();
-  const bool pipelined = o.strategy == ExecutionStrategy::kPipelined && stages > 1;
+  const bool recompute = o.training.has_value() && o.training->recompute_checkpoint_every_layer;
   for (int64_t s = 0; s < stages; ++s) {
     IpuPlan& plan = ipus[p.stage_ipu[s]];
-    const int64_t peak = StagePeak(p, s, values);
-    const int64_t in_flight = pipelined ? stages - s : 1;
+    const StageBytes bytes = MeasureStage(p, s, values);
+    const int64_t kept = KeptPerMicroBatch(o, bytes);
+    const int64_t in_flight = InFlight(o, stages, s);
     plan.stages.push_back(s);
-    plan.activation_bytes_per_micro_batch += peak;
-    plan.activation_bytes += peak * in_flight;
+    plan.activation_bytes_per_micro_batch += kept;
+    plan.activation_bytes += kept * in_flight;
     plan.micro_batches_in_flight = std::max(plan.micro_batches_in_flight, in_flight);
+    if (recompute) plan.recompute_bytes = std::max(plan.recompute_bytes, bytes.peak);
   }
+  for (IpuPlan& plan : ipus) plan.activation_bytes += plan.recompute_bytes;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     IpuPlan& plan = ipus[p.NodeIpu(i)];
     ++plan.nodes;
-    plan.flops += costs[i].flops;
+    plan.flops += costs[i].flops * FlopsFactor(o);
   }
 }
 
+// The share of micro-batches whose outputs go to the host: of a step's
+// device_iterations (x gradient_accumulation_steps in training).
 double OutputFraction(const PlanOptions& o) {
+  const double accumulation =
+      o.training.has_value() ? static_cast<double>(o.training->gradient_accumulation_steps) : 1.0;
   switch (o.output_mode.kind) {
     case OutputMode::Kind::kAll:
       return 1.0;
     case OutputMode::Kind::kEveryN:
-      return 1.0 / static_cast<double>(o.output_mode.every_n);
+      return 1.0 / (static_cast<double>(o.output_mode.every_n) * accumulation);
     case OutputMode::Kind::kFinal:
     case OutputMode::Kind::kSum:
-      return 1.0 / static_cast<double>(o.device_iterations);
+      return 1.0 / (static_cast<double>(o.device_iterations) * accumulation);
   }
   return 1.0;
+}
+
+// Per weight update: the replicas' gradient all-reduce and off-chip state traffic.
+void FinishUpdate(IpuPlan& plan, const PlanOptions& o) {
+  const int64_t r = o.count.replication_factor;
+  if (r > 1) plan.all_reduce_bytes = 2 * plan.gradient_bytes * (r - 1) / r;
+  plan.update_ipu_link_s = static_cast<double>(plan.all_reduce_bytes) / kIpu.ipu_link_bytes_per_s;
+  plan.update_host_s =
+      2.0 * static_cast<double>(plan.optimizer_state_offchip_bytes) / kIpu.host_link_bytes_per_s;
 }
 
 void Finish(IpuPlan& plan, const PlanOptions& o, std::vector<TensorUse> tensors) {
   if (plan.nodes > 0) {
     plan.code_bytes = int64_t{kIpu.tiles} * kCodeBytesPerTile + plan.nodes * kCodeBytesPerNode;
   }
-  plan.total_bytes = plan.weight_bytes + plan.activation_bytes + plan.code_bytes;
+  plan.total_bytes = plan.weight_bytes + plan.gradient_bytes + plan.optimizer_state_bytes +
+                     plan.activation_bytes + plan.code_bytes;
   plan.compute_s = static_cast<double>(plan.flops) / kIpu.fp32_flops;
   plan.ipu_link_s = static_cast<double>(plan.ipu_link_bytes) / kIpu.ipu_link_bytes_per_s;
   plan.host_s = (static_cast<double>(plan.host_in_bytes) +
@@ -171,21 +242,69 @@ void Finish(IpuPlan& plan, const PlanOptions& o, std::vector<TensorUse> tensors)
                    [](const TensorUse& a, const TensorUse& b) { return a.bytes > b.bytes; });
   if (tensors.size() > kLargestTensorsReported) tensors.resize(kLargestTensorsReported);
   plan.largest = std::move(tensors);
+  if (o.training.has_value()) FinishUpdate(plan, o);
 }
 
+// Inference: one pass of device_iterations micro-batches. Training:
+// device_iterations weight updates, each a pipeline fill, GA micro-batches
+// and a drain (forward and backward), then the update (see the header).
 void EstimateStep(Report& r) {
   const double iterations = static_cast<double>(r.device_iterations);
-  double slowest = 0, sum = 0;
+  const double stages = static_cast<double>(r.num_stages);
+  double slowest = 0, sum = 0, update = 0;
   for (const IpuPlan& p : r.ipus) {
     slowest = std::max(slowest, p.busy_s());
     sum += p.busy_s();
+    update = std::max(update, p.update_s());
   }
-  if (r.strategy == ExecutionStrategy::kPipelined && r.num_stages > 1) {
-    r.step_s = (iterations + static_cast<double>(r.num_stages) - 1) * slowest;
+  const bool pipelined = r.strategy == ExecutionStrategy::kPipelined && r.num_stages > 1;
+  if (r.training()) {
+    const double accumulation = static_cast<double>(r.gradient_accumulation_steps);
+    const double per_update =
+        pipelined ? (accumulation + 2 * stages - 2) * slowest : accumulation * sum;
+    r.step_s = iterations * (per_update + update);
+  } else if (pipelined) {
+    r.step_s = (iterations + stages - 1) * slowest;
   } else {
     r.step_s = iterations * sum;
   }
   r.samples_per_s = r.step_s > 0 ? static_cast<double>(r.samples_per_step()) / r.step_s : 0;
+}
+
+// "weights X, [gradients, optimizer state,] activations Y for N micro-batches in flight, code Z".
+std::string Breakdown(const Report& r, const IpuPlan& p) {
+  std::string out = absl::StrCat("weights ", FormatBytes(p.weight_bytes));
+  if (r.training()) {
+    absl::StrAppend(&out, ", gradients ", FormatBytes(p.gradient_bytes), ", optimizer state ",
+                    FormatBytes(p.optimizer_state_bytes));
+    if (p.optimizer_state_offchip_bytes > 0) {
+      absl::StrAppend(&out, " (+", FormatBytes(p.optimizer_state_offchip_bytes), " off-chip)");
+    }
+  }
+  absl::StrAppend(&out, ", activations ", FormatBytes(p.activation_bytes), " for ",
+                  p.micro_batches_in_flight,
+                  p.micro_batches_in_flight == 1 ? " micro-batch" : " micro-batches", " in flight");
+  if (r.training()) {
+    absl::StrAppend(&out, r.recompute ? " (recomputing)" : " (kept for the backward pass)");
+  }
+  absl::StrAppend(&out, ", code ", FormatBytes(p.code_bytes));
+  return out;
+}
+
+// The training levers that would lower this IPU's need, or "".
+std::string TrainingAdvice(const Report& r, const IpuPlan& p) {
+  if (!r.training()) return "";
+  std::string out;
+  if (p.optimizer_state_bytes > 0) {
+    absl::StrAppend(&out, "; or set optimizer_state_offchip=true (frees ",
+                    FormatBytes(p.optimizer_state_bytes), " of optimizer state)");
+  }
+  if (!r.recompute && p.activation_bytes > 0) {
+    absl::StrAppend(&out,
+                    "; or set recompute_checkpoint_every_layer=true (keeps only each "
+                    "stage's inputs for the backward pass, at 4/3 the compute)");
+  }
+  return out;
 }
 
 }  // namespace
@@ -206,16 +325,31 @@ absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
   r.micro_batch_size = options.micro_batch_size;
   r.device_iterations = options.device_iterations;
   r.output_mode = OutputModeName(options.output_mode);
+  if (options.training.has_value()) {
+    r.mode = "training";
+    r.gradient_accumulation_steps = options.training->gradient_accumulation_steps;
+    r.recompute = options.training->recompute_checkpoint_every_layer;
+  }
   r.ipus.resize(placement.ipus_per_replica);
   for (size_t i = 0; i < r.ipus.size(); ++i) r.ipus[i].ipu = static_cast<int64_t>(i);
   std::vector<std::vector<TensorUse>> tensors(r.ipus.size());
   const std::map<std::string, ValueUse> values = CollectValues(graph);
-  AddWeights(graph, placement, r.ipus, tensors);
-  AddTraffic(placement, values, r.ipus, tensors);
+  AddWeights(graph, placement, options, r.ipus, tensors);
+  AddTraffic(placement, options, values, r.ipus, tensors);
   AddStages(graph, costs, placement, options, values, r.ipus);
   for (size_t i = 0; i < r.ipus.size(); ++i) Finish(r.ipus[i], options, std::move(tensors[i]));
   EstimateStep(r);
   return r;
+}
+
+TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config) {
+  TrainingPlan t;
+  t.gradient_accumulation_steps = spec.gradient_accumulation_steps;
+  const int64_t slots = OptimizerStateSlots(spec);
+  for (const std::string& w : spec.weights) t.state_slots[w] = slots;
+  t.optimizer_state_offchip = config.optimizer_state_offchip;
+  t.recompute_checkpoint_every_layer = config.recompute_checkpoint_every_layer;
+  return t;
 }
 
 absl::Status CheckMemoryFits(const Report& report) {
@@ -237,12 +371,10 @@ absl::Status CheckMemoryFits(const Report& report) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "out of memory on IPU ", p.ipu, ": needs ", FormatBytes(p.total_bytes), " of ",
-      FormatBytes(report.memory_bytes_per_ipu), " (weights ", FormatBytes(p.weight_bytes),
-      ", activations ", FormatBytes(p.activation_bytes), " for ", p.micro_batches_in_flight,
-      p.micro_batches_in_flight == 1 ? " micro-batch" : " micro-batches", " in flight, code ",
-      FormatBytes(p.code_bytes), "); largest tensors: ", absl::StrJoin(largest, ", "), others,
-      ". Move layers off IPU ", p.ipu,
-      " (layers_per_ipu or a module map), use more IPUs per replica, or a smaller micro-batch"));
+      FormatBytes(report.memory_bytes_per_ipu), " (", Breakdown(report, p),
+      "); largest tensors: ", absl::StrJoin(largest, ", "), others, ". Move layers off IPU ", p.ipu,
+      " (layers_per_ipu or a module map), use more IPUs per replica, or a smaller micro-batch",
+      TrainingAdvice(report, p)));
 }
 
 }  // namespace ipupod::compiler

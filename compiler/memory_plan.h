@@ -5,7 +5,8 @@
 // device/hardware.h (GC200: 900 MB, 1472 tiles, 62.5 TFLOPS FP32, 32 GB/s
 // per IPU-Link, 64 GB/s host link).
 //
-// Memory on an IPU = weights + activations + code:
+// Memory on an IPU = weights + activations + code (inference; training
+// adds gradients and optimizer state, below):
 //  * weights: every initializer (weights and folded constants) a node on
 //    the IPU reads, once per IPU (a weight two IPUs read, such as a tied
 //    embedding, is counted on both);
@@ -14,8 +15,8 @@
 //    stage's own values, each live from its producer - or the stage start -
 //    to its last reader in the stage, or to the stage end if a later stage
 //    or the host reads it), times the micro-batches in flight: pipelined
-//    with S stages, stage k holds S - k (the pipelined-training stash;
-//    conservative for inference); sharded or single-stage, 1;
+//    with S stages, stage k holds S - k (conservative for inference);
+//    sharded or single-stage, 1;
 //  * code: kCodeBytesPerTile on every tile plus kCodeBytesPerNode per node
 //    (a model of Poplar's control and exchange programs and each op's
 //    codelets, not a measurement); an IPU with no nodes holds none.
@@ -27,16 +28,56 @@
 // drain); otherwise device_iterations x the sum over IPUs. Replicas run in
 // parallel, each on its own links.
 //
+// Training (PlanOptions::training set) adds, per IPU:
+//  * gradients: one fp32 tensor per trainable weight the IPU reads (a
+//    weight two IPUs read has a gradient on both);
+//  * optimizer state: per trainable weight, TrainingPlan::state_slots
+//    weight-sized fp32 tensors (compiler/training_spec.h
+//    OptimizerStateSlots; the per-weight step scalars are negligible). On
+//    the IPU, or with optimizer_state_offchip in streaming memory: reported
+//    as optimizer_state_offchip_bytes, not counted in total_bytes, and read
+//    and written once per weight update over the host link;
+//  * activations: the backward pass needs the forward's values. Without
+//    recompute one micro-batch of a stage keeps every value the stage makes
+//    or reads (their sum, not the peak) until its backward; with
+//    recompute_checkpoint_every_layer it keeps only the stage's inputs
+//    (values from the host or other stages), and the IPU also holds one
+//    micro-batch's peak (its largest stage's) to recompute the forward in.
+//    In flight: pipelined over S stages, stage s stashes 2(S - s) - 1
+//    micro-batches (PopART's stash); sharded or one stage, 1;
+//  * FLOPs: backward ~ 2x forward, so a micro-batch costs 3x the forward's
+//    FLOPs, 4x with recompute (the forward runs again during backward);
+//    IPU-Link: each float value that crosses IPUs forward sends its
+//    gradient back, charged to the reading IPU;
+//  * outputs: every micro-batch of a step for "all", device_iterations / N
+//    for every_n:N, one for final and sum - of device_iterations x
+//    gradient_accumulation_steps micro-batches;
+//  * per weight update: replicas all-reduce the gradients over IPU-Link
+//    (2 x gradient bytes x (R - 1) / R per IPU, R = replication_factor),
+//    and off-chip state is read and written over the host link
+//    (update_ipu_link_s, update_host_s; IPUs update in parallel).
+// A training step is device_iterations weight updates of
+// gradient_accumulation_steps (GA) micro-batches per replica, and the
+// pipeline is flushed before every update (the next forward needs the
+// updated weights): pipelined, device_iterations x (GA + 2S - 2) cycles of
+// the slowest IPU (a cycle is one micro-batch's forward and backward);
+// otherwise device_iterations x GA x the sum over IPUs; plus
+// device_iterations x the slowest IPU's update time.
+//
 // Thread safety: pure functions.
 // Errors: PlanMemory - INVALID_ARGUMENT if the placement does not match the
 // graph. CheckMemoryFits - INVALID_ARGUMENT
 // "out of memory on IPU k: needs X of 900.0 MB ..." with the IPU's largest
 // tensors and what to change (the fix is to the request: placement or IPU
-// count).
+// count; for training also optimizer_state_offchip=true when state is on
+// the IPU, and recompute_checkpoint_every_layer=true when it is off).
 #ifndef IPUPOD_COMPILER_MEMORY_PLAN_H_
 #define IPUPOD_COMPILER_MEMORY_PLAN_H_
 
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -45,6 +86,7 @@
 #include "compiler/ipu_config.h"
 #include "compiler/placement.h"
 #include "compiler/report.h"
+#include "compiler/training_spec.h"
 #include "graph/graph.h"
 #include "graph/interpreter.h"
 
@@ -55,13 +97,27 @@ inline constexpr int64_t kCodeBytesPerTile = 16 * 1024;
 inline constexpr int64_t kCodeBytesPerNode = 64 * 1024;
 inline constexpr size_t kLargestTensorsReported = 5;
 
+// What a training plan adds (see the header comment).
+struct TrainingPlan {
+  int64_t gradient_accumulation_steps = 1;
+  std::map<std::string, int64_t> state_slots;  // trainable weight -> optimizer state slots
+  bool optimizer_state_offchip = false;
+  bool recompute_checkpoint_every_layer = false;
+};
+
 struct PlanOptions {
   ExecutionStrategy strategy = ExecutionStrategy::kPipelined;
   IpuCount count;
   int64_t micro_batch_size = 1;
   int64_t device_iterations = 1;
   OutputMode output_mode;
+  std::optional<TrainingPlan> training;  // nullopt: inference
 };
+
+// The TrainingPlan of a training compile: `spec`'s weights and accumulation,
+// its optimizer's state slots, and the config's optimizer_state_offchip and
+// recompute_checkpoint_every_layer.
+TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config);
 
 // REQUIRES: `graph` has been through InferShapesAndFold; `costs` are the
 // Interpreter's node_costs for it (graph order).

@@ -1,5 +1,7 @@
 #include "compiler/report.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +25,41 @@ std::string Row(const IpuPlan& p, int64_t memory) {
                          StagesText(p.stages), p.nodes, FormatBytes(p.weight_bytes), activations,
                          FormatBytes(p.code_bytes), FormatBytes(p.total_bytes), used,
                          FormatCount(p.flops), FormatSeconds(p.busy_s()));
+}
+
+// Training: gradients and on-chip optimizer state get their own columns;
+// activations add the recompute buffer ("1.2 kB x3 + 4.5 kB").
+std::string TrainingRow(const IpuPlan& p, int64_t memory) {
+  const double used = memory > 0 ? 100.0 * static_cast<double>(p.total_bytes) / memory : 0;
+  std::string activations = absl::StrCat(FormatBytes(p.activation_bytes_per_micro_batch), " x",
+                                         p.micro_batches_in_flight);
+  if (p.recompute_bytes > 0) absl::StrAppend(&activations, " + ", FormatBytes(p.recompute_bytes));
+  return absl::StrFormat("%4d  %-7s %6d  %10s  %10s  %10s  %-24s %10s  %10s  %5.1f%%  %9s  %10s\n",
+                         p.ipu, StagesText(p.stages), p.nodes, FormatBytes(p.weight_bytes),
+                         FormatBytes(p.gradient_bytes), FormatBytes(p.optimizer_state_bytes),
+                         activations, FormatBytes(p.code_bytes), FormatBytes(p.total_bytes), used,
+                         FormatCount(p.flops), FormatSeconds(p.busy_s()));
+}
+
+void AddTrainingJson(const IpuPlan& p, Json& j) {
+  j["gradient_bytes"] = p.gradient_bytes;
+  j["optimizer_state_bytes"] = p.optimizer_state_bytes;
+  j["optimizer_state_offchip_bytes"] = p.optimizer_state_offchip_bytes;
+  j["recompute_bytes"] = p.recompute_bytes;
+  j["all_reduce_bytes_per_update"] = p.all_reduce_bytes;
+  j["update_ipu_link_s"] = p.update_ipu_link_s;
+  j["update_host_s"] = p.update_host_s;
+}
+
+// Absent keys (inference, older reports) leave the defaults.
+void ReadTrainingJson(const Json& j, IpuPlan& p) {
+  p.gradient_bytes = j.value("gradient_bytes", int64_t{0});
+  p.optimizer_state_bytes = j.value("optimizer_state_bytes", int64_t{0});
+  p.optimizer_state_offchip_bytes = j.value("optimizer_state_offchip_bytes", int64_t{0});
+  p.recompute_bytes = j.value("recompute_bytes", int64_t{0});
+  p.all_reduce_bytes = j.value("all_reduce_bytes_per_update", int64_t{0});
+  p.update_ipu_link_s = j.value("update_ipu_link_s", 0.0);
+  p.update_host_s = j.value("update_host_s", 0.0);
 }
 
 Json IpuJson(const IpuPlan& p) {
@@ -72,6 +109,7 @@ IpuPlan IpuFromJson(const Json& j) {
     p.largest.push_back({t.at("name").get<std::string>(), t.at("bytes").get<int64_t>(),
                          t.at("kind").get<std::string>() == "weight"});
   }
+  ReadTrainingJson(j, p);
   return p;
 }
 
@@ -93,6 +131,13 @@ absl::StatusOr<Report> ReportFromDoc(const Json& doc) {
   r.step_s = doc.at("step_s").get<double>();
   r.samples_per_s = doc.at("samples_per_s").get<double>();
   r.notes = doc.at("notes").get<std::vector<std::string>>();
+  r.mode = doc.value("mode", std::string("inference"));
+  if (r.mode != "inference" && r.mode != "training") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mode is '", r.mode, "'; expected inference or training"));
+  }
+  r.gradient_accumulation_steps = doc.value("gradient_accumulation_steps", int64_t{1});
+  r.recompute = doc.value("recompute", false);
   return r;
 }
 
@@ -133,21 +178,75 @@ std::string FormatSeconds(double seconds) {
   return absl::StrFormat("%.2f s", seconds);
 }
 
+std::string Report::Header() const {
+  if (!training()) {
+    return absl::StrFormat("%4s  %-7s %6s  %10s  %-16s %10s  %10s  %6s  %9s  %10s\n", "IPU",
+                           "stages", "nodes", "weights", "activations", "code", "total", "used",
+                           "FLOP/mb", "time/mb");
+  }
+  return absl::StrFormat("%4s  %-7s %6s  %10s  %10s  %10s  %-24s %10s  %10s  %6s  %9s  %10s\n",
+                         "IPU", "stages", "nodes", "weights", "gradients", "opt state",
+                         "activations", "code", "total", "used", "FLOP/mb", "time/mb");
+}
+
+std::string Report::RunShapeLine() const {
+  std::string line = absl::StrCat(ExecutionStrategyName(strategy), " over ", num_stages,
+                                  num_stages == 1 ? " stage" : " stages", "; micro-batch ",
+                                  micro_batch_size, " x ");
+  if (training()) absl::StrAppend(&line, gradient_accumulation_steps, " accumulated x ");
+  absl::StrAppend(&line, device_iterations, " device iterations x ", count.replication_factor,
+                  count.replication_factor == 1 ? " replica" : " replicas", " = ",
+                  samples_per_step(), " samples per step; output mode ", output_mode, "\n");
+  return line;
+}
+
+std::string Report::TrainingLines() const {
+  int64_t offchip = 0, all_reduce = 0;
+  double update = 0;
+  for (const IpuPlan& p : ipus) {
+    offchip += p.optimizer_state_offchip_bytes;
+    all_reduce = std::max(all_reduce, p.all_reduce_bytes);
+    update = std::max(update, p.update_s());
+  }
+  std::string out = absl::StrCat(
+      "training: ", device_iterations,
+      device_iterations == 1 ? " weight update" : " weight updates",
+      " per step; a micro-batch costs ",
+      recompute ? "4x its forward FLOPs (forward, recomputed forward, backward)\n"
+                  "activations for the backward pass: each stage's inputs per micro-batch in "
+                  "flight + one micro-batch to recompute in"
+                : "3x its forward FLOPs (forward and backward)\n"
+                  "activations for the backward pass: every value of a stage per micro-batch in "
+                  "flight",
+      "\n");
+  if (offchip > 0) {
+    absl::StrAppend(&out, "optimizer state off-chip: ", FormatBytes(offchip),
+                    " per replica in streaming memory (not in total), read and written every "
+                    "weight update\n");
+  }
+  if (update > 0) {
+    absl::StrAppend(&out, "per weight update: ", FormatSeconds(update),
+                    all_reduce > 0 ? absl::StrCat(" (all-reduce of ", FormatBytes(all_reduce),
+                                                  " per IPU over IPU-Link)")
+                                   : "",
+                    "\n");
+  }
+  return out;
+}
+
 std::string Report::Table() const {
-  std::string out = absl::StrFormat("%4s  %-7s %6s  %10s  %-16s %10s  %10s  %6s  %9s  %10s\n",
-                                    "IPU", "stages", "nodes", "weights", "activations", "code",
-                                    "total", "used", "FLOP/mb", "time/mb");
-  for (const IpuPlan& p : ipus) absl::StrAppend(&out, Row(p, memory_bytes_per_ipu));
+  std::string out = Header();
+  for (const IpuPlan& p : ipus) {
+    absl::StrAppend(
+        &out, training() ? TrainingRow(p, memory_bytes_per_ipu) : Row(p, memory_bytes_per_ipu));
+  }
   absl::StrAppend(&out, count.ipus_per_replica, " IPUs per replica x replication factor ",
                   count.replication_factor, " = ", count.needed, " IPUs");
   if (count.idle() > 0) {
     absl::StrAppend(&out, "; reserves ", count.reserved, " (", count.idle(), " idle, auto-round)");
   }
-  absl::StrAppend(&out, "\n", ExecutionStrategyName(strategy), " over ", num_stages,
-                  num_stages == 1 ? " stage" : " stages", "; micro-batch ", micro_batch_size, " x ",
-                  device_iterations, " device iterations x ", count.replication_factor,
-                  count.replication_factor == 1 ? " replica" : " replicas", " = ",
-                  samples_per_step(), " samples per step; output mode ", output_mode, "\n");
+  absl::StrAppend(&out, "\n", RunShapeLine());
+  if (training()) absl::StrAppend(&out, TrainingLines());
   absl::StrAppend(&out, "estimated ", FormatSeconds(step_s), " per step",
                   samples_per_s > 0 ? absl::StrFormat(" (%.0f samples/s)", samples_per_s) : "",
                   " at FP32 peak, with IPU-Link and host-link transfers\n");
@@ -157,7 +256,10 @@ std::string Report::Table() const {
 
 std::string Report::Json(int indent) const {
   nlohmann::json ipu_list = nlohmann::json::array();
-  for (const IpuPlan& p : ipus) ipu_list.push_back(IpuJson(p));
+  for (const IpuPlan& p : ipus) {
+    ipu_list.push_back(IpuJson(p));
+    if (training()) AddTrainingJson(p, ipu_list.back());
+  }
   nlohmann::json doc = {{"ipus", ipu_list},
                         {"memory_bytes_per_ipu", memory_bytes_per_ipu},
                         {"execution", std::string(ExecutionStrategyName(strategy))},
@@ -172,7 +274,12 @@ std::string Report::Json(int indent) const {
                         {"output_mode", output_mode},
                         {"step_s", step_s},
                         {"samples_per_s", samples_per_s},
-                        {"notes", notes}};
+                        {"notes", notes},
+                        {"mode", mode}};
+  if (training()) {
+    doc["gradient_accumulation_steps"] = gradient_accumulation_steps;
+    doc["recompute"] = recompute;
+  }
   return doc.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -1,15 +1,21 @@
 // File: compiler/report.h
 //
 // compiler::Report: what a compile found out about one replica - per IPU:
-// memory (weights, activations, code) against the IPU's memory, FLOPs and
-// estimated time per micro-batch - and the estimated time and throughput of
-// one step (one host call: device_iterations micro-batches on every
-// replica). Produced by PlanMemory (compiler/memory_plan.h); printed by
+// memory (weights, activations, code; for training also gradients and
+// optimizer state) against the IPU's memory, FLOPs and estimated time per
+// micro-batch - and the estimated time and throughput of one step (one host
+// call: device_iterations micro-batches on every replica; for training
+// device_iterations weight updates of gradient_accumulation_steps
+// micro-batches each). Produced by PlanMemory (compiler/memory_plan.h); printed by
 // `ipupod compile --report` as a table, and stored in executables as JSON.
 // Sizes are decimal (1 MB = 10^6 bytes), as Graphcore states the GC200's
 // 900 MB.
 //
 // Thread safety: plain value.
+// Training reports carry mode "training" and the training fields below;
+// JSON without them (inference, or reports older than training) reads back
+// as inference with those fields at their defaults.
+//
 // Errors: ReportFromJson - INVALID_ARGUMENT for a malformed document.
 #ifndef IPUPOD_COMPILER_REPORT_H_
 #define IPUPOD_COMPILER_REPORT_H_
@@ -40,7 +46,7 @@ struct IpuPlan {
   int64_t activation_bytes = 0;                  // sum over its stages of peak x in flight
   int64_t code_bytes = 0;
   int64_t total_bytes = 0;
-  int64_t flops = 0;           // per micro-batch
+  int64_t flops = 0;           // per micro-batch (training: forward + backward)
   int64_t ipu_link_bytes = 0;  // sent to other IPUs per micro-batch
   int64_t host_in_bytes = 0;   // per micro-batch
   int64_t host_out_bytes = 0;  // per micro-batch, before the output mode thins it
@@ -48,8 +54,17 @@ struct IpuPlan {
   double ipu_link_s = 0;
   double host_s = 0;
   std::vector<TensorUse> largest;  // biggest weights and activations, largest first
+  // Training only (0 for inference); see compiler/memory_plan.h.
+  int64_t gradient_bytes = 0;
+  int64_t optimizer_state_bytes = 0;          // on the IPU (in total_bytes)
+  int64_t optimizer_state_offchip_bytes = 0;  // in streaming memory (not in total_bytes)
+  int64_t recompute_bytes = 0;   // one micro-batch's peak to recompute in (in activation_bytes)
+  int64_t all_reduce_bytes = 0;  // sent over IPU-Link per weight update
+  double update_ipu_link_s = 0;  // per weight update: the gradient all-reduce
+  double update_host_s = 0;      // per weight update: off-chip state read and written
 
   double busy_s() const { return compute_s + ipu_link_s + host_s; }
+  double update_s() const { return update_ipu_link_s + update_host_s; }
 };
 
 struct Report {
@@ -61,16 +76,26 @@ struct Report {
   int64_t micro_batch_size = 1;
   int64_t device_iterations = 1;
   std::string output_mode = "all";
+  std::string mode = "inference";           // or "training"
+  int64_t gradient_accumulation_steps = 1;  // training: micro-batches per weight update
+  bool recompute = false;                   // training: recompute_checkpoint_every_layer
   double step_s = 0;  // one step, every replica in parallel
   double samples_per_s = 0;
   std::vector<std::string> notes;  // placement notes, warnings
 
+  bool training() const { return mode == "training"; }
   int64_t samples_per_step() const {
-    return micro_batch_size * device_iterations * count.replication_factor;
+    return micro_batch_size * device_iterations * count.replication_factor *
+           (training() ? gradient_accumulation_steps : 1);
   }
   // Human-readable table plus summary lines.
   std::string Table() const;
   std::string Json(int indent = -1) const;
+
+ private:
+  std::string Header() const;
+  std::string RunShapeLine() const;
+  std::string TrainingLines() const;
 };
 
 // Reads Report::Json() back (for an executable's stored report).

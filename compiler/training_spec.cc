@@ -75,7 +75,31 @@ absl::Status SplitAttributes(const training::OptimizerSpec& spec, TrainingSpec& 
   return absl::OkStatus();
 }
 
+// The attribute's value, or 0 if the optimizer has no such attribute.
+double Attribute(const TrainingSpec& spec, const std::string& name) {
+  auto v = spec.variables.find(name);
+  if (v != spec.variables.end()) return v->second;
+  auto c = spec.constants.find(name);
+  return c != spec.constants.end() ? c->second : 0.0;
+}
+
+// Momentum may become non-zero later when it is a variable.
+bool HasMomentum(const TrainingSpec& spec) {
+  return spec.variables.count("momentum") > 0 || Attribute(spec, "momentum") != 0.0;
+}
+
 }  // namespace
+
+int64_t OptimizerStateSlots(const TrainingSpec& spec) {
+  if (spec.optimizer == "sgd") return HasMomentum(spec) ? 1 : 0;
+  if (spec.optimizer == "adam" || spec.optimizer == "adamw") {
+    return Attribute(spec, "amsgrad") != 0.0 ? 3 : 2;
+  }
+  if (spec.optimizer == "rmsprop") {
+    return 1 + (HasMomentum(spec) ? 1 : 0) + (Attribute(spec, "centered") != 0.0 ? 1 : 0);
+  }
+  return 2;  // lamb
+}
 
 absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
                                               const TrainingOptions& options,
@@ -94,6 +118,5 @@ absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
   IPUPOD_RETURN_IF_ERROR(training::Autodiff::Create(graph, spec.loss, spec.weights).status());
   return spec;
 }
-
 
 }  // namespace ipupod::compiler

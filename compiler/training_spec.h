@@ -16,6 +16,12 @@
 //  * Optimizer: PopTorch's names; attributes given explicitly are
 //    variables, the rest constants (training/optimizer.h); no optimizer
 //    means SGD with lr 0.01.
+//  * OptimizerStateSlots: the weight-sized fp32 tensors the optimizer keeps
+//    per trainable weight (training/optimizer.h's state; its scalar <w>/step
+//    is negligible and not counted): sgd 1 with momentum, else 0; adam and
+//    adamw 2, 3 with amsgrad; rmsprop 1, +1 with momentum, +1 if centered;
+//    lamb 2. A momentum that is a variable counts as non-zero (a later run
+//    may set it, and PopART then keeps the buffer).
 //
 // Thread safety: pure function.
 // Errors: INVALID_ARGUMENT with what to change: no scalar float output (or
@@ -47,6 +53,9 @@ struct TrainingOptions {
 absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
                                               const TrainingOptions& options,
                                               int64_t gradient_accumulation_steps);
+
+// REQUIRES: `spec` came from MakeTrainingSpec (a known optimizer).
+int64_t OptimizerStateSlots(const TrainingSpec& spec);
 
 }  // namespace ipupod::compiler
 

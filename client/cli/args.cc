@@ -1,10 +1,13 @@
 #include "client/cli/args.h"
 
+#include <cmath>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace ipupod::cli {
 namespace {
@@ -89,6 +92,34 @@ absl::StatusOr<double> ParseSeconds(absl::string_view text, absl::string_view wh
         absl::StrCat(what, ": ", Quote(text), " must be more than 0; use ", range));
   }
   return value;
+}
+
+absl::Status ParseOptimizerAttributes(absl::string_view text, std::map<std::string, double>& into) {
+  constexpr absl::string_view kExample = "; use NAME=VALUE,... e.g. lr=0.001,momentum=0.9";
+  std::map<std::string, double> parsed = into;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    item = absl::StripAsciiWhitespace(item);
+    const size_t eq = item.find('=');
+    const absl::string_view name = absl::StripAsciiWhitespace(item.substr(0, eq));
+    if (eq == absl::string_view::npos || name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--opt: ", Quote(item), " is not NAME=VALUE", kExample));
+    }
+    const absl::string_view value = absl::StripAsciiWhitespace(item.substr(eq + 1));
+    double number = 0;
+    if (value == "true" || value == "false") {
+      number = value == "true" ? 1.0 : 0.0;
+    } else if (!absl::SimpleAtod(value, &number) || std::isnan(number)) {
+      return absl::InvalidArgumentError(absl::StrCat("--opt ", name, ": ", Quote(value),
+                                                     " is not a number or true/false", kExample));
+    }
+    if (!parsed.emplace(std::string(name), number).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--opt ", name, " is given twice; give each attribute once"));
+    }
+  }
+  into = std::move(parsed);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::FaultKind> ParseFaultKind(absl::string_view text) {

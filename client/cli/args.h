@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -55,6 +56,13 @@ struct GlobalFlags {
   std::string timeout;  // seconds, as text
   bool json = false;
 };
+
+// `compile --opt`: optimizer attributes "k=v,k2=v2" (repeatable; each call
+// parses one string). Values are numbers (1e-3 and inf accepted, NaN not)
+// or true/false for flags (1/0). Names are checked later, against the
+// optimizer. INVALID_ARGUMENT for an item without '=', an empty name, a value
+// that is not a number, or a name given twice (`into` is unchanged then).
+absl::Status ParseOptimizerAttributes(absl::string_view text, std::map<std::string, double>& into);
 
 // Reads an environment variable; nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(absl::string_view)>;

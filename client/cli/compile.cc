@@ -2,23 +2,30 @@
 // (no server). The compiler does the work (compiler/compile.h); this file
 // reads the inputs, maps failures to exit codes and prints the result.
 //
-// Exit codes: 3 a file does not exist (the message names it), 9 a bad
-// --ipu-config / --set / --module-map value, 12 the model does not compile
-// with this config (placement, run shape, out of IPU memory), 1 I/O errors.
+// Exit codes: 2 a bad command line (also --loss/--optimizer/--opt/--freeze
+// without --train, an unknown optimizer or attribute), 3 a file does not
+// exist (the message names it), 9 a bad --ipu-config / --set / --module-map
+// value, 12 the model does not compile with this config (placement, run
+// shape, out of IPU memory, loss or frozen weight not in the model, an op
+// without a backward rule), 1 I/O errors.
+#include "compiler/compile.h"
+
 #include <filesystem>
 #include <memory>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/cli/args.h"
 #include "client/cli/commands.h"
 #include "client/cli/exit_codes.h"
 #include "client/files.h"
-#include "compiler/compile.h"
 #include "compiler/executable.h"
 #include "compiler/ipu_config.h"
 #include "compiler/placement.h"
 #include "compiler/report.h"
+#include "compiler/training_spec.h"
+#include "training/optimizer.h"
 
 namespace ipupod::cli {
 namespace {
@@ -30,6 +37,11 @@ struct CompileArgs {
   std::string module_map;
   std::string output;
   bool report = false;
+  bool train = false;
+  std::string loss;
+  std::string optimizer;
+  std::vector<std::string> opts;  // "k=v,..." each
+  std::vector<std::string> freeze;
 };
 
 absl::Status WithContext(const absl::Status& status, absl::string_view context) {
@@ -55,6 +67,33 @@ absl::StatusOr<compiler::IpuConfig> LoadConfig(Context& ctx, const CompileArgs& 
     if (!updated.ok()) return WithContext(updated, absl::StrCat("--set '", update, "'"));
   }
   return config;
+}
+
+// The training flags: a usage error without --train, or for an optimizer or
+// attribute training/optimizer.h does not know (checked here, before the
+// model is read, so a typo is exit 2 and not a failed compile).
+absl::Status TrainingOptions(const CompileArgs& args, compiler::CompileOptions& options) {
+  if (!args.train) {
+    if (args.loss.empty() && args.optimizer.empty() && args.opts.empty() && args.freeze.empty()) {
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(
+        "--loss, --optimizer, --opt and --freeze need --train (they describe training)");
+  }
+  options.for_inference = false;
+  compiler::TrainingOptions& t = options.training;
+  t.loss = args.loss;
+  t.optimizer = args.optimizer;
+  t.frozen = args.freeze;
+  for (const std::string& opt : args.opts) {
+    absl::Status parsed = ParseOptimizerAttributes(opt, t.optimizer_attrs);
+    if (!parsed.ok()) return parsed;
+  }
+  absl::StatusOr<training::OptimizerKind> kind =
+      training::ParseOptimizerKind(t.optimizer.empty() ? "sgd" : t.optimizer);
+  if (!kind.ok()) return WithContext(kind.status(), "--optimizer");
+  absl::Status valid = training::OptimizerSpec::Create(*kind, t.optimizer_attrs).status();
+  return valid.ok() ? valid : WithContext(valid, "--opt");
 }
 
 absl::StatusOr<compiler::CompileOptions> LoadCompileOptions(const CompileArgs& args) {
@@ -92,8 +131,28 @@ std::string SpecsText(const compiler::Executable& e,
   return absl::StrJoin(parts, ", ");
 }
 
+// Micro-batch x device iterations x replicas (x accumulation for training).
 int64_t SamplesPerStep(const compiler::Executable& e) {
-  return e.micro_batch_size * e.device_iterations * e.replication_factor;
+  return e.micro_batch_size * e.batch_size_factor;
+}
+
+bool IsTraining(const compiler::Executable& e) {
+  return e.mode == compiler::ExecutableMode::kTraining;
+}
+
+std::string AttributesText(const std::map<std::string, double>& attrs) {
+  if (attrs.empty()) return "none";
+  return absl::StrJoin(attrs, " ", [](std::string* out, const auto& kv) {
+    absl::StrAppend(out, kv.first, "=", kv.second);
+  });
+}
+
+// "training: loss 'loss', 2 trainable weights, sgd (variables lr=0.01; constants ...)".
+std::string TrainingText(const compiler::TrainingSpec& t) {
+  return absl::StrCat("training: loss '", t.loss, "', ", t.weights.size(),
+                      t.weights.size() == 1 ? " trainable weight" : " trainable weights", ", ",
+                      t.optimizer, " (variables ", AttributesText(t.variables), "; constants ",
+                      AttributesText(t.constants), ")\n");
 }
 
 Json CompiledJson(const CompileArgs& args, const compiler::CachedCompile& compiled,
@@ -114,11 +173,16 @@ Json CompiledJson(const CompileArgs& args, const compiler::CachedCompile& compil
               {"micro_batch_size", e.micro_batch_size},
               {"device_iterations", e.device_iterations},
               {"replication_factor", e.replication_factor},
+              {"mode", std::string(compiler::ExecutableModeName(e.mode))},
               {"samples_per_step", SamplesPerStep(e)},
               {"output_mode", compiler::OutputModeName(e.output_mode)},
               {"inputs", SpecsJson(e, e.inputs, true)},
               {"outputs", SpecsJson(e, e.outputs, false)},
               {"warnings", e.warnings}};
+  if (IsTraining(e)) {
+    doc["gradient_accumulation_steps"] = e.training.gradient_accumulation_steps;
+    doc["training"] = Json::parse(compiler::TrainingSpecJson(e.training));
+  }
   if (report != nullptr) doc["report"] = Json::parse(report->Json());
   return doc;
 }
@@ -131,14 +195,16 @@ std::string CompiledText(const CompileArgs& args, const compiler::CachedCompile&
       e.content_hash.substr(0, 16), compiled.cache_hit ? ", from the executable cache" : "", ")\n",
       "ipus: ", e.ipus.needed, " (", e.ipus.ipus_per_replica, " per replica x ",
       e.replication_factor, e.replication_factor == 1 ? " replica" : " replicas", ")",
-      e.ipus.idle() > 0 ? absl::StrCat("; reserves ", e.ipus.reserved, " (auto-round)") : "",
-      ", ", compiler::ExecutionStrategyName(e.strategy), " over ", e.placement.num_stages(),
+      e.ipus.idle() > 0 ? absl::StrCat("; reserves ", e.ipus.reserved, " (auto-round)") : "", ", ",
+      compiler::ExecutionStrategyName(e.strategy), " over ", e.placement.num_stages(),
       e.placement.num_stages() == 1 ? " stage\n" : " stages\n", "step: ", SamplesPerStep(e),
-      " samples (micro-batch ", e.micro_batch_size, " x ", e.device_iterations,
-      " device iterations x ", e.replication_factor, " replication); output mode ",
-      compiler::OutputModeName(e.output_mode), "\n", "inputs per step: ",
-      SpecsText(e, e.inputs, true), "\n", "outputs per step: ", SpecsText(e, e.outputs, false),
-      "\n");
+      " samples (micro-batch ", e.micro_batch_size, " x ",
+      IsTraining(e) ? absl::StrCat(e.training.gradient_accumulation_steps, " accumulated x ") : "",
+      e.device_iterations, " device iterations x ", e.replication_factor,
+      " replication); output mode ", compiler::OutputModeName(e.output_mode), "\n",
+      "inputs per step: ", SpecsText(e, e.inputs, true), "\n",
+      "outputs per step: ", SpecsText(e, e.outputs, false), "\n");
+  if (IsTraining(e)) absl::StrAppend(&text, TrainingText(e.training));
   if (report != nullptr) absl::StrAppend(&text, "\n", report->Table());
   return text;
 }
@@ -173,12 +239,17 @@ int RunCompile(Context& ctx, CompileArgs args) {
     return ctx.UsageError(absl::StrCat("the output '", args.output,
                                        "' would overwrite the model; pass -o FILE.ipx"));
   }
+  compiler::CompileOptions training;
+  absl::Status flags = TrainingOptions(args, training);
+  if (!flags.ok()) return ctx.UsageError(flags.message());
   absl::StatusOr<std::string> model = client::ReadWholeFile(args.model, "model");
   if (!model.ok()) return ctx.Fail(model.status());
   absl::StatusOr<compiler::IpuConfig> config = LoadConfig(ctx, args);
   if (!config.ok()) return ctx.Fail(config.status());
   absl::StatusOr<compiler::CompileOptions> options = LoadCompileOptions(args);
   if (!options.ok()) return ctx.Fail(options.status());
+  options->for_inference = training.for_inference;
+  options->training = std::move(training.training);
   compiler::Report report;
   absl::StatusOr<compiler::CachedCompile> compiled =
       compiler::CompileCached(*model, *config, *options, &report);
@@ -193,6 +264,30 @@ int RunCompile(Context& ctx, CompileArgs args) {
   const compiler::Report* shown = args.report ? &report : nullptr;
   return ctx.Print(CompiledJson(args, *compiled, ec ? 0 : size, shown),
                    CompiledText(args, *compiled, ec ? 0 : size, shown));
+}
+
+void AddTrainingFlags(CLI::App& compile, CompileArgs& args) {
+  compile.add_flag("--train", args.train,
+                   "Compile a training executable (forward, backward and optimizer)");
+  compile
+      .add_option("--loss", args.loss,
+                  "The scalar float output to train on (default: the model's only one)")
+      ->type_name("NAME");
+  compile
+      .add_option("--optimizer", args.optimizer,
+                  "sgd|adam|adamw|rmsprop|lamb (default sgd, lr 0.01)")
+      ->type_name("NAME");
+  compile
+      .add_option("--opt", args.opts,
+                  "Optimizer attributes: numbers, or true/false for nesterov, amsgrad, centered, "
+                  "bias_correction (repeatable)")
+      ->type_name("\"lr=0.001,momentum=0.9\"")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  compile.add_option("--freeze", args.freeze, "Initializers not to train (repeatable)")
+      ->type_name("NAME,...")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 }  // namespace
@@ -219,21 +314,32 @@ void AddCompileCommand(CLI::App& app, Selection& selection) {
       ->type_name("FILE.ipx");
   compile->add_flag("--report", args->report,
                     "Print the memory and time report per IPU (JSON under \"report\" with --json)");
+  AddTrainingFlags(*compile, *args);
   compile->footer(
       "Compiles on this machine; no server is needed. Placement: --module-map if given,\n"
       "else the model's PopART __ipu_number/__pipeline_stage attributes, else layers_per_ipu.\n"
       "With executable_cache_dir set in the config, an unchanged model and config are\n"
       "read from the cache instead of compiled again.\n"
       "An out-of-memory failure prints the report table (stderr) with the error.\n"
+      "--train compiles for training with the config's training keys (replication_factor,\n"
+      "device_iterations, gradient_accumulation_steps, layers_per_ipu, output_mode,\n"
+      "optimizer_state_offchip, recompute_checkpoint_every_layer); the model must output its\n"
+      "loss (`return out, loss`). --opt attributes are variables (changeable between runs),\n"
+      "the others constants; lr is always a variable. --report adds gradients and optimizer\n"
+      "state per IPU.\n"
       "\n"
-      "Exit codes: 0 ok, 3 a file does not exist (named in the message), 9 a bad\n"
+      "Exit codes: 0 ok, 2 a bad command line (training flags without --train, an unknown\n"
+      "optimizer or attribute), 3 a file does not exist (named in the message), 9 a bad\n"
       "--ipu-config/--set/--module-map value, 12 the model does not compile with this config\n"
-      "(placement, run shape, out of IPU memory), 1 an I/O error.\n"
+      "(placement, run shape, out of IPU memory, no such loss or weight, an op without a\n"
+      "backward rule), 1 an I/O error.\n"
       "\n"
       "Examples:\n"
       "  ipupod compile gpt2.onnx --ipu-config ipu_config.json -o gpt2.ipx --report\n"
       "  ipupod compile mlp.onnx --set \"inference_device_iterations=4,layers_per_ipu=[2 2]\"\n"
-      "  ipupod compile bert.onnx --module-map map.json --report --json | jq .report.ipus");
+      "  ipupod compile bert.onnx --module-map map.json --report --json | jq .report.ipus\n"
+      "  ipupod compile mlp.onnx --train --optimizer adam --opt lr=0.001 --freeze fc1.w \\\n"
+      "      --set gradient_accumulation_steps=4 --report");
   OnSelected(compile, selection, "compile",
              [args](Context& ctx) { return RunCompile(ctx, *args); });
 }

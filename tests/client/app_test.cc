@@ -11,6 +11,7 @@
 namespace ipupod::cli {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -95,12 +96,46 @@ TEST(AppTest, HelpExitsZeroWithAnExample) {
                                              {"attach", "--help"},
                                              {"queue", "--help"},
                                              {"session", "show", "--help"},
-                                             {"fault", "inject", "--help"}}) {
+                                             {"fault", "inject", "--help"},
+                                             {"compile", "--help"}}) {
     Result r = Ipupod(args);
     EXPECT_EQ(r.code, 0) << args[0];
     EXPECT_THAT(r.out, HasSubstr("xample")) << args[0];
   }
   EXPECT_THAT(Ipupod({"--version"}).out, HasSubstr("ipupod "));
+}
+
+TEST(AppTest, CompileTrainingFlagsAreCheckedBeforeTheModelIsRead) {
+  // The model does not exist: these fail as usage errors (2), not 3.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"compile", "absent.onnx", "--loss", "loss"},
+           {"compile", "absent.onnx", "--optimizer", "adam"},
+           {"compile", "absent.onnx", "--opt", "lr=0.1"},
+           {"compile", "absent.onnx", "--freeze", "fc1.w"},
+           {"compile", "absent.onnx", "--train", "--optimizer", "adagrad"},
+           {"compile", "absent.onnx", "--train", "--opt", "lr"},
+           {"compile", "absent.onnx", "--train", "--opt", "lr=fast"},
+           {"compile", "absent.onnx", "--train", "--opt", "beta1=0.9"},
+           {"compile", "absent.onnx", "--train", "--opt", "lr=-1"},
+       }) {
+    Result r = Ipupod(args);
+    EXPECT_EQ(r.code, 2) << args[2] << " " << args.back() << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("error: ")) << args.back();
+  }
+  EXPECT_THAT(Ipupod({"compile", "absent.onnx", "--loss", "loss"}).err, HasSubstr("need --train"));
+  EXPECT_THAT(Ipupod({"compile", "absent.onnx", "--train", "--optimizer", "adagrad"}).err,
+              HasSubstr("--optimizer"));
+  EXPECT_THAT(Ipupod({"compile", "absent.onnx", "--train", "--opt", "beta1=0.9"}).err,
+              HasSubstr("beta1"));
+  // Well-formed training flags get as far as reading the model.
+  EXPECT_EQ(Ipupod({"compile", "absent.onnx", "--train", "--optimizer", "adam", "--opt",
+                    "lr=0.001,amsgrad=true", "--freeze", "a,b"})
+                .code,
+            3);
+  Result help = Ipupod({"compile", "--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_THAT(help.out, AllOf(HasSubstr("--train"), HasSubstr("--optimizer"),
+                              HasSubstr("ipupod compile mlp.onnx --train")));
 }
 
 TEST(AppTest, UnreachableServerIsUnavailableWithTheAddress) {

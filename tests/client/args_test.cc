@@ -1,5 +1,6 @@
 #include "client/cli/args.h"
 
+#include <cmath>
 #include <map>
 
 #include <gmock/gmock.h>
@@ -59,6 +60,33 @@ TEST(ParseSecondsTest, AcceptsDecimalsAndChecksRange) {
   }
   EXPECT_THAT(ParseSeconds("99999999", "--timeout", true).status().message(),
               HasSubstr("too large"));
+}
+
+TEST(ParseOptimizerAttributesTest, NumbersAndFlags) {
+  std::map<std::string, double> attrs;
+  ASSERT_TRUE(ParseOptimizerAttributes("lr=0.001, momentum=0.9,nesterov=true", attrs).ok());
+  ASSERT_TRUE(ParseOptimizerAttributes("amsgrad=false,max_weight_norm=inf,eps=1e-6", attrs).ok());
+  EXPECT_EQ(attrs, (std::map<std::string, double>{{"lr", 0.001},
+                                                  {"momentum", 0.9},
+                                                  {"nesterov", 1},
+                                                  {"amsgrad", 0},
+                                                  {"max_weight_norm", HUGE_VAL},
+                                                  {"eps", 1e-6}}));
+  ASSERT_TRUE(ParseOptimizerAttributes("", attrs).ok());
+  EXPECT_EQ(attrs.size(), 6u);
+}
+
+TEST(ParseOptimizerAttributesTest, BadItemsChangeNothing) {
+  std::map<std::string, double> attrs{{"lr", 0.1}};
+  EXPECT_THAT(ParseOptimizerAttributes("momentum=0.9,lr", attrs).message(),
+              HasSubstr("'lr' is not NAME=VALUE; use NAME=VALUE,... e.g. lr=0.001"));
+  EXPECT_THAT(ParseOptimizerAttributes("=1", attrs).message(), HasSubstr("not NAME=VALUE"));
+  EXPECT_THAT(ParseOptimizerAttributes("lr=fast", attrs).message(),
+              HasSubstr("--opt lr: 'fast' is not a number or true/false"));
+  EXPECT_FALSE(ParseOptimizerAttributes("lr=nan", attrs).ok());
+  EXPECT_FALSE(ParseOptimizerAttributes("lr=", attrs).ok());
+  EXPECT_THAT(ParseOptimizerAttributes("lr=0.2", attrs).message(), HasSubstr("given twice"));
+  EXPECT_EQ(attrs, (std::map<std::string, double>{{"lr", 0.1}}));
 }
 
 TEST(ParseFaultKindTest, KnowsEveryKind) {

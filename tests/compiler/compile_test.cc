@@ -1,5 +1,6 @@
 #include "compiler/compile.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@ using ::testing::ElementsAre;
 using testing::GptBuilder;
 using testing::GptSpec;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::OnnxBuilder;
 using ::testing::StartsWith;
 
@@ -192,6 +194,118 @@ TEST(CompileTest, RequestErrors) {
           .status()
           .message(),
       HasSubstr("every_n:3"));
+}
+
+CompileOptions Training(TrainingOptions t = {}) {
+  CompileOptions o;
+  o.for_inference = false;
+  o.training = std::move(t);
+  return o;
+}
+
+TEST(CompileTest, TrainingExecutableCarriesItsSpecAndTrainingReport) {
+  Report report;
+  TrainingOptions adam;
+  adam.optimizer = "adam";
+  adam.optimizer_attrs = {{"lr", 1e-3}};
+  auto exe = Compile(testing::MlpWithLossBytes(),
+                     Config("device_iterations=2,gradient_accumulation_steps=3,"
+                            "replication_factor=2,optimizer_state_offchip=false"),
+                     Training(adam), &report);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(exe->mode, ExecutableMode::kTraining);
+  EXPECT_EQ(exe->batch_size_factor, 2 * 3 * 2);
+  EXPECT_EQ(exe->training.loss, "loss");
+  EXPECT_THAT(exe->training.weights, ElementsAre("fc1.w", "fc2.w"));
+  EXPECT_EQ(exe->training.gradient_accumulation_steps, 3);
+  EXPECT_EQ(exe->training.optimizer, "adam");
+  EXPECT_EQ(report.mode, "training");
+  EXPECT_EQ(report.gradient_accumulation_steps, 3);
+  EXPECT_EQ(report.samples_per_step(), 4 * 2 * 3 * 2);
+  const int64_t weights = (8 * 16 + 16 * 4) * 4;
+  EXPECT_EQ(report.ipus[0].gradient_bytes, weights);
+  EXPECT_EQ(report.ipus[0].optimizer_state_bytes, 2 * weights);
+  EXPECT_EQ(exe->report_json, report.Json());
+  auto bytes = WriteExecutable(*exe);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto back = ReadExecutable(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->training, exe->training);
+  EXPECT_EQ(*back, *exe);
+  // The config's default keeps optimizer state off the chip.
+  Report offchip;
+  ASSERT_TRUE(Compile(testing::MlpWithLossBytes(), IpuConfig(), Training(adam), &offchip).ok());
+  EXPECT_EQ(offchip.ipus[0].optimizer_state_bytes, 0);
+  EXPECT_EQ(offchip.ipus[0].optimizer_state_offchip_bytes, 2 * weights);
+}
+
+TEST(CompileTest, RecomputeConfigLowersTrainingActivations) {
+  Report keep, recompute;
+  ASSERT_TRUE(Compile(testing::MlpWithLossBytes(), IpuConfig(), Training(), &keep).ok());
+  ASSERT_TRUE(Compile(testing::MlpWithLossBytes(), Config("recompute_checkpoint_every_layer=true"),
+                      Training(), &recompute)
+                  .ok());
+  EXPECT_TRUE(recompute.recompute);
+  EXPECT_LT(recompute.ipus[0].activation_bytes, keep.ipus[0].activation_bytes);
+  EXPECT_GT(recompute.ipus[0].flops, keep.ipus[0].flops);
+}
+
+TEST(CompileTest, PipelinedTrainingNeedsAccumulation) {
+  const std::string gpt = GptBuilder(GptSpec{.layers = 4, .with_loss = true}).Bytes();
+  auto shallow =
+      Compile(gpt, Config("layers_per_ipu=[2 2],gradient_accumulation_steps=2"), Training());
+  EXPECT_EQ(shallow.status().code(), kInvalid);
+  EXPECT_THAT(shallow.status().message(),
+              HasSubstr("pipelined training over 2 stages needs gradient_accumulation_steps >= 3 "
+                        "(it is 2)"));
+  Report report;
+  auto ok = Compile(gpt, Config("layers_per_ipu=[2 2],gradient_accumulation_steps=3"), Training(),
+                    &report);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(report.ipus[0].micro_batches_in_flight, 3);  // 2(S - 0) - 1
+  EXPECT_EQ(report.ipus[1].micro_batches_in_flight, 1);
+}
+
+TEST(CompileTest, WeightReadThroughTransposeStaysAWeight) {
+  OnnxBuilder b(14);
+  b.Input("x", testing::kFloat, {2, 8});
+  b.Output("loss", testing::kFloat, {});
+  b.Floats("W", {4, 8}, testing::Zeros(32));
+  b.Node("Transpose", {"W"}, {"Wt"}, "/fc/Transpose");
+  b.Node("MatMul", {"x", "Wt"}, {"y"}, "/fc/MatMul");
+  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"y"}, {"loss"}, "/loss/ReduceMean"), "keepdims", 0);
+  auto exe = Compile(b.Bytes(), IpuConfig(), Training());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_THAT(exe->training.weights, ElementsAre("W"));
+  EXPECT_THAT(exe->placement.node_names, Contains("/fc/Transpose"));
+  // Inference folds the Transpose into a constant.
+  auto inference = Compile(b.Bytes(), IpuConfig(), {});
+  ASSERT_TRUE(inference.ok()) << inference.status();
+  EXPECT_THAT(inference->placement.node_names, Not(Contains("/fc/Transpose")));
+}
+
+TEST(CompileTest, LambWithoutWeightNormClippingRoundTrips) {
+  TrainingOptions lamb;
+  lamb.optimizer = "lamb";
+  auto exe = Compile(testing::MlpWithLossBytes(), IpuConfig(), Training(lamb));
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_TRUE(std::isinf(exe->training.constants.at("max_weight_norm")));
+  auto bytes = WriteExecutable(*exe);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto back = ReadExecutable(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->training, exe->training);
+}
+
+TEST(CompileTest, TrainingErrorsAreCompileErrors) {
+  TrainingOptions frozen;
+  frozen.frozen = {"nope"};
+  EXPECT_THAT(
+      Compile(testing::MlpWithLossBytes(), IpuConfig(), Training(frozen)).status().message(),
+      HasSubstr("--freeze 'nope'"));
+  EXPECT_THAT(
+      Compile(testing::MlpWithLossBytes(4, "Exp"), IpuConfig(), Training()).status().message(),
+      HasSubstr("has no gradient rule"));
 }
 
 class CompileCachedTest : public ::testing::Test {

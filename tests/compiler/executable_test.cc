@@ -1,5 +1,6 @@
 #include "compiler/executable.h"
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -83,6 +84,24 @@ TEST(ExecutableTest, RoundTripsEveryField) {
   expected.content_hash = back->content_hash;
   EXPECT_EQ(*back, expected);
   EXPECT_EQ(Bytes(*back), bytes);  // deterministic
+}
+
+TEST(ExecutableTest, TrainingSectionRoundTripsWithInfiniteAttributes) {
+  Executable e = Sample();
+  e.mode = ExecutableMode::kTraining;
+  e.training.loss = "loss";
+  e.training.weights = {"fc1.w", "fc2.w"};
+  e.training.gradient_accumulation_steps = 3;
+  e.batch_size_factor = 4 * 2 * 3;
+  e.training.optimizer = "lamb";
+  e.training.variables = {{"lr", 1e-3}};
+  e.training.constants = {{"beta1", 0.9}, {"max_weight_norm", HUGE_VAL}, {"low", -HUGE_VAL}};
+  EXPECT_THAT(TrainingSpecJson(e.training),
+              AllOf(HasSubstr(R"("max_weight_norm":"inf")"), HasSubstr(R"("low":"-inf")"),
+                    HasSubstr(R"("variables":{"lr":0.001})")));
+  auto back = ReadExecutable(Bytes(e));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->training, e.training);
 }
 
 TEST(ExecutableTest, RejectsGarbageAndWrongMagic) {

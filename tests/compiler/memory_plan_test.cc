@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "device/hardware.h"
 #include "graph/interpreter.h"
@@ -19,6 +20,7 @@ using ::testing::ElementsAre;
 using testing::GptBuilder;
 using testing::GptSpec;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::OnnxBuilder;
 
 constexpr const device::IpuSpec& kIpu = device::kGc200;
@@ -129,6 +131,197 @@ TEST_F(TwoIpuGpt, ReportTableAndJsonRoundTrip) {
   EXPECT_EQ(back->ipus[1].largest.size(), r->ipus[1].largest.size());
   EXPECT_EQ(ReportFromJson("{}").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReportFromJson("nope").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Training over the same two IPUs: every weight trainable with `slots`
+// optimizer state slots.
+PlanOptions TrainingOptions(ExecutionStrategy strategy, const graph::Graph& g, int64_t slots,
+                            int64_t accumulation) {
+  PlanOptions o = Options(strategy, 2, 2);
+  o.training.emplace();
+  o.training->gradient_accumulation_steps = accumulation;
+  for (const auto& [name, tensor] : g.initializers) o.training->state_slots[name] = slots;
+  return o;
+}
+
+TEST_F(TwoIpuGpt, TrainingCountsGradientsAndOptimizerState) {
+  PlanOptions o = TrainingOptions(ExecutionStrategy::kPipelined, interp->graph(), 2, 3);  // adam
+  auto r = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->mode, "training");
+  const IpuPlan& a = r->ipus[0];
+  EXPECT_EQ(a.weight_bytes, 512 + 2304);
+  EXPECT_EQ(a.gradient_bytes, a.weight_bytes);
+  EXPECT_EQ(a.optimizer_state_bytes, 2 * a.weight_bytes);
+  EXPECT_EQ(a.optimizer_state_offchip_bytes, 0);
+  EXPECT_EQ(a.total_bytes, a.weight_bytes + a.gradient_bytes + a.optimizer_state_bytes +
+                               a.activation_bytes + a.code_bytes);
+  EXPECT_EQ(a.update_host_s, 0);
+  // A frozen weight has neither gradient nor state.
+  o.training->state_slots.erase("wte.weight");
+  auto frozen = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(frozen.ok());
+  EXPECT_EQ(frozen->ipus[0].gradient_bytes, 2304);
+  EXPECT_EQ(frozen->ipus[0].optimizer_state_bytes, 2 * 2304);
+}
+
+TEST_F(TwoIpuGpt, OffchipStateLeavesTheTotalAndCostsHostTime) {
+  PlanOptions o = TrainingOptions(ExecutionStrategy::kPipelined, interp->graph(), 2, 3);
+  auto on_chip = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  o.training->optimizer_state_offchip = true;
+  auto off = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(on_chip.ok() && off.ok());
+  const IpuPlan& a = off->ipus[0];
+  EXPECT_EQ(a.optimizer_state_bytes, 0);
+  EXPECT_EQ(a.optimizer_state_offchip_bytes, 2 * a.weight_bytes);
+  EXPECT_EQ(a.total_bytes, on_chip->ipus[0].total_bytes - 2 * a.weight_bytes);
+  // Read and written once per weight update: 2 device iterations = 2 updates.
+  EXPECT_DOUBLE_EQ(a.update_host_s,
+                   2.0 * a.optimizer_state_offchip_bytes / kIpu.host_link_bytes_per_s);
+  const double slowest_update = std::max(a.update_s(), off->ipus[1].update_s());
+  EXPECT_DOUBLE_EQ(off->step_s, on_chip->step_s + 2 * slowest_update);
+}
+
+TEST_F(TwoIpuGpt, TrainingStashesActivationsAndRecomputeLowersThem) {
+  PlanOptions o = TrainingOptions(ExecutionStrategy::kPipelined, interp->graph(), 0, 3);
+  auto r = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(r.ok());
+  const IpuPlan& a = r->ipus[0];
+  const IpuPlan& b = r->ipus[1];
+  // Stage 0 of 2 stashes 2(2-0)-1 = 3 micro-batches, stage 1 one. Kept per
+  // micro-batch: every value the stage makes or reads. Stage 0: ids 64 B,
+  // x0, a, r, o, y 256 B each, m and g 1024 B each.
+  EXPECT_EQ(a.micro_batches_in_flight, 3);
+  EXPECT_EQ(b.micro_batches_in_flight, 1);
+  EXPECT_EQ(a.activation_bytes_per_micro_batch, 64 + 5 * 256 + 2 * 1024);
+  EXPECT_EQ(a.activation_bytes, 3 * (64 + 5 * 256 + 2 * 1024));
+  // Stage 1: h.0.y in, a, r, o, y, xf 256 B, m and g 1024 B, logits 512 B.
+  EXPECT_EQ(b.activation_bytes, 256 + 5 * 256 + 2 * 1024 + 512);
+  o.training->recompute_checkpoint_every_layer = true;
+  auto re = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(re.ok());
+  // Only the stage inputs per micro-batch in flight, plus one peak (2304 B,
+  // as inference) to recompute in.
+  EXPECT_EQ(re->ipus[0].recompute_bytes, 2304);
+  EXPECT_EQ(re->ipus[0].activation_bytes, 3 * 64 + 2304);
+  EXPECT_EQ(re->ipus[1].activation_bytes, 256 + re->ipus[1].recompute_bytes);
+  EXPECT_LT(re->ipus[0].activation_bytes, a.activation_bytes);
+  EXPECT_LT(re->ipus[1].activation_bytes, b.activation_bytes);
+  EXPECT_TRUE(re->recompute);
+  // Sharded: one micro-batch per stage.
+  auto sharded = PlanMemory(interp->graph(), interp->node_costs(), placement,
+                            TrainingOptions(ExecutionStrategy::kSharded, interp->graph(), 0, 3));
+  ASSERT_TRUE(sharded.ok());
+  EXPECT_EQ(sharded->ipus[0].micro_batches_in_flight, 1);
+  EXPECT_EQ(sharded->ipus[0].activation_bytes, a.activation_bytes / 3);
+}
+
+TEST_F(TwoIpuGpt, TrainingFlopsTrafficAndStepTime) {
+  auto inference = PlanMemory(interp->graph(), interp->node_costs(), placement,
+                              Options(ExecutionStrategy::kPipelined, 2, 2));
+  PlanOptions o = TrainingOptions(ExecutionStrategy::kPipelined, interp->graph(), 0, 3);
+  auto r = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(inference.ok() && r.ok());
+  const IpuPlan& a = r->ipus[0];
+  const IpuPlan& b = r->ipus[1];
+  EXPECT_EQ(a.flops, 3 * inference->ipus[0].flops);
+  EXPECT_EQ(b.flops, 3 * inference->ipus[1].flops);
+  // h.0's output goes forward; its gradient comes back from IPU 1.
+  EXPECT_EQ(a.ipu_link_bytes, 256);
+  EXPECT_EQ(b.ipu_link_bytes, 256);
+  EXPECT_EQ(r->samples_per_step(), 2 * 3 * 2);  // micro-batch x GA x device iterations
+  // 2 updates, each (GA 3 + 2 x 2 stages - 2) cycles of the slower IPU; no
+  // replicas and state on chip: updates cost nothing.
+  EXPECT_DOUBLE_EQ(r->step_s, 2 * 5 * std::max(a.busy_s(), b.busy_s()));
+  o.training->recompute_checkpoint_every_layer = true;
+  auto re = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(re.ok());
+  EXPECT_EQ(re->ipus[0].flops, 4 * inference->ipus[0].flops);
+  auto sharded = PlanMemory(interp->graph(), interp->node_costs(), placement,
+                            TrainingOptions(ExecutionStrategy::kSharded, interp->graph(), 0, 3));
+  ASSERT_TRUE(sharded.ok());
+  EXPECT_DOUBLE_EQ(sharded->step_s,
+                   2 * 3 * (sharded->ipus[0].busy_s() + sharded->ipus[1].busy_s()));
+}
+
+TEST_F(TwoIpuGpt, ReplicasAllReduceGradientsOncePerUpdate) {
+  PlanOptions o = TrainingOptions(ExecutionStrategy::kPipelined, interp->graph(), 0, 3);
+  o.count = {2, 4, 8, 8};
+  auto r = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(r.ok());
+  const IpuPlan& a = r->ipus[0];
+  EXPECT_EQ(a.all_reduce_bytes, 2 * a.gradient_bytes * 3 / 4);
+  EXPECT_DOUBLE_EQ(a.update_ipu_link_s, a.all_reduce_bytes / kIpu.ipu_link_bytes_per_s);
+  EXPECT_EQ(r->samples_per_step(), 2 * 3 * 2 * 4);
+  const double update = std::max(a.update_s(), r->ipus[1].update_s());
+  EXPECT_DOUBLE_EQ(r->step_s, 2 * (5 * std::max(a.busy_s(), r->ipus[1].busy_s()) + update));
+}
+
+TEST_F(TwoIpuGpt, TrainingReportTableAndJsonRoundTrip) {
+  PlanOptions o = TrainingOptions(ExecutionStrategy::kPipelined, interp->graph(), 2, 3);
+  o.training->optimizer_state_offchip = true;
+  o.count = {2, 2, 4, 4};
+  auto r = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(r.ok());
+  const std::string table = r->Table();
+  EXPECT_THAT(table,
+              AllOf(HasSubstr("gradients"), HasSubstr("opt state"),
+                    HasSubstr("micro-batch 2 x 3 accumulated x 2 device iterations x 2 replicas = "
+                              "24 samples per step"),
+                    HasSubstr("2 weight updates per step"), HasSubstr("3x its forward FLOPs"),
+                    HasSubstr("optimizer state off-chip"), HasSubstr("per weight update")));
+  auto back = ReportFromJson(r->Json());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->Table(), table);
+  EXPECT_EQ(back->Json(), r->Json());
+  EXPECT_EQ(back->gradient_accumulation_steps, 3);
+  EXPECT_EQ(back->ipus[0].optimizer_state_offchip_bytes, r->ipus[0].optimizer_state_offchip_bytes);
+  EXPECT_EQ(back->ipus[0].all_reduce_bytes, r->ipus[0].all_reduce_bytes);
+  EXPECT_EQ(back->samples_per_step(), 24);
+  // Reports written before training (no mode, no training keys) read as inference.
+  nlohmann::json old =
+      nlohmann::json::parse(PlanMemory(interp->graph(), interp->node_costs(), placement,
+                                       Options(ExecutionStrategy::kPipelined, 2, 2))
+                                ->Json());
+  EXPECT_FALSE(old["ipus"][0].contains("gradient_bytes"));
+  old.erase("mode");
+  auto inference = ReportFromJson(old.dump());
+  ASSERT_TRUE(inference.ok()) << inference.status();
+  EXPECT_EQ(inference->mode, "inference");
+  EXPECT_EQ(inference->gradient_accumulation_steps, 1);
+  EXPECT_EQ(inference->ipus[0].gradient_bytes, 0);
+  EXPECT_THAT(inference->Table(), Not(HasSubstr("gradients")));
+  old["mode"] = "testing";
+  EXPECT_THAT(ReportFromJson(old.dump()).status().message(), HasSubstr("mode is 'testing'"));
+}
+
+TEST(MemoryPlanTest, TrainingOutOfMemoryNamesGradientsStateAndTheTrainingFixes) {
+  Report r;
+  r.memory_bytes_per_ipu = 900'000'000;
+  r.mode = "training";
+  IpuPlan p;
+  p.weight_bytes = 300'000'000;
+  p.gradient_bytes = 300'000'000;
+  p.optimizer_state_bytes = 600'000'000;
+  p.activation_bytes = 50'000'000;
+  p.micro_batches_in_flight = 3;
+  p.total_bytes = 1'250'000'000;
+  r.ipus.push_back(p);
+  const std::string message(CheckMemoryFits(r).message());
+  EXPECT_THAT(message,
+              AllOf(HasSubstr("needs 1.25 GB of 900.0 MB (weights 300.0 MB, gradients 300.0 MB, "
+                              "optimizer state 600.0 MB, activations 50.0 MB for 3 micro-batches"),
+                    HasSubstr("use more IPUs per replica"),
+                    HasSubstr("optimizer_state_offchip=true (frees 600.0 MB"),
+                    HasSubstr("recompute_checkpoint_every_layer=true")));
+  // Already off-chip and recomputing: neither is suggested.
+  r.recompute = true;
+  r.ipus[0].optimizer_state_bytes = 0;
+  r.ipus[0].optimizer_state_offchip_bytes = 600'000'000;
+  const std::string done(CheckMemoryFits(r).message());
+  EXPECT_THAT(done, AllOf(HasSubstr("(+600.0 MB off-chip)"), HasSubstr("(recomputing)"),
+                          Not(HasSubstr("optimizer_state_offchip=true")),
+                          Not(HasSubstr("recompute_checkpoint_every_layer=true"))));
 }
 
 TEST(MemoryPlanTest, TiedWeightCountsOnEveryIpuThatReadsIt) {

@@ -3,7 +3,8 @@
 // Test helper: small ONNX models shaped like torch.onnx.export output (node
 // names "/h.0/mlp/fc/MatMul", so module paths "h.0.mlp.fc"), built with
 // tests/graph/onnx_builder.h, plus hand-made graph::Graph values for
-// placement tests that need no shapes.
+// placement tests that need no shapes. The *WithLoss models also output a
+// scalar float "loss", so they compile for training.
 #ifndef IPUPOD_TESTS_COMPILER_TEST_MODELS_H_
 #define IPUPOD_TESTS_COMPILER_TEST_MODELS_H_
 
@@ -28,6 +29,7 @@ struct GptSpec {
   int64_t batch = 2;
   int64_t seq = 4;
   std::string container = "h";  // layers are /<container>.N/...
+  bool with_loss = false;       // also output loss = ReduceMean(logits)
 };
 
 inline std::vector<float> Zeros(int64_t n) { return std::vector<float>(static_cast<size_t>(n)); }
@@ -62,6 +64,11 @@ class GptBuilder {
     b_.Node("Mul", {x, "ln_f.scale"}, {"xf"}, "/ln_f/Mul");
     b_.Floats("lm_head.weight", {d, spec_.vocab}, Zeros(d * spec_.vocab));
     b_.Node("MatMul", {"xf", "lm_head.weight"}, {"logits"}, "/lm_head/MatMul");
+    if (spec_.with_loss) {
+      OnnxBuilder::AttrInt(b_.Node("ReduceMean", {"logits"}, {"loss"}, "/loss/ReduceMean"),
+                           "keepdims", 0);
+      b_.Output("loss", kFloat, {});
+    }
   }
 
   std::string Layer(int l, const std::string& x) {
@@ -94,6 +101,26 @@ inline std::string MlpBytes(int64_t batch = 4) {
   b.Node("MatMul", {"x", "fc1.w"}, {"h"}, "/fc1/MatMul");
   b.Node("Relu", {"h"}, {"hr"}, "/act/Relu");
   b.Node("MatMul", {"hr", "fc2.w"}, {"y"}, "/fc2/MatMul");
+  return b.Bytes();
+}
+
+// MlpBytes plus a target t and loss = ReduceMean((y - t)^2): outputs y and
+// loss. `middle` is the op between the layers (Relu; "Exp" has no backward
+// rule).
+inline std::string MlpWithLossBytes(int64_t batch = 4, const std::string& middle = "Relu") {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {batch, 8});
+  b.Input("t", kFloat, {batch, 4});
+  b.Output("y", kFloat, {batch, 4});
+  b.Output("loss", kFloat, {});
+  b.Floats("fc1.w", {8, 16}, Zeros(8 * 16));
+  b.Floats("fc2.w", {16, 4}, Zeros(16 * 4));
+  b.Node("MatMul", {"x", "fc1.w"}, {"h"}, "/fc1/MatMul");
+  b.Node(middle, {"h"}, {"hr"}, "/act/" + middle);
+  b.Node("MatMul", {"hr", "fc2.w"}, {"y"}, "/fc2/MatMul");
+  b.Node("Sub", {"y", "t"}, {"d"}, "/loss/Sub");
+  b.Node("Mul", {"d", "d"}, {"sq"}, "/loss/Mul");
+  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}, "/loss/ReduceMean"), "keepdims", 0);
   return b.Bytes();
 }
 

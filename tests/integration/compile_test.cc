@@ -176,6 +176,68 @@ TEST_F(CompileTest, ExecutableCacheIsHonoured) {
   EXPECT_FALSE(std::filesystem::is_empty(cache));
 }
 
+TEST_F(CompileTest, TrainWritesATrainingExecutableAndReportsGradientsAndState) {
+  const std::string model = dir_.path() + "/mlp_loss.onnx";
+  WriteFile(model, compiler::testing::MlpWithLossBytes(4));
+  const std::string ipx = dir_.path() + "/train.ipx";
+  CliResult r = Compile({model, "--train", "--optimizer", "adam", "--opt", "lr=0.001,amsgrad=true",
+                         "--freeze", "fc1.w", "--set",
+                         "gradient_accumulation_steps=3,optimizer_state_offchip=false", "-o", ipx,
+                         "--report"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("micro-batch 4 x 3 accumulated x 1 device iterations"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("training: loss 'loss', 1 trainable weight, adam (variables lr=0.001; "
+                       "constants amsgrad=1 "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("opt state"), std::string::npos) << "no training columns:\n" << r.out;
+  EXPECT_NE(r.out.find("3x its forward FLOPs"), std::string::npos) << r.out;
+  absl::StatusOr<compiler::Executable> e = compiler::ReadExecutableFile(ipx);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->mode, compiler::ExecutableMode::kTraining);
+  EXPECT_EQ(e->training.weights, std::vector<std::string>{"fc2.w"});
+  EXPECT_EQ(e->training.optimizer, "adam");
+  EXPECT_EQ(e->batch_size_factor, 3);
+
+  CliResult json = Compile({model, "--train", "--loss", "loss", "--opt", "momentum=0.9", "--set",
+                            "gradient_accumulation_steps=2,device_iterations=2", "-o", ipx,
+                            "--report", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json doc = json.json();
+  EXPECT_EQ(doc["mode"], "training");
+  EXPECT_EQ(doc["samples_per_step"], 4 * 2 * 2);
+  EXPECT_EQ(doc["training"]["loss"], "loss");
+  EXPECT_EQ(doc["training"]["optimizer"], "sgd");
+  EXPECT_EQ(doc["training"]["variables"]["momentum"], 0.9);
+  EXPECT_EQ(doc["training"]["weights"].size(), 2u);
+  EXPECT_EQ(doc["report"]["mode"], "training");
+  EXPECT_EQ(doc["report"]["gradient_accumulation_steps"], 2);
+  EXPECT_EQ(doc["report"]["ipus"][0]["gradient_bytes"], (8 * 16 + 16 * 4) * 4);
+  // optimizer_state_offchip defaults to true: the momentum buffer is off-chip.
+  EXPECT_EQ(doc["report"]["ipus"][0]["optimizer_state_bytes"], 0);
+  EXPECT_EQ(doc["report"]["ipus"][0]["optimizer_state_offchip_bytes"], (8 * 16 + 16 * 4) * 4);
+}
+
+TEST_F(CompileTest, TrainErrors) {
+  // The plain MLP has no loss output: the model does not compile for training.
+  CliResult no_loss = Compile({model_, "--train"});
+  EXPECT_EQ(no_loss.exit_code, 12) << no_loss.err;
+  EXPECT_NE(no_loss.err.find("no scalar float output to train on"), std::string::npos)
+      << no_loss.err;
+  const std::string model = dir_.path() + "/mlp_loss.onnx";
+  WriteFile(model, compiler::testing::MlpWithLossBytes(4));
+  CliResult frozen = Compile({model, "--train", "--freeze", "nope"});
+  EXPECT_EQ(frozen.exit_code, 12) << frozen.err;
+  EXPECT_NE(frozen.err.find("--freeze 'nope'"), std::string::npos) << frozen.err;
+  CliResult loss = Compile({model, "--train", "--loss", "y"});
+  EXPECT_EQ(loss.exit_code, 12) << loss.err;
+  CliResult without_train = Compile({model, "--optimizer", "adam"});
+  EXPECT_EQ(without_train.exit_code, 2) << without_train.err;
+  EXPECT_NE(without_train.err.find("need --train"), std::string::npos) << without_train.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/mlp_loss.ipx"));
+}
+
 TEST_F(CompileTest, UsageErrorsExit2) {
   EXPECT_EQ(Compile({}).exit_code, 2);
   CliResult same = Compile({model_, "-o", model_});

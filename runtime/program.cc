@@ -17,11 +17,15 @@
 #include "graph/onnx_import.h"
 #include "kernels/shape_util.h"
 #include "onnx/onnx_pb.h"
+#include "runtime/step_layout.h"
+#include "runtime/training_step.h"
+#include "training/trainer.h"
 
 namespace ipupod::runtime {
 
 struct Program::Impl {
-  std::unique_ptr<graph::Interpreter> interpreter;
+  std::unique_ptr<graph::Interpreter> interpreter;  // inference
+  std::unique_ptr<training::Trainer> trainer;       // training
   compiler::Report report;
   std::vector<compiler::TensorSpec> weights;  // sorted by name
   SimulatedTime step_time;
@@ -87,11 +91,19 @@ absl::StatusOr<std::vector<TensorSpec>> FindWeights(const Executable& e, const g
 // Pipelines advance in lockstep (every IPU syncs each cycle), so a step of M
 // micro-batches over S stages takes M + S - 1 cycles of the slowest IPU:
 // M cycles of work plus S - 1 of fill and drain.
-SimulatedTime StepTime(const compiler::Report& r) {
+// Training (compiler/memory_plan.h): each of the device_iterations weight
+// updates runs gradient_accumulation_steps micro-batches forward and
+// backward, fills and drains the pipeline over 2S - 1 stages (the next
+// forward needs the updated weights), then all-reduces gradients and moves
+// off-chip optimizer state (the slowest IPU's update time). total_s()
+// equals the report's step_s in both modes.
+SimulatedTime StepTime(const compiler::Report& r, int64_t accumulation, bool training) {
   SimulatedTime t;
   if (r.ipus.empty()) return t;
-  const double m = static_cast<double>(r.device_iterations);
-  if (r.strategy == compiler::ExecutionStrategy::kPipelined && r.num_stages > 1) {
+  const double updates = static_cast<double>(r.device_iterations);
+  const double m = static_cast<double>(r.device_iterations * accumulation);
+  const bool pipelined = r.strategy == compiler::ExecutionStrategy::kPipelined && r.num_stages > 1;
+  if (pipelined) {
     const compiler::IpuPlan& slowest = *std::max_element(
         r.ipus.begin(), r.ipus.end(), [](const compiler::IpuPlan& a, const compiler::IpuPlan& b) {
           return a.busy_s() < b.busy_s();
@@ -99,13 +111,22 @@ SimulatedTime StepTime(const compiler::Report& r) {
     t.compute_s = m * slowest.compute_s;
     t.ipu_link_s = m * slowest.ipu_link_s;
     t.host_s = m * slowest.host_s;
-    t.pipeline_ramp_s = static_cast<double>(r.num_stages - 1) * slowest.busy_s();
-    return t;
+    t.pipeline_ramp_s = training ? updates * static_cast<double>(2 * r.num_stages - 2) * slowest.busy_s()
+                                 : static_cast<double>(r.num_stages - 1) * slowest.busy_s();
+  } else {
+    for (const compiler::IpuPlan& p : r.ipus) {  // one IPU works at a time
+      t.compute_s += m * p.compute_s;
+      t.ipu_link_s += m * p.ipu_link_s;
+      t.host_s += m * p.host_s;
+    }
   }
-  for (const compiler::IpuPlan& p : r.ipus) {  // one IPU works at a time
-    t.compute_s += m * p.compute_s;
-    t.ipu_link_s += m * p.ipu_link_s;
-    t.host_s += m * p.host_s;
+  if (training) {
+    const compiler::IpuPlan& update = *std::max_element(
+        r.ipus.begin(), r.ipus.end(), [](const compiler::IpuPlan& a, const compiler::IpuPlan& b) {
+          return a.update_s() < b.update_s();
+        });
+    t.ipu_link_s += updates * update.update_ipu_link_s;
+    t.host_s += updates * update.update_host_s;
   }
   return t;
 }
@@ -189,92 +210,6 @@ absl::StatusOr<std::vector<const graph::Tensor*>> ArrangeInputs(const Executable
   return arranged;
 }
 
-// Micro-batch j's slice of every input.
-absl::StatusOr<std::vector<graph::Tensor>> SliceInputs(
-    const Executable& e, const std::vector<const graph::Tensor*>& inputs, int64_t j) {
-  std::vector<graph::Tensor> out;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const size_t n = inputs[i]->byte_size() / static_cast<size_t>(e.batch_size_factor);
-    IPUPOD_ASSIGN_OR_RETURN(graph::Tensor t,
-                            graph::Tensor::FromBytes(e.inputs[i].dtype, e.inputs[i].shape,
-                                                     inputs[i]->bytes().substr(j * n, n)));
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-// Micro-batches whose outputs the host receives, in host order (all of
-// them for sum, which reduces them per replica).
-std::vector<int64_t> ReturnedMicroBatches(const Executable& e) {
-  const int64_t r = e.replication_factor, m = e.device_iterations;
-  int64_t first = 0, period = 1;
-  switch (e.output_mode.kind) {
-    case compiler::OutputMode::Kind::kAll:
-    case compiler::OutputMode::Kind::kSum:
-      break;
-    case compiler::OutputMode::Kind::kFinal:
-      first = m - 1;
-      break;
-    case compiler::OutputMode::Kind::kEveryN:
-      first = e.output_mode.every_n - 1;
-      period = e.output_mode.every_n;
-      break;
-  }
-  std::vector<int64_t> out;
-  for (int64_t i = first; i < m; i += period) {
-    for (int64_t k = 0; k < r; ++k) out.push_back(i * r + k);
-  }
-  return out;
-}
-
-// Adds b into a element-wise (bool: or).
-void Accumulate(graph::Tensor& a, const graph::Tensor& b) {
-  for (int64_t k = 0; k < a.num_elements(); ++k) {
-    switch (a.dtype()) {
-      case graph::DType::kFloat32:
-        a.mutable_data<float>()[k] += b.data<float>()[k];
-        break;
-      case graph::DType::kInt64:
-        a.mutable_data<int64_t>()[k] += b.data<int64_t>()[k];
-        break;
-      case graph::DType::kInt32:
-        a.mutable_data<int32_t>()[k] += b.data<int32_t>()[k];
-        break;
-      case graph::DType::kBool:
-        a.mutable_data<bool>()[k] = a.data<bool>()[k] || b.data<bool>()[k];
-        break;
-    }
-  }
-}
-
-// results[k][o]: output o of the k-th returned micro-batch. Sum mode folds
-// device iterations per replica first (in iteration order).
-std::vector<std::vector<graph::Tensor>> ApplySum(const Executable& e,
-                                                 std::vector<std::vector<graph::Tensor>> results) {
-  const size_t r = static_cast<size_t>(e.replication_factor);
-  for (size_t k = r; k < results.size(); ++k) {
-    for (size_t o = 0; o < results[k].size(); ++o) Accumulate(results[k % r][o], results[k][o]);
-  }
-  results.resize(r);
-  return results;
-}
-
-absl::StatusOr<NamedTensors> Concatenate(const Executable& e,
-                                         const std::vector<std::vector<graph::Tensor>>& results) {
-  NamedTensors out;
-  for (size_t o = 0; o < e.outputs.size(); ++o) {
-    std::string bytes;
-    for (const auto& micro_batch : results)
-      bytes.append(micro_batch[o].bytes().data(), micro_batch[o].bytes().size());
-    IPUPOD_ASSIGN_OR_RETURN(
-        graph::Tensor t,
-        graph::Tensor::FromBytes(e.outputs[o].dtype, compiler::HostOutputShape(e, e.outputs[o]),
-                                 bytes));
-    out.emplace_back(e.outputs[o].name, std::move(t));
-  }
-  return out;
-}
-
 }  // namespace
 
 Program::Program(std::shared_ptr<const compiler::Executable> executable)
@@ -285,27 +220,40 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Create(
     std::shared_ptr<const compiler::Executable> executable) {
   if (executable == nullptr) return absl::InvalidArgumentError("no executable given");
   const Executable& e = *executable;
-  auto imported = graph::ImportOnnx(e.model_bytes);
+  const bool training = e.mode == compiler::ExecutableMode::kTraining;
+  auto imported =
+      graph::ImportOnnx(e.model_bytes, graph::FoldOptions{.keep_weights = training});
   if (!imported.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the executable's model does not import: ", imported.status().message()));
   }
   IPUPOD_RETURN_IF_ERROR(CheckSpecs(*imported, imported->inputs, e.inputs, "input"));
   IPUPOD_RETURN_IF_ERROR(CheckSpecs(*imported, imported->outputs, e.outputs, "output"));
-  if (e.batch_size_factor != e.device_iterations * e.replication_factor) {
+  const int64_t accumulation = training ? e.training.gradient_accumulation_steps : 1;
+  if (e.batch_size_factor != e.device_iterations * e.replication_factor * accumulation) {
     return BadExecutable(absl::StrCat("batch_size_factor ", e.batch_size_factor, " is not ",
-                                      "device_iterations x replication_factor"));
+                                      "device_iterations x replication_factor",
+                                      training ? " x gradient_accumulation_steps" : ""));
   }
   auto report = compiler::ReportFromJson(e.report_json);
   if (!report.ok()) return BadExecutable(report.status().message());
   std::unique_ptr<Program> program(new Program(std::move(executable)));
   Impl& impl = *program->impl_;
-  IPUPOD_ASSIGN_OR_RETURN(impl.weights, FindWeights(e, *imported));
-  auto interpreter = graph::Interpreter::Create(*std::move(imported));
-  if (!interpreter.ok()) return BadExecutable(interpreter.status().message());
-  impl.interpreter = *std::move(interpreter);
+  if (training) {
+    auto trainer = CreateTrainer(e, *std::move(imported));
+    if (!trainer.ok()) return BadExecutable(trainer.status().message());
+    impl.trainer = *std::move(trainer);
+    for (const auto& [name, t] : impl.trainer->weights()) {
+      impl.weights.push_back({name, t.dtype(), t.shape()});
+    }
+  } else {
+    IPUPOD_ASSIGN_OR_RETURN(impl.weights, FindWeights(e, *imported));
+    auto interpreter = graph::Interpreter::Create(*std::move(imported));
+    if (!interpreter.ok()) return BadExecutable(interpreter.status().message());
+    impl.interpreter = *std::move(interpreter);
+  }
   impl.report = *std::move(report);
-  impl.step_time = StepTime(impl.report);
+  impl.step_time = StepTime(impl.report, accumulation, training);
   impl.micro_batches = e.batch_size_factor;
   return program;
 }
@@ -359,6 +307,9 @@ double Program::SimulatedLoadSeconds() const {
 }
 
 absl::Status Program::SetWeights(NamedTensors weights) {
+  if (impl_->trainer != nullptr && IsCheckpoint(weights)) {
+    return ImportCheckpoint(*impl_->trainer, weights);
+  }
   std::set<std::string> seen;
   for (const auto& [name, t] : weights) {
     const TensorSpec* spec = FindSpec(impl_->weights, name);
@@ -377,6 +328,11 @@ absl::Status Program::SetWeights(NamedTensors weights) {
                        "; pass a tensor of the weight's dtype and shape"));
     }
   }
+  if (impl_->trainer != nullptr) {
+    training::TensorMap map;
+    for (auto& [name, t] : weights) map.emplace(name, std::move(t));
+    return impl_->trainer->SetWeights(map);
+  }
   return impl_->interpreter->ReplaceInitializers(weights);
 }
 
@@ -393,7 +349,9 @@ absl::StatusOr<std::vector<TensorRef>> Program::ViewWeights(
                                                      CloseMatches(name, impl_->weights),
                                                      "; ask for no names to get every weight"));
     }
-    out.emplace_back(name, impl_->interpreter->graph().FindInitializer(name));
+    out.emplace_back(name, impl_->trainer != nullptr
+                               ? &impl_->trainer->weights().at(name)
+                               : impl_->interpreter->graph().FindInitializer(name));
   }
   return out;
 }
@@ -406,10 +364,17 @@ absl::StatusOr<NamedTensors> Program::GetWeights(absl::Span<const std::string> n
   return out;
 }
 
-absl::StatusOr<StepResult> Program::RunStep(const NamedTensors& inputs) const {
+absl::StatusOr<StepResult> Program::RunStep(const NamedTensors& inputs) {
   const absl::Time start = absl::Now();
   const Executable& e = *executable_;
   IPUPOD_ASSIGN_OR_RETURN(std::vector<const graph::Tensor*> arranged, ArrangeInputs(e, inputs));
+  if (impl_->trainer != nullptr) {
+    IPUPOD_ASSIGN_OR_RETURN(StepResult step, TrainStep(e, *impl_->trainer, arranged));
+    step.simulated = impl_->step_time;
+    step.samples = samples_per_step();
+    step.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+    return step;
+  }
   std::vector<std::vector<graph::Tensor>> results;
   for (int64_t j : ReturnedMicroBatches(e)) {
     IPUPOD_ASSIGN_OR_RETURN(std::vector<graph::Tensor> slice, SliceInputs(e, arranged, j));
@@ -422,9 +387,7 @@ absl::StatusOr<StepResult> Program::RunStep(const NamedTensors& inputs) const {
     }
     results.push_back(*std::move(outputs));
   }
-  if (e.output_mode.kind == compiler::OutputMode::Kind::kSum) {
-    results = ApplySum(e, std::move(results));
-  }
+  results = ReduceForOutputMode(e, std::move(results));
   StepResult step;
   IPUPOD_ASSIGN_OR_RETURN(step.outputs, Concatenate(e, results));
   step.simulated = impl_->step_time;
@@ -432,6 +395,24 @@ absl::StatusOr<StepResult> Program::RunStep(const NamedTensors& inputs) const {
   step.flops = impl_->interpreter->total_flops() * impl_->micro_batches;
   step.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   return step;
+}
+
+bool Program::is_training() const { return impl_->trainer != nullptr; }
+
+absl::StatusOr<NamedTensors> Program::GetCheckpoint() const {
+  if (impl_->trainer == nullptr) return NotTraining("checkpoints");
+  return ExportCheckpoint(*impl_->trainer);
+}
+
+absl::StatusOr<OptimizerState> Program::SetOptimizer(const std::map<std::string, double>& values) {
+  if (impl_->trainer == nullptr) return NotTraining("optimizers");
+  IPUPOD_RETURN_IF_ERROR(SetOptimizerVariables(impl_->trainer->optimizer(), values));
+  return GetOptimizer();
+}
+
+absl::StatusOr<OptimizerState> Program::GetOptimizer() const {
+  if (impl_->trainer == nullptr) return NotTraining("optimizers");
+  return DescribeOptimizer(*impl_->trainer);
 }
 
 }  // namespace ipupod::runtime

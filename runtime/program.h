@@ -38,8 +38,14 @@
 // micro-batches, so the others cannot change the result (nor report data
 // errors).
 //
-// Thread safety: const methods may run concurrently; SetWeights must not
-// overlap anything else on the same Program (runtime::Session serialises).
+// Training executables (mode training) hold a training::Trainer instead of
+// an interpreter: RunStep updates the weights (runtime/training_step.h),
+// the weights are the trainable ones, and SetWeights also takes a whole
+// checkpoint (weights plus optimizer state).
+//
+// Thread safety: const methods may run concurrently; RunStep, SetWeights
+// and SetOptimizer must not overlap anything else on the same Program (the
+// server's session slot serialises).
 // Errors: Create - INVALID_ARGUMENT if the executable's model does not
 // import or its recorded shapes disagree with the model. SetWeights -
 // INVALID_ARGUMENT naming the tensor for an unknown name (with close
@@ -53,6 +59,7 @@
 #define IPUPOD_RUNTIME_PROGRAM_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,10 +82,21 @@ struct SimulatedTime {
 
 struct StepResult {
   NamedTensors outputs;  // executable output order, host shapes
+  std::vector<float> losses;  // training: one per weight update (device iteration)
+  int64_t step = 0;           // training: weight updates since the load, these included
   SimulatedTime simulated;
   int64_t samples = 0;
   int64_t flops = 0;  // every micro-batch of every replica
   double wall_s = 0;  // host time of RunStep
+};
+
+// A training program's optimizer: its attributes by kind and the number of
+// weight updates so far.
+struct OptimizerState {
+  std::string optimizer;  // "sgd", ...
+  std::map<std::string, double> variables;
+  std::map<std::string, double> constants;
+  int64_t step = 0;
 };
 
 class Program {
@@ -117,7 +135,19 @@ class Program {
   // next SetWeights or the program's destruction (the caller serialises).
   absl::StatusOr<std::vector<TensorRef>> ViewWeights(absl::Span<const std::string> names) const;
 
-  absl::StatusOr<StepResult> RunStep(const NamedTensors& inputs) const;
+  // Inference: the outputs. Training: device_iterations weight updates
+  // (runtime/training_step.h) with their losses.
+  absl::StatusOr<StepResult> RunStep(const NamedTensors& inputs);
+
+  // Training programs only (FAILED_PRECONDITION for inference ones):
+  bool is_training() const;
+  // Weights, optimizer state and attributes (runtime/training_step.h);
+  // SetWeights takes it back whole.
+  absl::StatusOr<NamedTensors> GetCheckpoint() const;
+  // Changes variable attributes (all or nothing); FAILED_PRECONDITION for
+  // a constant.
+  absl::StatusOr<OptimizerState> SetOptimizer(const std::map<std::string, double>& values);
+  absl::StatusOr<OptimizerState> GetOptimizer() const;
 
  private:
   struct Impl;

@@ -6,12 +6,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/shape_util.h"
 #include "onnx/onnx_pb.h"
 #include <unistd.h>
 
@@ -165,25 +167,6 @@ absl::StatusOr<std::string> ReadFile(absl::string_view path) {
   return bytes;
 }
 
-absl::Status WriteFileAtomically(absl::string_view path, absl::string_view bytes) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    if (!file) return absl::InternalError(absl::StrCat("cannot create '", tmp, "'"));
-    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    file.flush();
-    if (!file) {
-      std::remove(tmp.c_str());
-      return absl::InternalError(absl::StrCat("error writing '", tmp, "' (disk full?)"));
-    }
-  }
-  if (std::rename(tmp.c_str(), std::string(path).c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename '", tmp, "' to '", path, "'"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status InFile(absl::string_view path, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat("'", path, "': ", status.message()));
 }
@@ -214,6 +197,54 @@ absl::StatusOr<NamedTensors> ParseOnnxInitializers(absl::string_view model_bytes
     out.emplace_back(p.name(), std::move(t));
   }
   return out;
+}
+
+absl::Status WriteFileAtomically(absl::string_view path, absl::string_view bytes) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
+    if (!file) return absl::InternalError(absl::StrCat("cannot create '", tmp, "'"));
+    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    file.flush();
+    if (!file) {
+      std::remove(tmp.c_str());
+      return absl::InternalError(absl::StrCat("error writing '", tmp, "' (disk full?)"));
+    }
+  }
+  if (std::rename(tmp.c_str(), std::string(path).c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot rename '", tmp, "' to '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReplaceOnnxInitializers(absl::string_view model_bytes,
+                                                    const NamedTensors& tensors) {
+  onnx::ModelProto model;
+  if (model_bytes.size() > static_cast<size_t>(INT_MAX) ||
+      !model.ParseFromArray(model_bytes.data(), static_cast<int>(model_bytes.size()))) {
+    return absl::InvalidArgumentError("the executable's model is not an ONNX ModelProto");
+  }
+  std::map<std::string, onnx::TensorProto*> by_name;
+  for (onnx::TensorProto& p : *model.mutable_graph()->mutable_initializer()) {
+    by_name[p.name()] = &p;
+  }
+  for (const auto& [name, t] : tensors) {
+    auto it = by_name.find(name);
+    if (it == by_name.end() || it->second->data_type() != onnx::TensorProto::FLOAT ||
+        t.dtype() != graph::DType::kFloat32 ||
+        graph::Shape(it->second->dims().begin(), it->second->dims().end()) != t.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", name, "' is not a float initializer of the model with shape ",
+          kernels::ShapeString(t.shape())));
+    }
+    onnx::TensorProto& p = *it->second;
+    p.clear_float_data();
+    p.clear_external_data();
+    p.set_data_location(onnx::TensorProto::DEFAULT);
+    p.set_raw_data(std::string(t.bytes()));
+  }
+  return model.SerializeAsString();
 }
 
 absl::StatusOr<NamedTensors> ReadTensorFile(absl::string_view path) {

@@ -52,6 +52,16 @@ std::string SerializeSafetensors(const NamedTensors& tensors);
 absl::StatusOr<NamedTensors> ParseOnnxInitializers(absl::string_view model_bytes,
                                                    absl::string_view model_dir = "");
 
+// The ONNX model `model_bytes` with the initializers named in `tensors`
+// replaced (raw_data, little-endian; PopART's modelToHost): what
+// `ipupod run --train --save-model` writes. Every tensor must name a float
+// initializer of the model with the same shape (INVALID_ARGUMENT otherwise);
+// initializers not given keep their values.
+absl::StatusOr<std::string> ReplaceOnnxInitializers(absl::string_view model_bytes,
+                                                    const NamedTensors& tensors);
+// Writes `bytes` to `path` via a temporary file and a rename.
+absl::Status WriteFileAtomically(absl::string_view path, absl::string_view bytes);
+
 // By extension. Writing .onnx is not supported here (INVALID_ARGUMENT).
 absl::StatusOr<NamedTensors> ReadTensorFile(absl::string_view path);
 absl::Status WriteTensorFile(absl::string_view path, const NamedTensors& tensors);

@@ -62,6 +62,7 @@ absl::StatusOr<TensorMap> Trainer::MeanGradients(
                           absl::StrCat("micro-batch ", i, ": ", run.status().message()));
     }
     result.losses.push_back(run->loss);
+    result.outputs.push_back(std::move(run->outputs));
     result.forward_flops += run->forward_flops;
     result.backward_flops += run->backward_flops;
     for (const auto& [name, g] : run->gradients) {
@@ -101,6 +102,24 @@ absl::StatusOr<StepResult> Trainer::Step(
 absl::StatusOr<std::vector<graph::Tensor>> Trainer::Forward(
     absl::Span<const graph::Tensor> inputs) const {
   return autodiff_->Forward(inputs, weights_);
+}
+
+absl::Status Trainer::SetWeights(const TensorMap& weights) {
+  for (const auto& [name, t] : weights) {
+    auto it = weights_.find(name);
+    if (it == weights_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "' is not a trainable weight of this model"));
+    }
+    if (it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weight '", name, "' is ", DTypeName(it->second.dtype()),
+          kernels::ShapeString(it->second.shape()), " but the new value is ", DTypeName(t.dtype()),
+          kernels::ShapeString(t.shape()), "; pass a tensor of the weight's dtype and shape"));
+    }
+  }
+  for (const auto& [name, t] : weights) weights_.at(name) = t;
+  return absl::OkStatus();
 }
 
 TensorMap Trainer::ExportState() const {

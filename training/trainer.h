@@ -26,7 +26,8 @@
 // Errors: Create - INVALID_ARGUMENT for gradient_accumulation_steps or
 // replicas < 1, and what Autodiff::Create / Optimizer::Create reject.
 // Step - INVALID_ARGUMENT for the wrong number of micro-batches or a bad
-// input (message names the micro-batch); ImportState - INVALID_ARGUMENT
+// input (message names the micro-batch); SetWeights - INVALID_ARGUMENT for
+// an unknown name or a dtype/shape mismatch; ImportState - INVALID_ARGUMENT
 // for missing, unknown or mis-shaped tensors. A failed call changes nothing.
 #ifndef IPUPOD_TRAINING_TRAINER_H_
 #define IPUPOD_TRAINING_TRAINER_H_
@@ -57,6 +58,8 @@ struct TrainerOptions {
 struct StepResult {
   // One loss per micro-batch, in the order they were given.
   std::vector<float> losses;
+  // The graph outputs of every micro-batch (before the update), same order.
+  std::vector<std::vector<graph::Tensor>> outputs;
   int64_t step = 0;  // updates done so far, this one included
   int64_t forward_flops = 0;
   int64_t backward_flops = 0;
@@ -84,7 +87,12 @@ class Trainer {
   const TensorMap& weights() const { return weights_; }
   int64_t step() const { return optimizer_->step(); }
   Optimizer& optimizer() { return *optimizer_; }
+  const Optimizer& optimizer() const { return *optimizer_; }
   const Autodiff& autodiff() const { return *autodiff_; }
+
+  // Replaces some weights (by name; dtype and shape must match). All or
+  // nothing; the optimizer state is kept.
+  absl::Status SetWeights(const TensorMap& weights);
 
   TensorMap ExportState() const;
   absl::Status ImportState(const TensorMap& state);

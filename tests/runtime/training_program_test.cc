@@ -1,0 +1,206 @@
+// runtime::Program on training executables: a step of device_iterations
+// updates over accumulation x replicas equals large-batch training,
+// losses per update, output modes, checkpoints that resume exactly, and
+// SetOptimizer's variables and constants.
+#include <cmath>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "compiler/compile.h"
+#include "compiler/report.h"
+#include "graph/onnx_import.h"
+#include "runtime/program.h"
+#include "tests/graph/onnx_builder.h"
+#include "training/trainer.h"
+
+namespace ipupod::runtime {
+namespace {
+
+using graph::Tensor;
+using graph::testing::kFloat;
+using graph::testing::OnnxBuilder;
+using ::testing::HasSubstr;
+
+std::vector<float> Wave(int64_t n, float seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) v[k] = std::sin(seed + 0.37f * static_cast<float>(k));
+  return v;
+}
+
+// y = tanh(x W + b), loss = mean((y - t)^2) for `rows` samples.
+std::string Regressor(int64_t rows) {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {rows, 3}).Input("t", kFloat, {rows, 2});
+  b.Floats("W", {3, 2}, Wave(6, 1.0f)).Floats("bias", {2}, {0.1f, -0.2f});
+  b.Floats("two", {}, {2.0f});
+  b.Node("MatMul", {"x", "W"}, {"xw"});
+  b.Node("Add", {"xw", "bias"}, {"h"});
+  b.Node("Tanh", {"h"}, {"y"});
+  b.Node("Sub", {"y", "t"}, {"d"});
+  b.Node("Pow", {"d", "two"}, {"sq"});
+  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
+  b.Output("y", kFloat).Output("loss", kFloat);
+  return b.Bytes();
+}
+
+constexpr int64_t kMicroBatch = 2, kAccumulation = 2, kReplicas = 2, kIterations = 3;
+constexpr int64_t kSamples = kMicroBatch * kAccumulation * kReplicas * kIterations;
+
+std::unique_ptr<Program> TrainingProgram(const std::string& extra = "") {
+  compiler::IpuConfig config;
+  const absl::Status set = compiler::UpdateFromString(
+      config, absl::StrCat("gradient_accumulation_steps=2,replication_factor=2,"
+                           "device_iterations=3",
+                           extra));
+  EXPECT_TRUE(set.ok()) << set;
+  compiler::CompileOptions options;
+  options.for_inference = false;
+  options.training.optimizer = "sgd";
+  options.training.optimizer_attrs = {{"lr", 0.1}, {"momentum", 0.9}};
+  auto e = compiler::Compile(Regressor(kMicroBatch), config, options);
+  EXPECT_TRUE(e.ok()) << e.status();
+  auto p = Program::Create(std::make_shared<const compiler::Executable>(*std::move(e)));
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *std::move(p);
+}
+
+NamedTensors StepInputs(float seed) {
+  return {{"x", *Tensor::FromValues<float>({kSamples, 3}, Wave(kSamples * 3, seed))},
+          {"t", *Tensor::FromValues<float>({kSamples, 2}, Wave(kSamples * 2, seed + 5))}};
+}
+
+Tensor Rows(const Tensor& t, int64_t begin, int64_t count) {
+  const int64_t cols = t.shape()[1];
+  return *Tensor::FromValues<float>(
+      {count, cols}, absl::MakeConstSpan(t.data<float>() + begin * cols, count * cols));
+}
+
+TEST(TrainingProgramTest, StepEqualsLargeBatchTraining) {
+  std::unique_ptr<Program> program = TrainingProgram();
+  const NamedTensors inputs = StepInputs(0.5f);
+  auto step = program->RunStep(inputs);
+  ASSERT_TRUE(step.ok()) << step.status();
+  ASSERT_EQ(step->losses.size(), 3u);
+  EXPECT_EQ(step->step, 3);
+
+  training::TrainerOptions options;
+  options.loss = "loss";
+  options.optimizer = *training::OptimizerSpec::Create(training::OptimizerKind::kSgd,
+                                                       {{"lr", 0.1}, {"momentum", 0.9}});
+  auto large = training::Trainer::Create(*graph::ImportOnnx(Regressor(8)), options);
+  ASSERT_TRUE(large.ok()) << large.status();
+  for (int64_t i = 0; i < kIterations; ++i) {
+    auto r = (*large)->Step({{Rows(inputs[0].second, 8 * i, 8), Rows(inputs[1].second, 8 * i, 8)}});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_NEAR(step->losses[i], r->losses[0], 1e-6) << "update " << i;
+  }
+  auto weights = program->GetWeights({});
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  ASSERT_EQ(weights->size(), 2u);  // W and bias; the rank-0 "two" is a constant
+  for (const auto& [name, t] : *weights) {
+    const Tensor& want = (*large)->weights().at(name);
+    for (int64_t k = 0; k < t.num_elements(); ++k) {
+      EXPECT_NEAR(t.data<float>()[k], want.data<float>()[k], 1e-6) << name << "[" << k << "]";
+    }
+  }
+}
+
+TEST(TrainingProgramTest, SimulatedTimeIsTheReportsStepTime) {
+  std::unique_ptr<Program> p = TrainingProgram();
+  auto step = p->RunStep(StepInputs(0.4f));
+  ASSERT_TRUE(step.ok()) << step.status();
+  auto report = compiler::ReportFromJson(p->executable().report_json);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GT(step->simulated.total_s(), 0);
+  EXPECT_NEAR(step->simulated.total_s(), report->step_s, 1e-9 * report->step_s);
+}
+
+TEST(TrainingProgramTest, OutputModesCountAccumulation) {
+  std::unique_ptr<Program> final_mode = TrainingProgram();
+  auto step = final_mode->RunStep(StepInputs(0.1f));
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->outputs[0].second.shape(), (graph::Shape{kReplicas * kMicroBatch, 2}));
+  EXPECT_EQ(step->outputs[1].second.shape(), (graph::Shape{kReplicas}));
+
+  std::unique_ptr<Program> all_mode = TrainingProgram(",output_mode=all");
+  const NamedTensors inputs = StepInputs(0.1f);
+  auto all = all_mode->RunStep(inputs);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->outputs[0].second.shape(), (graph::Shape{kSamples, 2}));
+  ASSERT_EQ(all->outputs[1].second.shape(), (graph::Shape{kSamples / kMicroBatch}));
+  // final = the last micro-batch of each replica in the last iteration.
+  const float* all_y = all->outputs[0].second.data<float>();
+  const float* final_y = step->outputs[0].second.data<float>();
+  const int64_t last = kSamples / kMicroBatch - kReplicas;  // first of the last R micro-batches
+  for (int64_t k = 0; k < kReplicas * kMicroBatch * 2; ++k) {
+    EXPECT_FLOAT_EQ(final_y[k], all_y[last * kMicroBatch * 2 + k]);
+  }
+}
+
+TEST(TrainingProgramTest, CheckpointResumesExactly) {
+  std::unique_ptr<Program> a = TrainingProgram();
+  ASSERT_TRUE(a->RunStep(StepInputs(0.2f)).ok());
+  auto checkpoint = a->GetCheckpoint();
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  auto next = a->RunStep(StepInputs(0.9f));
+  ASSERT_TRUE(next.ok());
+
+  std::unique_ptr<Program> b = TrainingProgram();
+  ASSERT_TRUE(b->SetWeights(*checkpoint).ok());
+  EXPECT_EQ(b->GetOptimizer()->step, 3);
+  auto resumed = b->RunStep(StepInputs(0.9f));
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(resumed->losses, next->losses);
+  EXPECT_EQ(resumed->step, 6);
+  auto wa = a->GetWeights({});
+  auto wb = b->GetWeights({});
+  for (size_t i = 0; i < wa->size(); ++i) {
+    EXPECT_EQ((*wa)[i].second.bytes(), (*wb)[i].second.bytes()) << (*wa)[i].first;
+  }
+}
+
+TEST(TrainingProgramTest, BadCheckpointChangesNothing) {
+  std::unique_ptr<Program> p = TrainingProgram();
+  auto checkpoint = *p->GetCheckpoint();
+  const auto before = *p->GetWeights({});
+  NamedTensors partial;
+  for (auto& [name, t] : checkpoint) {
+    if (name != "W") partial.emplace_back(name, t);
+  }
+  EXPECT_THAT(p->SetWeights(partial).message(), HasSubstr("lacks weight 'W'"));
+  NamedTensors foreign = checkpoint;
+  foreign.emplace_back("optimizer_attr/dampening", *Tensor::FromValues<float>({}, {0.5f}));
+  EXPECT_THAT(p->SetWeights(foreign).message(), HasSubstr("fixed dampening=0 at compile time"));
+  const auto after = *p->GetWeights({});
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(before[i].second.bytes(), after[i].second.bytes());
+  }
+}
+
+TEST(TrainingProgramTest, SetOptimizerChangesVariablesOnly) {
+  std::unique_ptr<Program> p = TrainingProgram();
+  auto changed = p->SetOptimizer({{"lr", 0.01}, {"momentum", 0.5}});
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(changed->variables.at("lr"), 0.01);
+  EXPECT_EQ(changed->variables.at("momentum"), 0.5);
+  auto constant = p->SetOptimizer({{"lr", 0.2}, {"dampening", 0.1}});
+  EXPECT_EQ(constant.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(constant.status().message(), HasSubstr("'dampening' is a constant"));
+  EXPECT_EQ(p->GetOptimizer()->variables.at("lr"), 0.01);  // all or nothing
+  EXPECT_EQ(p->SetOptimizer({{"lr", -1}}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TrainingProgramTest, InferenceProgramsHaveNoTrainingState) {
+  auto e = compiler::Compile(Regressor(2), compiler::IpuConfig(), {});
+  ASSERT_TRUE(e.ok()) << e.status();
+  auto p = Program::Create(std::make_shared<const compiler::Executable>(*std::move(e)));
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE((*p)->is_training());
+  EXPECT_EQ((*p)->GetCheckpoint().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*p)->SetOptimizer({{"lr", 1}}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace ipupod::runtime

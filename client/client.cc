@@ -226,6 +226,16 @@ absl::StatusOr<v1::LoadedProgram> Client::GetLoaded(absl::string_view session) {
   });
 }
 
+absl::StatusOr<v1::OptimizerInfo> Client::SetOptimizer(
+    absl::string_view session, const std::map<std::string, double>& variables) {
+  v1::SetOptimizerRequest request;
+  request.set_session(std::string(session));
+  for (const auto& [name, value] : variables) (*request.mutable_variables())[name] = value;
+  return Call<v1::OptimizerInfo>("SetOptimizer", [&](grpc::ClientContext* c, v1::OptimizerInfo* r) {
+    return execution_->SetOptimizer(c, request, r);
+  });
+}
+
 std::unique_ptr<AttachCall> Client::StartAttach(const v1::AttachRequest& request) {
   return std::unique_ptr<AttachCall>(new AttachCall(options_, sessions_, request));
 }

@@ -79,6 +79,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -194,8 +195,16 @@ class Client {
   // `names` empty: every weight.
   absl::StatusOr<runtime::NamedTensors> ReadWeights(absl::string_view session,
                                                     const std::vector<std::string>& names = {});
-  // One step: samples_per_step samples of every input (dim 0).
+  // Training: the whole state (weights, optimizer state and attributes,
+  // execution.proto ReadWeightsRequest.checkpoint). WriteWeights of the
+  // result restores it exactly.
+  absl::StatusOr<runtime::NamedTensors> ReadCheckpoint(absl::string_view session);
+  // One step: samples_per_step samples of every input (dim 0). Training
+  // executables update the weights; stats.losses has one loss per update.
   absl::StatusOr<RunResult> Run(absl::string_view session, const runtime::NamedTensors& inputs);
+  // Training: changes optimizer variables (e.g. {"lr", 1e-3}) for later runs.
+  absl::StatusOr<v1::OptimizerInfo> SetOptimizer(absl::string_view session,
+                                                 const std::map<std::string, double>& variables);
 
   // Starts the Attach stream in the background and returns at once; errors
   // (bad input, nothing free without `wait`, unreachable server) surface from
@@ -208,6 +217,7 @@ class Client {
   // Runs one unary RPC: context with deadline and identity, conversion.
   template <typename Response, typename Invoke>
   absl::StatusOr<Response> Call(absl::string_view method, Invoke invoke);
+  absl::StatusOr<runtime::NamedTensors> ReadTensors(const v1::ReadWeightsRequest& request);
   // Deadline (now + timeout) and identity metadata on a fresh context.
   void PrepareContext(grpc::ClientContext& context, absl::Duration timeout) const;
   // The conversion of a finished streaming call (stream_timeout).

@@ -130,11 +130,22 @@ absl::StatusOr<v1::WriteWeightsResponse> Client::WriteWeights(
 
 absl::StatusOr<runtime::NamedTensors> Client::ReadWeights(absl::string_view session,
                                                           const std::vector<std::string>& names) {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.stream_timeout);
   v1::ReadWeightsRequest request;
   request.set_session(std::string(session));
   for (const std::string& name : names) request.add_names(name);
+  return ReadTensors(request);
+}
+
+absl::StatusOr<runtime::NamedTensors> Client::ReadCheckpoint(absl::string_view session) {
+  v1::ReadWeightsRequest request;
+  request.set_session(std::string(session));
+  request.set_checkpoint(true);
+  return ReadTensors(request);
+}
+
+absl::StatusOr<runtime::NamedTensors> Client::ReadTensors(const v1::ReadWeightsRequest& request) {
+  grpc::ClientContext context;
+  PrepareContext(context, options_.stream_timeout);
   std::unique_ptr<grpc::ClientReader<v1::ReadWeightsResponse>> stream =
       execution_->ReadWeights(&context, request);
   TensorAssembler assembler;

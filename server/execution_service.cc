@@ -4,6 +4,7 @@
 // path.
 #include "server/execution_service.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -126,9 +127,26 @@ void ToProto(const runtime::Program& program, v1::RunShape* out) {
   out->set_pipeline_stages(static_cast<uint32_t>(exe.placement.num_stages()));
 }
 
+void ToProto(const runtime::OptimizerState& state, v1::OptimizerInfo* out) {
+  out->set_name(state.optimizer);
+  for (const auto& [name, value] : state.variables) (*out->mutable_variables())[name] = value;
+  for (const auto& [name, value] : state.constants) (*out->mutable_constants())[name] = value;
+  out->set_step(static_cast<uint64_t>(state.step));
+}
+
+void FillTraining(const runtime::Program& program, v1::TrainingInfo* out) {
+  const compiler::TrainingSpec& spec = program.executable().training;
+  out->set_loss(spec.loss);
+  out->set_gradient_accumulation_steps(static_cast<uint64_t>(spec.gradient_accumulation_steps));
+  for (const std::string& name : spec.weights) out->add_trainable(name);
+  absl::StatusOr<runtime::OptimizerState> optimizer = program.GetOptimizer();
+  if (optimizer.ok()) ToProto(*optimizer, out->mutable_optimizer());
+}
+
 void FillLoaded(const ServiceEnv& env, const scheduler::SessionView& session,
                 const LoadedState& state, v1::LoadedProgram* out) {
   const runtime::Program& program = *state.program;
+  if (program.is_training()) FillTraining(program, out->mutable_training());
   out->set_session(session.id);
   ToProto(program.executable(), state.executable_size_bytes, false, out->mutable_executable());
   ToProto(program, out->mutable_run_shape());
@@ -343,7 +361,7 @@ absl::Status WriteTensors(const Tensors& tensors, Writer* writer) {
 // outputs stream back, so a slow reader never holds the server's compute.
 absl::StatusOr<runtime::StepResult> RunStepInTurn(runtime::ComputeGate& compute,
                                                   grpc::ServerContext& context,
-                                                  const runtime::Program& program,
+                                                  runtime::Program& program,
                                                   const runtime::NamedTensors& inputs) {
   IPUPOD_ASSIGN_OR_RETURN(
       runtime::ComputeGate::Slot slot,
@@ -361,6 +379,15 @@ void ToProto(const runtime::StepResult& step, uint64_t run_index, v1::RunStats* 
   out->set_simulated_host_seconds(step.simulated.host_s);
   out->set_flops(static_cast<uint64_t>(step.flops));
   out->set_run_index(run_index);
+  for (float loss : step.losses) out->add_losses(loss);
+  out->set_step(static_cast<uint64_t>(step.step));
+}
+
+// The most bytes a WriteWeights may send: the weights, or for training a
+// whole checkpoint.
+int64_t MaxWeightBytes(const runtime::Program& program) {
+  const int64_t multiple = program.is_training() ? kCheckpointWeightMultiple : 1;
+  return program.weight_bytes() * multiple + kWeightSlackBytes;
 }
 
 }  // namespace
@@ -439,7 +466,7 @@ grpc::Status ExecutionServiceImpl::WriteWeights(
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
                             SessionOp::Begin(env_, *programs_, caller, session));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
-    TensorAssembler assembler("weights", state.program->weight_bytes() + kWeightSlackBytes);
+    TensorAssembler assembler("weights", MaxWeightBytes(*state.program));
     IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights,
                             ReadTensors<v1::WriteWeightsRequest>(reader, assembler));
     const int64_t bytes = TensorBytes(weights);
@@ -460,6 +487,15 @@ grpc::Status ExecutionServiceImpl::ReadWeights(grpc::ServerContext* context,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
     const std::vector<std::string> names(request->names().begin(), request->names().end());
+    if (request->checkpoint()) {
+      if (!names.empty()) {
+        return absl::InvalidArgumentError(
+            "a checkpoint is every weight and the optimizer state; ask for no names with it");
+      }
+      IPUPOD_ASSIGN_OR_RETURN(const runtime::NamedTensors checkpoint,
+                              state.program->GetCheckpoint());
+      return WriteTensors<v1::ReadWeightsResponse>(checkpoint, writer);
+    }
     // Streamed from the program itself: the operation holds the session,
     // so no SetWeights can overlap, and a gigabyte is never copied first.
     IPUPOD_ASSIGN_OR_RETURN(const std::vector<runtime::TensorRef> weights,
@@ -487,6 +523,22 @@ grpc::Status ExecutionServiceImpl::Run(
     v1::RunResponse last;
     ToProto(step, run_index, last.mutable_stats());
     if (!stream->Write(last)) return absl::CancelledError("the client stopped reading");
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ExecutionServiceImpl::SetOptimizer(grpc::ServerContext* context,
+                                                const v1::SetOptimizerRequest* request,
+                                                v1::OptimizerInfo* response) {
+  return Handle(context, env_, "SetOptimizer", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
+                            SessionOp::Begin(env_, *programs_, caller, request->session()));
+    IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+    const std::map<std::string, double> values(request->variables().begin(),
+                                               request->variables().end());
+    IPUPOD_ASSIGN_OR_RETURN(const runtime::OptimizerState optimizer,
+                            state.program->SetOptimizer(values));
+    ToProto(optimizer, response);
     return absl::OkStatus();
   });
 }

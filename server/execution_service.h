@@ -11,7 +11,8 @@
 // one line (server/request_log.h) and converts its absl::Status at the end
 // (server/status_convert.h, with device-error trailers).
 //
-// Session operations (Load, GetLoaded, WriteWeights, ReadWeights, Run):
+// Session operations (Load, GetLoaded, WriteWeights, ReadWeights, Run,
+// SetOptimizer):
 //   1. the session's slot is taken (server/loaded_programs.h: one operation
 //      per session; UNAVAILABLE after waiting `operation_wait`);
 //   2. Scheduler::BeginSessionOperation: ownership (PERMISSION_DENIED,
@@ -27,7 +28,9 @@
 // Bounds: executable chunks and tensor chunks at most 1 MiB
 // (INVALID_ARGUMENT); an upload at most the cache's size
 // (RESOURCE_EXHAUSTED); weights written at most the program's weight bytes
-// + kWeightSlackBytes, inputs at most the step's input bytes
+// + kWeightSlackBytes (training: a checkpoint's bytes, at most
+// kCheckpointWeightMultiple x the weights + slack), inputs at most the
+// step's input bytes
 // (INVALID_ARGUMENT). A failed call changes nothing.
 //
 // Thread safety: handlers run concurrently on gRPC's sync threads. The
@@ -47,6 +50,9 @@
 namespace ipupod::server {
 
 inline constexpr int64_t kWeightSlackBytes = int64_t{64} << 10;
+// Weights + at most three weight-sized optimizer slots (amsgrad Adam,
+// centered RMSprop with momentum).
+inline constexpr int64_t kCheckpointWeightMultiple = 4;
 
 class ExecutionServiceImpl final : public v1::ExecutionService::Service {
  public:
@@ -71,6 +77,8 @@ class ExecutionServiceImpl final : public v1::ExecutionService::Service {
                            grpc::ServerWriter<v1::ReadWeightsResponse>* writer) override;
   grpc::Status Run(grpc::ServerContext* context,
                    grpc::ServerReaderWriter<v1::RunResponse, v1::RunRequest>* stream) override;
+  grpc::Status SetOptimizer(grpc::ServerContext* context, const v1::SetOptimizerRequest* request,
+                            v1::OptimizerInfo* response) override;
 
  private:
   const ServiceEnv& env_;

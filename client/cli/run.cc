@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -29,6 +30,7 @@
 #include "client/cli/run_steps.h"
 #include "client/cli/signal_watcher.h"
 #include "client/files.h"
+#include "client/training_recovery.h"
 #include "common/status_macros.h"
 #include "compiler/executable.h"
 #include "compiler/report.h"
@@ -37,6 +39,18 @@
 namespace ipupod::cli {
 namespace {
 
+struct TrainArgs {
+  bool train = false;
+  int64_t epochs = 0;
+  int64_t steps = 0;  // weight updates
+  std::optional<double> lr;
+  std::string save_model;
+  std::string checkpoint;
+  std::string resume;
+  int64_t checkpoint_every = 0;  // runs; 0: only at the end
+  bool recover = false;
+};
+
 struct RunArgs {
   std::string executable;
   std::string inputs;
@@ -44,6 +58,7 @@ struct RunArgs {
   std::string weights;
   std::string save_weights;
   AttachArgs attach;
+  TrainArgs training;
 };
 
 // What the command reads from disk before it contacts the server.
@@ -53,10 +68,63 @@ struct RunFiles {
   StepPlan plan;
   std::optional<runtime::NamedTensors> weights;
   bool weights_from_onnx = false;
+  std::optional<runtime::NamedTensors> resume;  // --resume checkpoint
+  int64_t runs = 0;                             // Run calls (training: from --epochs/--steps)
+  int64_t first_data_step = 0;                  // --resume: where its data position was
 };
 
 absl::Status WithContext(const absl::Status& status, absl::string_view context) {
   return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+}
+
+// A checkpoint after U weight updates resumes the data where they left it:
+// at run U / device_iterations, wrapping around the inputs file.
+int64_t ResumedDataStep(const runtime::NamedTensors& checkpoint, const compiler::Executable& e,
+                        const StepPlan& plan) {
+  for (const auto& [name, t] : checkpoint) {
+    if (name == "optimizer/step" && t.dtype() == graph::DType::kInt64 && t.num_elements() == 1) {
+      return (t.data<int64_t>()[0] / e.device_iterations) % plan.steps;
+    }
+  }
+  return 0;
+}
+
+// The executable's mode must match --train; the run count comes from
+// --epochs (passes over the inputs file) or --steps (weight updates).
+absl::Status ReadTrainingFiles(const RunArgs& args, RunFiles& files) {
+  const compiler::Executable& e = files.executable;
+  const TrainArgs& t = args.training;
+  if (t.epochs > 0) {
+    files.runs = t.epochs * files.plan.steps;
+  } else if (t.steps % e.device_iterations != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--steps ", t.steps, " is not a multiple of device_iterations (", e.device_iterations,
+        "): one run makes ", e.device_iterations, " weight updates; pass --steps ",
+        (t.steps / e.device_iterations + 1) * e.device_iterations, " or recompile"));
+  } else {
+    files.runs = t.steps / e.device_iterations;
+  }
+  if (!t.resume.empty()) {
+    absl::StatusOr<runtime::NamedTensors> resume = runtime::ReadTensorFile(t.resume);
+    if (!resume.ok()) return WithContext(resume.status(), absl::StrCat("--resume ", t.resume));
+    files.resume = *std::move(resume);
+    files.first_data_step = ResumedDataStep(*files.resume, e, files.plan);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMode(const RunArgs& args, const compiler::Executable& e) {
+  const bool training = e.mode == compiler::ExecutableMode::kTraining;
+  if (args.training.train && !training) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        args.executable, " was compiled for inference; compile it with `ipupod compile --train` "
+                         "to train"));
+  }
+  if (!args.training.train && training) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        args.executable, " is a training executable; pass --train with --epochs or --steps"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RunFiles> ReadRunFiles(const RunArgs& args) {
@@ -65,6 +133,7 @@ absl::StatusOr<RunFiles> ReadRunFiles(const RunArgs& args) {
   absl::StatusOr<compiler::Executable> e = compiler::ReadExecutable(files.ipx_bytes);
   if (!e.ok()) return WithContext(e.status(), args.executable);
   files.executable = *std::move(e);
+  IPUPOD_RETURN_IF_ERROR(CheckMode(args, files.executable));
   absl::StatusOr<runtime::NamedTensors> inputs = runtime::ReadTensorFile(args.inputs);
   if (!inputs.ok()) return WithContext(inputs.status(), absl::StrCat("--inputs ", args.inputs));
   IPUPOD_ASSIGN_OR_RETURN(files.plan,
@@ -77,13 +146,35 @@ absl::StatusOr<RunFiles> ReadRunFiles(const RunArgs& args) {
     files.weights = *std::move(weights);
     files.weights_from_onnx = *format == runtime::TensorFileFormat::kOnnx;
   }
+  files.runs = files.plan.steps;
+  if (args.training.train) IPUPOD_RETURN_IF_ERROR(ReadTrainingFiles(args, files));
   return files;
 }
 
 // Output file names are checked up front so a long run cannot end in a
 // refused write.
 absl::Status CheckOutputNames(const RunArgs& args) {
-  for (const std::string* path : {&args.outputs, &args.save_weights}) {
+  const TrainArgs& t = args.training;
+  if (!t.train && (t.epochs > 0 || t.steps > 0 || t.lr || !t.save_model.empty() ||
+                   !t.checkpoint.empty() || !t.resume.empty() || t.checkpoint_every > 0 ||
+                   t.recover)) {
+    return absl::InvalidArgumentError(
+        "--epochs, --steps, --lr, --save-model, --checkpoint, --checkpoint-every, --resume and "
+        "--recover are for training: add --train");
+  }
+  if (t.train && (t.epochs > 0) == (t.steps > 0)) {
+    return absl::InvalidArgumentError(
+        "--train needs how long to train: --epochs E (passes over --inputs) or --steps K "
+        "(weight updates)");
+  }
+  if (!t.train && args.outputs.empty()) {
+    return absl::InvalidArgumentError("--outputs FILE.npz is required (where to write results)");
+  }
+  if (!t.save_model.empty() && !absl::EndsWith(t.save_model, ".onnx")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--save-model '", t.save_model, "' must end in .onnx"));
+  }
+  for (const std::string* path : {&args.outputs, &args.save_weights, &t.checkpoint}) {
     if (path->empty()) continue;
     absl::StatusOr<runtime::TensorFileFormat> format = runtime::TensorFileFormatOf(*path);
     if (!format.ok()) return format.status();
@@ -130,6 +221,10 @@ class Progress {
     totals_.link_s += stats.simulated_ipu_link_seconds();
     totals_.host_s += stats.simulated_host_seconds();
     totals_.flops += stats.flops();
+    if (stats.losses_size() > 0) {
+      last_loss_ = stats.losses(stats.losses_size() - 1);
+      if (!first_loss_) first_loss_ = stats.losses(0);
+    }
     if (ctx_.json()) {
       Json line = {{"step", step + 1},       {"steps", steps_},
                    {"samples", stats.samples()}, {"wall_seconds", wall_s},
@@ -139,6 +234,10 @@ class Progress {
                                 stats.simulated_ipu_link_seconds(),
                                 stats.simulated_host_seconds()));
       line["flops"] = stats.flops();
+      if (stats.losses_size() > 0) {
+        line["losses"] = std::vector<float>(stats.losses().begin(), stats.losses().end());
+        line["weight_updates"] = stats.step();
+      }
       ctx_.out() << JsonLine(line);
       ctx_.out().flush();
     } else if (bar_) {
@@ -151,15 +250,20 @@ class Progress {
     finished_ = true;
   }
   const Totals& totals() const { return totals_; }
+  std::optional<float> first_loss() const { return first_loss_; }
+  std::optional<float> last_loss() const { return last_loss_; }
 
  private:
   std::string BarText(int64_t done) const {
     constexpr int kWidth = 24;
     const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(steps_, 1));
-    return absl::StrFormat("[%s%s] step %d/%d  %.0f samples/s  simulated %s  wall %s  ",
+    const std::string loss = last_loss_ ? absl::StrFormat("loss %.4g  ", *last_loss_) : "";
+    return absl::StrFormat("[%s%s] step %d/%d  %s%.0f samples/s  simulated %s  wall %s  ",
                            std::string(filled, '#'), std::string(kWidth - filled, '.'), done,
-                           steps_, totals_.wall_s > 0 ? totals_.samples / totals_.wall_s : 0.0,
-                           compiler::FormatSeconds(totals_.simulated_s), compiler::FormatSeconds(totals_.wall_s));
+                           steps_, loss,
+                           totals_.wall_s > 0 ? totals_.samples / totals_.wall_s : 0.0,
+                           compiler::FormatSeconds(totals_.simulated_s),
+                           compiler::FormatSeconds(totals_.wall_s));
   }
 
   Context& ctx_;
@@ -167,6 +271,8 @@ class Progress {
   const bool bar_;
   bool finished_ = false;
   Totals totals_;
+  std::optional<float> first_loss_;
+  std::optional<float> last_loss_;
 };
 
 // ---------------------------------------------------------------- the run
@@ -235,19 +341,21 @@ runtime::NamedTensors WeightsToWrite(const RunFiles& files, const v1::LoadedProg
   return kept;
 }
 
-absl::Status Prepare(Context& ctx, client::Client& client, const RunSession& s,
-                     const RunFiles& files) {
+// Uploads (unless cached), loads and writes --weights; returns the
+// executable's hash.
+absl::StatusOr<std::string> Prepare(Context& ctx, client::Client& client, const RunSession& s,
+                                    const RunFiles& files) {
   IPUPOD_ASSIGN_OR_RETURN(v1::ExecutableRef ref, client.UploadExecutable(files.ipx_bytes));
   ctx.Note({{"executable", {{"sha256", ref.sha256()}, {"cache_hit", ref.cache_hit()}}}},
            absl::StrCat(ref.cache_hit() ? "executable already on the server: " : "uploaded ",
                         ref.sha256().substr(0, 16), "\n"));
   IPUPOD_ASSIGN_OR_RETURN(v1::LoadedProgram loaded, client.Load(s.id, ref.sha256()));
-  if (!files.weights) return absl::OkStatus();
+  if (!files.weights) return ref.sha256();
   IPUPOD_ASSIGN_OR_RETURN(v1::WriteWeightsResponse written,
                           client.WriteWeights(s.id, WeightsToWrite(files, loaded)));
   ctx.Note({{"weights_written", written.written_size()}},
            absl::StrCat("wrote ", written.written_size(), " weights\n"));
-  return absl::OkStatus();
+  return ref.sha256();
 }
 
 absl::StatusOr<runtime::NamedTensors> RunSteps(client::Client& client, const RunSession& s,
@@ -272,12 +380,235 @@ absl::StatusOr<runtime::NamedTensors> RunSteps(client::Client& client, const Run
   return outputs.Finish();
 }
 
+// ---------------------------------------------------------------- training
+
+// After this many recoveries in one command, a fault is reported instead.
+constexpr int kMaxRecoveries = 3;
+
+// The last host copy of the training state (weights, optimizer state and
+// attributes) and how many runs it includes.
+struct HostCopy {
+  runtime::NamedTensors checkpoint;
+  int64_t runs_done = 0;
+};
+
+absl::Status SetUpTraining(Context& ctx, client::Client& client, const RunSession& s,
+                           const RunArgs& args, const RunFiles& files) {
+  if (files.resume) {
+    IPUPOD_RETURN_IF_ERROR(WithContext(client.WriteWeights(s.id, *files.resume).status(),
+                                       absl::StrCat("--resume ", args.training.resume)));
+    ctx.Note({{"resumed", args.training.resume}},
+             absl::StrCat("resumed from ", args.training.resume, "\n"));
+  }
+  if (args.training.lr) {
+    IPUPOD_ASSIGN_OR_RETURN(v1::OptimizerInfo optimizer,
+                            client.SetOptimizer(s.id, {{"lr", *args.training.lr}}));
+    ctx.Note({{"optimizer", {{"name", optimizer.name()}, {"lr", *args.training.lr}}}},
+             absl::StrCat(optimizer.name(), " lr set to ", *args.training.lr, "\n"));
+  }
+  return absl::OkStatus();
+}
+
+// Reads the state back to the host (and into --checkpoint, if given).
+absl::StatusOr<HostCopy> TakeHostCopy(client::Client& client, const RunSession& s,
+                                      const RunArgs& args, int64_t runs_done) {
+  HostCopy copy;
+  copy.runs_done = runs_done;
+  IPUPOD_ASSIGN_OR_RETURN(copy.checkpoint, client.ReadCheckpoint(s.id));
+  if (!args.training.checkpoint.empty()) {
+    IPUPOD_RETURN_IF_ERROR(
+        WithContext(runtime::WriteTensorFile(args.training.checkpoint, copy.checkpoint),
+                    absl::StrCat("writing ", args.training.checkpoint)));
+  }
+  return copy;
+}
+
+// Host copies are taken every --checkpoint-every runs; --recover alone
+// takes one after every run.
+int64_t CopyEvery(const TrainArgs& t) {
+  if (t.checkpoint_every > 0) return t.checkpoint_every;
+  return t.recover ? 1 : 0;
+}
+
+absl::Status Failed(const absl::Status& error, const RunArgs& args, const HostCopy* copy) {
+  if (copy == nullptr || args.training.checkpoint.empty()) return error;
+  return WithContext(error, absl::StrCat("the state after run ", copy->runs_done, " is in ",
+                                         args.training.checkpoint, " (--resume ",
+                                         args.training.checkpoint, " goes on from there)"));
+}
+
+struct TrainLoop {
+  Context& ctx;
+  client::Client& client;
+  const RunSession& s;
+  const RunArgs& args;
+  const RunFiles& files;
+  const std::string& sha256;
+  SignalWatcher& signals;
+  Progress& progress;
+  std::vector<runtime::NamedTensors> outputs;  // per run (kept only with --outputs)
+  std::optional<HostCopy> copy;
+  int recoveries = 0;
+
+  // After a recoverable fault: back to the host copy, if allowed.
+  absl::StatusOr<int64_t> Recover(const absl::Status& error, int64_t run) {
+    if (!args.training.recover || !copy || !client::IsRecoverableFault(error) ||
+        recoveries >= kMaxRecoveries) {
+      return Failed(WithContext(error, absl::StrCat("run ", run + 1, " of ", files.runs)), args,
+                    copy ? &*copy : nullptr);
+    }
+    ++recoveries;
+    ctx.Note({{"recovering", {{"run", run + 1}, {"error", error.message()},
+                              {"resume_after_run", copy->runs_done}}}},
+             absl::StrCat("\nrun ", run + 1, " failed: ", error.message(),
+                          "\nresetting the session's IPUs and going on from the host copy after "
+                          "run ", copy->runs_done, "\n"));
+    IPUPOD_RETURN_IF_ERROR(client::ResumeTraining(client, s.id, sha256, copy->checkpoint, error));
+    return copy->runs_done;
+  }
+
+  absl::Status Run() {
+    const int64_t every = CopyEvery(args.training);
+    if (every > 0) {
+      IPUPOD_ASSIGN_OR_RETURN(copy, TakeHostCopy(client, s, args, 0));
+    }
+    for (int64_t run = 0; run < files.runs;) {
+      if (signals.Interrupted()) break;
+      IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors inputs,
+                              StepInputs(files.plan,
+                                         (files.first_data_step + run) % files.plan.steps));
+      const absl::Time start = absl::Now();
+      absl::StatusOr<client::RunResult> result = client.Run(s.id, inputs);
+      if (signals.Interrupted()) break;
+      if (!result.ok()) {
+        IPUPOD_ASSIGN_OR_RETURN(run, Recover(result.status(), run));
+        outputs.resize(static_cast<size_t>(run));
+        continue;
+      }
+      progress.Step(run, result->stats, absl::ToDoubleSeconds(absl::Now() - start));
+      if (!args.outputs.empty()) outputs.push_back(std::move(result->outputs));
+      ++run;
+      if (every > 0 && (run % every == 0 || run == files.runs)) {
+        IPUPOD_ASSIGN_OR_RETURN(copy, TakeHostCopy(client, s, args, run));
+      }
+    }
+    if (signals.Interrupted()) {
+      return Failed(absl::CancelledError("interrupted; no outputs were written"), args,
+                    copy ? &*copy : nullptr);
+    }
+    return absl::OkStatus();
+  }
+};
+
+// --outputs, --save-weights, --save-model and the final --checkpoint.
+absl::Status SaveTrainingResults(client::Client& client, const RunSession& s,
+                                 const RunArgs& args, const RunFiles& files,
+                                 const std::vector<runtime::NamedTensors>& outputs) {
+  if (!args.outputs.empty() && !outputs.empty()) {
+    OutputAccumulator all;
+    for (const runtime::NamedTensors& o : outputs) IPUPOD_RETURN_IF_ERROR(all.Append(o));
+    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors joined, all.Finish());
+    IPUPOD_RETURN_IF_ERROR(WithContext(runtime::WriteTensorFile(args.outputs, joined),
+                                       absl::StrCat("writing ", args.outputs)));
+  }
+  if (!args.save_weights.empty() || !args.training.save_model.empty()) {
+    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights, client.ReadWeights(s.id));
+    if (!args.save_weights.empty()) {
+      IPUPOD_RETURN_IF_ERROR(WithContext(runtime::WriteTensorFile(args.save_weights, weights),
+                                         absl::StrCat("writing ", args.save_weights)));
+    }
+    if (!args.training.save_model.empty()) {
+      IPUPOD_ASSIGN_OR_RETURN(std::string model, runtime::ReplaceOnnxInitializers(
+                                                     files.executable.model_bytes, weights));
+      IPUPOD_RETURN_IF_ERROR(
+          WithContext(runtime::WriteFileAtomically(args.training.save_model, model),
+                      absl::StrCat("writing ", args.training.save_model)));
+    }
+  }
+  if (!args.training.checkpoint.empty()) {
+    IPUPOD_RETURN_IF_ERROR(TakeHostCopy(client, s, args, files.runs).status());
+  }
+  return absl::OkStatus();
+}
+
+Json TrainingSummaryJson(const RunArgs& args, const RunSession& s, const RunFiles& files,
+                         const Progress& progress, int recoveries) {
+  const Totals& t = progress.totals();
+  Json summary = {{"session", s.id},
+                  {"runs", files.runs},
+                  {"weight_updates", files.runs * files.executable.device_iterations},
+                  {"samples", t.samples},
+                  {"samples_per_step", files.plan.samples_per_step},
+                  {"wall_seconds", t.wall_s},
+                  {"samples_per_second", t.wall_s > 0 ? t.samples / t.wall_s : 0.0},
+                  {"flops", t.flops},
+                  {"recoveries", recoveries}};
+  if (progress.first_loss()) summary["first_loss"] = *progress.first_loss();
+  if (progress.last_loss()) summary["final_loss"] = *progress.last_loss();
+  summary.update(SimulatedJson(t.simulated_s, t.compute_s, t.ramp_s, t.link_s, t.host_s));
+  for (const auto& [key, path] :
+       {std::pair<const char*, const std::string*>{"outputs_file", &args.outputs},
+        {"saved_weights", &args.save_weights},
+        {"saved_model", &args.training.save_model},
+        {"checkpoint", &args.training.checkpoint}}) {
+    if (!path->empty()) summary[key] = *path;
+  }
+  return {{"summary", summary}};
+}
+
+std::string TrainingSummaryText(const RunArgs& args, const RunSession& s, const RunFiles& files,
+                                const Progress& progress) {
+  const Totals& t = progress.totals();
+  std::string text = absl::StrFormat(
+      "trained %d weight updates (%d runs x device_iterations %d, %d samples each) on session "
+      "%s (IPUs %s)\n",
+      files.runs * files.executable.device_iterations, files.runs,
+      files.executable.device_iterations, files.plan.samples_per_step, s.id, s.ipus);
+  if (progress.first_loss() && progress.last_loss()) {
+    absl::StrAppend(&text, absl::StrFormat("loss %.6g -> %.6g\n", *progress.first_loss(),
+                                           *progress.last_loss()));
+  }
+  absl::StrAppend(&text, absl::StrFormat(
+                             "wall %s (%.0f samples/s); simulated device time %s\n",
+                             compiler::FormatSeconds(t.wall_s),
+                             t.wall_s > 0 ? t.samples / t.wall_s : 0.0,
+                             compiler::FormatSeconds(t.simulated_s)));
+  for (const auto& [what, path] :
+       {std::pair<const char*, const std::string*>{"outputs", &args.outputs},
+        {"weights", &args.save_weights},
+        {"trained model", &args.training.save_model},
+        {"checkpoint", &args.training.checkpoint}}) {
+    if (!path->empty()) absl::StrAppend(&text, "wrote ", what, " to ", *path, "\n");
+  }
+  return text;
+}
+
+int ExecuteTraining(Context& ctx, client::Client& client, const RunSession& s,
+                    const RunArgs& args, const RunFiles& files, const std::string& sha256,
+                    SignalWatcher& signals) {
+  const HintContext hint{.session = s.id};
+  if (absl::Status ready = SetUpTraining(ctx, client, s, args, files); !ready.ok()) {
+    return ctx.Fail(ready, hint);
+  }
+  Progress progress(ctx, files.runs);
+  TrainLoop loop{ctx, client, s, args, files, sha256, signals, progress, {}, std::nullopt, 0};
+  absl::Status trained = loop.Run();
+  progress.Finish();
+  if (!trained.ok()) return ctx.Fail(trained, hint);
+  if (absl::Status saved = SaveTrainingResults(client, s, args, files, loop.outputs);
+      !saved.ok()) {
+    return ctx.Fail(saved, hint);
+  }
+  return ctx.Print(TrainingSummaryJson(args, s, files, progress, loop.recoveries),
+                   TrainingSummaryText(args, s, files, progress));
+}
+
 int Execute(Context& ctx, client::Client& client, const RunSession& s, const RunArgs& args,
             const RunFiles& files, SignalWatcher& signals) {
   const HintContext hint{.session = s.id};
-  if (absl::Status ready = Prepare(ctx, client, s, files); !ready.ok()) {
-    return ctx.Fail(ready, hint);
-  }
+  absl::StatusOr<std::string> sha256 = Prepare(ctx, client, s, files);
+  if (!sha256.ok()) return ctx.Fail(sha256.status(), hint);
+  if (args.training.train) return ExecuteTraining(ctx, client, s, args, files, *sha256, signals);
   Progress progress(ctx, files.plan.steps);
   absl::StatusOr<runtime::NamedTensors> outputs =
       RunSteps(client, s, files.plan, progress, signals);
@@ -356,13 +687,39 @@ void AddRunCommand(CLI::App& app, Selection& selection) {
   run->add_option("--inputs", args->inputs, "Inputs by ONNX input name, samples along dim 0")
       ->type_name("FILE.npz")
       ->required();
-  run->add_option("--outputs", args->outputs, "Where to write the outputs (.npz or .safetensors)")
-      ->type_name("FILE.npz")
-      ->required();
+  run->add_option("--outputs", args->outputs,
+                  "Where to write the outputs (.npz or .safetensors); optional with --train")
+      ->type_name("FILE.npz");
   run->add_option("--weights", args->weights, "Weights to load first, by initializer name")
       ->type_name("FILE(.npz|.safetensors|.onnx)");
   run->add_option("--save-weights", args->save_weights, "Read the weights back into FILE")
       ->type_name("FILE.npz");
+  TrainArgs& t = args->training;
+  run->add_flag("--train", t.train, "Train: each run makes device_iterations weight updates");
+  run->add_option("--epochs", t.epochs, "Train for E passes over --inputs")
+      ->type_name("E")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--steps", t.steps, "Train for K weight updates (a multiple of device_iterations)")
+      ->type_name("K")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--lr", t.lr, "Set the learning rate before training (lr is always a variable)")
+      ->type_name("X")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--save-model", t.save_model,
+                  "Write the ONNX model with the trained weights (PopART's modelToHost)")
+      ->type_name("FILE.onnx");
+  run->add_option("--checkpoint", t.checkpoint,
+                  "Write weights + optimizer state + step to FILE (at the end and at every "
+                  "host copy)")
+      ->type_name("FILE.npz");
+  run->add_option("--checkpoint-every", t.checkpoint_every,
+                  "Take a host copy of the training state every N runs")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--resume", t.resume, "Start from a --checkpoint file (exactly where it was)")
+      ->type_name("FILE.npz");
+  run->add_flag("--recover", t.recover,
+                "On a recoverable device fault: reset, reload the last host copy, go on");
   run->add_option("--ipus", args->attach.ipus,
                   "IPUs to attach (default: what the executable reserves)")
       ->type_name("N");
@@ -382,13 +739,26 @@ void AddRunCommand(CLI::App& app, Selection& selection) {
       "per step {step, samples, wall_seconds, simulated_seconds, ...} and a final\n"
       "{\"summary\": ...} line (or an {\"error\": ...} line).\n"
       "\n"
+      "Training (an executable from `ipupod compile --train`): --inputs holds the whole data\n"
+      "set; each run takes micro-batch x gradient_accumulation_steps x replication x\n"
+      "device_iterations samples in order and makes device_iterations weight updates, each\n"
+      "averaging its micro-batches' gradients. The loss of every update is shown (JSON lines:\n"
+      "\"losses\"). --checkpoint/--resume carry weights, optimizer state and step across\n"
+      "sessions, resets and server restarts; a resumed run goes on in the data where the\n"
+      "checkpoint was taken, for --steps/--epochs more. With --recover a recoverable fault (IPU, link or\n"
+      "partition reset) resets the session, reloads the last host copy and repeats the runs\n"
+      "since it (at most 3 times).\n"
+      "\n"
       "Exit codes: as every command (3 missing file, 5 no IPUs free, 9 bad inputs, 11 session\n"
       "ended, 20-24 device errors: the message names the recovery action), 130 on Ctrl-C.\n"
       "\n"
       "Examples:\n"
       "  ipupod run gpt2.ipx --inputs batch.npz --outputs logits.npz --wait\n"
       "  ipupod run mlp.ipx --inputs x.npz --outputs y.npz --weights finetuned.safetensors\n"
-      "  ipupod attach --ipus 4 -- ipupod run mlp.ipx --inputs x.npz --outputs y.npz --json");
+      "  ipupod attach --ipus 4 -- ipupod run mlp.ipx --inputs x.npz --outputs y.npz --json\n"
+      "  ipupod run mlp_train.ipx --train --inputs data.npz --epochs 3 --lr 0.05 \\\n"
+      "      --save-model trained.onnx --checkpoint ckpt.npz\n"
+      "  ipupod run mlp_train.ipx --train --inputs data.npz --steps 800 --resume ckpt.npz --recover");
   OnSelected(run, selection, "run", [args](Context& ctx) { return RunRun(ctx, *args); });
 }
 

@@ -46,14 +46,18 @@ absl::Status CheckInput(const compiler::Executable& e, const compiler::TensorSpe
 }  // namespace
 
 std::string StepSizeText(const compiler::Executable& e) {
-  return absl::StrCat("micro-batch ", e.micro_batch_size, " x device_iterations ",
+  const std::string accumulation =
+      e.mode == compiler::ExecutableMode::kTraining
+          ? absl::StrCat(" x gradient_accumulation_steps ", e.training.gradient_accumulation_steps)
+          : "";
+  return absl::StrCat("micro-batch ", e.micro_batch_size, accumulation, " x device_iterations ",
                       e.device_iterations, " x replication ", e.replication_factor);
 }
 
 absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, runtime::NamedTensors inputs,
                                    absl::string_view file) {
   StepPlan plan;
-  plan.samples_per_step = e.micro_batch_size * e.device_iterations * e.replication_factor;
+  plan.samples_per_step = e.micro_batch_size * e.batch_size_factor;
   for (const runtime::NamedTensor& given : inputs) {
     const std::string& name = given.first;  // (clang 14 cannot capture a structured binding)
     auto is_input = [&name](const compiler::TensorSpec& s) { return s.name == name; };
@@ -87,8 +91,10 @@ absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, runtime::Named
     return absl::InvalidArgumentError(absl::StrCat(
         file, " has ", plan.samples, " samples (dim 0), not a positive multiple of the ",
         plan.samples_per_step, " samples of one step (", StepSizeText(e), "); pass ",
-        plan.samples_per_step, " x N samples, or recompile with other inference_device_iterations "
-        "or inference_replication_factor"));
+        plan.samples_per_step, " x N samples, or recompile with other ",
+        e.mode == compiler::ExecutableMode::kTraining
+            ? "device_iterations, gradient_accumulation_steps or replication_factor"
+            : "inference_device_iterations or inference_replication_factor"));
   }
   plan.steps = plan.samples / plan.samples_per_step;
   return plan;

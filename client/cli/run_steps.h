@@ -4,7 +4,8 @@
 //   * PlanSteps checks the tensors of an inputs file against an executable
 //     (every input present, nothing extra, dtype and per-sample shape, the
 //     same sample count in each) and splits the samples into steps of
-//     samples_per_step = micro_batch x device_iterations x replication;
+//     samples_per_step = micro_batch x batch_size_factor (device_iterations x
+//     replication, and x gradient_accumulation_steps for training);
 //   * StepInputs cuts one step out of every input (dim 0);
 //   * OutputAccumulator concatenates the outputs of consecutive steps along
 //     dim 0, keyed by output name.

@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""Builds the end-to-end training parity cases for
+tests/integration/train_parity_test (ipupod compile --train + ipupod run
+--train on a real ipupodd, against eager PyTorch 1.13 on the CPU).
+
+Usage: /usr/bin/python3 make_train_run_cases.py OUT_DIR
+
+Per case, OUT_DIR/NAME/ holds:
+  model.onnx         the untrained model (one micro-batch), returning (out, loss)
+  ipu_config.json    the IPUConfig to compile with
+  module_map.json    (pipelined case) module name -> IPU
+  compile_args.txt   extra `ipupod compile --train` arguments, one per line
+  data.npz           the whole data set, samples along dim 0
+  expected.npz       torch's trained weights under their ONNX initializer names
+  losses.npy         torch's loss of every weight update (float32)
+  check.npz          (some cases) "x"/"target" and torch's trained output "out"
+and OUT_DIR/manifest.txt has one line "NAME STEPS" (weight updates).
+
+Cases (the issue's parity list):
+  seed_linear_mse  the seed's example: Linear(10, 10), MSE written as
+                   ((y - t) ** 2).mean() (torch 1.13 cannot export F.mse_loss),
+                   SGD lr 0.01 (ipupod's default optimizer), 800 updates on one
+                   batch of 4.
+  gelu_adam        Linear/GELU classifier, F.cross_entropy, Adam defaults, 200
+                   updates on a new batch of 8 each; device_iterations 4.
+  pipelined        four Linear layers placed on 4 IPUs by a module map,
+                   gradient_accumulation_steps 8 x replication 2 with
+                   micro-batch 2, SGD lr 0.05 momentum 0.9: torch takes the
+                   equivalent large-batch steps (32 samples); 4 updates.
+Exits with status 77 (skip) if torch, numpy or onnx is missing.
+"""
+import json
+import os
+import sys
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from onnx import numpy_helper
+except ImportError as e:
+    print("make_train_run_cases.py: cannot import torch/numpy/onnx: %s" % e, file=sys.stderr)
+    sys.exit(77)
+
+
+class LinearMse(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(10, 10)
+
+    def forward(self, x, target):
+        y = self.fc(x)
+        return y, ((y - target) ** 2).mean()
+
+
+class GeluClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.fc3 = nn.Linear(32, 5)
+
+    def forward(self, x, target):
+        logits = self.fc3(F.gelu(self.fc2(F.gelu(self.fc1(x)))))
+        return logits, F.cross_entropy(logits, target)
+
+
+class FourLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 12)
+        self.fc2 = nn.Linear(12, 12)
+        self.fc3 = nn.Linear(12, 12)
+        self.fc4 = nn.Linear(12, 3)
+
+    def forward(self, x, target):
+        h = torch.tanh(self.fc1(x))
+        h = torch.tanh(self.fc2(h))
+        h = torch.tanh(self.fc3(h))
+        y = self.fc4(h)
+        return y, ((y - target) ** 2).mean()
+
+
+def export(model, x, t, path):
+    torch.onnx.export(model, (x, t), path, opset_version=14, input_names=["x", "target"],
+                      output_names=["out", "loss"], do_constant_folding=False)
+
+
+def onnx_names(path, model):
+    """ONNX initializer name -> torch parameter (same tensor by value)."""
+    params = dict(model.named_parameters())
+    names = {}
+    for init in onnx.load(path).graph.initializer:
+        if init.name in params:
+            names[init.name] = init.name
+    return names
+
+
+def write_case(out_dir, name, model, make_batch, updates, config, compile_args,
+               make_optimizer, module_map=None, check=None):
+    case = os.path.join(out_dir, name)
+    os.makedirs(case, exist_ok=True)
+    x0, t0 = make_batch(0, micro=True)
+    export(model, x0, t0, os.path.join(case, "model.onnx"))
+    names = onnx_names(os.path.join(case, "model.onnx"), model)
+    xs, ts, losses = [], [], []
+    optimizer = make_optimizer(model)
+    for step in range(updates):
+        x, t = make_batch(step, micro=False)
+        xs.append(x)
+        ts.append(t)
+        optimizer.zero_grad()
+        _, loss = model(x, t)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    np.savez(os.path.join(case, "data.npz"), x=torch.cat(xs).numpy(),
+             target=torch.cat(ts).numpy())
+    params = dict(model.named_parameters())
+    np.savez(os.path.join(case, "expected.npz"),
+             **{onnx_name: params[p].detach().numpy() for onnx_name, p in names.items()})
+    np.save(os.path.join(case, "losses.npy"), np.array(losses, dtype=np.float32))
+    if check is not None:
+        x, t = check
+        with torch.no_grad():
+            out, _ = model(x, t)
+        np.savez(os.path.join(case, "check.npz"), x=x.numpy(), target=t.numpy(), out=out.numpy())
+    with open(os.path.join(case, "ipu_config.json"), "w") as f:
+        json.dump(config, f)
+    with open(os.path.join(case, "compile_args.txt"), "w") as f:
+        f.write("".join(a + "\n" for a in compile_args))
+    if module_map is not None:
+        with open(os.path.join(case, "module_map.json"), "w") as f:
+            json.dump(module_map, f)
+    return "%s %d\n" % (name, updates)
+
+
+def main(out_dir):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    manifest = ""
+
+    # The seed's example: one fixed batch, 800 SGD steps at lr 0.01.
+    x = torch.randn(4, 10)
+    t = torch.randn(4, 10)
+    manifest += write_case(
+        out_dir, "seed_linear_mse", LinearMse(), lambda step, micro: (x, t), 800,
+        {}, [], lambda m: torch.optim.SGD(m.parameters(), lr=0.01), check=(x, t))
+
+    # GELU classifier, cross-entropy, Adam: a new batch of 8 every update.
+    gx = torch.randn(200, 8, 16)
+    gt = torch.randint(0, 5, (200, 8))
+    manifest += write_case(
+        out_dir, "gelu_adam", GeluClassifier(), lambda step, micro: (gx[step], gt[step]), 200,
+        {"device_iterations": 4}, ["--optimizer", "adam"],
+        lambda m: torch.optim.Adam(m.parameters()))
+
+    # Pipelined over 4 IPUs, accumulation 8 x replicas 2 of micro-batch 2 =
+    # torch's batch of 32 per update.
+    px = torch.randn(4, 32, 6)
+    pt = torch.randn(4, 32, 3)
+    manifest += write_case(
+        out_dir, "pipelined", FourLayers(),
+        lambda step, micro: (px[step][:2], pt[step][:2]) if micro else (px[step], pt[step]), 4,
+        {"gradient_accumulation_steps": 8, "replication_factor": 2, "device_iterations": 2},
+        ["--opt", "lr=0.05,momentum=0.9"],
+        lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9),
+        module_map={"fc1": 0, "fc2": 1, "fc3": 2, "fc4": 3})
+
+    with open(os.path.join(out_dir, "manifest.txt"), "w") as f:
+        f.write(manifest)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    main(sys.argv[1])

@@ -1,6 +1,7 @@
 #include "client/training_recovery.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
 
@@ -22,7 +23,14 @@ absl::Status ResumeTraining(Client& client, absl::string_view session, absl::str
                   "from it"));
   }
   IPUPOD_RETURN_IF_ERROR(client.ResetSession(session).status());
-  IPUPOD_RETURN_IF_ERROR(client.Load(session, sha256).status());
+  // The IPUs stay in reset for a while (UNAVAILABLE); load once they are back.
+  const absl::Time deadline = absl::Now() + kResetWait;
+  absl::Status loaded = client.Load(session, sha256).status();
+  while (absl::IsUnavailable(loaded) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    loaded = client.Load(session, sha256).status();
+  }
+  IPUPOD_RETURN_IF_ERROR(loaded);
   return client.WriteWeights(session, checkpoint).status();
 }
 

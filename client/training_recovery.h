@@ -20,8 +20,9 @@
 //
 // ResumeTraining performs the recovery action on the session's IPUs
 // (SessionService.ResetSession clears IPU_RESET, LINK_RESET and
-// PARTITION_RESET), loads the executable again and writes the host copy
-// back: weights, optimizer state and step. The steps since that copy are
+// PARTITION_RESET), loads the executable again once the reset is over
+// (retrying while the IPUs answer UNAVAILABLE, up to kResetWait) and
+// writes the host copy back: weights, optimizer state and step. The steps since that copy are
 // lost on the device and must be run again (the caller knows which data
 // they took). `ipupod run --train --recover` does exactly this.
 //
@@ -36,10 +37,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "client/client.h"
 #include "runtime/tensor_files.h"
 
 namespace ipupod::client {
+
+inline constexpr absl::Duration kResetWait = absl::Seconds(30);
 
 // True for an error ResumeTraining can act on.
 bool IsRecoverableFault(const absl::Status& error);

@@ -145,7 +145,10 @@ absl::Status ImportCheckpoint(training::Trainer& trainer, const NamedTensors& ch
     }
     const double value = t.data<float>()[0];
     if (it->second.is_variable) {
-      variables[attr] = value;
+      // Attributes travel as float32: keep the exact value a float32 copy came from.
+      if (static_cast<float>(it->second.value) != static_cast<float>(value)) {
+        variables[attr] = value;
+      }
     } else if (static_cast<float>(it->second.value) != static_cast<float>(value)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the checkpoint has ", attr, "=", value, " but this executable fixed ", attr, "=",

@@ -16,8 +16,10 @@
 // weight, the optimizer state as "optimizer/<weight>/<slot>" and
 // "optimizer/step" (int64), and the optimizer's attributes as
 // "optimizer_attr/<name>" (float32 scalars), so a resumed run also gets
-// any learning rate SetOptimizer changed. ImportCheckpoint takes that
-// back whole: all or nothing.
+// any learning rate SetOptimizer changed (a float32 value equal to the
+// current attribute's float32 rounding keeps the exact current value, so a
+// restore never perturbs lr). ImportCheckpoint takes that back whole: all
+// or nothing.
 //
 // Thread safety: the caller serialises calls on one Trainer.
 // Errors: INVALID_ARGUMENT for a malformed executable, a bad input (naming

@@ -489,7 +489,13 @@ struct TrainLoop {
       if (!args.outputs.empty()) outputs.push_back(std::move(result->outputs));
       ++run;
       if (every > 0 && (run % every == 0 || run == files.runs)) {
-        IPUPOD_ASSIGN_OR_RETURN(copy, TakeHostCopy(client, s, args, run));
+        absl::StatusOr<HostCopy> next = TakeHostCopy(client, s, args, run);
+        if (!next.ok()) {  // a fault while reading the state back
+          IPUPOD_ASSIGN_OR_RETURN(run, Recover(next.status(), run - 1));
+          outputs.resize(static_cast<size_t>(run));
+          continue;
+        }
+        copy = *std::move(next);
       }
     }
     if (signals.Interrupted()) {

@@ -109,5 +109,27 @@ TEST_F(TrainTest, TrainingUsageErrors) {
   EXPECT_NE(epochs.out.find("\"weight_updates\":8"), std::string::npos) << epochs.out;
 }
 
+// A server that faults at random (seeded, so the run is repeatable):
+// `--recover` resets, reloads the last host copy and repeats the runs since
+// it, and the result is the same as training without faults.
+TEST_F(TrainTest, RecoverGoesOnAfterFaultsWithTheSameResult) {
+  CliResult clean = Cli({"run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"),
+                         "--steps", "24", "--save-weights", Path("clean.npz")});
+  ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
+  ServerUnderTest faulty({}, R"({"reset_ms": {"ipu": 20, "partition": 20, "pod": 20},
+      "random_faults": {"seed": 7, "probability_per_operation": 0.04, "kinds": ["ipu-reset"]}})");
+  CliResult run = RunCli(faulty.address(), "alice",
+                         {"--json", "run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"),
+                          "--steps", "24", "--recover", "--save-weights", Path("recovered.npz")});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.err.find("\"recovering\""), std::string::npos) << "no fault was hit:\n" << run.err;
+  EXPECT_EQ(run.out.find("\"recoveries\":0"), std::string::npos) << run.out;
+  const runtime::NamedTensors a = Read("clean.npz"), b = Read("recovered.npz");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].second.bytes(), b[i].second.bytes()) << a[i].first << " differs";
+  }
+}
+
 }  // namespace
 }  // namespace ipupod::testing

@@ -23,9 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,21 +33,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_util.h"
 #include "bench/echo_server.h"
 #include "client/client.h"
 #include "common/status_macros.h"
 #include "compiler/compile.h"
 #include "graph/npy.h"
 #include "kernels/threads.h"
-#include "server/config.h"
 #include "server/server.h"
 
 namespace ipupod::bench {
 namespace {
 
 namespace fs = std::filesystem;
-namespace v1 = ::ipupod::v1;
-using Clock = std::chrono::steady_clock;
 
 struct Flags {
   int weights_mib = 1024;
@@ -57,89 +53,11 @@ struct Flags {
   int threads = 0;  // 0: every CPU
 };
 
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-// Runs `command`, returns its stdout; empty with `ok` false on failure.
-std::string RunCommand(const std::string& command, bool* ok) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    *ok = false;
-    return out;
-  }
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-  *ok = pclose(pipe) == 0;
-  return out;
-}
-
-std::string Script() { return std::string(IPUPOD_SOURCE_DIR) + "/bench/torch_reference.py"; }
-
-absl::StatusOr<std::string> ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-// The in-process server and a client attached to it.
-struct Pod {
-  fs::path state_dir;
-  std::unique_ptr<server::PodServer> server;
-  std::unique_ptr<client::Client> client;
-};
-
-absl::StatusOr<Pod> StartPod(const fs::path& work) {
-  Pod pod;
-  pod.state_dir = work / "state";
-  server::ServerConfig config;
-  config.listen = "127.0.0.1:0";
-  config.state_dir = pod.state_dir.string();
-  config.log_level = "warn";
-  IPUPOD_ASSIGN_OR_RETURN(pod.server, server::PodServer::Start(config));
-  client::ClientOptions options;
-  options.server = pod.server->address();
-  options.user = "bench";
-  IPUPOD_ASSIGN_OR_RETURN(pod.client, client::Client::Connect(options));
-  return pod;
-}
-
-// Compiles `onnx` with `config_update` (IPUConfig.update_from_string syntax),
-// attaches as many IPUs as it needs, uploads and loads it.
-struct Loaded {
-  std::unique_ptr<client::AttachCall> call;
-  std::string session;
-  v1::LoadedProgram program;
-};
-
-absl::StatusOr<Loaded> CompileAndLoad(Pod& pod, const fs::path& onnx,
-                                      absl::string_view config_update) {
-  IPUPOD_ASSIGN_OR_RETURN(std::string model, ReadFile(onnx));
-  compiler::IpuConfig config;
-  IPUPOD_RETURN_IF_ERROR(compiler::UpdateFromString(config, config_update));
-  IPUPOD_ASSIGN_OR_RETURN(compiler::Executable executable,
-                          compiler::Compile(model, config, compiler::CompileOptions{}));
-  IPUPOD_ASSIGN_OR_RETURN(std::string ipx, compiler::WriteExecutable(executable));
-  Loaded loaded;
-  v1::AttachRequest request;
-  request.set_num_ipus(static_cast<uint32_t>(executable.ipus.reserved));
-  loaded.call = pod.client->StartAttach(request);
-  IPUPOD_ASSIGN_OR_RETURN(v1::SessionInfo session, loaded.call->WaitForGrant(nullptr));
-  loaded.session = session.session();
-  IPUPOD_RETURN_IF_ERROR(pod.client->UploadExecutable(ipx).status());
-  IPUPOD_ASSIGN_OR_RETURN(loaded.program, pod.client->Load(loaded.session, executable.content_hash));
-  return loaded;
-}
-
 // ---- inference
 
 absl::Status BenchInference(Pod& pod, const fs::path& work, const Flags& flags) {
   bool ok = false;
-  RunCommand(absl::StrCat("/usr/bin/python3 ", Script(), " export ", work.string()), &ok);
+  RunTorchReference(absl::StrCat("export ", work.string()), &ok);
   if (!ok) return absl::UnavailableError("torch_reference.py export failed (is python3-torch installed?)");
   IPUPOD_ASSIGN_OR_RETURN(Loaded loaded,
                           CompileAndLoad(pod, work / "mlp.onnx", "inference_device_iterations=8"));
@@ -164,9 +82,9 @@ absl::Status BenchInference(Pod& pod, const fs::path& work, const Flags& flags) 
   const double ours = static_cast<double>(samples) * flags.steps / elapsed;
   (void)loaded.call->Release();
 
-  const std::string reference = RunCommand(
-      absl::StrCat("/usr/bin/python3 ", Script(), " infer ", work.string(), " --steps ",
-                   flags.steps * 8, " --threads ", flags.threads),
+  const std::string reference = RunTorchReference(
+      absl::StrCat("infer ", work.string(), " --steps ", flags.steps * 8, " --threads ",
+                   flags.threads),
       &ok);
   std::printf("\n## inference: MLP 784-1024-1024-10, batch 128 x 8 device iterations, %d threads\n",
               flags.threads);
@@ -235,9 +153,7 @@ BulkFigures BenchBareCopy(int64_t bytes) {
 
 absl::Status BenchWeights(Pod& pod, const fs::path& work, const Flags& flags) {
   bool ok = false;
-  RunCommand(absl::StrCat("/usr/bin/python3 ", Script(), " export-wide ", work.string(), " --mib ",
-                          flags.weights_mib),
-             &ok);
+  RunTorchReference(absl::StrCat("export-wide ", work.string(), " --mib ", flags.weights_mib), &ok);
   if (!ok) return absl::UnavailableError("torch_reference.py export-wide failed");
   IPUPOD_ASSIGN_OR_RETURN(
       Loaded loaded,
@@ -293,7 +209,7 @@ int Main(int argc, char** argv) {
   }
   const fs::path work = fs::temp_directory_path() / absl::StrCat("ipupod-exec-bench-", getpid());
   fs::create_directories(work);
-  absl::StatusOr<Pod> pod = StartPod(work);
+  absl::StatusOr<Pod> pod = StartPod(work, flags.threads);
   absl::Status status = pod.status();
   if (status.ok()) status = BenchInference(*pod, work, flags);
   if (status.ok()) status = BenchWeights(*pod, work, flags);

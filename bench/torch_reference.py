@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""PyTorch CPU references for bench/execution_bench, measured in the same run.
+"""PyTorch CPU references for bench/execution_bench and bench/training_bench, measured in
+the same run.
 
-Usage: /usr/bin/python3 torch_reference.py COMMAND OUT_DIR [--threads T] [--steps N]
+Usage: /usr/bin/python3 torch_reference.py COMMAND OUT_DIR [--threads T] [--steps N] [--warmup W]
 
   export  writes OUT_DIR/mlp.onnx: the MLP 784-1024-1024-10 at batch 128 (seeded),
           exported with static shapes as torch.onnx.export writes it, and
@@ -13,6 +14,17 @@ Usage: /usr/bin/python3 torch_reference.py COMMAND OUT_DIR [--threads T] [--step
   infer   times the same model's forward pass (torch.no_grad, eval) on the CPU with
           T intra-op threads and prints one JSON line:
           {"samples_per_s": ..., "batch": 128, "steps": N, "threads": T, "torch": "..."}
+  export-train OUT_DIR [--batches B]
+          writes OUT_DIR/mlp_train.onnx: the same seeded MLP returning (logits, loss) with
+          loss = cross_entropy(logits, labels), inputs "x" float32 [128, 784] and "labels"
+          int64 [128] (opset 14, static shapes), and OUT_DIR/train_x.npy [B*128, 784],
+          OUT_DIR/train_labels.npy [B*128] (seeded; B defaults to 8).
+  train   trains that model on the CPU from the same initial weights with
+          torch.optim.SGD(lr=0.01), batch 128, cycling over OUT_DIR/train_*.npy, with T
+          intra-op threads: --warmup W updates (default 24), then N timed updates
+          (zero_grad, forward, backward, step). Prints one JSON line:
+          {"samples_per_s": ..., "batch": 128, "steps": N, "warmup": W, "threads": T,
+           "first_loss": (update 1), "last_loss": (update W+N), "torch": "..."}
 
 Every number printed is measured here; nothing is estimated.
 Exits 77 (skip) if torch or numpy is missing.
@@ -94,14 +106,78 @@ def infer(steps, threads):
                       "threads": threads, "torch": torch.__version__}))
 
 
+class MlpLoss(nn.Module):
+    """Mlp (same layers, same seeded weights) returning (logits, loss) for training."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 1024)
+        self.fc2 = nn.Linear(1024, 1024)
+        self.fc3 = nn.Linear(1024, 10)
+
+    def forward(self, x, labels):
+        logits = self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+        return logits, F.cross_entropy(logits, labels)
+
+
+def make_loss_model():
+    torch.manual_seed(0)
+    return MlpLoss()
+
+
+def export_train(out_dir, batches):
+    model = make_loss_model()
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(batches * BATCH, 784, generator=generator)
+    labels = torch.randint(0, 10, (batches * BATCH,), generator=generator, dtype=torch.int64)
+    torch.onnx.export(model, (x[:BATCH], labels[:BATCH]), os.path.join(out_dir, "mlp_train.onnx"),
+                      input_names=["x", "labels"], output_names=["logits", "loss"],
+                      opset_version=14, do_constant_folding=False)
+    np.save(os.path.join(out_dir, "train_x.npy"), x.numpy())
+    np.save(os.path.join(out_dir, "train_labels.npy"), labels.numpy())
+
+
+def train(out_dir, steps, warmup, threads):
+    torch.set_num_threads(threads)
+    model = make_loss_model().train()
+    x = torch.from_numpy(np.load(os.path.join(out_dir, "train_x.npy")))
+    labels = torch.from_numpy(np.load(os.path.join(out_dir, "train_labels.npy")))
+    batches = x.shape[0] // BATCH
+    xs = [x[i * BATCH:(i + 1) * BATCH].contiguous() for i in range(batches)]
+    ls = [labels[i * BATCH:(i + 1) * BATCH].contiguous() for i in range(batches)]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def update(i):
+        optimizer.zero_grad()
+        _, loss = model(xs[i % batches], ls[i % batches])
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    first = update(0).item()
+    for i in range(1, warmup):  # warm-up: allocator, thread pool
+        update(i)
+    loss = None
+    start = time.perf_counter()
+    for i in range(warmup, warmup + steps):
+        loss = update(i)
+    elapsed = time.perf_counter() - start
+    print(json.dumps({"samples_per_s": steps * BATCH / elapsed, "batch": BATCH, "steps": steps,
+                      "warmup": warmup, "threads": threads, "first_loss": first,
+                      "last_loss": loss.item(), "torch": torch.__version__}))
+
+
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("export", "export-wide", "infer"):
+    if len(argv) < 3 or argv[1] not in ("export", "export-wide", "infer", "export-train",
+                                        "train"):
         print(__doc__, file=sys.stderr)
         return 2
     command, out_dir = argv[1], argv[2]
     threads = os.cpu_count() or 1
     steps = 200
     mib = 1024
+    batches = 8
+    warmup = 24
     rest = argv[3:]
     for flag, value in zip(rest[::2], rest[1::2]):
         if flag == "--threads":
@@ -110,6 +186,10 @@ def main(argv):
             steps = int(value)
         elif flag == "--mib":
             mib = int(value)
+        elif flag == "--batches":
+            batches = int(value)
+        elif flag == "--warmup":
+            warmup = max(1, int(value))
         else:
             print("unknown flag %s" % flag, file=sys.stderr)
             return 2
@@ -118,6 +198,10 @@ def main(argv):
         export(out_dir)
     elif command == "export-wide":
         export_wide(out_dir, mib)
+    elif command == "export-train":
+        export_train(out_dir, batches)
+    elif command == "train":
+        train(out_dir, steps, warmup, threads)
     else:
         infer(steps, threads)
     return 0

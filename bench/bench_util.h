@@ -1,0 +1,68 @@
+// File: bench/bench_util.h
+//
+// Helpers shared by the model benchmarks (execution_bench, training_bench):
+// an ipupodd server started in the benchmark's process on loopback with a
+// client attached to it, compile + attach + upload + load of an ONNX model,
+// and running bench/torch_reference.py (Debian's /usr/bin/python3) for the
+// PyTorch references measured in the same run.
+//
+// Thread safety: none needed; each benchmark drives these from one thread.
+#ifndef IPUPOD_BENCH_BENCH_UTIL_H_
+#define IPUPOD_BENCH_BENCH_UTIL_H_
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "client/client.h"
+#include "compiler/compile.h"
+#include "server/server.h"
+
+namespace ipupod::bench {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds elapsed since `since`.
+double Seconds(Clock::time_point since);
+
+// Runs `command` through the shell and returns its stdout; `ok` is false
+// when it cannot start or exits non-zero.
+std::string RunCommand(const std::string& command, bool* ok);
+
+// Runs `/usr/bin/python3 bench/torch_reference.py ARGS` (ARGS as given,
+// space-separated) and returns its stdout; `ok` as in RunCommand.
+std::string RunTorchReference(absl::string_view args, bool* ok);
+
+absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path);
+
+// The in-process server (state under `work`/state) and a client attached
+// to it as user "bench". `compute_threads` is the server's BLAS thread count
+// (ServerConfig::compute_threads; 0 = every CPU): the server applies it at
+// start, process-wide, so it is the thread count every run uses.
+struct Pod {
+  std::filesystem::path state_dir;
+  std::unique_ptr<server::PodServer> server;
+  std::unique_ptr<client::Client> client;
+};
+absl::StatusOr<Pod> StartPod(const std::filesystem::path& work, int compute_threads);
+
+// A compiled program loaded on freshly attached IPUs; `call` holds them.
+struct Loaded {
+  std::unique_ptr<client::AttachCall> call;
+  std::string session;
+  v1::LoadedProgram program;
+};
+
+// Compiles `onnx` with `config_update` (IPUConfig.update_from_string
+// syntax) and `options`, attaches as many IPUs as it reserves, uploads and
+// loads it.
+absl::StatusOr<Loaded> CompileAndLoad(Pod& pod, const std::filesystem::path& onnx,
+                                      absl::string_view config_update,
+                                      const compiler::CompileOptions& options = {});
+
+}  // namespace ipupod::bench
+
+#endif  // IPUPOD_BENCH_BENCH_UTIL_H_

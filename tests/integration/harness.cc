@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -257,6 +258,23 @@ void ServerUnderTest::KillAndRestart() {
 
 nlohmann::json CliResult::json() const {
   return nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+}
+
+CliResult RunLongCli(const std::string& server, const std::string& user,
+                     const std::vector<std::string>& args, std::chrono::seconds limit) {
+  Process p = StartCli(server, user, args);
+  CliResult result;
+  result.exit_code = p.Wait(limit).value_or(-1);
+  result.out = p.stdout_text();
+  result.err = p.stderr_text();
+  return result;
+}
+
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream ss;
+  ss << file.rdbuf();
+  return ss.str();
 }
 
 CliResult RunCli(const std::string& server, const std::string& user,

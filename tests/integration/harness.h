@@ -119,6 +119,14 @@ struct CliResult {
 };
 
 // Runs `ipupod --server ADDR --user USER ARGS...` to completion (30 s limit).
+// As RunCli for commands that take minutes (compiling and running torch
+// models): `limit` instead of 30 s.
+CliResult RunLongCli(const std::string& server, const std::string& user,
+                     const std::vector<std::string>& args, std::chrono::seconds limit);
+
+// A whole text file ("" if it cannot be read).
+std::string ReadTextFile(const std::string& path);
+
 CliResult RunCli(const std::string& server, const std::string& user,
                  const std::vector<std::string>& args,
                  const std::map<std::string, std::string>& env = {});

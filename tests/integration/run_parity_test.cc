@@ -36,21 +36,8 @@ std::string ScriptPath() {
   return IPUPOD_RUN_CASES_SCRIPT;
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream ss;
-  ss << file.rdbuf();
-  return ss.str();
-}
-
-// Runs `ipupod ARGS` with a limit long enough for the bigger cases.
 CliResult LongCli(const std::string& server, const std::vector<std::string>& args) {
-  Process p = StartCli(server, "alice", args);
-  CliResult result;
-  result.exit_code = p.Wait(seconds(300)).value_or(-1);
-  result.out = p.stdout_text();
-  result.err = p.stderr_text();
-  return result;
+  return RunLongCli(server, "alice", args, seconds(300));
 }
 
 // Compares one output; reports the worst element relative to the tolerance.
@@ -84,11 +71,11 @@ TEST(RunParityTest, CompiledAndRunModelsMatchTorch) {
       "/usr/bin/python3 '" + ScriptPath() + "' '" + dir.path() + "' > '" + log + "' 2>&1";
   const int status = std::system(cmd.c_str());
   if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-    GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy: " << ReadText(log);
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy: " << ReadTextFile(log);
   }
-  ASSERT_EQ(status, 0) << "make_run_cases.py failed:\n" << ReadText(log);
+  ASSERT_EQ(status, 0) << "make_run_cases.py failed:\n" << ReadTextFile(log);
   ServerUnderTest server({"--pod", "POD16"});
-  std::istringstream manifest(ReadText(dir.path() + "/manifest.txt"));
+  std::istringstream manifest(ReadTextFile(dir.path() + "/manifest.txt"));
   int cases = 0;
   for (std::string name; manifest >> name;) {
     int64_t step = 0, steps = 0;

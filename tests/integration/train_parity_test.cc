@@ -39,20 +39,8 @@ std::string ScriptPath() {
   return IPUPOD_TRAIN_CASES_SCRIPT;
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream ss;
-  ss << file.rdbuf();
-  return ss.str();
-}
-
 CliResult LongCli(const std::string& server, const std::vector<std::string>& args) {
-  Process p = StartCli(server, "alice", args);
-  CliResult result;
-  result.exit_code = p.Wait(seconds(600)).value_or(-1);
-  result.out = p.stdout_text();
-  result.err = p.stderr_text();
-  return result;
+  return RunLongCli(server, "alice", args, seconds(600));
 }
 
 // Worst |got - want| / (tol + tol |want|) over the elements; must be <= 1.
@@ -103,7 +91,7 @@ std::vector<std::string> CompileArgs(const std::string& c) {
   if (std::filesystem::exists(c + "module_map.json")) {
     args.insert(args.end(), {"--module-map", c + "module_map.json"});
   }
-  std::istringstream extra(ReadText(c + "compile_args.txt"));
+  std::istringstream extra(ReadTextFile(c + "compile_args.txt"));
   for (std::string line; std::getline(extra, line);) {
     if (!line.empty()) args.push_back(line);
   }
@@ -138,11 +126,11 @@ TEST(TrainParityTest, TrainedThroughServerAndCliMatchesTorch) {
       "/usr/bin/python3 '" + ScriptPath() + "' '" + dir.path() + "' > '" + log + "' 2>&1";
   const int status = std::system(cmd.c_str());
   if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-    GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy: " << ReadText(log);
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy: " << ReadTextFile(log);
   }
-  ASSERT_EQ(status, 0) << "make_train_run_cases.py failed:\n" << ReadText(log);
+  ASSERT_EQ(status, 0) << "make_train_run_cases.py failed:\n" << ReadTextFile(log);
   ServerUnderTest server({"--pod", "POD16"});
-  std::istringstream manifest(ReadText(dir.path() + "/manifest.txt"));
+  std::istringstream manifest(ReadTextFile(dir.path() + "/manifest.txt"));
   int cases = 0;
   for (std::string name; manifest >> name;) {
     int64_t updates = 0;

@@ -15,7 +15,9 @@
 // FLOP convention: MatMul/Gemm 2*M*N*K (+M*N for a C term); elementwise
 // and comparison ops 1 per output element (transcendentals included);
 // reductions 1 per input element; Softmax/LogSoftmax 4 and
-// LayerNormalization 8 per element; NegativeLogLikelihoodLoss 1 per label,
+// LayerNormalization 8 per element; BatchNormalization 8 per element of X in
+// training mode (batch statistics) and 2 in inference mode (one multiply-add
+// with per-channel constants); NegativeLogLikelihoodLoss 1 per label,
 // SoftmaxCrossEntropyLoss 4 per score + 1 per label; pure data movement 0.
 //
 // Thread safety: the registry is built once (thread-safe static) and then
@@ -36,6 +38,7 @@
 #include "absl/types/span.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
+#include "kernels/batchnorm.h"
 #include "kernels/loss.h"
 #include "kernels/softmax.h"
 #include "kernels/view.h"
@@ -111,6 +114,12 @@ void RegisterLossOps(std::vector<OpDef>& defs);
 // reduction and ignore_index of a SoftmaxCrossEntropyLoss or
 // NegativeLogLikelihoodLoss node (ONNX defaults: "mean", no ignore_index).
 absl::StatusOr<kernels::LossOptions> LossOptionsOf(const OpContext& c);
+// epsilon, momentum and mode of a BatchNormalization node (ONNX defaults
+// 1e-5, 0.9). Training mode: from opset 14 the training_mode attribute
+// (outputs running_mean/running_var only allowed with it); opsets 9-13 have
+// no such attribute and train iff the node has more than one output.
+// INVALID_ARGUMENT for spatial != 1 and outputs the mode does not allow.
+absl::StatusOr<kernels::BatchNormOptions> BatchNormOptionsOf(const OpContext& c);
 // The class axis (1) of loss scores [N, C, D...] as a softmax layout.
 kernels::SoftmaxLayout ScoresLayout(const Shape& scores);
 

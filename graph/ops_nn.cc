@@ -1,8 +1,9 @@
 // Compute-heavy ops: MatMul, Gemm, Softmax, LogSoftmax, ReduceMean,
-// ReduceSum, ReduceMax, LayerNormalization. fp32 only.
+// ReduceSum, ReduceMax, LayerNormalization, BatchNormalization. fp32 only.
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "graph/ops.h"
+#include "kernels/batchnorm.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
@@ -215,6 +216,66 @@ int64_t LayerNormFlops(const OpContext&, absl::Span<const TensorType> out) {
   return 8 * NumElementsOf(out[0]);
 }
 
+// ---- BatchNormalization (opset 9+): per channel, over all axes but 1 ----
+
+// Training mode from opset 14 is the training_mode attribute; before, it is
+// "more than one output" (Y plus running and saved statistics).
+absl::StatusOr<bool> BatchNormTrainingMode(const OpContext& c) {
+  const size_t outputs = c.node.outputs.size();
+  if (c.opset < 14) {
+    if (c.HasAttr("training_mode")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attribute 'training_mode' exists from opset 14; at opset ", c.opset,
+          " training mode is selected by listing more than one output (Y, running_mean, "
+          "running_var, saved_mean, saved_var)"));
+    }
+    return outputs > 1;
+  }
+  IPUPOD_ASSIGN_OR_RETURN(int64_t mode, c.Int("training_mode", 0));
+  if (mode != 0 && mode != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attribute 'training_mode' must be 0 or 1, got ", mode));
+  }
+  if (outputs > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("has ", outputs,
+                     " outputs; from opset 14 BatchNormalization has at most 3 (Y, "
+                     "running_mean, running_var) - saved_mean/saved_var were removed"));
+  }
+  if (mode == 0 && outputs > 1) {
+    return absl::InvalidArgumentError(
+        "outputs running_mean and running_var exist only in training mode; set "
+        "training_mode=1 or keep only output Y");
+  }
+  return mode == 1;
+}
+
+absl::StatusOr<std::vector<TensorType>> InferBatchNorm(const OpContext& c) {
+  IPUPOD_RETURN_IF_ERROR(RequireFloatInputs(c));
+  IPUPOD_ASSIGN_OR_RETURN(kernels::BatchNormOptions o, BatchNormOptionsOf(c));
+  IPUPOD_RETURN_IF_ERROR(kernels::CheckBatchNormShapes(c.shape(0), c.shape(1), c.shape(2),
+                                                       c.shape(3), c.shape(4), o.training));
+  std::vector<TensorType> out = {c.type(0)};
+  const Shape channels = {c.shape(0)[1]};
+  for (size_t i = 1; i < c.node.outputs.size(); ++i) out.push_back({DType::kFloat32, channels});
+  return out;
+}
+
+absl::Status RunBatchNorm(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(kernels::BatchNormOptions o, BatchNormOptionsOf(c));
+  kernels::BatchNormStatistics s;
+  float** stats[] = {&s.running_mean, &s.running_var, &s.saved_mean, &s.saved_var};
+  for (size_t k = 1; k < out.size() && k <= 4; ++k) *stats[k - 1] = out[k].mutable_data<float>();
+  return kernels::BatchNorm(ViewOf<float>(*c.values[0]), ViewOf<float>(*c.values[1]),
+                            ViewOf<float>(*c.values[2]), ViewOf<float>(*c.values[3]),
+                            ViewOf<float>(*c.values[4]), o, MutableViewOf<float>(out[0]), s);
+}
+
+int64_t BatchNormFlops(const OpContext& c, absl::Span<const TensorType> out) {
+  const bool training = BatchNormOptionsOf(c).value_or(kernels::BatchNormOptions{}).training;
+  return (training ? 8 : 2) * NumElementsOf(out[0]);
+}
+
 OpDef Def(std::string op, int min_in, int max_in, InferFn infer, RunFn run, FlopsFn flops,
           std::vector<std::string> attrs = {}) {
   OpDef d;
@@ -229,6 +290,21 @@ OpDef Def(std::string op, int min_in, int max_in, InferFn infer, RunFn run, Flop
 }
 
 }  // namespace
+
+absl::StatusOr<kernels::BatchNormOptions> BatchNormOptionsOf(const OpContext& c) {
+  kernels::BatchNormOptions o;
+  IPUPOD_ASSIGN_OR_RETURN(o.epsilon, c.Float("epsilon", 1e-5f));
+  IPUPOD_ASSIGN_OR_RETURN(o.momentum, c.Float("momentum", 0.9f));
+  IPUPOD_ASSIGN_OR_RETURN(int64_t spatial, c.Int("spatial", 1));
+  if (spatial != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attribute 'spatial' is ", spatial,
+                     "; only spatial=1 (statistics per channel, the only mode from opset 9) is "
+                     "supported"));
+  }
+  IPUPOD_ASSIGN_OR_RETURN(o.training, BatchNormTrainingMode(c));
+  return o;
+}
 
 void RegisterNnOps(std::vector<OpDef>& defs) {
   defs.push_back(Def("MatMul", 2, 2, InferMatMul, RunMatMul, MatMulFlops));
@@ -247,6 +323,10 @@ void RegisterNnOps(std::vector<OpDef>& defs) {
                      {"axis", "epsilon", "stash_type"}));
   defs.back().since_opset = 17;
   defs.back().max_outputs = 3;
+  defs.push_back(Def("BatchNormalization", 5, 5, InferBatchNorm, RunBatchNorm, BatchNormFlops,
+                     {"epsilon", "momentum", "training_mode", "spatial"}));
+  defs.back().since_opset = 9;
+  defs.back().max_outputs = 5;
 }
 
 }  // namespace ipupod::graph

@@ -1,11 +1,12 @@
 // Backward rules of the compute-heavy ops: MatMul (numpy batching and 1-D
 // promotion), Gemm (transA/transB/alpha/beta), Softmax, LogSoftmax,
-// ReduceMean, ReduceSum and LayerNormalization.
+// ReduceMean, ReduceSum, LayerNormalization and BatchNormalization.
 #include <cmath>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/batchnorm.h"
 #include "kernels/data_movement.h"
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
@@ -284,6 +285,92 @@ absl::StatusOr<int64_t> LayerNormGrad(const GradContext& c, Grads& grads) {
   return 12 * d.rows * d.n;
 }
 
+// ---- BatchNormalization: per channel c, y = xhat * scale_c + B_c ----
+// xhat = (x - mean_c) * inv_std_c. Training mode normalises with the batch
+// statistics (recomputed here from X), so dX also flows through them:
+//   dX = scale * inv_std * (dY - mean(dY) - xhat * mean(dY * xhat));
+// inference mode's input_mean/input_var are constants: dX = dY * scale * inv_std.
+// Both: dscale = sum(dY * xhat), dB = sum(dY), sums and means over the n
+// values of a channel. input_mean/input_var get no gradient (torch buffers).
+// FLOPs: 12 per element of X in training mode, 6 in inference mode.
+
+struct ChannelStats {
+  std::vector<double> mean;
+  std::vector<double> inv_std;
+};
+
+ChannelStats BatchNormStatsOf(const GradContext& c, const kernels::BatchNormOptions& o,
+                              const kernels::BatchNormLayout& l) {
+  ChannelStats s;
+  std::vector<double> var;
+  if (o.training) {
+    kernels::BatchNormMoments(c.input(0).data<float>(), l, s.mean, var);
+  } else {
+    const float* mean = c.input(3).data<float>();
+    const float* v = c.input(4).data<float>();
+    s.mean.assign(mean, mean + l.channels);
+    var.assign(v, v + l.channels);
+  }
+  for (double v : var) s.inv_std.push_back(1.0 / std::sqrt(v + o.epsilon));
+  return s;
+}
+
+// Calls f(channel, flat index) for every element of x [N, C, D...].
+template <typename F>
+void ForEachInChannel(const kernels::BatchNormLayout& l, F&& f) {
+  for (int64_t o = 0; o < l.outer; ++o) {
+    for (int64_t ch = 0; ch < l.channels; ++ch) {
+      const int64_t base = (o * l.channels + ch) * l.inner;
+      for (int64_t i = 0; i < l.inner; ++i) f(ch, base + i);
+    }
+  }
+}
+
+absl::Status SetChannelGrad(const GradContext& c, size_t i, const std::vector<double>& g,
+                            Grads& grads) {
+  if (!c.has_wanted(i)) return absl::OkStatus();
+  IPUPOD_ASSIGN_OR_RETURN(
+      grads[i], Generate(c.op.shape(i), [&](int64_t ch) { return static_cast<float>(g[ch]); }));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> BatchNormGrad(const GradContext& c, Grads& grads) {
+  for (size_t k = 1; k < c.output_grads.size(); ++k) {
+    if (c.output_grads[k] != nullptr) {
+      return absl::InvalidArgumentError(
+          "the loss depends on BatchNormalization's running or saved statistics outputs; only "
+          "output Y is differentiable");
+    }
+  }
+  IPUPOD_ASSIGN_OR_RETURN(const kernels::BatchNormOptions o, graph::BatchNormOptionsOf(c.op));
+  IPUPOD_ASSIGN_OR_RETURN(const kernels::BatchNormLayout l,
+                          kernels::BatchNormLayoutOf(c.op.shape(0)));
+  const ChannelStats s = BatchNormStatsOf(c, o, l);
+  const float* x = c.input(0).data<float>();
+  const float* g = c.grad(0).data<float>();
+  const float* scale = c.input(1).data<float>();
+  std::vector<double> sum_g(static_cast<size_t>(l.channels)), sum_gx(sum_g.size());
+  ForEachInChannel(l, [&](int64_t ch, int64_t at) {
+    sum_g[ch] += g[at];
+    sum_gx[ch] += g[at] * (x[at] - s.mean[ch]) * s.inv_std[ch];
+  });
+  if (c.wants[0]) {
+    const double n = static_cast<double>(l.per_channel());
+    IPUPOD_ASSIGN_OR_RETURN(Tensor dx, Zeros(c.op.shape(0)));
+    float* out = dx.mutable_data<float>();
+    ForEachInChannel(l, [&](int64_t ch, int64_t at) {
+      const double xhat = (x[at] - s.mean[ch]) * s.inv_std[ch];
+      const double centred =
+          o.training ? g[at] - sum_g[ch] / n - xhat * sum_gx[ch] / n : double{g[at]};
+      out[at] = static_cast<float>(scale[ch] * s.inv_std[ch] * centred);
+    });
+    grads[0] = std::move(dx);
+  }
+  IPUPOD_RETURN_IF_ERROR(SetChannelGrad(c, 1, sum_gx, grads));
+  IPUPOD_RETURN_IF_ERROR(SetChannelGrad(c, 2, sum_g, grads));
+  return (o.training ? 12 : 6) * c.input(0).num_elements();
+}
+
 }  // namespace
 
 void RegisterNnGrads(std::vector<GradRule>& rules) {
@@ -294,6 +381,7 @@ void RegisterNnGrads(std::vector<GradRule>& rules) {
   rules.push_back({"ReduceMean", ReduceGrad, false, false});
   rules.push_back({"ReduceSum", ReduceGrad, false, false});
   rules.push_back({"LayerNormalization", LayerNormGrad, true, false});
+  rules.push_back({"BatchNormalization", BatchNormGrad, true, false});
 }
 
 }  // namespace ipupod::training

@@ -78,6 +78,7 @@ TEST(GraphTest, RegistryCoversTheRequiredOps) {
                          "Equal",
                          "Expand",
                          "LayerNormalization",
+                         "BatchNormalization",
                          "Split",
                          "Range"}) {
     EXPECT_NE(FindOp(op), nullptr) << op;

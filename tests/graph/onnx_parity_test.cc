@@ -1,8 +1,8 @@
 // Parity with PyTorch: tests/parity/make_models.py exports seeded torch
 // models (MLP, GELU classifier, GPT-style decoder at opsets 14 and 17, an
-// nn.MultiheadAttention encoder) with torch.onnx.export and saves torch's
-// own outputs; each model is imported, run on the Interpreter and compared
-// elementwise with rtol 1e-5, atol 1e-6.
+// nn.MultiheadAttention encoder, eval-mode BatchNorm1d/2d) with
+// torch.onnx.export and saves torch's own outputs; each model is imported,
+// run on the Interpreter and compared elementwise with rtol 1e-5, atol 1e-6.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -133,6 +133,7 @@ TEST_F(OnnxParityTest, GeluClassifier) { CheckModel("gelu_classifier"); }
 TEST_F(OnnxParityTest, TinyGptOpset14DecomposedLayerNorm) { CheckModel("tiny_gpt"); }
 TEST_F(OnnxParityTest, TinyGptOpset17LayerNormalization) { CheckModel("tiny_gpt_opset17"); }
 TEST_F(OnnxParityTest, MultiheadAttentionEncoder) { CheckModel("mha_encoder"); }
+TEST_F(OnnxParityTest, BatchNormEvalMode) { CheckModel("batchnorm_eval"); }
 
 TEST_F(OnnxParityTest, ManifestListsEveryModel) {
   std::ifstream manifest(Path("manifest.txt"));
@@ -146,7 +147,7 @@ TEST_F(OnnxParityTest, ManifestListsEveryModel) {
     EXPECT_EQ(static_cast<int>(graph->outputs.size()), n_out) << name;
     ++count;
   }
-  EXPECT_EQ(count, 5);
+  EXPECT_EQ(count, 6);
 }
 
 TEST_F(OnnxParityTest, ShapeChainsFoldAway) {

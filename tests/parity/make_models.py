@@ -149,6 +149,29 @@ class MhaEncoder(nn.Module):
         return F.log_softmax(self.head(x.mean(dim=1)), dim=-1)
 
 
+class BatchNormNet(nn.Module):
+    """Eval-mode BatchNorm2d on the input and BatchNorm1d after a Linear, with
+    random running statistics and affine parameters (BatchNormalization with
+    training_mode=0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn_in = nn.BatchNorm2d(3)
+        self.fc1 = nn.Linear(3 * 5 * 5, 16)
+        self.bn1 = nn.BatchNorm1d(16)
+        self.fc2 = nn.Linear(16, 4)
+        with torch.no_grad():
+            for bn in (self.bn_in, self.bn1):
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.5, 0.5)
+                bn.running_mean.uniform_(-1, 1)
+                bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        x = self.bn_in(x).flatten(1)
+        return self.fc2(F.relu(self.bn1(self.fc1(x))))
+
+
 def models():
     """(name, module, example inputs, opset) for every parity model."""
     torch.manual_seed(1)
@@ -161,6 +184,8 @@ def models():
     yield "tiny_gpt_opset17", TinyGpt(), (torch.randint(0, 50, (2, 8)),), 17
     torch.manual_seed(1)
     yield "mha_encoder", MhaEncoder(), (torch.randint(0, 40, (3, 7)),), 17
+    torch.manual_seed(1)
+    yield "batchnorm_eval", BatchNormNet(), (torch.randn(4, 3, 5, 5),), 14
 
 
 def run(module, inputs):

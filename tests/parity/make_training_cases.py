@@ -27,6 +27,22 @@ Cases:
                  which ipupod takes as gradient_accumulation_steps 8 x
                  replicas 2 micro-batches with mean reduction.
                  Arrays: x [4, 32, 6], target [4, 32, 3].
+
+Gradient cases: one forward/backward in training mode (batch statistics),
+exported with training=TrainingMode.TRAINING and do_constant_folding=False,
+so every initializer keeps its torch name and layout. BatchNorm's weight,
+bias and running statistics start from random values. Files:
+  NAME.onnx, NAME.x.npy, NAME.target.npy (labels: int64), NAME.out.npy,
+  NAME.loss.npy       the untrained model, the batch, torch's output and loss
+  NAME.grads.txt      "<parameter> <npy file of its gradient>" per parameter
+  NAME.buffers.txt    "<buffer> <npy file of its value after the step>" per
+                      running_mean/running_var (BatchNormalization outputs 1, 2
+                      in the ONNX graph, not graph outputs)
+  bn1d_grads     Linear/BatchNorm1d/ReLU/Linear, MSE loss, opset 15
+                 (BatchNormalization with training_mode=1, 3 outputs).
+  bn2d_grads     per-channel gain, BatchNorm2d on [4, 3, 4, 4], Flatten,
+                 Linear, F.cross_entropy, opset 13 (5 outputs, no
+                 training_mode attribute).
 Exits with status 77 (the conventional "skip") if torch or numpy is missing.
 """
 import os
@@ -74,6 +90,30 @@ class TanhRegressor(nn.Module):
     def forward(self, x, target):
         y = self.fc2(torch.tanh(self.fc1(x)))
         return y, ((y - target) ** 2).mean()
+
+
+class LinearBatchNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x, target):
+        y = self.head(torch.relu(self.bn(self.fc(x))))
+        return y, ((y - target) ** 2).mean()
+
+
+class BatchNorm2dClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gain = nn.Parameter(torch.rand(1, 3, 1, 1) + 0.5)
+        self.bn = nn.BatchNorm2d(3)
+        self.fc = nn.Linear(3 * 4 * 4, 5)
+
+    def forward(self, x, labels):
+        logits = self.fc(self.bn(x * self.gain).flatten(1))
+        return logits, F.cross_entropy(logits, labels)
 
 
 def export(model, args, path):
@@ -174,6 +214,70 @@ def accum_replicas(out_dir):
     save_weights(out_dir, "accum_replicas", model, mapping)
 
 
+def randomize_batchnorm(model):
+    """Random affine parameters and running statistics, so none is trivial."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+                m.running_mean.uniform_(-1, 1)
+                m.running_var.uniform_(0.5, 2)
+
+
+def gradient_case(out_dir, name, model, x, target, opset):
+    """One training-mode step's output, loss, gradients and running stats."""
+    path = os.path.join(out_dir, name + ".onnx")
+    randomize_batchnorm(model)
+    model.train()
+    torch.onnx.export(model, (x, target), path, opset_version=opset,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["x", "target"], output_names=["out", "loss"])
+    # Tracing ran a forward pass that moved the running statistics: restart
+    # from the values the ONNX file holds.
+    initial = {i.name: numpy_helper.to_array(i) for i in onnx.load(path).graph.initializer}
+    state = model.state_dict()
+    with torch.no_grad():
+        for key, value in initial.items():
+            state[key].copy_(torch.from_numpy(value.copy()))
+    params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+    model.zero_grad()
+    out, loss = model(x, target)
+    loss.backward()
+    grads, stats = [], []
+    for i, key in enumerate(sorted(initial)):
+        if key in params:
+            file = "%s.grad%d.npy" % (name, i)
+            np.save(os.path.join(out_dir, file), params[key].grad.numpy())
+            grads.append("%s %s\n" % (key, file))
+        elif key in buffers:
+            file = "%s.buffer%d.npy" % (name, i)
+            np.save(os.path.join(out_dir, file), buffers[key].numpy())
+            stats.append("%s %s\n" % (key, file))
+        else:
+            raise RuntimeError("initializer %s is neither a parameter nor a buffer" % key)
+    with open(os.path.join(out_dir, name + ".grads.txt"), "w") as f:
+        f.writelines(grads)
+    with open(os.path.join(out_dir, name + ".buffers.txt"), "w") as f:
+        f.writelines(stats)
+    for n, t in (("x", x), ("target", target), ("out", out.detach()), ("loss", loss.detach())):
+        np.save(os.path.join(out_dir, "%s.%s.npy" % (name, n)), t.numpy())
+
+
+def bn1d_grads(out_dir):
+    torch.manual_seed(3)
+    model = LinearBatchNorm()
+    gradient_case(out_dir, "bn1d_grads", model, torch.randn(8, 6) * 2 + 1, torch.randn(8, 3), 15)
+
+
+def bn2d_grads(out_dir):
+    torch.manual_seed(4)
+    model = BatchNorm2dClassifier()
+    gradient_case(out_dir, "bn2d_grads", model, torch.randn(4, 3, 4, 4) - 0.5,
+                  torch.randint(0, 5, (4,)), 13)
+
+
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
@@ -181,6 +285,8 @@ def main():
     linear_mse(out_dir)
     gelu_adam(out_dir)
     accum_replicas(out_dir)
+    bn1d_grads(out_dir)
+    bn2d_grads(out_dir)
 
 
 if __name__ == "__main__":

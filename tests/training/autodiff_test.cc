@@ -239,6 +239,82 @@ TEST(AutodiffTest, LayerNormalization) {
   }
 }
 
+// x (trainable, shape `x`) -> BatchNormalization(x, scale, bias, mean, var)
+// with trainable scale/bias [3] and constant mean/var; `outputs` names as
+// torch writes them (Y, running_mean, running_var[, saved_mean, saved_var]).
+struct BatchNormCase {
+  int64_t opset;
+  int64_t training_mode;  // -1: no attribute (opset < 14)
+  int outputs;
+  std::vector<int64_t> x;
+};
+
+void AddBatchNorm(GradCase& c, const BatchNormCase& m) {
+  auto x = c.RandomWeight("x", m.x, -2, 2);
+  auto s = c.RandomWeight("scale", {3}, 0.5f, 1.5f);
+  auto b = c.RandomWeight("bias", {3});
+  c.builder().Floats("mean", {3}, {0.1f, -0.2f, 0.3f}).Floats("var", {3}, {1, 0.5f, 2});
+  std::vector<std::string> outputs = {"y", "rm", "rv", "sm", "sv"};
+  outputs.resize(m.outputs);
+  auto& n = c.builder().Node("BatchNormalization", {x, s, b, "mean", "var"}, outputs, "/bn");
+  if (m.training_mode >= 0) OnnxBuilder::AttrInt(n, "training_mode", m.training_mode);
+}
+
+TEST(AutodiffTest, BatchNormalizationTrainingMode) {
+  for (const BatchNormCase& m :
+       {BatchNormCase{15, 1, 3, {4, 3}}, BatchNormCase{15, 1, 1, {2, 3}},
+        BatchNormCase{15, 1, 3, {2, 3, 2, 2}}, BatchNormCase{13, -1, 5, {2, 3, 4}}}) {
+    SCOPED_TRACE(::testing::Message() << "opset " << m.opset << ", rank " << m.x.size());
+    GradCase c(m.opset);
+    AddBatchNorm(c, m);
+    c.Finish("y", m.x);
+    ExpectGradientsMatch(c);
+  }
+}
+
+TEST(AutodiffTest, BatchNormalizationInferenceMode) {
+  for (const BatchNormCase& m :
+       {BatchNormCase{15, 0, 1, {4, 3}}, BatchNormCase{13, -1, 1, {2, 3, 2, 2}}}) {
+    SCOPED_TRACE(::testing::Message() << "opset " << m.opset << ", rank " << m.x.size());
+    GradCase c(m.opset);
+    AddBatchNorm(c, m);
+    c.Finish("y", m.x);
+    ExpectGradientsMatch(c);
+  }
+}
+
+TEST(AutodiffTest, BatchNormalizationStatisticsCarryNoGradient) {
+  // The running statistics feeding the loss: only Y is differentiable.
+  GradCase c(15);
+  AddBatchNorm(c, BatchNormCase{15, 1, 3, {4, 3}});
+  c.Finish("rm", {3});
+  auto graph = graph::ImportOnnx(c.builder().Bytes());
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto ad = Autodiff::Create(*graph, "loss", c.weights());
+  ASSERT_TRUE(ad.ok()) << ad.status();
+  auto result = (*ad)->Run(c.inputs(), (*ad)->InitialWeights());
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("BatchNormalization node '/bn': the loss depends on BatchNormalization's "
+                        "running or saved statistics"));
+  // input_mean/input_var are torch buffers: no gradient even when listed
+  // as weights (here in inference mode, where Y does depend on them).
+  GradCase inference(15);
+  AddBatchNorm(inference, BatchNormCase{15, 0, 1, {4, 3}});
+  inference.Finish("y", {4, 3});
+  graph = graph::ImportOnnx(inference.builder().Bytes());
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ad = Autodiff::Create(*graph, "loss", {"x", "scale", "bias", "mean", "var"});
+  ASSERT_TRUE(ad.ok()) << ad.status();
+  result = (*ad)->Run(inference.inputs(), (*ad)->InitialWeights());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->gradients.contains("x"));
+  EXPECT_FALSE(result->gradients.contains("mean"));
+  EXPECT_FALSE(result->gradients.contains("var"));
+  EXPECT_GE(result->backward_flops, 6 * 12);  // the rule: 6 per element of x
+}
+
 // ---- shape and data movement ----
 
 TEST(AutodiffTest, ReshapeFlattenTransposeSqueezeUnsqueeze) {
@@ -501,6 +577,7 @@ TEST(AutodiffTest, EveryIssue3OpHasARule) {
                          "Dropout",
                          "Cast",
                          "LayerNormalization",
+                         "BatchNormalization",
                          "SoftmaxCrossEntropyLoss",
                          "NegativeLogLikelihoodLoss"}) {
     EXPECT_NE(FindGradRule(op), nullptr) << op;

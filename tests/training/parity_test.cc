@@ -6,10 +6,14 @@
 //   gelu_adam       200 Adam steps: every step's loss and the final weights
 //   accum_replicas  gradient_accumulation_steps 8 x replicas 2 (mean
 //                   reduction) against torch's large-batch steps
+//   bn1d_grads, bn2d_grads  one training-mode step through Autodiff with
+//                   BatchNormalization at opsets 15 and 13: output, loss,
+//                   every parameter's gradient and the running statistics
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -18,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/npy.h"
 #include "graph/onnx_import.h"
+#include "training/autodiff.h"
 #include "training/trainer.h"
 #include <sys/wait.h>
 
@@ -136,6 +141,62 @@ class TrainingParityTest : public ::testing::Test {
     return worst;
   }
 
+  // "<name> <file>" lines of NAME.<list>.txt.
+  static std::map<std::string, std::string> ReadPairs(const std::string& file) {
+    std::istringstream lines(ReadText(dir_ + "/" + file));
+    std::map<std::string, std::string> pairs;
+    std::string name, npy;
+    while (lines >> name >> npy) pairs[name] = npy;
+    return pairs;
+  }
+
+  // One forward/backward of NAME.onnx on torch's batch, compared with
+  // torch's output, loss, gradients and updated running statistics. torch's
+  // export keeps BatchNormalization's running_mean/running_var (node outputs
+  // 1, 2) internal; they become extra graph outputs here.
+  static void CheckGradientCase(const std::string& name, double rtol, double atol) {
+    auto graph = graph::ImportOnnxFile(dir_ + "/" + name + ".onnx");
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    std::map<std::string, size_t> buffer_output;
+    for (const graph::Node& node : graph->nodes) {
+      if (node.op_type != "BatchNormalization") continue;
+      ASSERT_GE(node.outputs.size(), 3u) << node.name << " is not in training mode";
+      for (size_t k : {1, 2}) {
+        buffer_output[node.inputs[k + 2]] = graph->outputs.size();
+        graph->outputs.push_back({node.outputs[k], graph->value_types.at(node.outputs[k])});
+      }
+    }
+    const auto grads = ReadPairs(name + ".grads.txt");
+    const auto buffers = ReadPairs(name + ".buffers.txt");
+    ASSERT_EQ(buffers.size(), buffer_output.size());
+    std::vector<std::string> weights;
+    for (const auto& [weight, file] : grads) weights.push_back(weight);
+    auto ad = Autodiff::Create(*std::move(graph), "loss", weights);
+    ASSERT_TRUE(ad.ok()) << ad.status();
+    auto result =
+        (*ad)->Run({Npy(name + ".x.npy"), Npy(name + ".target.npy")}, (*ad)->InitialWeights());
+    ASSERT_TRUE(result.ok()) << result.status();
+    double worst = WorstError(result->outputs[0], Npy(name + ".out.npy"), rtol, atol);
+    const double want_loss = Npy(name + ".loss.npy").data<float>()[0];
+    worst = std::max(worst, std::fabs(result->loss - want_loss) / (atol + rtol * want_loss));
+    EXPECT_LE(worst, 1.0) << name << " output or loss";
+    for (const auto& [weight, file] : grads) {
+      ASSERT_TRUE(result->gradients.contains(weight)) << weight << " got no gradient";
+      const double err = WorstError(result->gradients.at(weight), Npy(file), rtol, atol);
+      EXPECT_LE(err, 1.0) << name << " gradient of " << weight;
+      worst = std::max(worst, err);
+    }
+    for (const auto& [buffer, file] : buffers) {
+      ASSERT_TRUE(buffer_output.contains(buffer)) << buffer;
+      const double err =
+          WorstError(result->outputs[buffer_output.at(buffer)], Npy(file), rtol, atol);
+      EXPECT_LE(err, 1.0) << name << " updated " << buffer;
+      worst = std::max(worst, err);
+    }
+    std::printf("%s: worst error %.4f of tolerance (rtol %g, atol %g)\n", name.c_str(), worst, rtol,
+                atol);
+  }
+
   static inline std::string dir_;
   static inline std::string skip_reason_;
   static inline std::string setup_error_;
@@ -204,6 +265,14 @@ TEST_F(TrainingParityTest, AccumulationTimesReplicasEqualsLargeBatch) {
     EXPECT_EQ(step->losses.size(), 16u);
   }
   CheckWeights("accum_replicas", *trainer, 1e-5, 1e-6);
+}
+
+TEST_F(TrainingParityTest, BatchNorm1dTrainingModeOpset15Gradients) {
+  CheckGradientCase("bn1d_grads", 1e-5, 1e-6);
+}
+
+TEST_F(TrainingParityTest, BatchNorm2dTrainingModeOpset13Gradients) {
+  CheckGradientCase("bn2d_grads", 1e-5, 1e-6);
 }
 
 }  // namespace

@@ -37,19 +37,27 @@ struct Autodiff::Tape {
   std::vector<std::optional<Tensor>> grad;
 };
 
-Autodiff::Autodiff(graph::Graph graph, std::string loss, std::vector<std::string> weights)
-    : graph_(std::move(graph)), loss_(std::move(loss)), weights_(std::move(weights)) {}
+Autodiff::Autodiff(graph::Graph graph, std::string loss, std::vector<std::string> weights,
+                   BufferUpdates buffers)
+    : graph_(std::move(graph)),
+      loss_(std::move(loss)),
+      weights_(std::move(weights)),
+      buffers_(std::move(buffers)) {}
 Autodiff::~Autodiff() = default;
 
 absl::StatusOr<std::unique_ptr<Autodiff>> Autodiff::Create(graph::Graph graph, std::string loss,
-                                                           std::vector<std::string> weights) {
+                                                           std::vector<std::string> weights,
+                                                           BufferUpdates buffers) {
   if (weights.empty()) {
     for (const auto& [name, t] : graph.initializers) {
-      if (t.dtype() == graph::DType::kFloat32 && t.rank() >= 1) weights.push_back(name);
+      if (t.dtype() == graph::DType::kFloat32 && t.rank() >= 1 && !buffers.contains(name)) {
+        weights.push_back(name);
+      }
     }
   }
   std::sort(weights.begin(), weights.end());
-  std::unique_ptr<Autodiff> ad(new Autodiff(std::move(graph), std::move(loss), std::move(weights)));
+  std::unique_ptr<Autodiff> ad(new Autodiff(std::move(graph), std::move(loss), std::move(weights),
+                                            std::move(buffers)));
   IPUPOD_RETURN_IF_ERROR(ad->Plan());
   return ad;
 }
@@ -60,9 +68,16 @@ TensorMap Autodiff::InitialWeights() const {
   return out;
 }
 
+TensorMap Autodiff::InitialBuffers() const {
+  TensorMap out;
+  for (const auto& [b, update] : buffers_) out.emplace(b, graph_.initializers.at(b));
+  return out;
+}
+
 absl::Status Autodiff::Plan() {
   IPUPOD_RETURN_IF_ERROR(PlanSlots());
   for (const graph::Node& node : graph_.nodes) IPUPOD_RETURN_IF_ERROR(PlanStep(node));
+  IPUPOD_RETURN_IF_ERROR(PlanBuffers());
   for (const graph::ValueInfo& out : graph_.outputs) {
     auto it = slot_of_.find(out.name);
     if (it == slot_of_.end()) {
@@ -113,7 +128,7 @@ absl::Status Autodiff::PlanSlots() {
   };
   for (const auto& [name, t] : graph_.initializers) {
     IPUPOD_ASSIGN_OR_RETURN(int slot, add(name));
-    if (!weight_set.contains(name)) constants_[slot] = &t;
+    if (!weight_set.contains(name) && !buffers_.contains(name)) constants_[slot] = &t;
   }
   for (const std::string& w : weights_) weight_slots_.push_back(slot_of_.at(w));
   for (const graph::ValueInfo& in : graph_.inputs) {
@@ -124,6 +139,34 @@ absl::Status Autodiff::PlanSlots() {
     for (const std::string& out : node.outputs) {
       if (!out.empty()) IPUPOD_RETURN_IF_ERROR(add(out).status());
     }
+  }
+  return absl::OkStatus();
+}
+
+// Every buffer is an initializer other than a weight, replaced by a value
+// a node computes with the buffer's type.
+absl::Status Autodiff::PlanBuffers() {
+  for (const auto& [buffer, update] : buffers_) {
+    const Tensor* init = graph_.FindInitializer(buffer);
+    if (init == nullptr || std::binary_search(weights_.begin(), weights_.end(), buffer)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "buffer '", buffer, "' is not an initializer of the graph other than a trainable weight"));
+    }
+    auto it = slot_of_.find(update);
+    const bool computed = it != slot_of_.end() && graph_.FindInitializer(update) == nullptr &&
+                          std::find(input_slots_.begin(), input_slots_.end(), it->second) ==
+                              input_slots_.end();
+    if (!computed) {
+      return absl::InvalidArgumentError(absl::StrCat("buffer '", buffer, "' is updated from '",
+                                                     update, "', which no node of the graph computes"));
+    }
+    const TensorType& type = *slot_types_[it->second];
+    if (type.dtype != init->dtype() || type.shape != init->shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "buffer '", buffer, "' is ", DTypeName(init->dtype()), kernels::ShapeString(init->shape()),
+          " but its update '", update, "' is ", graph::TypeString(type)));
+    }
+    buffer_slots_.emplace_back(slot_of_.at(buffer), it->second);
   }
   return absl::OkStatus();
 }
@@ -223,6 +266,7 @@ void Autodiff::PlanLiveness() {
     }
   }
   for (int s : output_slots_) last_use[s] = -1;
+  for (const auto& [buffer, update] : buffer_slots_) last_use[update] = -1;
   last_use[loss_slot_] = -1;
   for (size_t s = 0; s < last_use.size(); ++s) {
     if (last_use[s] >= 0 && produced[s]) {
@@ -231,7 +275,37 @@ void Autodiff::PlanLiveness() {
   }
 }
 
-absl::Status Autodiff::CheckCall(absl::Span<const Tensor> inputs, const TensorMap& weights) const {
+namespace {
+
+// Checks that `given` holds exactly `names`' tensors with the graph's
+// dtype and shape; `what` is "trainable weight" or "buffer".
+absl::Status CheckStateTensors(const graph::Graph& g, const std::vector<std::string>& names,
+                               const TensorMap& given, absl::string_view what) {
+  for (const auto& [name, t] : given) {
+    if (!std::binary_search(names.begin(), names.end(), name)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a ", what));
+    }
+  }
+  for (const std::string& w : names) {
+    auto it = given.find(w);
+    const Tensor& init = g.initializers.at(w);
+    if (it == given.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " '", w, "' is missing"));
+    }
+    if (it->second.dtype() != init.dtype() || it->second.shape() != init.shape()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " '", w, "' is ", DTypeName(it->second.dtype()),
+                       kernels::ShapeString(it->second.shape()), "; the model needs ",
+                       DTypeName(init.dtype()), kernels::ShapeString(init.shape())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Autodiff::CheckCall(absl::Span<const Tensor> inputs, const TensorMap& weights,
+                                 const TensorMap& buffers) const {
   if (inputs.size() != graph_.inputs.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("model takes ", graph_.inputs.size(), " inputs, got ", inputs.size()));
@@ -244,25 +318,22 @@ absl::Status Autodiff::CheckCall(absl::Span<const Tensor> inputs, const TensorMa
           kernels::ShapeString(inputs[i].shape()), "; the model needs ", TypeString(want)));
     }
   }
-  for (const auto& [name, t] : weights) {
-    if (!std::binary_search(weights_.begin(), weights_.end(), name)) {
-      return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a trainable weight"));
-    }
-  }
-  for (const std::string& w : weights_) {
-    auto it = weights.find(w);
-    const Tensor& init = graph_.initializers.at(w);
-    if (it == weights.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("trainable weight '", w, "' is missing"));
-    }
-    if (it->second.dtype() != init.dtype() || it->second.shape() != init.shape()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("weight '", w, "' is ", DTypeName(it->second.dtype()),
-                       kernels::ShapeString(it->second.shape()), "; the model needs ",
-                       DTypeName(init.dtype()), kernels::ShapeString(init.shape())));
-    }
-  }
-  return absl::OkStatus();
+  IPUPOD_RETURN_IF_ERROR(CheckStateTensors(graph_, weights_, weights, "trainable weight"));
+  std::vector<std::string> buffer_names;
+  for (const auto& [b, update] : buffers_) buffer_names.push_back(b);
+  return CheckStateTensors(graph_, buffer_names, buffers, "buffer");
+}
+
+Autodiff::Tape Autodiff::NewTape(absl::Span<const Tensor> inputs, const TensorMap& weights,
+                                 const TensorMap& buffers, bool with_gradients) const {
+  Tape tape{std::vector<Tensor>(slot_types_.size()), constants_,
+            std::vector<std::optional<Tensor>>(with_gradients ? slot_types_.size() : 0)};
+  for (size_t i = 0; i < weights_.size(); ++i)
+    tape.value[weight_slots_[i]] = &weights.at(weights_[i]);
+  size_t k = 0;
+  for (const auto& [b, update] : buffers_) tape.value[buffer_slots_[k++].first] = &buffers.at(b);
+  for (size_t i = 0; i < input_slots_.size(); ++i) tape.value[input_slots_[i]] = &inputs[i];
+  return tape;
 }
 
 absl::Status Autodiff::RunForward(Tape& tape, bool keep_for_backward) const {
@@ -345,15 +416,16 @@ absl::Status Autodiff::RunBackward(Tape& tape, GradientResult& result) const {
 }
 
 absl::StatusOr<GradientResult> Autodiff::Execute(absl::Span<const Tensor> inputs,
-                                                 const TensorMap& weights) const {
-  Tape tape{std::vector<Tensor>(slot_types_.size()), constants_,
-            std::vector<std::optional<Tensor>>(slot_types_.size())};
-  for (size_t i = 0; i < weights_.size(); ++i)
-    tape.value[weight_slots_[i]] = &weights.at(weights_[i]);
-  for (size_t i = 0; i < input_slots_.size(); ++i) tape.value[input_slots_[i]] = &inputs[i];
+                                                 const TensorMap& weights,
+                                                 const TensorMap& buffers) const {
+  Tape tape = NewTape(inputs, weights, buffers, /*with_gradients=*/true);
   IPUPOD_RETURN_IF_ERROR(RunForward(tape, /*keep_for_backward=*/true));
   GradientResult result;
   for (int s : output_slots_) result.outputs.push_back(*tape.value[s]);
+  size_t k = 0;
+  for (const auto& [b, update] : buffers_) {
+    result.buffers.emplace(b, *tape.value[buffer_slots_[k++].second]);
+  }
   result.loss = tape.value[loss_slot_]->data<float>()[0];
   result.forward_flops = forward_flops_;
   IPUPOD_RETURN_IF_ERROR(RunBackward(tape, result));
@@ -361,24 +433,22 @@ absl::StatusOr<GradientResult> Autodiff::Execute(absl::Span<const Tensor> inputs
 }
 
 absl::StatusOr<GradientResult> Autodiff::Run(absl::Span<const Tensor> inputs,
-                                             const TensorMap& weights) const {
-  IPUPOD_RETURN_IF_ERROR(CheckCall(inputs, weights));
+                                             const TensorMap& weights,
+                                             const TensorMap& buffers) const {
+  IPUPOD_RETURN_IF_ERROR(CheckCall(inputs, weights, buffers));
   try {
-    return Execute(inputs, weights);
+    return Execute(inputs, weights, buffers);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory while computing gradients");
   }
 }
 
 absl::StatusOr<std::vector<Tensor>> Autodiff::Forward(absl::Span<const Tensor> inputs,
-                                                      const TensorMap& weights) const {
-  IPUPOD_RETURN_IF_ERROR(CheckCall(inputs, weights));
+                                                      const TensorMap& weights,
+                                                      const TensorMap& buffers) const {
+  IPUPOD_RETURN_IF_ERROR(CheckCall(inputs, weights, buffers));
   try {
-    Tape tape{std::vector<Tensor>(slot_types_.size()), constants_, {}};
-    for (size_t i = 0; i < weights_.size(); ++i) {
-      tape.value[weight_slots_[i]] = &weights.at(weights_[i]);
-    }
-    for (size_t i = 0; i < input_slots_.size(); ++i) tape.value[input_slots_[i]] = &inputs[i];
+    Tape tape = NewTape(inputs, weights, buffers, /*with_gradients=*/false);
     IPUPOD_RETURN_IF_ERROR(RunForward(tape, /*keep_for_backward=*/false));
     std::vector<Tensor> outputs;
     for (int s : output_slots_) outputs.push_back(*tape.value[s]);

@@ -16,6 +16,12 @@
 // Weights live outside the graph: every Run gets their current values by
 // name, so a Trainer can update them without rebuilding anything.
 //
+// Buffers (PyTorch's register_buffer, e.g. BatchNorm's running statistics)
+// are initializers the model overwrites on every forward pass: each maps to
+// the value that becomes its next content (training/buffers.h finds the
+// ones a graph implies). Like weights they come with every call; unlike
+// weights they get no gradient. Run returns their new values.
+//
 // FLOPs: forward_flops follows graph/ops.h; backward_flops is what the
 // rules report (matrix products 2*M*N*K per operand gradient, elementwise
 // work per element), the figure simulated time will be based on.
@@ -28,7 +34,8 @@
 // path from a weight to the loss has no backward rule (naming op and node,
 // e.g. "Abs node '/Abs': has no gradient rule"). Run - INVALID_ARGUMENT for
 // inputs or weights of the wrong number, name, dtype or shape and data
-// errors kernels find (a label out of range); RESOURCE_EXHAUSTED if memory
+// errors kernels find (a label out of range), and buffers that are missing
+// or mis-shaped; RESOURCE_EXHAUSTED if memory
 // runs out. A failed call changes nothing.
 #ifndef IPUPOD_TRAINING_AUTODIFF_H_
 #define IPUPOD_TRAINING_AUTODIFF_H_
@@ -37,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,11 +57,15 @@ namespace ipupod::training {
 
 // Weights by initializer name.
 using TensorMap = std::map<std::string, graph::Tensor>;
+// Buffer (initializer) name -> the graph value that replaces it after each
+// forward pass.
+using BufferUpdates = std::map<std::string, std::string>;
 
 struct GradientResult {
   std::vector<graph::Tensor> outputs;  // graph outputs, in graph order
   float loss = 0.0f;
   TensorMap gradients;  // one per weight that reaches the loss, weight's shape
+  TensorMap buffers;    // every buffer's new value
   int64_t forward_flops = 0;
   int64_t backward_flops = 0;
 };
@@ -64,9 +76,12 @@ class Autodiff {
   // `weights` name float32 initializers; empty means every float32
   // initializer of rank >= 1. (The rank-0 ones are the scalars torch.onnx
   // writes for Python constants - Pow's 2, GELU's 0.5 - never parameters;
-  // callers that know the model's parameters should list them.)
+  // callers that know the model's parameters should list them.) Buffers
+  // are never weights. Each buffer must be an initializer and its update a
+  // value some node computes, of the buffer's dtype and shape.
   static absl::StatusOr<std::unique_ptr<Autodiff>> Create(graph::Graph graph, std::string loss,
-                                                          std::vector<std::string> weights);
+                                                          std::vector<std::string> weights,
+                                                          BufferUpdates buffers = {});
 
   Autodiff(const Autodiff&) = delete;
   Autodiff& operator=(const Autodiff&) = delete;
@@ -76,42 +91,56 @@ class Autodiff {
   const std::string& loss() const { return loss_; }
   // The trainable weights, sorted by name.
   const std::vector<std::string>& weights() const { return weights_; }
+  const BufferUpdates& buffers() const { return buffers_; }
   // The graph's own values of the weights (the starting point of training).
   TensorMap InitialWeights() const;
+  // The graph's own values of the buffers.
+  TensorMap InitialBuffers() const;
 
   // Forward and backward. `inputs` follow graph().inputs order with their
-  // exact dtype and shape; `weights` holds every weight by name (others
-  // are rejected).
+  // exact dtype and shape; `weights` holds every weight by name and
+  // `buffers` every buffer (others are rejected).
   absl::StatusOr<GradientResult> Run(absl::Span<const graph::Tensor> inputs,
-                                     const TensorMap& weights) const;
+                                     const TensorMap& weights,
+                                     const TensorMap& buffers = {}) const;
 
-  // Forward only (no tape): the graph outputs with these weights.
+  // Forward only (no tape): the graph outputs with these weights and
+  // buffers (whose updates are dropped).
   absl::StatusOr<std::vector<graph::Tensor>> Forward(absl::Span<const graph::Tensor> inputs,
-                                                     const TensorMap& weights) const;
+                                                     const TensorMap& weights,
+                                                     const TensorMap& buffers = {}) const;
 
  private:
   struct Step;
   struct Tape;
-  Autodiff(graph::Graph graph, std::string loss, std::vector<std::string> weights);
+  Autodiff(graph::Graph graph, std::string loss, std::vector<std::string> weights,
+           BufferUpdates buffers);
   absl::Status Plan();
   absl::Status PlanSlots();
+  absl::Status PlanBuffers();
   absl::Status PlanStep(const graph::Node& node);
   absl::Status PlanGradientPath();
   void PlanLiveness();
-  absl::Status CheckCall(absl::Span<const graph::Tensor> inputs, const TensorMap& weights) const;
+  absl::Status CheckCall(absl::Span<const graph::Tensor> inputs, const TensorMap& weights,
+                         const TensorMap& buffers) const;
+  Tape NewTape(absl::Span<const graph::Tensor> inputs, const TensorMap& weights,
+               const TensorMap& buffers, bool with_gradients) const;
   absl::Status RunForward(Tape& tape, bool keep_for_backward) const;
   absl::Status RunBackward(Tape& tape, GradientResult& result) const;
   absl::Status BackwardStep(const Step& step, Tape& tape, int64_t& flops) const;
   absl::StatusOr<GradientResult> Execute(absl::Span<const graph::Tensor> inputs,
-                                         const TensorMap& weights) const;
+                                         const TensorMap& weights,
+                                         const TensorMap& buffers) const;
 
   graph::Graph graph_;
   std::string loss_;
   std::vector<std::string> weights_;
+  BufferUpdates buffers_;
   std::map<std::string, int> slot_of_;
   std::vector<const graph::TensorType*> slot_types_;
   std::vector<const graph::Tensor*> constants_;  // per slot; initializers except weights
   std::vector<int> weight_slots_;                // parallel to weights_
+  std::vector<std::pair<int, int>> buffer_slots_;  // (buffer, update) in buffers_ order
   std::vector<int> input_slots_;
   std::vector<int> output_slots_;
   int loss_slot_ = -1;

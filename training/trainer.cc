@@ -35,7 +35,8 @@ Trainer::Trainer(TrainerOptions options, std::unique_ptr<Autodiff> autodiff,
     : options_(std::move(options)),
       autodiff_(std::move(autodiff)),
       optimizer_(std::move(optimizer)),
-      weights_(autodiff_->InitialWeights()) {}
+      weights_(autodiff_->InitialWeights()),
+      buffers_(autodiff_->InitialBuffers()) {}
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(graph::Graph graph,
                                                          TrainerOptions options) {
@@ -45,7 +46,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(graph::Graph graph,
                      ") and replicas (", options.replicas, ") must be at least 1"));
   }
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Autodiff> autodiff,
-                          Autodiff::Create(std::move(graph), options.loss, options.weights));
+                          Autodiff::Create(std::move(graph), options.loss, options.weights,
+                                           options.buffers));
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                           Optimizer::Create(options.optimizer));
   return std::unique_ptr<Trainer>(
@@ -53,16 +55,24 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(graph::Graph graph,
 }
 
 absl::StatusOr<TensorMap> Trainer::MeanGradients(
-    absl::Span<const std::vector<graph::Tensor>> micro_batches, StepResult& result) const {
+    absl::Span<const std::vector<graph::Tensor>> micro_batches, TensorMap& buffers,
+    StepResult& result) const {
   std::map<std::string, std::vector<double>> sums;
-  for (size_t i = 0; i < micro_batches.size(); ++i) {
-    auto run = autodiff_->Run(micro_batches[i], weights_);
+  result.losses.resize(micro_batches.size());
+  result.outputs.resize(micro_batches.size());
+  const size_t accumulation = static_cast<size_t>(options_.gradient_accumulation_steps);
+  for (size_t n = 0; n < micro_batches.size(); ++n) {
+    // Data order: micro-batch m of every replica, then m + 1.
+    const size_t i = (n % static_cast<size_t>(options_.replicas)) * accumulation +
+                     n / static_cast<size_t>(options_.replicas);
+    auto run = autodiff_->Run(micro_batches[i], weights_, buffers);
     if (!run.ok()) {
       return absl::Status(run.status().code(),
                           absl::StrCat("micro-batch ", i, ": ", run.status().message()));
     }
-    result.losses.push_back(run->loss);
-    result.outputs.push_back(std::move(run->outputs));
+    result.losses[i] = run->loss;
+    result.outputs[i] = std::move(run->outputs);
+    buffers = std::move(run->buffers);
     result.forward_flops += run->forward_flops;
     result.backward_flops += run->backward_flops;
     // The mean of one micro-batch is its gradient (the double round trip
@@ -96,37 +106,49 @@ absl::StatusOr<StepResult> Trainer::Step(
                      micro_batches_per_step(), " micro-batches, got ", micro_batches.size()));
   }
   StepResult result;
-  IPUPOD_ASSIGN_OR_RETURN(TensorMap gradients, MeanGradients(micro_batches, result));
+  TensorMap buffers = buffers_;
+  IPUPOD_ASSIGN_OR_RETURN(TensorMap gradients, MeanGradients(micro_batches, buffers, result));
   IPUPOD_RETURN_IF_ERROR(optimizer_->Step(weights_, gradients));
+  buffers_ = std::move(buffers);
   result.step = optimizer_->step();
   return result;
 }
 
 absl::StatusOr<std::vector<graph::Tensor>> Trainer::Forward(
     absl::Span<const graph::Tensor> inputs) const {
-  return autodiff_->Forward(inputs, weights_);
+  return autodiff_->Forward(inputs, weights_, buffers_);
+}
+
+const graph::Tensor* Trainer::FindState(const std::string& name) const {
+  auto w = weights_.find(name);
+  if (w != weights_.end()) return &w->second;
+  auto b = buffers_.find(name);
+  return b != buffers_.end() ? &b->second : nullptr;
 }
 
 absl::Status Trainer::SetWeights(const TensorMap& weights) {
   for (const auto& [name, t] : weights) {
-    auto it = weights_.find(name);
-    if (it == weights_.end()) {
+    const graph::Tensor* current = FindState(name);
+    if (current == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("'", name, "' is not a trainable weight of this model"));
+          absl::StrCat("'", name, "' is not a trainable weight or buffer of this model"));
     }
-    if (it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) {
+    if (current->dtype() != t.dtype() || current->shape() != t.shape()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "weight '", name, "' is ", DTypeName(it->second.dtype()),
-          kernels::ShapeString(it->second.shape()), " but the new value is ", DTypeName(t.dtype()),
+          "weight '", name, "' is ", DTypeName(current->dtype()),
+          kernels::ShapeString(current->shape()), " but the new value is ", DTypeName(t.dtype()),
           kernels::ShapeString(t.shape()), "; pass a tensor of the weight's dtype and shape"));
     }
   }
-  for (const auto& [name, t] : weights) weights_.at(name) = t;
+  for (const auto& [name, t] : weights) {
+    (weights_.contains(name) ? weights_ : buffers_).at(name) = t;
+  }
   return absl::OkStatus();
 }
 
 TensorMap Trainer::ExportState() const {
   TensorMap out = weights_;
+  for (const auto& [name, t] : buffers_) out.emplace(name, t);
   for (auto& [name, t] : optimizer_->ExportState()) {
     out.emplace(absl::StrCat(kOptimizerPrefix, name), std::move(t));
   }
@@ -143,6 +165,7 @@ absl::Status Trainer::ImportState(const TensorMap& state) {
       weights.emplace(name, t);
     }
   }
+  IPUPOD_ASSIGN_OR_RETURN(TensorMap buffers, TakeBuffers(weights));
   for (const auto& [name, t] : weights_) {
     auto it = weights.find(name);
     if (it == weights.end() || it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) {
@@ -155,14 +178,29 @@ absl::Status Trainer::ImportState(const TensorMap& state) {
     for (const auto& [name, t] : weights) {
       if (!weights_.contains(name)) {
         return absl::InvalidArgumentError(
-            absl::StrCat("checkpoint tensor '", name, "' is not a trainable weight"));
+            absl::StrCat("checkpoint tensor '", name, "' is not a trainable weight or buffer"));
       }
     }
   }
   IPUPOD_RETURN_IF_ERROR(CheckOptimizerState(opt_state, weights_));
   IPUPOD_RETURN_IF_ERROR(optimizer_->ImportState(opt_state));
   weights_ = std::move(weights);
+  buffers_ = std::move(buffers);
   return absl::OkStatus();
+}
+
+absl::StatusOr<TensorMap> Trainer::TakeBuffers(TensorMap& state) const {
+  TensorMap buffers;
+  for (const auto& [name, t] : buffers_) {
+    auto it = state.find(name);
+    if (it == state.end() || it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint lacks buffer '", name, "' as ",
+                                                     DTypeName(t.dtype()),
+                                                     kernels::ShapeString(t.shape())));
+    }
+    buffers.insert(state.extract(it));
+  }
+  return buffers;
 }
 
 }  // namespace ipupod::training

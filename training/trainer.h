@@ -17,7 +17,12 @@
 // Replicas are simulated one after another: they hold identical weights, so
 // running them in sequence gives exactly the all-reduced result.
 //
-// Checkpoints: ExportState() returns the weights under their own names, the
+// Buffers (autodiff.h, buffers.h) are updated by every micro-batch in turn,
+// in data order (micro-batch m of every replica before m+1), exactly as
+// PyTorch running those micro-batches one after another would; each
+// micro-batch sees the buffers its predecessor left.
+//
+// Checkpoints: ExportState() returns the weights and buffers under their own names, the
 // optimizer state under "optimizer/<name>" (see optimizer.h; the update
 // count is "optimizer/step", int64); ImportState() takes that back, so
 // training resumes exactly.
@@ -53,6 +58,7 @@ struct TrainerOptions {
   int64_t gradient_accumulation_steps = 1;
   int64_t replicas = 1;
   OptimizerSpec optimizer;  // default: SGD, lr 0.01
+  BufferUpdates buffers;    // see buffers.h (AllBufferUpdates)
 };
 
 struct StepResult {
@@ -85,13 +91,16 @@ class Trainer {
   absl::StatusOr<std::vector<graph::Tensor>> Forward(absl::Span<const graph::Tensor> inputs) const;
 
   const TensorMap& weights() const { return weights_; }
+  const TensorMap& buffers() const { return buffers_; }
+  // A weight's or buffer's current value, or nullptr.
+  const graph::Tensor* FindState(const std::string& name) const;
   int64_t step() const { return optimizer_->step(); }
   Optimizer& optimizer() { return *optimizer_; }
   const Optimizer& optimizer() const { return *optimizer_; }
   const Autodiff& autodiff() const { return *autodiff_; }
 
-  // Replaces some weights (by name; dtype and shape must match). All or
-  // nothing; the optimizer state is kept.
+  // Replaces some weights or buffers (by name; dtype and shape must
+  // match). All or nothing; the optimizer state is kept.
   absl::Status SetWeights(const TensorMap& weights);
 
   TensorMap ExportState() const;
@@ -100,13 +109,19 @@ class Trainer {
  private:
   Trainer(TrainerOptions options, std::unique_ptr<Autodiff> autodiff,
           std::unique_ptr<Optimizer> optimizer);
+  // Runs every micro-batch, leaving the buffers' new values in `buffers`.
   absl::StatusOr<TensorMap> MeanGradients(
-      absl::Span<const std::vector<graph::Tensor>> micro_batches, StepResult& result) const;
+      absl::Span<const std::vector<graph::Tensor>> micro_batches, TensorMap& buffers,
+      StepResult& result) const;
+
+  // Moves the buffers out of a checkpoint's `state`.
+  absl::StatusOr<TensorMap> TakeBuffers(TensorMap& state) const;
 
   TrainerOptions options_;
   std::unique_ptr<Autodiff> autodiff_;
   std::unique_ptr<Optimizer> optimizer_;
   TensorMap weights_;
+  TensorMap buffers_;
 };
 
 }  // namespace ipupod::training

@@ -144,5 +144,87 @@ TEST(TrainerTest, RejectsBadConfigurationAndMicroBatches) {
   EXPECT_EQ((*tr)->weights().at("W"), before.at("W"));
 }
 
+// The seed's CounterModel as a buffer: count <- count + 1 on every forward
+// pass, y = (x W) * count, loss = mean((y - t)^2). Outputs count's new value.
+graph::Graph Counter() {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {2, 3}).Input("t", kFloat, {2, 2});
+  b.Floats("W", {3, 2}, testing::RandomValues(6, -1, 1, 3));
+  b.Floats("count", {1}, {0.0f}).Floats("one", {1}, {1.0f}).Floats("two", {}, {2.0f});
+  b.Node("Add", {"count", "one"}, {"count_next"});
+  b.Node("MatMul", {"x", "W"}, {"xw"});
+  b.Node("Mul", {"xw", "count_next"}, {"y"});
+  b.Node("Sub", {"y", "t"}, {"d"});
+  b.Node("Pow", {"d", "two"}, {"sq"});
+  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
+  b.Output("count_next", kFloat).Output("loss", kFloat);
+  return *graph::ImportOnnx(b.Bytes(), graph::FoldOptions{.keep_weights = true});
+}
+
+TrainerOptions CounterOptions(int64_t gas, int64_t replicas) {
+  TrainerOptions o = Options(gas, replicas);
+  o.weights = {"W"};
+  o.buffers = {{"count", "count_next"}};
+  return o;
+}
+
+std::vector<std::vector<Tensor>> CounterBatches(int64_t n) {
+  std::vector<std::vector<Tensor>> micro;
+  for (int64_t k = 0; k < n; ++k) {
+    micro.push_back({Rows(testing::RandomValues(6, -1, 1, 20 + k), 0, 2, 3),
+                     Rows(testing::RandomValues(4, -1, 1, 40 + k), 0, 2, 2)});
+  }
+  return micro;
+}
+
+float Count(const Trainer& t) { return t.buffers().at("count").data<float>()[0]; }
+
+TEST(TrainerTest, BuffersAdvanceOncePerMicroBatchInDataOrder) {
+  auto tr = Trainer::Create(Counter(), CounterOptions(2, 2));
+  ASSERT_TRUE(tr.ok()) << tr.status();
+  EXPECT_FALSE((*tr)->weights().contains("count"));
+  for (int step = 0; step < 2; ++step) {
+    auto result = (*tr)->Step(CounterBatches(4));
+    ASSERT_TRUE(result.ok()) << result.status();
+    // micro_batches[r * 2 + m] runs as number m * 2 + r of the update.
+    for (int r = 0; r < 2; ++r) {
+      for (int m = 0; m < 2; ++m) {
+        EXPECT_EQ(result->outputs[r * 2 + m][0].data<float>()[0], 4 * step + m * 2 + r + 1)
+            << "replica " << r << ", micro-batch " << m;
+      }
+    }
+    EXPECT_EQ(Count(**tr), 4 * (step + 1));
+  }
+}
+
+TEST(TrainerTest, BuffersTravelWithCheckpointsAndWeightsAndSurviveFailedSteps) {
+  auto a = Trainer::Create(Counter(), CounterOptions(1, 1));
+  auto b = Trainer::Create(Counter(), CounterOptions(2, 1));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->Step(CounterBatches(1)).ok());
+  ASSERT_TRUE((*a)->Step(CounterBatches(1)).ok());
+  TensorMap state = (*a)->ExportState();
+  ASSERT_TRUE(state.contains("count"));
+  ASSERT_TRUE((*b)->ImportState(state).ok());
+  EXPECT_EQ(Count(**b), 2.0f);
+  TensorMap lacking = state;
+  lacking.erase("count");
+  EXPECT_THAT((*b)->ImportState(lacking).message(), HasSubstr("lacks buffer 'count'"));
+
+  ASSERT_TRUE((*b)->SetWeights({{"count", Tensor::Scalar(0.0f)}}).code() ==
+              absl::StatusCode::kInvalidArgument);  // [1], not a scalar
+  auto ten = Tensor::FromValues<float>({1}, std::vector<float>{10.0f});
+  ASSERT_TRUE((*b)->SetWeights({{"count", *ten}}).ok());
+  EXPECT_EQ(Count(**b), 10.0f);
+  EXPECT_EQ((*b)->FindState("count"), &(*b)->buffers().at("count"));
+
+  std::vector<std::vector<Tensor>> bad = CounterBatches(2);
+  bad[1][0] = *Tensor::Create(graph::DType::kFloat32, {5, 3});  // after the first ran
+  EXPECT_FALSE((*b)->Step(bad).ok());
+  EXPECT_EQ(Count(**b), 10.0f) << "a failed step changes no buffer";
+  ASSERT_TRUE((*b)->Step(CounterBatches(2)).ok());
+  EXPECT_EQ(Count(**b), 12.0f);
+}
+
 }  // namespace
 }  // namespace ipupod::training

@@ -74,8 +74,8 @@ struct TensorSpec {
   bool operator==(const TensorSpec& other) const = default;
 };
 
-// What a training executable adds: the loss, the trainable weights and the
-// optimizer (training/optimizer.h names and defaults). Attributes given at
+// What a training executable adds: the loss, the trainable weights, the
+// buffers and the optimizer (training/optimizer.h names and defaults). Attributes given at
 // compile are variables (SetOptimizer may change them between runs); the
 // others are constants, fixed by the compile (PopTorch 4.5.4).
 struct TrainingSpec {
@@ -85,6 +85,9 @@ struct TrainingSpec {
   std::string optimizer = "sgd";            // training::OptimizerKindName
   std::map<std::string, double> variables;  // attribute -> value
   std::map<std::string, double> constants;  // attribute -> value
+  // Buffers the model updates in place (training/buffers.h): initializer
+  // -> the value that replaces it after every micro-batch.
+  std::map<std::string, std::string> buffers;
   bool operator==(const TrainingSpec& other) const = default;
 };
 

@@ -69,7 +69,8 @@ Json TrainingJson(const TrainingSpec& t) {
           {"gradient_accumulation_steps", t.gradient_accumulation_steps},
           {"optimizer", t.optimizer},
           {"variables", AttributesJson(t.variables)},
-          {"constants", AttributesJson(t.constants)}};
+          {"constants", AttributesJson(t.constants)},
+          {"buffers", t.buffers}};
 }
 
 Json RunDoc(const Executable& e) {
@@ -193,6 +194,8 @@ absl::Status ReadTraining(const Json& doc, Executable& e) {
   t.optimizer = it->at("optimizer").get<std::string>();
   IPUPOD_ASSIGN_OR_RETURN(t.variables, ReadAttributes(it->at("variables")));
   IPUPOD_ASSIGN_OR_RETURN(t.constants, ReadAttributes(it->at("constants")));
+  // Absent in executables of ipupod versions without buffers.
+  t.buffers = it->value("buffers", Json::object()).get<std::map<std::string, std::string>>();
   if (t.loss.empty() || t.gradient_accumulation_steps < 1 ||
       e.batch_size_factor !=
           e.device_iterations * e.replication_factor * t.gradient_accumulation_steps) {

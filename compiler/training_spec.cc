@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "graph/shape_inference.h"
 #include "training/autodiff.h"
+#include "training/buffers.h"
 #include "training/optimizer.h"
 
 namespace ipupod::compiler {
@@ -48,13 +49,18 @@ absl::StatusOr<std::string> ChooseLoss(const graph::Graph& g, const std::string&
                                                  "); name the loss with --loss"));
 }
 
-absl::StatusOr<std::vector<std::string>> ChooseWeights(const graph::Graph& g,
-                                                       const std::vector<std::string>& frozen) {
+absl::StatusOr<std::vector<std::string>> ChooseWeights(
+    const graph::Graph& g, const std::vector<std::string>& frozen,
+    const std::map<std::string, std::string>& buffers) {
   std::set<std::string> candidates;
   for (const auto& [name, t] : g.initializers) {
-    if (graph::IsWeightLike(t)) candidates.insert(name);
+    if (graph::IsWeightLike(t) && !buffers.contains(name)) candidates.insert(name);
   }
   for (const std::string& f : frozen) {
+    if (buffers.contains(f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--freeze '", f, "' is a buffer the model updates in place; buffers are never trained"));
+    }
     if (candidates.erase(f) == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--freeze '", f, "' is not a float weight of the model; `ipupod inspect` lists them"));
@@ -107,7 +113,8 @@ absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
   TrainingSpec spec;
   spec.gradient_accumulation_steps = gradient_accumulation_steps;
   IPUPOD_ASSIGN_OR_RETURN(spec.loss, ChooseLoss(graph, options.loss));
-  IPUPOD_ASSIGN_OR_RETURN(spec.weights, ChooseWeights(graph, options.frozen));
+  IPUPOD_ASSIGN_OR_RETURN(spec.buffers, training::AllBufferUpdates(graph, options.buffers));
+  IPUPOD_ASSIGN_OR_RETURN(spec.weights, ChooseWeights(graph, options.frozen, spec.buffers));
   IPUPOD_ASSIGN_OR_RETURN(
       training::OptimizerKind kind,
       training::ParseOptimizerKind(options.optimizer.empty() ? "sgd" : options.optimizer));
@@ -115,7 +122,8 @@ absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
                           training::OptimizerSpec::Create(kind, options.optimizer_attrs));
   IPUPOD_RETURN_IF_ERROR(SplitAttributes(optimizer, spec));
   // Builds the backward pass once, so a missing gradient rule fails here.
-  IPUPOD_RETURN_IF_ERROR(training::Autodiff::Create(graph, spec.loss, spec.weights).status());
+  IPUPOD_RETURN_IF_ERROR(
+      training::Autodiff::Create(graph, spec.loss, spec.weights, spec.buffers).status());
   return spec;
 }
 

@@ -9,10 +9,13 @@
 //    output with one element (PopTorch's ExampleModelWithLoss returns
 //    `(out, loss)`). The backward pass must exist for every op between a
 //    weight and the loss (training/autodiff.h).
+//  * Buffers: what the model's ops update in place (BatchNormalization's
+//    running statistics in training mode) plus TrainingOptions::buffers
+//    (training/buffers.h). They are never trained.
 //  * Weights: every float32 initializer of rank >= 1 the graph reads (the
-//    import keeps them unfolded, graph/shape_inference.h), except `frozen`
-//    ones (torch's requires_grad=False). Rank-0 floats are the constants
-//    torch.onnx writes for Python numbers.
+//    import keeps them unfolded, graph/shape_inference.h), except buffers
+//    and `frozen` ones (torch's requires_grad=False). Rank-0 floats are the
+//    constants torch.onnx writes for Python numbers.
 //  * Optimizer: PopTorch's names; attributes given explicitly are
 //    variables, the rest constants (training/optimizer.h); no optimizer
 //    means SGD with lr 0.01.
@@ -26,7 +29,8 @@
 // Thread safety: pure function.
 // Errors: INVALID_ARGUMENT with what to change: no scalar float output (or
 // several and no --loss), an unknown loss or frozen name (with the
-// candidates), nothing left to train, an op without a backward rule, an
+// candidates), nothing left to train, a bad buffer (buffers.h,
+// autodiff.h), an op without a backward rule, an
 // unknown optimizer or attribute, or a value out of range.
 #ifndef IPUPOD_COMPILER_TRAINING_SPEC_H_
 #define IPUPOD_COMPILER_TRAINING_SPEC_H_
@@ -47,6 +51,7 @@ struct TrainingOptions {
   std::string optimizer;                         // empty: "sgd"
   std::map<std::string, double> optimizer_attrs;  // given explicitly: variables
   std::vector<std::string> frozen;               // initializers not to train
+  std::map<std::string, std::string> buffers;    // explicit buffer -> update value
 };
 
 // REQUIRES: `graph` was imported with FoldOptions::keep_weights.

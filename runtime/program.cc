@@ -243,9 +243,12 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Create(
     auto trainer = CreateTrainer(e, *std::move(imported));
     if (!trainer.ok()) return BadExecutable(trainer.status().message());
     impl.trainer = *std::move(trainer);
-    for (const auto& [name, t] : impl.trainer->weights()) {
-      impl.weights.push_back({name, t.dtype(), t.shape()});
+    for (const training::TensorMap* state :
+         {&impl.trainer->weights(), &impl.trainer->buffers()}) {
+      for (const auto& [name, t] : *state) impl.weights.push_back({name, t.dtype(), t.shape()});
     }
+    std::sort(impl.weights.begin(), impl.weights.end(),
+              [](const TensorSpec& a, const TensorSpec& b) { return a.name < b.name; });
   } else {
     IPUPOD_ASSIGN_OR_RETURN(impl.weights, FindWeights(e, *imported));
     auto interpreter = graph::Interpreter::Create(*std::move(imported));
@@ -350,7 +353,7 @@ absl::StatusOr<std::vector<TensorRef>> Program::ViewWeights(
                                                      "; ask for no names to get every weight"));
     }
     out.emplace_back(name, impl_->trainer != nullptr
-                               ? &impl_->trainer->weights().at(name)
+                               ? impl_->trainer->FindState(name)
                                : impl_->interpreter->graph().FindInitializer(name));
   }
   return out;

@@ -40,8 +40,9 @@
 //
 // Training executables (mode training) hold a training::Trainer instead of
 // an interpreter: RunStep updates the weights (runtime/training_step.h),
-// the weights are the trainable ones, and SetWeights also takes a whole
-// checkpoint (weights plus optimizer state).
+// the weights are the trainable ones plus the buffers the model updates in
+// place (BatchNorm running statistics, training/buffers.h), and SetWeights
+// also takes a whole checkpoint (weights, buffers and optimizer state).
 //
 // Thread safety: const methods may run concurrently; RunStep, SetWeights
 // and SetOptimizer must not overlap anything else on the same Program (the

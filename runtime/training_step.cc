@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<training::Trainer>> CreateTrainer(const Executabl
   options.weights = e.training.weights;
   options.gradient_accumulation_steps = e.training.gradient_accumulation_steps;
   options.replicas = e.replication_factor;
+  options.buffers = e.training.buffers;
   IPUPOD_ASSIGN_OR_RETURN(options.optimizer, OptimizerSpecOf(e.training));
   return training::Trainer::Create(std::move(graph), std::move(options));
 }

@@ -13,7 +13,7 @@
 // of the equivalent large batch when the loss is a mean.
 //
 // Checkpoints (ExportCheckpoint) are named tensors: every trainable
-// weight, the optimizer state as "optimizer/<weight>/<slot>" and
+// weight and buffer, the optimizer state as "optimizer/<weight>/<slot>" and
 // "optimizer/step" (int64), and the optimizer's attributes as
 // "optimizer_attr/<name>" (float32 scalars), so a resumed run also gets
 // any learning rate SetOptimizer changed (a float32 value equal to the

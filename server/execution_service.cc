@@ -139,6 +139,7 @@ void FillTraining(const runtime::Program& program, v1::TrainingInfo* out) {
   out->set_loss(spec.loss);
   out->set_gradient_accumulation_steps(static_cast<uint64_t>(spec.gradient_accumulation_steps));
   for (const std::string& name : spec.weights) out->add_trainable(name);
+  for (const auto& [buffer, update] : spec.buffers) (*out->mutable_buffers())[buffer] = update;
   absl::StatusOr<runtime::OptimizerState> optimizer = program.GetOptimizer();
   if (optimizer.ok()) ToProto(*optimizer, out->mutable_optimizer());
 }

@@ -2,8 +2,8 @@
 // (no server). The compiler does the work (compiler/compile.h); this file
 // reads the inputs, maps failures to exit codes and prints the result.
 //
-// Exit codes: 2 a bad command line (also --loss/--optimizer/--opt/--freeze
-// without --train, an unknown optimizer or attribute), 3 a file does not
+// Exit codes: 2 a bad command line (also --loss/--optimizer/--opt/--freeze/
+// --buffer without --train, a --buffer that is not NAME=VALUE, an unknown optimizer or attribute), 3 a file does not
 // exist (the message names it), 9 a bad --ipu-config / --set / --module-map
 // value, 12 the model does not compile with this config (placement, run
 // shape, out of IPU memory, loss or frozen weight not in the model, an op
@@ -42,6 +42,7 @@ struct CompileArgs {
   std::string optimizer;
   std::vector<std::string> opts;  // "k=v,..." each
   std::vector<std::string> freeze;
+  std::vector<std::string> buffers;  // "NAME=VALUE" each
 };
 
 absl::Status WithContext(const absl::Status& status, absl::string_view context) {
@@ -74,17 +75,30 @@ absl::StatusOr<compiler::IpuConfig> LoadConfig(Context& ctx, const CompileArgs& 
 // model is read, so a typo is exit 2 and not a failed compile).
 absl::Status TrainingOptions(const CompileArgs& args, compiler::CompileOptions& options) {
   if (!args.train) {
-    if (args.loss.empty() && args.optimizer.empty() && args.opts.empty() && args.freeze.empty()) {
+    if (args.loss.empty() && args.optimizer.empty() && args.opts.empty() && args.freeze.empty() &&
+        args.buffers.empty()) {
       return absl::OkStatus();
     }
     return absl::InvalidArgumentError(
-        "--loss, --optimizer, --opt and --freeze need --train (they describe training)");
+        "--loss, --optimizer, --opt, --freeze and --buffer need --train (they describe "
+        "training)");
   }
   options.for_inference = false;
   compiler::TrainingOptions& t = options.training;
   t.loss = args.loss;
   t.optimizer = args.optimizer;
   t.frozen = args.freeze;
+  for (const std::string& b : args.buffers) {
+    const size_t eq = b.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == b.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--buffer '", b, "': expected NAME=VALUE (the initializer and the value replacing it)"));
+    }
+    if (!t.buffers.emplace(b.substr(0, eq), b.substr(eq + 1)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--buffer '", b.substr(0, eq), "' is given twice"));
+    }
+  }
   for (const std::string& opt : args.opts) {
     absl::Status parsed = ParseOptimizerAttributes(opt, t.optimizer_attrs);
     if (!parsed.ok()) return parsed;
@@ -147,12 +161,17 @@ std::string AttributesText(const std::map<std::string, double>& attrs) {
   });
 }
 
-// "training: loss 'loss', 2 trainable weights, sgd (variables lr=0.01; constants ...)".
+// "training: loss 'loss', 2 trainable weights, 2 buffers, sgd (variables lr=0.01;
+// constants ...)".
 std::string TrainingText(const compiler::TrainingSpec& t) {
+  std::string buffers;
+  if (!t.buffers.empty()) {
+    absl::StrAppend(&buffers, t.buffers.size(), t.buffers.size() == 1 ? " buffer, " : " buffers, ");
+  }
   return absl::StrCat("training: loss '", t.loss, "', ", t.weights.size(),
                       t.weights.size() == 1 ? " trainable weight" : " trainable weights", ", ",
-                      t.optimizer, " (variables ", AttributesText(t.variables), "; constants ",
-                      AttributesText(t.constants), ")\n");
+                      buffers, t.optimizer, " (variables ", AttributesText(t.variables),
+                      "; constants ", AttributesText(t.constants), ")\n");
 }
 
 Json CompiledJson(const CompileArgs& args, const compiler::CachedCompile& compiled,
@@ -288,6 +307,13 @@ void AddTrainingFlags(CLI::App& compile, CompileArgs& args) {
       ->type_name("NAME,...")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  compile
+      .add_option("--buffer", args.buffers,
+                  "A buffer the model updates in place: initializer NAME takes VALUE (a value "
+                  "the model computes) after every micro-batch (repeatable; BatchNorm running "
+                  "statistics need none)")
+      ->type_name("NAME=VALUE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 }  // namespace
@@ -326,7 +352,9 @@ void AddCompileCommand(CLI::App& app, Selection& selection) {
       "optimizer_state_offchip, recompute_checkpoint_every_layer); the model must output its\n"
       "loss (`return out, loss`). --opt attributes are variables (changeable between runs),\n"
       "the others constants; lr is always a variable. --report adds gradients and optimizer\n"
-      "state per IPU.\n"
+      "state per IPU. Buffers: a BatchNormalization exported in training mode\n"
+      "(torch.onnx.export(..., training=torch.onnx.TrainingMode.TRAINING)) updates its running\n"
+      "statistics on every micro-batch; --buffer names any other state the model updates.\n"
       "\n"
       "Exit codes: 0 ok, 2 a bad command line (training flags without --train, an unknown\n"
       "optimizer or attribute), 3 a file does not exist (named in the message), 9 a bad\n"

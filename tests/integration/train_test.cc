@@ -33,6 +33,23 @@ std::string Regressor() {
   return b.Bytes();
 }
 
+// The seed's CounterModel (PopTorch 4.8) with a loss: count <- count + 1
+// on every forward pass (a buffer), y = (x W) * count.
+std::string Counter() {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {2, 3}).Input("t", kFloat, {2, 2});
+  b.Floats("W", {3, 2}, {0.5f, -0.3f, 0.2f, 0.1f, -0.4f, 0.6f});
+  b.Floats("count", {1}, {0.0f}).Floats("one", {1}, {1.0f}).Floats("two", {}, {2.0f});
+  b.Node("Add", {"count", "one"}, {"count_next"});
+  b.Node("MatMul", {"x", "W"}, {"xw"});
+  b.Node("Mul", {"xw", "count_next"}, {"y"});
+  b.Node("Sub", {"y", "t"}, {"d"});
+  b.Node("Pow", {"d", "two"}, {"sq"});
+  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
+  b.Output("y", kFloat).Output("loss", kFloat);
+  return b.Bytes();
+}
+
 std::vector<float> Wave(int64_t n, float seed) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) v[k] = std::sin(seed + 0.37f * static_cast<float>(k));
@@ -107,6 +124,50 @@ TEST_F(TrainTest, TrainingUsageErrors) {
                           Path("data.npz"), "--epochs", "2", "--lr", "0.01"});
   ASSERT_EQ(epochs.exit_code, 0) << epochs.out << epochs.err;
   EXPECT_NE(epochs.out.find("\"weight_updates\":8"), std::string::npos) << epochs.out;
+}
+
+// A buffer keeps its value from run to run (each micro-batch adds one) and
+// travels with checkpoints, as PopTorch's buffers do.
+TEST_F(TrainTest, BuffersPersistAcrossRunsAndCheckpoints) {
+  ASSERT_TRUE(runtime::WriteFileAtomically(Path("counter.onnx"), Counter()).ok());
+  const std::vector<std::string> compile = {
+      "compile", Path("counter.onnx"), "--train", "--freeze", "one", "--opt", "lr=0.001",
+      "--set",   "gradient_accumulation_steps=2", "-o", Path("counter.ipx")};
+  std::vector<std::string> with_buffer = compile;
+  with_buffer.insert(with_buffer.end(), {"--buffer", "count=count_next"});
+  CliResult compiled = Cli(with_buffer);
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
+  EXPECT_NE(compiled.out.find("1 buffer"), std::string::npos) << compiled.out;
+  CliResult first = Cli({"run", Path("counter.ipx"), "--train", "--inputs", Path("data.npz"),
+                         "--steps", "3", "--checkpoint", Path("ck.npz"), "--save-weights",
+                         Path("w3.npz")});
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  auto count = [&](const std::string& file) {
+    for (const auto& [name, t] : Read(file)) {
+      if (name == "count") return t.data<float>()[0];
+    }
+    ADD_FAILURE() << file << " has no buffer 'count'";
+    return -1.0f;
+  };
+  EXPECT_EQ(count("w3.npz"), 6.0f) << "3 runs x 2 micro-batches";
+  CliResult resumed = Cli({"run", Path("counter.ipx"), "--train", "--inputs", Path("data.npz"),
+                           "--steps", "1", "--resume", Path("ck.npz"), "--save-weights",
+                           Path("w4.npz")});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_EQ(count("w4.npz"), 8.0f);
+
+  std::vector<std::string> unknown = compile;
+  unknown.insert(unknown.end(), {"--buffer", "count=nowhere"});
+  CliResult bad_value = Cli(unknown);
+  EXPECT_EQ(bad_value.exit_code, 12) << bad_value.err;
+  EXPECT_NE(bad_value.err.find("'nowhere'"), std::string::npos) << bad_value.err;
+  std::vector<std::string> malformed = compile;
+  malformed.insert(malformed.end(), {"--buffer", "count"});
+  EXPECT_EQ(Cli(malformed).exit_code, 2);
+  CliResult inference =
+      Cli({"compile", Path("counter.onnx"), "--buffer", "count=count_next", "-o", Path("i.ipx")});
+  EXPECT_EQ(inference.exit_code, 2);
+  EXPECT_NE(inference.err.find("need --train"), std::string::npos) << inference.err;
 }
 
 // A server that faults at random (seeded, so the run is repeatable):

@@ -11,7 +11,8 @@ Per case, OUT_DIR/NAME/ holds:
   module_map.json    (pipelined case) module name -> IPU
   compile_args.txt   extra `ipupod compile --train` arguments, one per line
   data.npz           the whole data set, samples along dim 0
-  expected.npz       torch's trained weights under their ONNX initializer names
+  expected.npz       torch's trained weights (and buffers) under their ONNX
+                     initializer names
   losses.npy         torch's loss of every weight update (float32)
   check.npz          (some cases) "x"/"target" and torch's trained output "out"
 and OUT_DIR/manifest.txt has one line "NAME STEPS" (weight updates).
@@ -27,6 +28,11 @@ Cases (the issue's parity list):
                    gradient_accumulation_steps 8 x replication 2 with
                    micro-batch 2, SGD lr 0.05 momentum 0.9: torch takes the
                    equivalent large-batch steps (32 samples); 4 updates.
+  batchnorm        Linear + BatchNorm1d + ReLU + Linear exported in training
+                   mode (opset 15), gradient_accumulation_steps 2 of 4 samples,
+                   SGD lr 0.05 momentum 0.9, 20 updates: torch accumulates
+                   over the micro-batches in turn, so the running statistics
+                   (buffers updated in place) see each micro-batch as ipupod's do.
 Exits with status 77 (skip) if torch, numpy or onnx is missing.
 """
 import json
@@ -67,6 +73,18 @@ class GeluClassifier(nn.Module):
         return logits, F.cross_entropy(logits, target)
 
 
+class BatchNormMlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.bn = nn.BatchNorm1d(16)
+        self.fc2 = nn.Linear(16, 3)
+
+    def forward(self, x, target):
+        y = self.fc2(F.relu(self.bn(self.fc1(x))))
+        return y, ((y - target) ** 2).mean()
+
+
 class FourLayers(nn.Module):
     def __init__(self):
         super().__init__()
@@ -83,14 +101,26 @@ class FourLayers(nn.Module):
         return y, ((y - target) ** 2).mean()
 
 
-def export(model, x, t, path):
+def export(model, x, t, path, training):
+    if training:  # BatchNorm with batch statistics and running-statistics outputs
+        torch.onnx.export(model, (x, t), path, opset_version=15, input_names=["x", "target"],
+                          output_names=["out", "loss"], do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
+        return
     torch.onnx.export(model, (x, t), path, opset_version=14, input_names=["x", "target"],
                       output_names=["out", "loss"], do_constant_folding=False)
 
 
+def state(model):
+    """Parameters and the float buffers (running statistics), by name."""
+    out = dict(model.named_parameters())
+    out.update({n: b for n, b in model.named_buffers() if b.is_floating_point()})
+    return out
+
+
 def onnx_names(path, model):
-    """ONNX initializer name -> torch parameter (same tensor by value)."""
-    params = dict(model.named_parameters())
+    """ONNX initializer name -> torch parameter or buffer (same name)."""
+    params = state(model)
     names = {}
     for init in onnx.load(path).graph.initializer:
         if init.name in params:
@@ -98,12 +128,27 @@ def onnx_names(path, model):
     return names
 
 
+def accumulated_step(model, optimizer, x, t, accumulation):
+    """One update over `accumulation` micro-batches taken in turn (the mean
+    of their gradients); returns the mean of their losses."""
+    optimizer.zero_grad()
+    total = 0.0
+    for xm, tm in zip(x.chunk(accumulation), t.chunk(accumulation)):
+        _, loss = model(xm, tm)
+        (loss / accumulation).backward()
+        total += loss.item() / accumulation
+    optimizer.step()
+    return total
+
+
 def write_case(out_dir, name, model, make_batch, updates, config, compile_args,
-               make_optimizer, module_map=None, check=None):
+               make_optimizer, module_map=None, check=None, accumulation=1):
+    """accumulation > 1: torch runs the micro-batches of an update in turn
+    (models with buffers); otherwise one large batch per update."""
     case = os.path.join(out_dir, name)
     os.makedirs(case, exist_ok=True)
     x0, t0 = make_batch(0, micro=True)
-    export(model, x0, t0, os.path.join(case, "model.onnx"))
+    export(model, x0, t0, os.path.join(case, "model.onnx"), training=accumulation > 1)
     names = onnx_names(os.path.join(case, "model.onnx"), model)
     xs, ts, losses = [], [], []
     optimizer = make_optimizer(model)
@@ -111,14 +156,10 @@ def write_case(out_dir, name, model, make_batch, updates, config, compile_args,
         x, t = make_batch(step, micro=False)
         xs.append(x)
         ts.append(t)
-        optimizer.zero_grad()
-        _, loss = model(x, t)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+        losses.append(accumulated_step(model, optimizer, x, t, accumulation))
     np.savez(os.path.join(case, "data.npz"), x=torch.cat(xs).numpy(),
              target=torch.cat(ts).numpy())
-    params = dict(model.named_parameters())
+    params = state(model)
     np.savez(os.path.join(case, "expected.npz"),
              **{onnx_name: params[p].detach().numpy() for onnx_name, p in names.items()})
     np.save(os.path.join(case, "losses.npy"), np.array(losses, dtype=np.float32))
@@ -168,6 +209,17 @@ def main(out_dir):
         ["--opt", "lr=0.05,momentum=0.9"],
         lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9),
         module_map={"fc1": 0, "fc2": 1, "fc3": 2, "fc4": 3})
+
+    # BatchNorm in training mode: running statistics are buffers updated by
+    # every micro-batch; accumulation 2 of 4 samples, 2 updates per run.
+    bx = torch.randn(20, 8, 8) * 2 + 1
+    bt = torch.randn(20, 8, 3)
+    manifest += write_case(
+        out_dir, "batchnorm", BatchNormMlp(),
+        lambda step, micro: (bx[step][:4], bt[step][:4]) if micro else (bx[step], bt[step]), 20,
+        {"gradient_accumulation_steps": 2, "device_iterations": 2},
+        ["--opt", "lr=0.05,momentum=0.9"],
+        lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9), accumulation=2)
 
     with open(os.path.join(out_dir, "manifest.txt"), "w") as f:
         f.write(manifest)

@@ -96,6 +96,7 @@ TEST(ExecutableTest, TrainingSectionRoundTripsWithInfiniteAttributes) {
   e.training.optimizer = "lamb";
   e.training.variables = {{"lr", 1e-3}};
   e.training.constants = {{"beta1", 0.9}, {"max_weight_norm", HUGE_VAL}, {"low", -HUGE_VAL}};
+  e.training.buffers = {{"bn.running_mean", "rm_next"}};
   EXPECT_THAT(TrainingSpecJson(e.training),
               AllOf(HasSubstr(R"("max_weight_norm":"inf")"), HasSubstr(R"("low":"-inf")"),
                     HasSubstr(R"("variables":{"lr":0.001})")));

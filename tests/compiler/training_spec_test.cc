@@ -47,6 +47,40 @@ TEST(TrainingSpecTest, DefaultsTheOnlyScalarLossEveryWeightAndSgd) {
   EXPECT_EQ(spec->constants.at("nesterov"), 0.0);
 }
 
+// Gemm then BatchNormalization in training mode (running statistics as
+// outputs 1, 2), loss = mean(y).
+std::string BatchNormBytes() {
+  OnnxBuilder b(15);
+  b.Input("x", testing::kFloat, {4, 2});
+  b.Floats("W", {2, 2}, {1, 2, 3, 4});
+  b.Floats("bn.weight", {2}, {1, 1}).Floats("bn.bias", {2}, {0, 0});
+  b.Floats("bn.running_mean", {2}, {0, 0}).Floats("bn.running_var", {2}, {1, 1});
+  b.Node("Gemm", {"x", "W"}, {"h"});
+  OnnxBuilder::AttrInt(
+      b.Node("BatchNormalization",
+             {"h", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
+             {"y", "rm", "rv"}),
+      "training_mode", 1);
+  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"y"}, {"loss"}), "keepdims", 0);
+  b.Output("loss", testing::kFloat);
+  return b.Bytes();
+}
+
+TEST(TrainingSpecTest, BatchNormRunningStatisticsAreBuffersNotWeights) {
+  auto spec = MakeTrainingSpec(Import(BatchNormBytes()), {}, 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->weights, ElementsAre("W", "bn.bias", "bn.weight"));
+  EXPECT_THAT(spec->buffers,
+              ElementsAre(Pair("bn.running_mean", "rm"), Pair("bn.running_var", "rv")));
+  TrainingOptions freeze;
+  freeze.frozen = {"bn.running_var"};
+  EXPECT_THAT(MakeTrainingSpec(Import(BatchNormBytes()), freeze, 1).status().message(),
+              HasSubstr("is a buffer"));
+  TrainingOptions twice;
+  twice.buffers = {{"bn.running_mean", "h"}};
+  EXPECT_EQ(MakeTrainingSpec(Import(BatchNormBytes()), twice, 1).status().code(), kInvalid);
+}
+
 TEST(TrainingSpecTest, LossErrorsNameTheCandidates) {
   const graph::Graph g = Import(testing::MlpWithLossBytes());
   TrainingOptions unknown;

@@ -57,6 +57,12 @@ Tensor::Tensor(DType dtype, Shape shape, int64_t num_elements)
       bytes_(static_cast<size_t>(num_elements) * DTypeSize(dtype)) {}
 
 absl::StatusOr<Tensor> Tensor::Create(DType dtype, Shape shape) {
+  IPUPOD_ASSIGN_OR_RETURN(Tensor t, CreateForOverwrite(dtype, std::move(shape)));
+  if (!t.bytes_.empty()) std::memset(t.bytes_.data(), 0, t.bytes_.size());
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::CreateForOverwrite(DType dtype, Shape shape) {
   IPUPOD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(dtype, shape));
   return Tensor(dtype, std::move(shape), n);
 }

@@ -18,8 +18,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,6 +54,24 @@ inline constexpr int64_t kTensorBytesMax = int64_t{4} << 30;
 // (non-negative dims, bytes within kTensorBytesMax).
 absl::StatusOr<int64_t> CheckedNumElements(DType dtype, absl::Span<const int64_t> shape);
 
+namespace internal {
+
+// std::allocator whose default construct() leaves elements uninitialised:
+// Tensor zero-fills explicitly, and only where its contract says so.
+template <typename T>
+struct NoInitAllocator : std::allocator<T> {
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) {
+      ::new (static_cast<void*>(p)) U;
+    } else {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+  }
+};
+
+}  // namespace internal
+
 class Tensor {
  public:
   // An empty float32 tensor of shape [0].
@@ -59,6 +79,11 @@ class Tensor {
 
   // Zero-filled tensor.
   static absl::StatusOr<Tensor> Create(DType dtype, Shape shape);
+  // A tensor whose elements are unspecified, for a kernel that writes every
+  // one of them (a GEMM with beta 0): skips Create's zero fill, which costs
+  // as much as the writes. REQUIRES: the caller writes all elements before
+  // anything reads them (bools only 0 or 1).
+  static absl::StatusOr<Tensor> CreateForOverwrite(DType dtype, Shape shape);
   // Copies `bytes` (little-endian elements; bools must be 0 or 1).
   static absl::StatusOr<Tensor> FromBytes(DType dtype, Shape shape, absl::string_view bytes);
   // Copies `values`, whose count must match the shape.
@@ -115,7 +140,7 @@ class Tensor {
   DType dtype_;
   Shape shape_;
   int64_t num_elements_;
-  std::vector<std::byte> bytes_;
+  std::vector<std::byte, internal::NoInitAllocator<std::byte>> bytes_;
 };
 
 template <typename T>

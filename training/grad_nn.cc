@@ -80,7 +80,8 @@ absl::StatusOr<Tensor> GemmOf(const Tensor& a, const Tensor& b, bool trans_a, bo
                               float alpha) {
   const kernels::GemmOptions o{trans_a, trans_b, alpha, 0.0f};
   IPUPOD_ASSIGN_OR_RETURN(Shape shape, kernels::GemmShape(a.shape(), b.shape(), o));
-  IPUPOD_ASSIGN_OR_RETURN(Tensor out, Zeros(shape));
+  // sgemm with beta 0 writes every element of the output.
+  IPUPOD_ASSIGN_OR_RETURN(Tensor out, Tensor::CreateForOverwrite(graph::DType::kFloat32, shape));
   IPUPOD_RETURN_IF_ERROR(kernels::Gemm(graph::ViewOf<float>(a), graph::ViewOf<float>(b),
                                        kernels::View<float>{nullptr, {}}, o,
                                        graph::MutableViewOf<float>(out)));

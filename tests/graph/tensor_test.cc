@@ -19,6 +19,23 @@ TEST(TensorTest, CreateIsZeroFilled) {
   EXPECT_EQ(empty.shape(), (Shape{0}));
 }
 
+// Storage is no longer value-initialised by std::vector, so Create must zero
+// memory a freed tensor left dirty; CreateForOverwrite only sizes it.
+TEST(TensorTest, CreateZeroFillsReusedMemoryAndCreateForOverwriteSizes) {
+  for (int round = 0; round < 4; ++round) {
+    auto dirty = Tensor::CreateForOverwrite(DType::kFloat32, {256, 256});
+    ASSERT_TRUE(dirty.ok());
+    EXPECT_EQ(dirty->byte_size(), 256u * 256u * 4u);
+    float* p = dirty->mutable_data<float>();
+    for (int64_t i = 0; i < dirty->num_elements(); ++i) p[i] = 7.0f;
+    *dirty = Tensor();  // frees the block for the next allocation
+    auto clean = Tensor::Create(DType::kFloat32, {256, 256});
+    ASSERT_TRUE(clean.ok());
+    for (float v : clean->values<float>()) ASSERT_EQ(v, 0.0f);
+  }
+  EXPECT_FALSE(Tensor::CreateForOverwrite(DType::kFloat32, {-1}).ok());
+}
+
 TEST(TensorTest, FromValuesAndScalar) {
   auto t = Tensor::FromValues<float>({2}, std::vector<float>{1.5f, -2});
   ASSERT_TRUE(t.ok());

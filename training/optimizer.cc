@@ -96,38 +96,55 @@ double BumpStep(Slots& slots) {
   return step;
 }
 
-// d = g + wd * w (torch: grad.add(param, alpha=weight_decay)).
-std::vector<float> DecayedGrad(const Tensor& w, const Tensor& g, double weight_decay) {
-  std::vector<float> d(g.values<float>().begin(), g.values<float>().end());
-  if (weight_decay == 0) return d;
-  const float wd = static_cast<float>(weight_decay);
-  const float* wp = w.data<float>();
-  for (size_t i = 0; i < d.size(); ++i) d[i] = d[i] + wd * wp[i];
-  return d;
-}
+// d = g + wd * w (torch: grad.add(param, alpha=weight_decay)). Without
+// weight decay d is g itself: no copy of a gradient that may be megabytes.
+class DecayedGrad {
+ public:
+  DecayedGrad(const Tensor& w, const Tensor& g, double weight_decay)
+      : data_(g.data<float>()), size_(static_cast<size_t>(g.num_elements())) {
+    if (weight_decay == 0) return;
+    const float wd = static_cast<float>(weight_decay);
+    const float* wp = w.data<float>();
+    decayed_.resize(size_);
+    for (size_t i = 0; i < size_; ++i) decayed_[i] = data_[i] + wd * wp[i];
+    data_ = decayed_.data();
+  }
+  DecayedGrad(const DecayedGrad&) = delete;
+  DecayedGrad& operator=(const DecayedGrad&) = delete;
+
+  float operator[](size_t i) const { return data_[i]; }
+  size_t size() const { return size_; }
+
+ private:
+  std::vector<float> decayed_;  // empty without weight decay
+  const float* data_;           // g's elements or decayed_'s
+  size_t size_;
+};
 
 absl::Status SgdUpdate(const OptimizerSpec& s, Tensor& w, const Tensor& g, Slots& slots) {
-  std::vector<float> d = DecayedGrad(w, g, s.value("weight_decay"));
-  const double momentum = s.value("momentum");
-  if (momentum != 0) {
-    const bool first = !slots.contains("momentum_buffer");
-    IPUPOD_ASSIGN_OR_RETURN(float* buf, Slot(slots, "momentum_buffer", w));
-    const float mom = static_cast<float>(momentum);
-    const float keep = static_cast<float>(1.0 - s.value("dampening"));
-    const bool nesterov = s.value("nesterov") != 0;
-    for (size_t i = 0; i < d.size(); ++i) {
-      buf[i] = first ? d[i] : buf[i] * mom + keep * d[i];
-      d[i] = nesterov ? d[i] + mom * buf[i] : buf[i];
-    }
-  }
+  const DecayedGrad d(w, g, s.value("weight_decay"));
   const float neg_lr = static_cast<float>(-s.value("lr"));
   float* wp = w.mutable_data<float>();
-  for (size_t i = 0; i < d.size(); ++i) wp[i] = wp[i] + neg_lr * d[i];
+  const double momentum = s.value("momentum");
+  if (momentum == 0) {
+    for (size_t i = 0; i < d.size(); ++i) wp[i] = wp[i] + neg_lr * d[i];
+    return absl::OkStatus();
+  }
+  const bool first = !slots.contains("momentum_buffer");
+  IPUPOD_ASSIGN_OR_RETURN(float* buf, Slot(slots, "momentum_buffer", w));
+  const float mom = static_cast<float>(momentum);
+  const float keep = static_cast<float>(1.0 - s.value("dampening"));
+  const bool nesterov = s.value("nesterov") != 0;
+  for (size_t i = 0; i < d.size(); ++i) {
+    buf[i] = first ? d[i] : buf[i] * mom + keep * d[i];
+    const float step = nesterov ? d[i] + mom * buf[i] : buf[i];
+    wp[i] = wp[i] + neg_lr * step;
+  }
   return absl::OkStatus();
 }
 
 // exp_avg and exp_avg_sq as torch updates them.
-absl::Status UpdateMoments(const OptimizerSpec& s, const Tensor& w, const std::vector<float>& d,
+absl::Status UpdateMoments(const OptimizerSpec& s, const Tensor& w, const DecayedGrad& d,
                            Slots& slots, float** m, float** v) {
   IPUPOD_ASSIGN_OR_RETURN(*m, Slot(slots, "exp_avg", w));
   IPUPOD_ASSIGN_OR_RETURN(*v, Slot(slots, "exp_avg_sq", w));
@@ -150,7 +167,7 @@ absl::Status AdamUpdate(const OptimizerSpec& s, bool decoupled, Tensor& w, const
     for (int64_t i = 0; i < w.num_elements(); ++i) wp[i] *= keep;
   }
   const double step = BumpStep(slots);
-  const std::vector<float> d = DecayedGrad(w, g, decoupled ? 0.0 : wd);
+  const DecayedGrad d(w, g, decoupled ? 0.0 : wd);
   float *m = nullptr, *v = nullptr;
   IPUPOD_RETURN_IF_ERROR(UpdateMoments(s, w, d, slots, &m, &v));
   const float* second = v;
@@ -172,7 +189,7 @@ absl::Status AdamUpdate(const OptimizerSpec& s, bool decoupled, Tensor& w, const
 
 absl::Status RmspropUpdate(const OptimizerSpec& s, Tensor& w, const Tensor& g, Slots& slots) {
   BumpStep(slots);
-  const std::vector<float> d = DecayedGrad(w, g, s.value("weight_decay"));
+  const DecayedGrad d(w, g, s.value("weight_decay"));
   IPUPOD_ASSIGN_OR_RETURN(float* sq, Slot(slots, "square_avg", w));
   const float a = static_cast<float>(s.value("alpha"));
   const float ca = static_cast<float>(1 - s.value("alpha"));
@@ -215,7 +232,7 @@ double Norm(const float* p, size_t n) {
 
 absl::Status LambUpdate(const OptimizerSpec& s, Tensor& w, const Tensor& g, Slots& slots) {
   const double step = BumpStep(slots);
-  const std::vector<float> d(g.values<float>().begin(), g.values<float>().end());
+  const DecayedGrad d(w, g, 0.0);
   float *m = nullptr, *v = nullptr;
   IPUPOD_RETURN_IF_ERROR(UpdateMoments(s, w, d, slots, &m, &v));
   const bool correct = s.value("bias_correction") != 0;

@@ -26,6 +26,15 @@ Usage: /usr/bin/python3 torch_reference.py COMMAND OUT_DIR [--threads T] [--step
           {"samples_per_s": ..., "batch": 128, "steps": N, "warmup": W, "threads": T,
            "first_loss": (update 1), "last_loss": (update W+N), "torch": "..."}
 
+Threads: T cores for torch means T everywhere. Debian's torch runs its matrix products
+on OpenBLAS, whose own thread pool ignores torch.set_num_threads: with set_num_threads(1)
+it still multiplies on every core, and with set_num_threads(2) OpenMP workers spinning
+after each parallel region starve OpenBLAS's threads (measured on 2 cores, MLP training:
+6 094 samples/s with 1 thread everywhere, 7 864 with OpenBLAS's default 2 under
+set_num_threads(1), 2 912 with both at 2, 9 629 with both at 2 and passive OpenMP
+waiting). So before torch loads, OPENBLAS_NUM_THREADS is set to T and OMP_WAIT_POLICY to
+PASSIVE (unless the caller set them): the reference is torch at its best on T cores.
+
 Every number printed is measured here; nothing is estimated.
 Exits 77 (skip) if torch or numpy is missing.
 """
@@ -33,6 +42,22 @@ import json
 import os
 import sys
 import time
+
+
+def _threads_flag(argv):
+    """--threads T from argv, else every CPU (as main() reads it)."""
+    for flag, value in zip(argv[3::2], argv[4::2]):
+        if flag == "--threads":
+            try:
+                return int(value)
+            except ValueError:
+                break
+    return os.cpu_count() or 1
+
+
+# Must happen before `import torch` loads OpenBLAS and libgomp (see the docstring).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(_threads_flag(sys.argv)))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 try:
     import numpy as np

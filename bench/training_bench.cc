@@ -7,28 +7,37 @@
 //               (client library -> gRPC -> ExecutionService -> runtime) vs
 //               PyTorch CPU training the same model from the same seeded
 //               weights on the same data (bench/torch_reference.py train:
-//               zero_grad, forward, backward, SGD step at batch 128) with the
-//               same number of threads (--threads: the server's
-//               compute_threads and torch.set_num_threads).      goal >= 1.0x
+//               zero_grad, forward, backward, SGD step at batch 128) on the
+//               same number of cores (--threads T: the server's
+//               compute_threads; torch's intra-op threads and its OpenBLAS
+//               pool, see torch_reference.py).                    goal >= 1.0x
 //
-// Both sides do 24 warm-up updates and then --steps x 8 timed updates over
-// the same 8 batches, so the losses at update 1 and at the last update are
+// The two alternate: --rounds rounds, each --steps timed Runs of ipupodd
+// (--steps x 8 updates) followed by a fresh PyTorch process timing as many
+// updates after 24 warm-up ones. Medians of the rounds are compared, so a
+// burst of load from elsewhere on a shared machine moves one round, not the
+// result; every round's ratio is printed too. ipupodd's model does 24
+// warm-up updates once. The losses at update 1 and at the end of round 1 are
 // printed side by side as a sanity check (they should agree closely and
 // decrease). The server runs in this process on loopback, so client and
 // server share the machine's cores. PyTorch runs as a child (Debian's
 // /usr/bin/python3); if it is missing the reference is reported as
 // unavailable rather than guessed.
 //
-//   build/bench/training_bench [--steps N] [--threads T]
+//   build/bench/training_bench [--steps N] [--rounds R] [--threads T]
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
 #include "common/status_macros.h"
 #include "compiler/compile.h"
@@ -44,11 +53,58 @@ constexpr int kDeviceIterations = 8;
 constexpr int kWarmupRuns = 3;  // 24 updates, as torch_reference.py train --warmup 24
 
 struct Flags {
-  int steps = 40;    // timed Runs (x 8 updates each)
+  int steps = 20;    // timed Runs per round (x 8 updates each)
+  int rounds = 5;    // ipupodd / PyTorch alternations; medians are compared
   int threads = 0;   // 0: every CPU
 };
 
-absl::Status BenchTraining(Pod& pod, const fs::path& work, const Flags& flags) {
+// One round of ipupodd: `runs` timed Runs.
+struct OursRound {
+  double samples_per_s = 0;
+  double wall = 0;         // client-side seconds
+  double server_wall = 0;  // RunStats.wall summed
+  double simulated = 0;    // RunStats.simulated_seconds summed
+  float last_loss = 0;
+  uint64_t step = 0;       // RunStats.step after the round
+};
+
+absl::StatusOr<OursRound> TimeOurs(Pod& pod, const Loaded& loaded,
+                                   const runtime::NamedTensors& inputs, int64_t samples,
+                                   int runs) {
+  OursRound round;
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < runs; ++i) {
+    IPUPOD_ASSIGN_OR_RETURN(client::RunResult result, pod.client->Run(loaded.session, inputs));
+    round.server_wall += result.stats.wall_seconds();
+    round.simulated += result.stats.simulated_seconds();
+    if (result.stats.losses_size() > 0) {
+      round.last_loss = result.stats.losses(result.stats.losses_size() - 1);
+    }
+    round.step = result.stats.step();
+  }
+  round.wall = Seconds(start);
+  round.samples_per_s = static_cast<double>(samples) * runs / round.wall;
+  return round;
+}
+
+// One PyTorch process timing `flags.steps` x 8 updates; nullopt if it failed.
+std::optional<nlohmann::json> TimeTorch(const fs::path& work, const Flags& flags) {
+  bool ok = false;
+  const std::string out = RunTorchReference(
+      absl::StrCat("train ", work.string(), " --steps ", flags.steps * kDeviceIterations,
+                   " --warmup ", kWarmupRuns * kDeviceIterations, " --threads ", flags.threads),
+      &ok);
+  if (!ok) return std::nullopt;
+  return nlohmann::json::parse(out);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+absl::StatusOr<Loaded> LoadTrainingModel(Pod& pod, const fs::path& work) {
   bool ok = false;
   RunTorchReference(absl::StrCat("export-train ", work.string(), " --batches ", kDeviceIterations),
                     &ok);
@@ -59,10 +115,62 @@ absl::Status BenchTraining(Pod& pod, const fs::path& work, const Flags& flags) {
   options.for_inference = false;
   options.training.optimizer = "sgd";
   options.training.optimizer_attrs = {{"lr", 0.01}};
-  IPUPOD_ASSIGN_OR_RETURN(
-      Loaded loaded,
-      CompileAndLoad(pod, work / "mlp_train.onnx",
-                     absl::StrCat("device_iterations=", kDeviceIterations), options));
+  return CompileAndLoad(pod, work / "mlp_train.onnx",
+                        absl::StrCat("device_iterations=", kDeviceIterations), options);
+}
+
+void PrintRounds(const std::vector<OursRound>& ours, const std::vector<nlohmann::json>& torch,
+                 const Flags& flags, float first_loss) {
+  std::vector<double> our_rates, torch_rates;
+  double wall = 0, server_wall = 0, simulated = 0;
+  for (const OursRound& r : ours) {
+    our_rates.push_back(r.samples_per_s);
+    wall += r.wall;
+    server_wall += r.server_wall;
+    simulated += r.simulated;
+  }
+  const int64_t samples = int64_t{128} * kDeviceIterations * flags.steps * flags.rounds;
+  const int round1_updates = (kWarmupRuns + flags.steps) * kDeviceIterations;
+  std::printf(
+      "\n## training: MLP 784-1024-1024-10 + cross-entropy, SGD lr 0.01, batch 128 x %d device "
+      "iterations, %d threads, %d rounds of %d updates\n",
+      kDeviceIterations, flags.threads, flags.rounds, flags.steps * kDeviceIterations);
+  std::printf("| figure | value |\n|---|---|\n");
+  std::printf("| ipupodd samples/s (client library, wall; median of %d rounds) | %.0f |\n",
+              flags.rounds, Median(our_rates));
+  std::printf("| of which server compute (RunStats.wall) | %.1f%% of the wall time |\n",
+              100.0 * server_wall / wall);
+  std::printf("| simulated device samples/s (GC200 model) | %.0f |\n",
+              static_cast<double>(samples) / simulated);
+  std::printf("| ipupodd weight updates after the run (RunStats.step) | %llu (expected %d) |\n",
+              static_cast<unsigned long long>(ours.back().step),
+              (kWarmupRuns + flags.steps * flags.rounds) * kDeviceIterations);
+  const char* trend = ours[0].last_loss < first_loss ? "decreases" : "DOES NOT DECREASE";
+  if (torch.size() != ours.size()) {
+    std::printf("| PyTorch CPU samples/s | unavailable (torch_reference.py failed) |\n");
+    std::printf("| loss, update 1 -> %d, ipupodd | %.4f -> %.4f (%s) |\n", round1_updates,
+                first_loss, ours[0].last_loss, trend);
+    return;
+  }
+  std::string per_round;
+  for (size_t i = 0; i < torch.size(); ++i) {
+    torch_rates.push_back(torch[i].at("samples_per_s").get<double>());
+    absl::StrAppend(&per_round, i == 0 ? "" : ", ",
+                    absl::StrFormat("%.2fx", our_rates[i] / torch_rates[i]));
+  }
+  std::printf("| PyTorch CPU samples/s (reference, same run; torch %s; median of %d rounds) | %.0f |\n",
+              torch[0].at("torch").get<std::string>().c_str(), flags.rounds, Median(torch_rates));
+  std::printf("| ratio of the medians ipupodd / PyTorch (goal >= 1.0) | %.2fx |\n",
+              Median(our_rates) / Median(torch_rates));
+  std::printf("| ratio round by round | %s |\n", per_round.c_str());
+  std::printf("| loss, update 1 -> %d, ipupodd | %.4f -> %.4f (%s) |\n", round1_updates,
+              first_loss, ours[0].last_loss, trend);
+  std::printf("| loss, update 1 -> %d, PyTorch (reference) | %.4f -> %.4f |\n", round1_updates,
+              torch[0].at("first_loss").get<double>(), torch[0].at("last_loss").get<double>());
+}
+
+absl::Status BenchTraining(Pod& pod, const fs::path& work, const Flags& flags) {
+  IPUPOD_ASSIGN_OR_RETURN(Loaded loaded, LoadTrainingModel(pod, work));
   IPUPOD_ASSIGN_OR_RETURN(graph::Tensor x, graph::ReadNpyFile((work / "train_x.npy").string()));
   IPUPOD_ASSIGN_OR_RETURN(graph::Tensor labels,
                           graph::ReadNpyFile((work / "train_labels.npy").string()));
@@ -79,56 +187,19 @@ absl::Status BenchTraining(Pod& pod, const fs::path& work, const Flags& flags) {
     IPUPOD_ASSIGN_OR_RETURN(client::RunResult result, pod.client->Run(loaded.session, inputs));
     if (i == 0 && result.stats.losses_size() > 0) first_loss = result.stats.losses(0);
   }
-  double server_wall = 0, simulated = 0;
-  float last_loss = 0;
-  uint64_t updates = 0;
-  const Clock::time_point start = Clock::now();
-  for (int i = 0; i < flags.steps; ++i) {
-    IPUPOD_ASSIGN_OR_RETURN(client::RunResult result, pod.client->Run(loaded.session, inputs));
-    server_wall += result.stats.wall_seconds();
-    simulated += result.stats.simulated_seconds();
-    if (result.stats.losses_size() > 0) {
-      last_loss = result.stats.losses(result.stats.losses_size() - 1);
-    }
-    updates = result.stats.step();
+  std::vector<OursRound> ours;
+  std::vector<nlohmann::json> torch;
+  bool torch_ok = true;
+  for (int r = 0; r < flags.rounds; ++r) {
+    IPUPOD_ASSIGN_OR_RETURN(OursRound round, TimeOurs(pod, loaded, inputs, samples, flags.steps));
+    ours.push_back(round);
+    if (!torch_ok) continue;
+    std::optional<nlohmann::json> reference = TimeTorch(work, flags);
+    torch_ok = reference.has_value();
+    if (torch_ok) torch.push_back(*std::move(reference));
   }
-  const double elapsed = Seconds(start);
-  const double ours = static_cast<double>(samples) * flags.steps / elapsed;
   (void)loaded.call->Release();
-
-  const int total_updates = (kWarmupRuns + flags.steps) * kDeviceIterations;
-  const std::string reference = RunTorchReference(
-      absl::StrCat("train ", work.string(), " --steps ", flags.steps * kDeviceIterations,
-                   " --warmup ", kWarmupRuns * kDeviceIterations, " --threads ", flags.threads),
-      &ok);
-  std::printf(
-      "\n## training: MLP 784-1024-1024-10 + cross-entropy, SGD lr 0.01, batch 128 x %d device "
-      "iterations, %d threads\n",
-      kDeviceIterations, flags.threads);
-  std::printf("| figure | value |\n|---|---|\n");
-  std::printf("| ipupodd samples/s (client library, wall; %d Runs, %d updates) | %.0f |\n",
-              flags.steps, flags.steps * kDeviceIterations, ours);
-  std::printf("| of which server compute (RunStats.wall) | %.1f%% of the wall time |\n",
-              100.0 * server_wall / elapsed);
-  std::printf("| simulated device samples/s (GC200 model) | %.0f |\n",
-              static_cast<double>(samples) * flags.steps / simulated);
-  std::printf("| ipupodd weight updates after the run (RunStats.step) | %llu (expected %d) |\n",
-              static_cast<unsigned long long>(updates), total_updates);
-  if (!ok) {
-    std::printf("| PyTorch CPU samples/s | unavailable (torch_reference.py failed) |\n");
-    std::printf("| loss, update 1 -> %d (ipupodd) | %.4f -> %.4f (%s) |\n", total_updates,
-                first_loss, last_loss, last_loss < first_loss ? "decreases" : "DOES NOT DECREASE");
-    return absl::OkStatus();
-  }
-  const nlohmann::json torch = nlohmann::json::parse(reference);
-  const double torch_rate = torch.at("samples_per_s").get<double>();
-  std::printf("| PyTorch CPU samples/s (reference, same run; torch %s) | %.0f |\n",
-              torch.at("torch").get<std::string>().c_str(), torch_rate);
-  std::printf("| ratio ipupodd / PyTorch (goal >= 1.0) | %.2fx |\n", ours / torch_rate);
-  std::printf("| loss, update 1 -> %d, ipupodd | %.4f -> %.4f (%s) |\n", total_updates,
-              first_loss, last_loss, last_loss < first_loss ? "decreases" : "DOES NOT DECREASE");
-  std::printf("| loss, update 1 -> %d, PyTorch (reference) | %.4f -> %.4f |\n", total_updates,
-              torch.at("first_loss").get<double>(), torch.at("last_loss").get<double>());
+  PrintRounds(ours, torch, flags, first_loss);
   return absl::OkStatus();
 }
 
@@ -139,8 +210,10 @@ Flags ParseFlags(int argc, char** argv) {
     const int value = std::atoi(argv[i + 1]);
     if (flag == "--steps") flags.steps = value;
     if (flag == "--threads") flags.threads = value;
+    if (flag == "--rounds") flags.rounds = value;
   }
   if (flags.steps <= 0) flags.steps = 1;
+  if (flags.rounds <= 0) flags.rounds = 1;
   if (flags.threads <= 0) flags.threads = kernels::MaxBlasThreads();
   return flags;
 }

@@ -4,8 +4,8 @@
 //   inference   MLP 784-1024-1024-10, micro-batch 128, 8 device iterations
 //               per Run, 1 IPU: samples/s through the server (client library
 //               -> gRPC -> ExecutionService -> runtime) vs PyTorch CPU
-//               running the same model (bench/torch_reference.py) with the
-//               same number of threads.                       goal >= 1.0x
+//               running the same model (bench/torch_reference.py) on the
+//               same number of cores (intra-op and OpenBLAS threads). goal >= 1.0x
 //   weights     WriteWeights / ReadWeights of a model holding --weights-mib
 //               MiB (default 1024) over 4 pipelined IPUs vs a bare gRPC
 //               streaming copy of the same bytes in 1 MiB messages

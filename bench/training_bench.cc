@@ -60,12 +60,14 @@ struct Flags {
 
 // One round of ipupodd: `runs` timed Runs.
 struct OursRound {
-  double samples_per_s = 0;
+  int64_t samples = 0;     // trained in the round
   double wall = 0;         // client-side seconds
   double server_wall = 0;  // RunStats.wall summed
   double simulated = 0;    // RunStats.simulated_seconds summed
   float last_loss = 0;
   uint64_t step = 0;       // RunStats.step after the round
+
+  double samples_per_s() const { return static_cast<double>(samples) / wall; }
 };
 
 absl::StatusOr<OursRound> TimeOurs(Pod& pod, const Loaded& loaded,
@@ -83,7 +85,7 @@ absl::StatusOr<OursRound> TimeOurs(Pod& pod, const Loaded& loaded,
     round.step = result.stats.step();
   }
   round.wall = Seconds(start);
-  round.samples_per_s = static_cast<double>(samples) * runs / round.wall;
+  round.samples = samples * runs;
   return round;
 }
 
@@ -122,14 +124,15 @@ absl::StatusOr<Loaded> LoadTrainingModel(Pod& pod, const fs::path& work) {
 void PrintRounds(const std::vector<OursRound>& ours, const std::vector<nlohmann::json>& torch,
                  const Flags& flags, float first_loss) {
   std::vector<double> our_rates, torch_rates;
+  int64_t samples = 0;
   double wall = 0, server_wall = 0, simulated = 0;
   for (const OursRound& r : ours) {
-    our_rates.push_back(r.samples_per_s);
+    our_rates.push_back(r.samples_per_s());
+    samples += r.samples;
     wall += r.wall;
     server_wall += r.server_wall;
     simulated += r.simulated;
   }
-  const int64_t samples = int64_t{128} * kDeviceIterations * flags.steps * flags.rounds;
   const int round1_updates = (kWarmupRuns + flags.steps) * kDeviceIterations;
   std::printf(
       "\n## training: MLP 784-1024-1024-10 + cross-entropy, SGD lr 0.01, batch 128 x %d device "

@@ -149,7 +149,10 @@ absl::Status Gemm(View<float> a, View<float> b, View<float> c, const GemmOptions
   const int64_t k = options.trans_a ? a.shape[0] : a.shape[1];
   for (int64_t d : {m, k, n}) IPUPOD_RETURN_IF_ERROR(CheckBlasDim(d));
   float beta = 0.0f;
-  if (c.data != nullptr && options.beta != 0.0f) {
+  if (c.data == out.data && c.data != nullptr) {
+    IPUPOD_RETURN_IF_ERROR(CheckShape("gemm C accumulated in place", c.shape, want));
+    beta = options.beta;
+  } else if (c.data != nullptr && options.beta != 0.0f) {
     // torch's addmm does the same: C is copied into the result, then sgemm
     // accumulates onto it with beta.
     IPUPOD_RETURN_IF_ERROR(Expand(c.data, c.shape, out.shape, sizeof(float), out.data));

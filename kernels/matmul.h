@@ -41,7 +41,10 @@ struct GemmOptions {
 // Shape [M, N] of Gemm(a, b). Both operands must be 2-D.
 absl::StatusOr<std::vector<int64_t>> GemmShape(Dims a, Dims b, const GemmOptions& options);
 
-// `c.data` may be null (no C term).
+// `c.data` may be null (no C term), or equal `out.data` with out's shape:
+// then the product accumulates onto out in place (out = alpha op(A) op(B) +
+// beta out), with no copy - how a fused optimizer step adds -lr * dL/dW
+// straight into W.
 absl::Status Gemm(View<float> a, View<float> b, View<float> c, const GemmOptions& options,
                   MutableView<float> out);
 

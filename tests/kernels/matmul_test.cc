@@ -96,6 +96,22 @@ TEST(GemmTest, AlphaBetaTransAAndScalarC) {
   EXPECT_THAT(out, ElementsAre(10, 14, 18));
 }
 
+TEST(GemmTest, CAliasingOutAccumulatesInPlace) {
+  const std::vector<float> x = Iota(6);             // [3, 2]: three samples of two features
+  const std::vector<float> g = {1, 0, 0, 1, 1, 1};  // [3, 2]
+  std::vector<float> w = {10, 20, 30, 40};          // [2, 2]
+  GemmOptions opt;
+  opt.trans_a = true;  // w += -0.5 * g^T x, the SGD step of a Linear weight
+  opt.alpha = -0.5f;
+  // g^T x = [[1+5, 2+6], [3+5, 4+6]] = [[6, 8], [8, 10]].
+  ASSERT_TRUE(Gemm(In(g, {3, 2}), In(x, {3, 2}), In(w, {2, 2}), opt, Out(w, {2, 2})).ok());
+  EXPECT_THAT(w, ElementsAre(7, 16, 26, 35));
+  // An aliased C must have out's shape: broadcasting in place is refused.
+  EXPECT_EQ(Gemm(In(g, {3, 2}), In(x, {3, 2}), In(w, {2}), opt, Out(w, {2, 2})).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(w, ElementsAre(7, 16, 26, 35));
+}
+
 TEST(GemmTest, Errors) {
   const std::vector<float> a = Iota(6);
   const std::vector<float> c = {1, 2, 3};

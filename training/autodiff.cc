@@ -30,11 +30,14 @@ struct Autodiff::Step {
   int64_t flops = 0;
 };
 
-// One call's values and gradients, per slot.
+// One call's values and gradients, per slot. With `defer` (RunSgdStep),
+// weights in deferrable_ may get their gradient as a product instead.
 struct Autodiff::Tape {
   std::vector<Tensor> owned;
   std::vector<const Tensor*> value;
   std::vector<std::optional<Tensor>> grad;
+  bool defer = false;
+  std::vector<std::optional<ProductGrad>> product;
 };
 
 Autodiff::Autodiff(graph::Graph graph, std::string loss, std::vector<std::string> weights,
@@ -237,6 +240,14 @@ absl::Status Autodiff::PlanGradientPath() {
       if (s >= 0 && requires_grad_[s]) needed[s] = true;
     }
   }
+  std::vector<int> contributions(slot_types_.size(), 0);
+  for (const Step& step : steps_) {
+    for (size_t i = 0; i < step.wants.size(); ++i) {
+      if (step.wants[i]) ++contributions[step.inputs[i]];
+    }
+  }
+  deferrable_.assign(slot_types_.size(), false);
+  for (int s : weight_slots_) deferrable_[s] = contributions[s] == 1;
   saved_.assign(slot_types_.size(), false);
   for (const Step& step : steps_) {
     if (step.rule == nullptr) continue;
@@ -326,8 +337,11 @@ absl::Status Autodiff::CheckCall(absl::Span<const Tensor> inputs, const TensorMa
 
 Autodiff::Tape Autodiff::NewTape(absl::Span<const Tensor> inputs, const TensorMap& weights,
                                  const TensorMap& buffers, bool with_gradients) const {
-  Tape tape{std::vector<Tensor>(slot_types_.size()), constants_,
-            std::vector<std::optional<Tensor>>(with_gradients ? slot_types_.size() : 0)};
+  Tape tape{std::vector<Tensor>(slot_types_.size()),
+            constants_,
+            std::vector<std::optional<Tensor>>(with_gradients ? slot_types_.size() : 0),
+            false,
+            {}};
   for (size_t i = 0; i < weights_.size(); ++i)
     tape.value[weight_slots_[i]] = &weights.at(weights_[i]);
   size_t k = 0;
@@ -369,7 +383,14 @@ absl::Status Autodiff::BackwardStep(const Step& step, Tape& tape, int64_t& flops
     op.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
     op.values.push_back(s >= 0 ? tape.value[s] : nullptr);
   }
-  GradContext c{op, {}, {}, {}, step.wants};
+  std::vector<std::optional<ProductGrad>> products(step.inputs.size());
+  GradContext c{op, {}, {}, {}, step.wants, {}, nullptr};
+  if (tape.defer) {
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      c.may_defer.push_back(step.wants[i] && deferrable_[step.inputs[i]]);
+    }
+    c.products = &products;
+  }
   bool any = false;
   for (int s : step.outputs) {
     const bool has = s >= 0 && tape.grad[s].has_value();
@@ -383,6 +404,13 @@ absl::Status Autodiff::BackwardStep(const Step& step, Tape& tape, int64_t& flops
   auto spent = step.rule->fn(c, grads);
   if (!spent.ok()) return graph::NodeError(*step.node, spent.status());
   flops += *spent;
+  bool deferred = false;
+  for (size_t i = 0; i < products.size(); ++i) {
+    if (!products[i].has_value()) continue;
+    IPUPOD_RETURN_IF_ERROR(
+        graph::NodeError(*step.node, DeferProduct(step, i, *std::move(products[i]), tape)));
+    deferred = deferred || tape.product[step.inputs[i]].has_value();
+  }
   for (size_t i = 0; i < grads.size(); ++i) {
     const int s = step.inputs[i];
     if (!grads[i].has_value() || s < 0 || !step.wants[i]) continue;
@@ -393,9 +421,32 @@ absl::Status Autodiff::BackwardStep(const Step& step, Tape& tape, int64_t& flops
       tape.grad[s] = std::move(grads[i]);
     }
   }
+  if (deferred) return absl::OkStatus();  // a product reads these gradients later
   for (int s : step.outputs) {
     if (s >= 0) tape.grad[s].reset();  // every reader of s has already run backward
   }
+  return absl::OkStatus();
+}
+
+// Keeps input `input`'s product gradient for ApplySgd, or evaluates it now
+// when an operand is a weight (ApplySgd may have changed it by then).
+absl::Status Autodiff::DeferProduct(const Step& step, size_t input, ProductGrad product,
+                                    Tape& tape) const {
+  const int s = step.inputs[input];
+  IPUPOD_ASSIGN_OR_RETURN(const Shape shape, ProductShape(product));
+  if (kernels::NumElementsUnchecked(shape) != graph::NumElementsOf(*slot_types_[s])) {
+    return absl::InternalError(absl::StrCat("product gradient ", kernels::ShapeString(shape),
+                                            " does not fit weight ",
+                                            graph::TypeString(*slot_types_[s])));
+  }
+  for (int w : weight_slots_) {
+    const float* data = tape.value[w]->data<float>();
+    if (product.a == data || product.b == data) {
+      IPUPOD_ASSIGN_OR_RETURN(tape.grad[s], EvaluateProduct(product, slot_types_[s]->shape));
+      return absl::OkStatus();
+    }
+  }
+  tape.product[s] = std::move(product);
   return absl::OkStatus();
 }
 
@@ -415,10 +466,7 @@ absl::Status Autodiff::RunBackward(Tape& tape, GradientResult& result) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<GradientResult> Autodiff::Execute(absl::Span<const Tensor> inputs,
-                                                 const TensorMap& weights,
-                                                 const TensorMap& buffers) const {
-  Tape tape = NewTape(inputs, weights, buffers, /*with_gradients=*/true);
+absl::StatusOr<GradientResult> Autodiff::Execute(Tape& tape) const {
   IPUPOD_RETURN_IF_ERROR(RunForward(tape, /*keep_for_backward=*/true));
   GradientResult result;
   for (int s : output_slots_) result.outputs.push_back(*tape.value[s]);
@@ -437,10 +485,50 @@ absl::StatusOr<GradientResult> Autodiff::Run(absl::Span<const Tensor> inputs,
                                              const TensorMap& buffers) const {
   IPUPOD_RETURN_IF_ERROR(CheckCall(inputs, weights, buffers));
   try {
-    return Execute(inputs, weights, buffers);
+    Tape tape = NewTape(inputs, weights, buffers, /*with_gradients=*/true);
+    return Execute(tape);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory while computing gradients");
   }
+}
+
+absl::StatusOr<GradientResult> Autodiff::RunSgdStep(absl::Span<const Tensor> inputs,
+                                                    TensorMap& weights, const TensorMap& buffers,
+                                                    double lr) const {
+  IPUPOD_RETURN_IF_ERROR(CheckCall(inputs, weights, buffers));
+  try {
+    Tape tape = NewTape(inputs, weights, buffers, /*with_gradients=*/true);
+    tape.defer = true;
+    tape.product.resize(slot_types_.size());
+    IPUPOD_ASSIGN_OR_RETURN(GradientResult result, Execute(tape));
+    // The same float step size as Optimizer's SGD.
+    IPUPOD_RETURN_IF_ERROR(ApplySgd(tape, static_cast<float>(-lr), weights, result));
+    return result;
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while computing gradients");
+  }
+}
+
+// w += neg_lr * dL/dw for every weight with a gradient, materialised or a
+// product; the products' shapes were checked when they were deferred.
+absl::Status Autodiff::ApplySgd(const Tape& tape, float neg_lr, TensorMap& weights,
+                                GradientResult& result) const {
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    Tensor& w = weights.at(weights_[i]);
+    const std::optional<ProductGrad>& product = tape.product[weight_slots_[i]];
+    if (product.has_value()) {
+      IPUPOD_RETURN_IF_ERROR(AccumulateProduct(*product, neg_lr, w));
+      ++result.fused_products;
+      continue;
+    }
+    auto g = result.gradients.find(weights_[i]);
+    if (g == result.gradients.end()) continue;  // no gradient reaches this weight
+    float* wp = w.mutable_data<float>();
+    const float* gp = g->second.data<float>();
+    for (int64_t k = 0; k < w.num_elements(); ++k) wp[k] = wp[k] + neg_lr * gp[k];
+  }
+  result.gradients.clear();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Tensor>> Autodiff::Forward(absl::Span<const Tensor> inputs,

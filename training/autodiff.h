@@ -55,6 +55,8 @@
 
 namespace ipupod::training {
 
+struct ProductGrad;  // grad_rules.h
+
 // Weights by initializer name.
 using TensorMap = std::map<std::string, graph::Tensor>;
 // Buffer (initializer) name -> the graph value that replaces it after each
@@ -68,6 +70,9 @@ struct GradientResult {
   TensorMap buffers;    // every buffer's new value
   int64_t forward_flops = 0;
   int64_t backward_flops = 0;
+  // RunSgdStep only: weights whose gradient went straight into the weight
+  // as a matrix product, never materialised.
+  int64_t fused_products = 0;
 };
 
 class Autodiff {
@@ -104,6 +109,21 @@ class Autodiff {
                                      const TensorMap& weights,
                                      const TensorMap& buffers = {}) const;
 
+  // Forward, backward and a plain SGD step in one call: every weight with a
+  // gradient becomes w + (-lr) * dL/dw, as torch.optim.SGD without momentum
+  // or weight decay computes it, and result.gradients is left empty. A
+  // weight whose gradient is one matrix product (the weight operand of
+  // Gemm or of MatMul by a 2-D weight) and that nothing else gives a
+  // gradient is updated by that product accumulating into it (sgemm with
+  // beta 1): its gradient is never materialised, zero-filled or re-read
+  // (result.fused_products counts these). Other weights get the update from
+  // their materialised gradient. The weights change only after the forward
+  // and backward passes have succeeded (shapes are checked before the first
+  // update); on any error they are as they were.
+  absl::StatusOr<GradientResult> RunSgdStep(absl::Span<const graph::Tensor> inputs,
+                                            TensorMap& weights, const TensorMap& buffers,
+                                            double lr) const;
+
   // Forward only (no tape): the graph outputs with these weights and
   // buffers (whose updates are dropped).
   absl::StatusOr<std::vector<graph::Tensor>> Forward(absl::Span<const graph::Tensor> inputs,
@@ -128,9 +148,10 @@ class Autodiff {
   absl::Status RunForward(Tape& tape, bool keep_for_backward) const;
   absl::Status RunBackward(Tape& tape, GradientResult& result) const;
   absl::Status BackwardStep(const Step& step, Tape& tape, int64_t& flops) const;
-  absl::StatusOr<GradientResult> Execute(absl::Span<const graph::Tensor> inputs,
-                                         const TensorMap& weights,
-                                         const TensorMap& buffers) const;
+  absl::StatusOr<GradientResult> Execute(Tape& tape) const;
+  absl::Status DeferProduct(const Step& step, size_t input, ProductGrad product, Tape& tape) const;
+  absl::Status ApplySgd(const Tape& tape, float neg_lr, TensorMap& weights,
+                        GradientResult& result) const;
 
   graph::Graph graph_;
   std::string loss_;
@@ -147,6 +168,9 @@ class Autodiff {
   std::vector<Step> steps_;
   std::vector<bool> requires_grad_;  // per slot
   std::vector<bool> saved_;          // per slot: kept by the tape for a backward rule
+  // Per slot: a weight that exactly one backward input gives a gradient,
+  // which RunSgdStep may leave as a product.
+  std::vector<bool> deferrable_;
   int64_t forward_flops_ = 0;
 };
 

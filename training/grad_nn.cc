@@ -19,6 +19,25 @@ namespace {
 
 using Grads = std::vector<std::optional<Tensor>>;
 
+// ---- gradients that are one matrix product ----
+
+// Input i's gradient alpha op(a) op(b), of the input's shape: left to the
+// caller as a ProductGrad when it allows (c.can_defer), computed now
+// otherwise. `a` and `b` must outlive the backward pass (tape values).
+absl::Status SetProductGrad(const GradContext& c, size_t i, ProductGrad p, Grads& grads) {
+  if (c.can_defer(i)) {
+    (*c.products)[i] = std::move(p);
+    return absl::OkStatus();
+  }
+  IPUPOD_ASSIGN_OR_RETURN(grads[i], EvaluateProduct(p, c.op.shape(i)));
+  return absl::OkStatus();
+}
+
+ProductGrad ProductOf(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha) {
+  return ProductGrad{a.data<float>(), a.shape(), b.data<float>(), b.shape(), trans_a,
+                     trans_b,         alpha};
+}
+
 // ---- MatMul ----
 
 // `t` with its last two dims swapped.
@@ -47,9 +66,34 @@ absl::StatusOr<Tensor> Promoted(const Tensor& t, bool is_a) {
   return Reshaped(t, is_a ? Shape{1, t.shape()[0]} : Shape{t.shape()[0], 1});
 }
 
+// [batch..., M, K] x [K, N] (a Linear layer; batch may be empty): with the
+// batch folded into M, dA = G B^T and dB = A^T G are single products on
+// the tape's own tensors - no transposed or reshaped copies.
+absl::StatusOr<int64_t> MatMulByMatrixGrad(const GradContext& c, Grads& grads) {
+  const Tensor& a = c.input(0);
+  const Tensor& b = c.input(1);
+  const Tensor& g = c.grad(0);
+  const int64_t k = b.shape()[0], n = b.shape()[1];
+  const int64_t rows = k == 0 ? 0 : a.num_elements() / k;
+  const float* gp = g.data<float>();
+  int64_t total = 0;
+  if (c.wants[0]) {
+    IPUPOD_RETURN_IF_ERROR(SetProductGrad(
+        c, 0, ProductGrad{gp, {rows, n}, b.data<float>(), b.shape(), false, true, 1.0f}, grads));
+    total += 2 * g.num_elements() * k;
+  }
+  if (c.wants[1]) {
+    IPUPOD_RETURN_IF_ERROR(SetProductGrad(
+        c, 1, ProductGrad{a.data<float>(), {rows, k}, gp, {rows, n}, true, false, 1.0f}, grads));
+    total += 2 * g.num_elements() * k;
+  }
+  return total;
+}
+
 // dA = G B^T and dB = A^T G on the promoted operands, each summed over the
 // batch dims it was broadcast along.
 absl::StatusOr<int64_t> MatMulGrad(const GradContext& c, Grads& grads) {
+  if (c.op.rank(0) >= 2 && c.op.rank(1) == 2) return MatMulByMatrixGrad(c, grads);
   IPUPOD_ASSIGN_OR_RETURN(Tensor a, Promoted(c.input(0), true));
   IPUPOD_ASSIGN_OR_RETURN(Tensor b, Promoted(c.input(1), false));
   IPUPOD_ASSIGN_OR_RETURN(Shape g_shape, kernels::MatMulShape(a.shape(), b.shape()));
@@ -76,18 +120,6 @@ absl::StatusOr<int64_t> MatMulGrad(const GradContext& c, Grads& grads) {
 
 // ---- Gemm: Y = alpha op(A) op(B) + beta C ----
 
-absl::StatusOr<Tensor> GemmOf(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
-                              float alpha) {
-  const kernels::GemmOptions o{trans_a, trans_b, alpha, 0.0f};
-  IPUPOD_ASSIGN_OR_RETURN(Shape shape, kernels::GemmShape(a.shape(), b.shape(), o));
-  // sgemm with beta 0 writes every element of the output.
-  IPUPOD_ASSIGN_OR_RETURN(Tensor out, Tensor::CreateForOverwrite(graph::DType::kFloat32, shape));
-  IPUPOD_RETURN_IF_ERROR(kernels::Gemm(graph::ViewOf<float>(a), graph::ViewOf<float>(b),
-                                       kernels::View<float>{nullptr, {}}, o,
-                                       graph::MutableViewOf<float>(out)));
-  return out;
-}
-
 absl::StatusOr<int64_t> GemmGrad(const GradContext& c, Grads& grads) {
   IPUPOD_ASSIGN_OR_RETURN(const int64_t ta, c.op.Int("transA", 0));
   IPUPOD_ASSIGN_OR_RETURN(const int64_t tb, c.op.Int("transB", 0));
@@ -98,14 +130,16 @@ absl::StatusOr<int64_t> GemmGrad(const GradContext& c, Grads& grads) {
   int64_t flops = 0;
   if (c.wants[0]) {  // d op(A) = alpha G op(B)^T, transposed back if transA
     const Tensor& b = c.input(1);
-    IPUPOD_ASSIGN_OR_RETURN(
-        grads[0], ta ? GemmOf(b, g, tb != 0, true, alpha) : GemmOf(g, b, false, tb == 0, alpha));
+    IPUPOD_RETURN_IF_ERROR(SetProductGrad(
+        c, 0, ta ? ProductOf(b, g, tb != 0, true, alpha) : ProductOf(g, b, false, tb == 0, alpha),
+        grads));
     flops += 2 * g.num_elements() * k;
   }
   if (c.wants[1]) {  // d op(B) = alpha op(A)^T G, transposed back if transB
     const Tensor& a = c.input(0);
-    IPUPOD_ASSIGN_OR_RETURN(
-        grads[1], tb ? GemmOf(g, a, true, ta != 0, alpha) : GemmOf(a, g, ta == 0, false, alpha));
+    IPUPOD_RETURN_IF_ERROR(SetProductGrad(
+        c, 1, tb ? ProductOf(g, a, true, ta != 0, alpha) : ProductOf(a, g, ta == 0, false, alpha),
+        grads));
     flops += 2 * g.num_elements() * k;
   }
   if (c.has_wanted(2)) {

@@ -41,6 +41,22 @@ using graph::DType;
 using graph::Shape;
 using graph::Tensor;
 
+// A gradient left unevaluated as one matrix product, alpha op(A) op(B)
+// (op: optional transposition), with A and B viewed as the given 2-D
+// shapes. The operands point into the tape (forward values and output
+// gradients), which Autodiff keeps alive until it applies the product
+// straight into the weight (Autodiff::RunSgdStep): the gradient is never
+// materialised.
+struct ProductGrad {
+  const float* a = nullptr;
+  Shape a_shape;
+  const float* b = nullptr;
+  Shape b_shape;
+  bool trans_a = false;
+  bool trans_b = false;
+  float alpha = 1.0f;
+};
+
 struct GradContext {
   // The node, its input types, and the input values the rule asked for
   // (constants - initializers - are always there; others only if
@@ -53,14 +69,23 @@ struct GradContext {
   std::vector<const Tensor*> output_grads;
   // Per input: whether its gradient is wanted.
   std::vector<bool> wants;
+  // Per input (or empty): whether the rule may leave a wanted gradient
+  // that is one matrix product in (*products)[i] instead of input_grads[i].
+  // Only set for a weight that nothing else gives a gradient.
+  std::vector<bool> may_defer;
+  std::vector<std::optional<ProductGrad>>* products = nullptr;
 
   bool has_wanted(size_t i) const { return i < wants.size() && wants[i]; }
+  bool can_defer(size_t i) const {
+    return products != nullptr && i < may_defer.size() && may_defer[i];
+  }
   const Tensor& input(size_t i) const { return *op.values[i]; }
   const Tensor& grad(size_t k) const { return *output_grads[k]; }
 };
 
 // Fills input_grads[i] (sized like the inputs, all empty on entry) for
-// wanted inputs; an input left empty receives no gradient. Returns FLOPs.
+// wanted inputs, or (*c.products)[i] where c.can_defer(i); an input left
+// empty in both receives no gradient. Returns FLOPs.
 using GradFn = absl::StatusOr<int64_t> (*)(const GradContext& c,
                                            std::vector<std::optional<Tensor>>& input_grads);
 
@@ -108,6 +133,18 @@ absl::StatusOr<Tensor> Reshaped(const Tensor& t, const Shape& shape);
 
 // a += b elementwise. INTERNAL if the shapes differ.
 absl::Status AddInto(Tensor& a, const Tensor& b);
+
+// The [M, N] shape of p's product; INVALID_ARGUMENT if its operands do
+// not multiply.
+absl::StatusOr<Shape> ProductShape(const ProductGrad& p);
+
+// p's product as a new float tensor of `shape` (ProductShape(p) or a shape
+// with the same elements in the same order).
+absl::StatusOr<Tensor> EvaluateProduct(const ProductGrad& p, const Shape& shape);
+
+// into += scale * (p's product), in place with one sgemm (beta 1).
+// REQUIRES: into has as many elements as the product (checked: INTERNAL).
+absl::Status AccumulateProduct(const ProductGrad& p, float scale, Tensor& into);
 
 }  // namespace ipupod::training
 

@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/matmul.h"
 #include "kernels/reduce.h"
 #include "kernels/shape_util.h"
 #include "training/grad_rules.h"
@@ -93,6 +94,44 @@ absl::Status AddInto(Tensor& a, const Tensor& b) {
   const float* src = b.data<float>();
   for (int64_t i = 0; i < a.num_elements(); ++i) dst[i] += src[i];
   return absl::OkStatus();
+}
+
+namespace {
+
+kernels::GemmOptions ProductOptions(const ProductGrad& p, float alpha, float beta) {
+  return kernels::GemmOptions{p.trans_a, p.trans_b, alpha, beta};
+}
+
+}  // namespace
+
+absl::StatusOr<Shape> ProductShape(const ProductGrad& p) {
+  return kernels::GemmShape(p.a_shape, p.b_shape, ProductOptions(p, p.alpha, 0.0f));
+}
+
+absl::StatusOr<Tensor> EvaluateProduct(const ProductGrad& p, const Shape& shape) {
+  IPUPOD_ASSIGN_OR_RETURN(const Shape product, ProductShape(p));
+  // sgemm with beta 0 writes every element of the output.
+  IPUPOD_ASSIGN_OR_RETURN(Tensor out, Tensor::CreateForOverwrite(DType::kFloat32, product));
+  IPUPOD_RETURN_IF_ERROR(
+      kernels::Gemm(kernels::View<float>{p.a, p.a_shape}, kernels::View<float>{p.b, p.b_shape},
+                    kernels::View<float>{nullptr, {}}, ProductOptions(p, p.alpha, 0.0f),
+                    graph::MutableViewOf<float>(out)));
+  IPUPOD_RETURN_IF_ERROR(out.Reshape(shape));
+  return out;
+}
+
+absl::Status AccumulateProduct(const ProductGrad& p, float scale, Tensor& into) {
+  IPUPOD_ASSIGN_OR_RETURN(const Shape product, ProductShape(p));
+  if (kernels::NumElementsUnchecked(product) != into.num_elements() ||
+      into.dtype() != DType::kFloat32) {
+    return absl::InternalError(absl::StrCat("cannot accumulate a product ",
+                                            kernels::ShapeString(product), " into ",
+                                            kernels::ShapeString(into.shape())));
+  }
+  float* w = into.mutable_data<float>();
+  return kernels::Gemm(kernels::View<float>{p.a, p.a_shape}, kernels::View<float>{p.b, p.b_shape},
+                       kernels::View<float>{w, product}, ProductOptions(p, scale * p.alpha, 1.0f),
+                       kernels::MutableView<float>{w, product});
 }
 
 }  // namespace ipupod::training

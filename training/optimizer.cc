@@ -390,6 +390,14 @@ absl::Status Optimizer::SetVariable(absl::string_view attr, double value) {
   return absl::OkStatus();
 }
 
+std::optional<double> Optimizer::PlainSgdLearningRate() const {
+  if (spec_.kind() != OptimizerKind::kSgd || spec_.value("momentum") != 0 ||
+      spec_.value("weight_decay") != 0) {
+    return std::nullopt;
+  }
+  return spec_.value("lr");
+}
+
 absl::Status Optimizer::CheckStep(const TensorMap& weights, const TensorMap& gradients) const {
   for (const auto& [name, g] : gradients) {
     auto w = weights.find(name);

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -108,6 +109,15 @@ class Optimizer {
   // are left alone (torch skips parameters whose grad is None). Checks every
   // gradient and state tensor before changing anything.
   absl::Status Step(TensorMap& weights, const TensorMap& gradients);
+
+  // lr when one Step would be w = w + (-lr) * g for every weight, with no
+  // state: SGD without momentum and weight decay. A caller may then apply
+  // that update itself, fused with computing g (Autodiff::RunSgdStep), and
+  // record it with CountAppliedStep. nullopt for any other optimizer.
+  std::optional<double> PlainSgdLearningRate() const;
+  // Records one update applied outside Step (see above): step() + 1.
+  // REQUIRES: PlainSgdLearningRate() has a value.
+  void CountAppliedStep() { ++step_; }
 
   // Changes a variable attribute (e.g. lr) for later steps.
   absl::Status SetVariable(absl::string_view attr, double value);

@@ -1,6 +1,7 @@
 #include "training/trainer.h"
 
 #include <map>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -105,11 +106,33 @@ absl::StatusOr<StepResult> Trainer::Step(
                      options_.gradient_accumulation_steps, " x ", options_.replicas, " = ",
                      micro_batches_per_step(), " micro-batches, got ", micro_batches.size()));
   }
+  if (const std::optional<double> lr = optimizer_->PlainSgdLearningRate();
+      lr.has_value() && micro_batches.size() == 1) {
+    return FusedSgdStep(micro_batches[0], *lr);
+  }
   StepResult result;
   TensorMap buffers = buffers_;
   IPUPOD_ASSIGN_OR_RETURN(TensorMap gradients, MeanGradients(micro_batches, buffers, result));
   IPUPOD_RETURN_IF_ERROR(optimizer_->Step(weights_, gradients));
   buffers_ = std::move(buffers);
+  result.step = optimizer_->step();
+  return result;
+}
+
+absl::StatusOr<StepResult> Trainer::FusedSgdStep(const std::vector<graph::Tensor>& inputs,
+                                                 double lr) {
+  auto run = autodiff_->RunSgdStep(inputs, weights_, buffers_, lr);
+  if (!run.ok()) {
+    return absl::Status(run.status().code(),
+                        absl::StrCat("micro-batch 0: ", run.status().message()));
+  }
+  optimizer_->CountAppliedStep();
+  buffers_ = std::move(run->buffers);
+  StepResult result;
+  result.losses = {run->loss};
+  result.outputs.push_back(std::move(run->outputs));
+  result.forward_flops = run->forward_flops;
+  result.backward_flops = run->backward_flops;
   result.step = optimizer_->step();
   return result;
 }

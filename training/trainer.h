@@ -14,6 +14,10 @@
 // division. A weight that gets no gradient from any micro-batch is not
 // updated (torch: grad is None).
 //
+// With plain SGD (no momentum, no weight decay) and one micro-batch per
+// update, the step is fused into the backward pass (Autodiff::RunSgdStep):
+// the same update without materialising the weight gradients.
+//
 // Replicas are simulated one after another: they hold identical weights, so
 // running them in sequence gives exactly the all-reduced result.
 //
@@ -113,6 +117,9 @@ class Trainer {
   absl::StatusOr<TensorMap> MeanGradients(
       absl::Span<const std::vector<graph::Tensor>> micro_batches, TensorMap& buffers,
       StepResult& result) const;
+
+  // Step for one micro-batch with plain SGD at `lr`, fused.
+  absl::StatusOr<StepResult> FusedSgdStep(const std::vector<graph::Tensor>& inputs, double lr);
 
   // Moves the buffers out of a checkpoint's `state`.
   absl::StatusOr<TensorMap> TakeBuffers(TensorMap& state) const;

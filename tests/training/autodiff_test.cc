@@ -545,6 +545,106 @@ TEST(AutodiffTest, LabelOutOfRangeIsAnError) {
   EXPECT_THAT(result.status().message(), HasSubstr("label 3"));
 }
 
+// ---- RunSgdStep: forward, backward and plain SGD fused ----
+
+// loss = mean((MatMul(relu(x W1^T + b1), W2) - t)^2): a Gemm layer as torch
+// exports Linear, then a MatMul layer on a 3-D batch. `tied` makes the second
+// layer reuse W1 (so W1 gets two gradient contributions).
+graph::Graph TwoLayerRegressor(bool tied) {
+  OnnxBuilder b(14);
+  b.Input("x", graph::testing::kFloat, {4, 3}).Input("t", graph::testing::kFloat, {2, 2, 3});
+  b.Floats("W1", {3, 3}, testing::RandomValues(9, -1, 1, 1));
+  b.Floats("b1", {3}, testing::RandomValues(3, -1, 1, 2));
+  b.Floats("W2", {3, 3}, testing::RandomValues(9, -1, 1, 3));
+  b.Ints("shape", {3}, {2, 2, 3});
+  OnnxBuilder::AttrInt(b.Node("Gemm", {"x", "W1", "b1"}, {"h"}), "transB", 1);
+  b.Node("Relu", {"h"}, {"r"});
+  b.Node("Reshape", {"r", "shape"}, {"r3"});
+  b.Node("MatMul", {"r3", tied ? "W1" : "W2"}, {"y"});
+  b.Node("Sub", {"y", "t"}, {"d"});
+  b.Node("Mul", {"d", "d"}, {"sq"});
+  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
+  b.Output("loss", graph::testing::kFloat);
+  return *graph::ImportOnnx(b.Bytes(), graph::FoldOptions{.keep_weights = true});
+}
+
+std::vector<graph::Tensor> RegressorBatch() {
+  return {*graph::Tensor::FromValues<float>({4, 3}, testing::RandomValues(12, -1, 1, 4)),
+          *graph::Tensor::FromValues<float>({2, 2, 3}, testing::RandomValues(12, -1, 1, 5))};
+}
+
+// Runs `ad` both ways from its initial weights: RunSgdStep against Run
+// followed by w + (-lr) g. Returns RunSgdStep's result.
+GradientResult ExpectSgdStepMatchesRunThenUpdate(const Autodiff& ad,
+                                                 const std::vector<graph::Tensor>& inputs) {
+  constexpr double kLr = 0.5;
+  const TensorMap start = ad.InitialWeights();
+  auto plain = ad.Run(inputs, start);
+  EXPECT_TRUE(plain.ok()) << plain.status();
+  TensorMap fused_weights = start;
+  auto fused = ad.RunSgdStep(inputs, fused_weights, {}, kLr);
+  EXPECT_TRUE(fused.ok()) << fused.status();
+  if (!plain.ok() || !fused.ok()) return {};
+  EXPECT_EQ(fused->loss, plain->loss);
+  EXPECT_TRUE(fused->gradients.empty());
+  for (const auto& [name, w0] : start) {
+    SCOPED_TRACE(name);
+    const graph::Tensor& g = plain->gradients.at(name);
+    const graph::Tensor& w = fused_weights.at(name);
+    for (int64_t i = 0; i < w0.num_elements(); ++i) {
+      const float want = w0.data<float>()[i] + static_cast<float>(-kLr) * g.data<float>()[i];
+      EXPECT_NEAR(w.data<float>()[i], want, 1e-6f * (1.0f + std::abs(want))) << i;
+    }
+    EXPECT_NE(w, w0);  // it moved
+  }
+  return *std::move(fused);
+}
+
+TEST(AutodiffTest, RunSgdStepAccumulatesProductGradientsIntoTheWeights) {
+  auto ad = Autodiff::Create(TwoLayerRegressor(false), "loss", {});
+  ASSERT_TRUE(ad.ok()) << ad.status();
+  const GradientResult r = ExpectSgdStepMatchesRunThenUpdate(**ad, RegressorBatch());
+  EXPECT_EQ(r.fused_products, 2);  // W1 (Gemm) and W2 (MatMul); b1 is a reduction
+}
+
+TEST(AutodiffTest, RunSgdStepMaterialisesAWeightWithTwoContributions) {
+  auto ad = Autodiff::Create(TwoLayerRegressor(true), "loss", {});
+  ASSERT_TRUE(ad.ok()) << ad.status();
+  const GradientResult r = ExpectSgdStepMatchesRunThenUpdate(**ad, RegressorBatch());
+  EXPECT_EQ(r.fused_products, 0);
+}
+
+TEST(AutodiffTest, RunSgdStepEvaluatesProductsThatReadAWeightBeforeUpdating) {
+  // y = x (A B): dA = G_ab B^T reads B and dB = A^T G_ab reads A, so neither
+  // may wait until the other weight has been updated.
+  OnnxBuilder b(14);
+  b.Input("x", graph::testing::kFloat, {2, 3});
+  b.Floats("A", {3, 3}, testing::RandomValues(9, -1, 1, 6));
+  b.Floats("B", {3, 2}, testing::RandomValues(6, -1, 1, 7));
+  b.Node("MatMul", {"A", "B"}, {"ab"});
+  b.Node("MatMul", {"x", "ab"}, {"y"});
+  OnnxBuilder::AttrInt(b.Node("ReduceSum", {"y"}, {"loss"}), "keepdims", 0);
+  b.Output("loss", graph::testing::kFloat);
+  auto ad = Autodiff::Create(
+      *graph::ImportOnnx(b.Bytes(), graph::FoldOptions{.keep_weights = true}), "loss", {});
+  ASSERT_TRUE(ad.ok()) << ad.status();
+  const GradientResult r = ExpectSgdStepMatchesRunThenUpdate(
+      **ad, {*graph::Tensor::FromValues<float>({2, 3}, testing::RandomValues(6, -1, 1, 8))});
+  EXPECT_EQ(r.fused_products, 0);
+}
+
+TEST(AutodiffTest, RunSgdStepLeavesTheWeightsAloneOnError) {
+  auto ad = Autodiff::Create(TwoLayerRegressor(false), "loss", {});
+  ASSERT_TRUE(ad.ok()) << ad.status();
+  TensorMap weights = (*ad)->InitialWeights();
+  std::vector<graph::Tensor> bad = RegressorBatch();
+  bad[1] = *graph::Tensor::Create(graph::DType::kFloat32, {2, 3});
+  auto r = (*ad)->RunSgdStep(bad, weights, {}, 0.5);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("input 1 ('t')"));
+  EXPECT_EQ(weights, (*ad)->InitialWeights());
+}
+
 TEST(AutodiffTest, EveryIssue3OpHasARule) {
   for (const char* op : {"MatMul",
                          "Gemm",

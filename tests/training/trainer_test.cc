@@ -80,6 +80,42 @@ TEST(TrainerTest, AccumulationAndReplicasAverageLikeOneLargeBatch) {
   EXPECT_NE((*large)->weights().at("W"), Regressor(8).initializers.at("W"));  // it trained
 }
 
+TEST(TrainerTest, PlainSgdFusedStepMatchesTheUnfusedUpdate) {
+  // One micro-batch per update with plain SGD takes the fused path; two
+  // identical micro-batches average to the same gradient through the
+  // materialised one.
+  TrainerOptions o = Options(1, 1);
+  o.optimizer = *OptimizerSpec::Create(OptimizerKind::kSgd, {{"lr", 0.3}});
+  auto fused = Trainer::Create(Regressor(4), o);
+  o.gradient_accumulation_steps = 2;
+  auto unfused = Trainer::Create(Regressor(4), o);
+  ASSERT_TRUE(fused.ok() && unfused.ok());
+  const std::vector<Tensor> batch = {Rows(testing::RandomValues(12, -1, 1, 21), 0, 4, 3),
+                                     Rows(testing::RandomValues(8, -1, 1, 22), 0, 4, 2)};
+  for (int s = 1; s <= 3; ++s) {
+    auto a = (*fused)->Step({batch});
+    auto b = (*unfused)->Step({batch, batch});
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->step, s);
+    EXPECT_NEAR(a->losses[0], b->losses[0], 1e-6);
+    EXPECT_EQ(a->outputs.size(), 1u);
+  }
+  for (const auto& [name, w] : (*unfused)->weights()) {
+    const Tensor& v = (*fused)->weights().at(name);
+    for (int64_t i = 0; i < w.num_elements(); ++i) {
+      EXPECT_NEAR(v.data<float>()[i], w.data<float>()[i], 1e-6) << name << "[" << i << "]";
+    }
+  }
+  EXPECT_EQ((*fused)->ExportState().at("optimizer/step").IntAt(0), 3);
+  // A bad batch changes nothing on the fused path either.
+  const Tensor before = (*fused)->weights().at("W");
+  auto bad = (*fused)->Step({std::vector<Tensor>{batch[0]}});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("micro-batch 0"));
+  EXPECT_EQ((*fused)->weights().at("W"), before);
+  EXPECT_EQ((*fused)->step(), 3);
+}
+
 TEST(TrainerTest, CheckpointResumesExactly) {
   TrainerOptions o = Options(1, 1);
   o.optimizer = *OptimizerSpec::Create(OptimizerKind::kAdam, {{"lr", 0.01}});

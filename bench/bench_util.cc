@@ -1,11 +1,13 @@
 #include "bench/bench_util.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "server/config.h"
 
@@ -34,6 +36,20 @@ std::string RunCommand(const std::string& command, bool* ok) {
 std::string RunTorchReference(absl::string_view args, bool* ok) {
   return RunCommand(
       absl::StrCat("/usr/bin/python3 ", IPUPOD_SOURCE_DIR, "/bench/torch_reference.py ", args), ok);
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::string RoundRatios(const std::vector<double>& ours, const std::vector<double>& reference) {
+  std::string out;
+  for (size_t i = 0; i < ours.size() && i < reference.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ", ", absl::StrFormat("%.2fx", ours[i] / reference[i]));
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> ReadFile(const fs::path& path) {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -37,6 +38,16 @@ std::string RunCommand(const std::string& command, bool* ok);
 std::string RunTorchReference(absl::string_view args, bool* ok);
 
 absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path);
+
+// ---- rounds: ipupodd and its reference alternate, medians are compared,
+// so a burst of load from elsewhere on a shared machine moves one round,
+// not the result.
+
+// The median of `values`. REQUIRES: not empty.
+double Median(std::vector<double> values);
+
+// "1.12x, 1.34x, ...": ours[i] / reference[i] for every round both have.
+std::string RoundRatios(const std::vector<double>& ours, const std::vector<double>& reference);
 
 // The in-process server (state under `work`/state) and a client attached
 // to it as user "bench". `compute_threads` is the server's BLAS thread count

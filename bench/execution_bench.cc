@@ -5,7 +5,10 @@
 //               per Run, 1 IPU: samples/s through the server (client library
 //               -> gRPC -> ExecutionService -> runtime) vs PyTorch CPU
 //               running the same model (bench/torch_reference.py) on the
-//               same number of cores (intra-op and OpenBLAS threads). goal >= 1.0x
+//               same number of cores (intra-op and OpenBLAS threads). The two
+//               alternate: --rounds rounds of --steps timed Runs, then a fresh
+//               PyTorch process timing as many batches; medians of the rounds
+//               are compared and every round's ratio printed.    goal >= 1.0x
 //   weights     WriteWeights / ReadWeights of a model holding --weights-mib
 //               MiB (default 1024) over 4 pipelined IPUs vs a bare gRPC
 //               streaming copy of the same bytes in 1 MiB messages
@@ -16,7 +19,7 @@
 // (Debian's /usr/bin/python3); if it is missing the inference reference is
 // reported as unavailable rather than guessed.
 //
-//   build/bench/execution_bench [--weights-mib M] [--steps N] [--threads T]
+//   build/bench/execution_bench [--weights-mib M] [--steps N] [--rounds R] [--threads T]
 #include <unistd.h>
 
 #include <chrono>
@@ -49,18 +52,35 @@ namespace fs = std::filesystem;
 
 struct Flags {
   int weights_mib = 1024;
-  int steps = 40;
+  int steps = 16;   // timed Runs per round (x 8 device iterations each)
+  int rounds = 5;   // ipupodd / PyTorch alternations; medians are compared
   int threads = 0;  // 0: every CPU
 };
 
 // ---- inference
 
-absl::Status BenchInference(Pod& pod, const fs::path& work, const Flags& flags) {
-  bool ok = false;
-  RunTorchReference(absl::StrCat("export ", work.string()), &ok);
-  if (!ok) return absl::UnavailableError("torch_reference.py export failed (is python3-torch installed?)");
-  IPUPOD_ASSIGN_OR_RETURN(Loaded loaded,
-                          CompileAndLoad(pod, work / "mlp.onnx", "inference_device_iterations=8"));
+// One round of ipupodd inference: `runs` timed Runs.
+struct InferenceRound {
+  double wall = 0;         // client-side seconds
+  double server_wall = 0;  // RunStats.wall summed
+  double simulated = 0;    // RunStats.simulated_seconds summed
+};
+
+absl::StatusOr<InferenceRound> TimeInference(Pod& pod, const Loaded& loaded,
+                                             const runtime::NamedTensors& inputs, int runs) {
+  InferenceRound round;
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < runs; ++i) {
+    IPUPOD_ASSIGN_OR_RETURN(client::RunResult result, pod.client->Run(loaded.session, inputs));
+    round.server_wall += result.stats.wall_seconds();
+    round.simulated += result.stats.simulated_seconds();
+  }
+  round.wall = Seconds(start);
+  return round;
+}
+
+// The exported micro-batch repeated to fill one Run (8 device iterations).
+absl::StatusOr<runtime::NamedTensors> InferenceInputs(const Loaded& loaded, const fs::path& work) {
   IPUPOD_ASSIGN_OR_RETURN(graph::Tensor batch, graph::ReadNpyFile((work / "mlp_input.npy").string()));
   const int64_t samples = static_cast<int64_t>(loaded.program.run_shape().samples_per_step());
   std::vector<float> values(static_cast<size_t>(samples) * 784);
@@ -69,38 +89,57 @@ absl::Status BenchInference(Pod& pod, const fs::path& work, const Flags& flags) 
   }
   IPUPOD_ASSIGN_OR_RETURN(graph::Tensor input,
                           graph::Tensor::FromValues<float>({samples, 784}, values));
-  runtime::NamedTensors inputs = {{loaded.program.inputs(0).name(), input}};
+  return runtime::NamedTensors{{loaded.program.inputs(0).name(), input}};
+}
+
+absl::Status BenchInference(Pod& pod, const fs::path& work, const Flags& flags) {
+  bool ok = false;
+  RunTorchReference(absl::StrCat("export ", work.string()), &ok);
+  if (!ok)
+    return absl::UnavailableError("torch_reference.py export failed (is python3-torch installed?)");
+  IPUPOD_ASSIGN_OR_RETURN(Loaded loaded,
+                          CompileAndLoad(pod, work / "mlp.onnx", "inference_device_iterations=8"));
+  IPUPOD_ASSIGN_OR_RETURN(const runtime::NamedTensors inputs, InferenceInputs(loaded, work));
+  const double samples =
+      static_cast<double>(loaded.program.run_shape().samples_per_step()) * flags.steps;
   for (int i = 0; i < 3; ++i) IPUPOD_RETURN_IF_ERROR(pod.client->Run(loaded.session, inputs).status());
-  double server_wall = 0, simulated = 0;
-  const Clock::time_point start = Clock::now();
-  for (int i = 0; i < flags.steps; ++i) {
-    IPUPOD_ASSIGN_OR_RETURN(client::RunResult result, pod.client->Run(loaded.session, inputs));
-    server_wall += result.stats.wall_seconds();
-    simulated += result.stats.simulated_seconds();
+  std::vector<double> ours, torch;
+  double wall = 0, server_wall = 0, simulated = 0;
+  for (int r = 0; r < flags.rounds; ++r) {
+    IPUPOD_ASSIGN_OR_RETURN(InferenceRound round, TimeInference(pod, loaded, inputs, flags.steps));
+    ours.push_back(samples / round.wall);
+    wall += round.wall;
+    server_wall += round.server_wall;
+    simulated += round.simulated;
+    if (!ok) continue;
+    const std::string reference =
+        RunTorchReference(absl::StrCat("infer ", work.string(), " --steps ", flags.steps * 8,
+                                       " --threads ", flags.threads),
+                          &ok);
+    if (ok) torch.push_back(nlohmann::json::parse(reference).at("samples_per_s").get<double>());
   }
-  const double elapsed = Seconds(start);
-  const double ours = static_cast<double>(samples) * flags.steps / elapsed;
   (void)loaded.call->Release();
 
-  const std::string reference = RunTorchReference(
-      absl::StrCat("infer ", work.string(), " --steps ", flags.steps * 8, " --threads ",
-                   flags.threads),
-      &ok);
-  std::printf("\n## inference: MLP 784-1024-1024-10, batch 128 x 8 device iterations, %d threads\n",
-              flags.threads);
+  std::printf(
+      "\n## inference: MLP 784-1024-1024-10, batch 128 x 8 device iterations, %d threads, %d "
+      "rounds of %d Runs\n",
+      flags.threads, flags.rounds, flags.steps);
   std::printf("| figure | value |\n|---|---|\n");
-  std::printf("| ipupodd samples/s (client library, wall) | %.0f |\n", ours);
+  std::printf("| ipupodd samples/s (client library, wall; median of %d rounds) | %.0f |\n",
+              flags.rounds, Median(ours));
   std::printf("| of which server compute (RunStats.wall) | %.1f%% of the wall time |\n",
-              100.0 * server_wall / elapsed);
+              100.0 * server_wall / wall);
   std::printf("| simulated device samples/s (GC200 model) | %.0f |\n",
-              static_cast<double>(samples) * flags.steps / simulated);
-  if (!ok) {
+              samples * flags.rounds / simulated);
+  if (torch.size() != ours.size()) {
     std::printf("| PyTorch CPU samples/s | unavailable (torch_reference.py failed) |\n");
     return absl::OkStatus();
   }
-  const double torch = nlohmann::json::parse(reference).at("samples_per_s").get<double>();
-  std::printf("| PyTorch CPU samples/s (reference, same run) | %.0f |\n", torch);
-  std::printf("| ratio ipupodd / PyTorch (goal >= 1.0) | %.2fx |\n", ours / torch);
+  std::printf("| PyTorch CPU samples/s (reference, same run; median of %d rounds) | %.0f |\n",
+              flags.rounds, Median(torch));
+  std::printf("| ratio of the medians ipupodd / PyTorch (goal >= 1.0) | %.2fx |\n",
+              Median(ours) / Median(torch));
+  std::printf("| ratio round by round | %s |\n", RoundRatios(ours, torch).c_str());
   return absl::OkStatus();
 }
 
@@ -196,7 +235,10 @@ Flags ParseFlags(int argc, char** argv) {
     if (flag == "--weights-mib") flags.weights_mib = value;
     if (flag == "--steps") flags.steps = value;
     if (flag == "--threads") flags.threads = value;
+    if (flag == "--rounds") flags.rounds = value;
   }
+  if (flags.steps <= 0) flags.steps = 1;
+  if (flags.rounds <= 0) flags.rounds = 1;
   if (flags.threads <= 0) flags.threads = kernels::MaxBlasThreads();
   return flags;
 }

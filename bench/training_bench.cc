@@ -25,9 +25,6 @@
 // unavailable rather than guessed.
 //
 //   build/bench/training_bench [--steps N] [--rounds R] [--threads T]
-#include <unistd.h>
-
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -43,6 +40,7 @@
 #include "compiler/compile.h"
 #include "graph/npy.h"
 #include "kernels/threads.h"
+#include <unistd.h>
 
 namespace ipupod::bench {
 namespace {
@@ -100,12 +98,6 @@ std::optional<nlohmann::json> TimeTorch(const fs::path& work, const Flags& flags
   return nlohmann::json::parse(out);
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 absl::StatusOr<Loaded> LoadTrainingModel(Pod& pod, const fs::path& work) {
   bool ok = false;
   RunTorchReference(absl::StrCat("export-train ", work.string(), " --batches ", kDeviceIterations),
@@ -155,17 +147,12 @@ void PrintRounds(const std::vector<OursRound>& ours, const std::vector<nlohmann:
                 first_loss, ours[0].last_loss, trend);
     return;
   }
-  std::string per_round;
-  for (size_t i = 0; i < torch.size(); ++i) {
-    torch_rates.push_back(torch[i].at("samples_per_s").get<double>());
-    absl::StrAppend(&per_round, i == 0 ? "" : ", ",
-                    absl::StrFormat("%.2fx", our_rates[i] / torch_rates[i]));
-  }
+  for (const nlohmann::json& t : torch) torch_rates.push_back(t.at("samples_per_s").get<double>());
   std::printf("| PyTorch CPU samples/s (reference, same run; torch %s; median of %d rounds) | %.0f |\n",
               torch[0].at("torch").get<std::string>().c_str(), flags.rounds, Median(torch_rates));
   std::printf("| ratio of the medians ipupodd / PyTorch (goal >= 1.0) | %.2fx |\n",
               Median(our_rates) / Median(torch_rates));
-  std::printf("| ratio round by round | %s |\n", per_round.c_str());
+  std::printf("| ratio round by round | %s |\n", RoundRatios(our_rates, torch_rates).c_str());
   std::printf("| loss, update 1 -> %d, ipupodd | %.4f -> %.4f (%s) |\n", round1_updates,
               first_loss, ours[0].last_loss, trend);
   std::printf("| loss, update 1 -> %d, PyTorch (reference) | %.4f -> %.4f |\n", round1_updates,

@@ -176,11 +176,7 @@ absl::StatusOr<std::vector<Tensor>> Interpreter::Execute(absl::Span<const Tensor
       ctx.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
       ctx.values.push_back(s >= 0 ? value[s] : nullptr);
     }
-    std::vector<Tensor> outs;
-    for (const TensorType& t : step.output_types) {
-      IPUPOD_ASSIGN_OR_RETURN(Tensor tensor, Tensor::Create(t.dtype, t.shape));
-      outs.push_back(std::move(tensor));
-    }
+    IPUPOD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, CreateOutputs(*step.def, step.output_types));
     const int64_t start = NowNs();
     IPUPOD_RETURN_IF_ERROR(NodeError(*step.node, step.def->run(ctx, absl::MakeSpan(outs))));
     run_stats.nodes.push_back({costs_[i].flops, NowNs() - start});

@@ -157,6 +157,19 @@ absl::Status CheckNodeSignature(const Node& node, int64_t opset) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<Tensor>> CreateOutputs(const OpDef& def,
+                                                  absl::Span<const TensorType> types) {
+  std::vector<Tensor> outputs;
+  outputs.reserve(types.size());
+  for (const TensorType& t : types) {
+    IPUPOD_ASSIGN_OR_RETURN(Tensor tensor, def.writes_every_output
+                                               ? Tensor::CreateForOverwrite(t.dtype, t.shape)
+                                               : Tensor::Create(t.dtype, t.shape));
+    outputs.push_back(std::move(tensor));
+  }
+  return outputs;
+}
+
 absl::Status NodeError(const Node& node, const absl::Status& status) {
   if (status.ok()) return status;
   return absl::Status(status.code(),

@@ -88,7 +88,22 @@ struct OpDef {
   RunFn run = nullptr;
   FlopsFn flops = nullptr;
   bool fold_from_types = false;  // output depends only on input types (Shape)
+  // run() writes every element of every output (a GEMM, an elementwise
+  // map), so its outputs need no zero fill (CreateOutputs).
+  bool writes_every_output = false;
 };
+
+// `def` with writes_every_output set, for registration.
+inline OpDef WritesEveryOutput(OpDef def) {
+  def.writes_every_output = true;
+  return def;
+}
+
+// The output tensors to pass to def.run(), of the inferred `types`:
+// zero-filled unless def.writes_every_output (then unspecified until run()
+// writes them). RESOURCE_EXHAUSTED / INVALID_ARGUMENT as Tensor::Create.
+absl::StatusOr<std::vector<Tensor>> CreateOutputs(const OpDef& def,
+                                                  absl::Span<const TensorType> types);
 
 // The definition of `op_type`, or nullptr if ipupod does not support it.
 const OpDef* FindOp(absl::string_view op_type);

@@ -202,30 +202,33 @@ OpDef Def(std::string op, int n_in, InferFn infer, RunFn run, std::vector<std::s
 }  // namespace
 
 void RegisterElementwiseOps(std::vector<OpDef>& defs) {
-  defs.push_back(Def("Add", 2, InferArith, RunArith<BinaryOp::kAdd>));
-  defs.push_back(Def("Sub", 2, InferArith, RunArith<BinaryOp::kSub>));
-  defs.push_back(Def("Mul", 2, InferArith, RunArith<BinaryOp::kMul>));
-  defs.push_back(Def("Div", 2, InferArith, RunArith<BinaryOp::kDiv>));
-  defs.push_back(Def("Pow", 2, InferArith, RunArith<BinaryOp::kPow>));
+  defs.push_back(WritesEveryOutput(Def("Add", 2, InferArith, RunArith<BinaryOp::kAdd>)));
+  defs.push_back(WritesEveryOutput(Def("Sub", 2, InferArith, RunArith<BinaryOp::kSub>)));
+  defs.push_back(WritesEveryOutput(Def("Mul", 2, InferArith, RunArith<BinaryOp::kMul>)));
+  defs.push_back(WritesEveryOutput(Def("Div", 2, InferArith, RunArith<BinaryOp::kDiv>)));
+  defs.push_back(WritesEveryOutput(Def("Pow", 2, InferArith, RunArith<BinaryOp::kPow>)));
   defs.push_back(Def("Equal", 2, InferCompare, RunCompare<CompareOp::kEqual>));
   defs.push_back(Def("Less", 2, InferCompare, RunCompare<CompareOp::kLess>));
   defs.push_back(Def("Greater", 2, InferCompare, RunCompare<CompareOp::kGreater>));
   defs.push_back(Def("Where", 3, InferWhere, RunWhere));
   defs.back().since_opset = 9;
   defs.push_back(Def("Not", 1, InferNot, RunNot));
-  defs.push_back(Def("Neg", 1, InferUnary<true>, RunUnary<UnaryOp::kNeg>));
-  defs.push_back(Def("Abs", 1, InferUnary<true>, RunUnary<UnaryOp::kAbs>));
-  defs.push_back(Def("Relu", 1, InferUnary<true>, RunUnary<UnaryOp::kRelu>));
-  defs.push_back(Def("Sqrt", 1, InferUnary<false>, RunUnary<UnaryOp::kSqrt>));
-  defs.push_back(Def("Exp", 1, InferUnary<false>, RunUnary<UnaryOp::kExp>));
-  defs.push_back(Def("Log", 1, InferUnary<false>, RunUnary<UnaryOp::kLog>));
-  defs.push_back(Def("Erf", 1, InferUnary<false>, RunUnary<UnaryOp::kErf>));
+  defs.push_back(WritesEveryOutput(Def("Neg", 1, InferUnary<true>, RunUnary<UnaryOp::kNeg>)));
+  defs.push_back(WritesEveryOutput(Def("Abs", 1, InferUnary<true>, RunUnary<UnaryOp::kAbs>)));
+  defs.push_back(WritesEveryOutput(Def("Relu", 1, InferUnary<true>, RunUnary<UnaryOp::kRelu>)));
+  defs.push_back(WritesEveryOutput(Def("Sqrt", 1, InferUnary<false>, RunUnary<UnaryOp::kSqrt>)));
+  defs.push_back(WritesEveryOutput(Def("Exp", 1, InferUnary<false>, RunUnary<UnaryOp::kExp>)));
+  defs.push_back(WritesEveryOutput(Def("Log", 1, InferUnary<false>, RunUnary<UnaryOp::kLog>)));
+  defs.push_back(WritesEveryOutput(Def("Erf", 1, InferUnary<false>, RunUnary<UnaryOp::kErf>)));
   defs.back().since_opset = 9;
-  defs.push_back(Def("Sigmoid", 1, InferUnary<false>, RunUnary<UnaryOp::kSigmoid>));
-  defs.push_back(Def("Tanh", 1, InferUnary<false>, RunUnary<UnaryOp::kTanh>));
-  defs.push_back(Def("Reciprocal", 1, InferUnary<false>, RunUnary<UnaryOp::kReciprocal>));
-  defs.push_back(Def("LeakyRelu", 1, InferUnary<false>, RunLeakyRelu, {"alpha"}));
-  defs.push_back(Def("Clip", 1, InferClip, RunClip, {"min", "max"}));
+  defs.push_back(
+      WritesEveryOutput(Def("Sigmoid", 1, InferUnary<false>, RunUnary<UnaryOp::kSigmoid>)));
+  defs.push_back(WritesEveryOutput(Def("Tanh", 1, InferUnary<false>, RunUnary<UnaryOp::kTanh>)));
+  defs.push_back(
+      WritesEveryOutput(Def("Reciprocal", 1, InferUnary<false>, RunUnary<UnaryOp::kReciprocal>)));
+  defs.push_back(
+      WritesEveryOutput(Def("LeakyRelu", 1, InferUnary<false>, RunLeakyRelu, {"alpha"})));
+  defs.push_back(WritesEveryOutput(Def("Clip", 1, InferClip, RunClip, {"min", "max"})));
   defs.back().max_inputs = 3;
 }
 

@@ -307,9 +307,9 @@ absl::StatusOr<kernels::BatchNormOptions> BatchNormOptionsOf(const OpContext& c)
 }
 
 void RegisterNnOps(std::vector<OpDef>& defs) {
-  defs.push_back(Def("MatMul", 2, 2, InferMatMul, RunMatMul, MatMulFlops));
-  defs.push_back(
-      Def("Gemm", 2, 3, InferGemm, RunGemm, GemmFlops, {"alpha", "beta", "transA", "transB"}));
+  defs.push_back(WritesEveryOutput(Def("MatMul", 2, 2, InferMatMul, RunMatMul, MatMulFlops)));
+  defs.push_back(WritesEveryOutput(
+      Def("Gemm", 2, 3, InferGemm, RunGemm, GemmFlops, {"alpha", "beta", "transA", "transB"})));
   defs.push_back(Def("Softmax", 1, 1, InferSoftmax, RunSoftmax<false>, SoftmaxFlops, {"axis"}));
   defs.push_back(Def("LogSoftmax", 1, 1, InferSoftmax, RunSoftmax<true>, SoftmaxFlops, {"axis"}));
   const std::vector<std::string> reduce_attrs = {"axes", "keepdims", "noop_with_empty_axes"};

@@ -77,15 +77,6 @@ bool CanFold(const OpDef& def, const OpContext& ctx) {
   return true;
 }
 
-absl::StatusOr<std::vector<Tensor>> AllocateOutputs(const std::vector<TensorType>& types) {
-  std::vector<Tensor> out;
-  for (const TensorType& t : types) {
-    IPUPOD_ASSIGN_OR_RETURN(Tensor tensor, Tensor::Create(t.dtype, t.shape));
-    out.push_back(std::move(tensor));
-  }
-  return out;
-}
-
 // Infers (and maybe folds) one node into the pass state.
 // REQUIRES: CheckNodeSignature(node, opset) is OK.
 absl::Status VisitNode(const Node& node, int64_t opset, PassState& s) {
@@ -102,7 +93,7 @@ absl::Status VisitNode(const Node& node, int64_t opset, PassState& s) {
   std::vector<Tensor> folded;
   const bool fold = CanFold(def, ctx);
   if (fold) {
-    IPUPOD_ASSIGN_OR_RETURN(folded, AllocateOutputs(types));
+    IPUPOD_ASSIGN_OR_RETURN(folded, CreateOutputs(def, types));
     IPUPOD_RETURN_IF_ERROR(def.run(ctx, absl::MakeSpan(folded)));
   } else {
     s.kept.push_back(node);

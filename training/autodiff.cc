@@ -357,11 +357,8 @@ absl::Status Autodiff::RunForward(Tape& tape, bool keep_for_backward) const {
       ctx.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
       ctx.values.push_back(s >= 0 ? tape.value[s] : nullptr);
     }
-    std::vector<Tensor> outs;
-    for (const TensorType& t : step.output_types) {
-      IPUPOD_ASSIGN_OR_RETURN(Tensor tensor, Tensor::Create(t.dtype, t.shape));
-      outs.push_back(std::move(tensor));
-    }
+    IPUPOD_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
+                            graph::CreateOutputs(*step.def, step.output_types));
     IPUPOD_RETURN_IF_ERROR(graph::NodeError(*step.node, step.def->run(ctx, absl::MakeSpan(outs))));
     for (size_t k = 0; k < outs.size(); ++k) {
       if (step.outputs[k] < 0) continue;

@@ -39,7 +39,8 @@ struct Fixture {
     client = std::move(client::Client::Connect(options)).value();
     channel = grpc::CreateChannel(pod->address(), grpc::InsecureChannelCredentials());
     sessions = v1::SessionService::NewStub(channel);
-    echo_stub = Echo::NewStub(grpc::CreateChannel(echo.address(), grpc::InsecureChannelCredentials()));
+    echo_stub =
+        Echo::NewStub(grpc::CreateChannel(echo.address(), grpc::InsecureChannelCredentials()));
   }
   ~Fixture() { std::filesystem::remove_all(state_dir); }
 

@@ -92,7 +92,8 @@ absl::StatusOr<Loaded> CompileAndLoad(Pod& pod, const fs::path& onnx,
   IPUPOD_ASSIGN_OR_RETURN(v1::SessionInfo session, loaded.call->WaitForGrant(nullptr));
   loaded.session = session.session();
   IPUPOD_RETURN_IF_ERROR(pod.client->UploadExecutable(ipx).status());
-  IPUPOD_ASSIGN_OR_RETURN(loaded.program, pod.client->Load(loaded.session, executable.content_hash));
+  IPUPOD_ASSIGN_OR_RETURN(loaded.program,
+                          pod.client->Load(loaded.session, executable.content_hash));
   return loaded;
 }
 

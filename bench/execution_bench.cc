@@ -20,8 +20,6 @@
 // reported as unavailable rather than guessed.
 //
 //   build/bench/execution_bench [--weights-mib M] [--steps N] [--rounds R] [--threads T]
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +42,7 @@
 #include "graph/npy.h"
 #include "kernels/threads.h"
 #include "server/server.h"
+#include <unistd.h>
 
 namespace ipupod::bench {
 namespace {
@@ -81,7 +80,8 @@ absl::StatusOr<InferenceRound> TimeInference(Pod& pod, const Loaded& loaded,
 
 // The exported micro-batch repeated to fill one Run (8 device iterations).
 absl::StatusOr<runtime::NamedTensors> InferenceInputs(const Loaded& loaded, const fs::path& work) {
-  IPUPOD_ASSIGN_OR_RETURN(graph::Tensor batch, graph::ReadNpyFile((work / "mlp_input.npy").string()));
+  IPUPOD_ASSIGN_OR_RETURN(graph::Tensor batch,
+                          graph::ReadNpyFile((work / "mlp_input.npy").string()));
   const int64_t samples = static_cast<int64_t>(loaded.program.run_shape().samples_per_step());
   std::vector<float> values(static_cast<size_t>(samples) * 784);
   for (size_t i = 0; i < values.size(); ++i) {
@@ -102,7 +102,8 @@ absl::Status BenchInference(Pod& pod, const fs::path& work, const Flags& flags) 
   IPUPOD_ASSIGN_OR_RETURN(const runtime::NamedTensors inputs, InferenceInputs(loaded, work));
   const double samples =
       static_cast<double>(loaded.program.run_shape().samples_per_step()) * flags.steps;
-  for (int i = 0; i < 3; ++i) IPUPOD_RETURN_IF_ERROR(pod.client->Run(loaded.session, inputs).status());
+  for (int i = 0; i < 3; ++i)
+    IPUPOD_RETURN_IF_ERROR(pod.client->Run(loaded.session, inputs).status());
   std::vector<double> ours, torch;
   double wall = 0, server_wall = 0, simulated = 0;
   for (int r = 0; r < flags.rounds; ++r) {
@@ -154,7 +155,8 @@ struct BulkFigures {
 BulkFigures BenchBareCopy(int64_t bytes) {
   BulkFigures figures;
   EchoServer echo;
-  auto stub = Bulk::NewStub(grpc::CreateChannel(echo.address(), grpc::InsecureChannelCredentials()));
+  auto stub =
+      Bulk::NewStub(grpc::CreateChannel(echo.address(), grpc::InsecureChannelCredentials()));
   const std::string data(static_cast<size_t>(bytes), '\x33');
   Clock::time_point start = Clock::now();
   {
@@ -194,9 +196,9 @@ absl::Status BenchWeights(Pod& pod, const fs::path& work, const Flags& flags) {
   bool ok = false;
   RunTorchReference(absl::StrCat("export-wide ", work.string(), " --mib ", flags.weights_mib), &ok);
   if (!ok) return absl::UnavailableError("torch_reference.py export-wide failed");
-  IPUPOD_ASSIGN_OR_RETURN(
-      Loaded loaded,
-      CompileAndLoad(pod, work / "wide.onnx", "layers_per_ipu=[1 1 1 1],inference_device_iterations=4"));
+  IPUPOD_ASSIGN_OR_RETURN(Loaded loaded,
+                          CompileAndLoad(pod, work / "wide.onnx",
+                                         "layers_per_ipu=[1 1 1 1],inference_device_iterations=4"));
   IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights, pod.client->ReadWeights(loaded.session));
   int64_t bytes = 0;
   for (const auto& [name, tensor] : weights) bytes += static_cast<int64_t>(tensor.byte_size());
@@ -212,9 +214,10 @@ absl::Status BenchWeights(Pod& pod, const fs::path& work, const Flags& flags) {
   back.clear();
 
   const BulkFigures bare = BenchBareCopy(bytes);
-  std::printf("\n## weights: %.0f MiB in %zu tensors, 4 IPUs, 1 MiB messages\n",
-              bytes / 1048576.0, static_cast<size_t>(4));
-  std::printf("| direction | ipupodd MiB/s | bare gRPC stream MiB/s (reference) | ratio (goal >= 0.8) |\n");
+  std::printf("\n## weights: %.0f MiB in %zu tensors, 4 IPUs, 1 MiB messages\n", bytes / 1048576.0,
+              static_cast<size_t>(4));
+  std::printf(
+      "| direction | ipupodd MiB/s | bare gRPC stream MiB/s (reference) | ratio (goal >= 0.8) |\n");
   std::printf("|---|---|---|---|\n");
   std::printf("| host -> server (WriteWeights vs Sink) | %.0f | %.0f | %.2fx |\n",
               MibPerS(bytes, write_s), MibPerS(bytes, bare.to_server_s),

@@ -51,9 +51,9 @@ constexpr int kDeviceIterations = 8;
 constexpr int kWarmupRuns = 3;  // 24 updates, as torch_reference.py train --warmup 24
 
 struct Flags {
-  int steps = 20;    // timed Runs per round (x 8 updates each)
-  int rounds = 5;    // ipupodd / PyTorch alternations; medians are compared
-  int threads = 0;   // 0: every CPU
+  int steps = 20;   // timed Runs per round (x 8 updates each)
+  int rounds = 5;   // ipupodd / PyTorch alternations; medians are compared
+  int threads = 0;  // 0: every CPU
 };
 
 // One round of ipupodd: `runs` timed Runs.
@@ -63,14 +63,13 @@ struct OursRound {
   double server_wall = 0;  // RunStats.wall summed
   double simulated = 0;    // RunStats.simulated_seconds summed
   float last_loss = 0;
-  uint64_t step = 0;       // RunStats.step after the round
+  uint64_t step = 0;  // RunStats.step after the round
 
   double samples_per_s() const { return static_cast<double>(samples) / wall; }
 };
 
 absl::StatusOr<OursRound> TimeOurs(Pod& pod, const Loaded& loaded,
-                                   const runtime::NamedTensors& inputs, int64_t samples,
-                                   int runs) {
+                                   const runtime::NamedTensors& inputs, int64_t samples, int runs) {
   OursRound round;
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < runs; ++i) {
@@ -103,7 +102,8 @@ absl::StatusOr<Loaded> LoadTrainingModel(Pod& pod, const fs::path& work) {
   RunTorchReference(absl::StrCat("export-train ", work.string(), " --batches ", kDeviceIterations),
                     &ok);
   if (!ok) {
-    return absl::UnavailableError("torch_reference.py export-train failed (is python3-torch installed?)");
+    return absl::UnavailableError(
+        "torch_reference.py export-train failed (is python3-torch installed?)");
   }
   compiler::CompileOptions options;
   options.for_inference = false;
@@ -148,13 +148,14 @@ void PrintRounds(const std::vector<OursRound>& ours, const std::vector<nlohmann:
     return;
   }
   for (const nlohmann::json& t : torch) torch_rates.push_back(t.at("samples_per_s").get<double>());
-  std::printf("| PyTorch CPU samples/s (reference, same run; torch %s; median of %d rounds) | %.0f |\n",
-              torch[0].at("torch").get<std::string>().c_str(), flags.rounds, Median(torch_rates));
+  std::printf(
+      "| PyTorch CPU samples/s (reference, same run; torch %s; median of %d rounds) | %.0f |\n",
+      torch[0].at("torch").get<std::string>().c_str(), flags.rounds, Median(torch_rates));
   std::printf("| ratio of the medians ipupodd / PyTorch (goal >= 1.0) | %.2fx |\n",
               Median(our_rates) / Median(torch_rates));
   std::printf("| ratio round by round | %s |\n", RoundRatios(our_rates, torch_rates).c_str());
-  std::printf("| loss, update 1 -> %d, ipupodd | %.4f -> %.4f (%s) |\n", round1_updates,
-              first_loss, ours[0].last_loss, trend);
+  std::printf("| loss, update 1 -> %d, ipupodd | %.4f -> %.4f (%s) |\n", round1_updates, first_loss,
+              ours[0].last_loss, trend);
   std::printf("| loss, update 1 -> %d, PyTorch (reference) | %.4f -> %.4f |\n", round1_updates,
               torch[0].at("first_loss").get<double>(), torch[0].at("last_loss").get<double>());
 }
@@ -167,8 +168,8 @@ absl::Status BenchTraining(Pod& pod, const fs::path& work, const Flags& flags) {
   const int64_t samples = static_cast<int64_t>(loaded.program.run_shape().samples_per_step());
   if (x.shape().empty() || x.shape()[0] != samples || labels.shape().empty() ||
       labels.shape()[0] != samples) {
-    return absl::InternalError(absl::StrCat("the exported data does not hold one step of ", samples,
-                                            " samples"));
+    return absl::InternalError(
+        absl::StrCat("the exported data does not hold one step of ", samples, " samples"));
   }
   const runtime::NamedTensors inputs = {{"x", x}, {"labels", labels}};
 

@@ -5,10 +5,6 @@
 // The server runs as a child process (so /proc tells its threads and RSS);
 // waiters are callback-API client reactors in this process (no thread each).
 //   build/bench/waiters_bench [WAITERS]      default 500
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +18,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "client/client.h"
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace ipupod::bench {
 namespace {
@@ -157,8 +156,7 @@ int Run(int waiters) {
   bool all_granted = WaitUntil(done, waiters, std::chrono::seconds(120));
   double drain_s = std::chrono::duration<double>(Clock::now() - r0).count();
 
-  std::printf("waiters_bench: %d waiters for 1 IPU each while one session holds all 16\n",
-              waiters);
+  std::printf("waiters_bench: %d waiters for 1 IPU each while one session holds all 16\n", waiters);
   std::printf("%-34s %14s %14s\n", "figure", "500 waiting", "idle (ref)");
   std::printf("%-34s %14ld %14ld\n", "server threads", loaded.threads, idle.threads);
   std::printf("%-34s %14.1f %14.1f\n", "server RSS (MiB)", loaded.rss_kib / 1024.0,

@@ -202,10 +202,10 @@ absl::StatusOr<v1::ResetResponse> Client::ResetSession(absl::string_view session
 absl::StatusOr<v1::ExecutableRef> Client::StatExecutable(absl::string_view sha256) {
   v1::StatExecutableRequest request;
   request.set_sha256(std::string(sha256));
-  return Call<v1::ExecutableRef>("StatExecutable", [&](grpc::ClientContext* c,
-                                                       v1::ExecutableRef* r) {
-    return execution_->StatExecutable(c, request, r);
-  });
+  return Call<v1::ExecutableRef>("StatExecutable",
+                                 [&](grpc::ClientContext* c, v1::ExecutableRef* r) {
+                                   return execution_->StatExecutable(c, request, r);
+                                 });
 }
 
 absl::StatusOr<v1::LoadedProgram> Client::Load(absl::string_view session,

@@ -40,16 +40,15 @@ absl::StatusOr<std::string> HeaderHash(absl::string_view ipx) {
   }
   const uint32_t version = ReadLe32(ipx, kVersionOffset);
   if (version != compiler::kExecutableFormatVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("executable format ", version, " but this ipupod reads ",
-                     compiler::kExecutableFormatVersion, ": recompile with this version of ipupod"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "executable format ", version, " but this ipupod reads ",
+        compiler::kExecutableFormatVersion, ": recompile with this version of ipupod"));
   }
   return absl::BytesToHexString(ipx.substr(kHashOffset, kHashBytes));
 }
 
 template <typename Request, typename Stream, typename Set>
-bool WriteTensor(Stream& stream, absl::string_view name,
-                 const graph::Tensor& tensor, Set set) {
+bool WriteTensor(Stream& stream, absl::string_view name, const graph::Tensor& tensor, Set set) {
   Request header;
   *set.header(header) = TensorHeaderOf(name, tensor);
   if (!stream.Write(header)) return false;

@@ -9,8 +9,8 @@
 namespace ipupod::client {
 
 absl::StatusOr<graph::DType> DTypeFromName(absl::string_view name) {
-  for (graph::DType d : {graph::DType::kFloat32, graph::DType::kInt64, graph::DType::kInt32,
-                         graph::DType::kBool}) {
+  for (graph::DType d :
+       {graph::DType::kFloat32, graph::DType::kInt64, graph::DType::kInt32, graph::DType::kBool}) {
     if (graph::DTypeName(d) == name) return d;
   }
   return absl::InvalidArgumentError(
@@ -46,8 +46,8 @@ absl::Status TensorAssembler::OnHeader(const v1::TensorHeader& header) {
   if (absl::Status done = CompleteCurrent(); !done.ok()) return done;
   absl::StatusOr<graph::DType> dtype = DTypeFromName(header.dtype());
   if (!dtype.ok()) {
-    return absl::InternalError(absl::StrCat("ipupodd sent tensor '", header.name(), "' with ",
-                                            dtype.status().message()));
+    return absl::InternalError(
+        absl::StrCat("ipupodd sent tensor '", header.name(), "' with ", dtype.status().message()));
   }
   graph::Shape shape(header.shape().begin(), header.shape().end());
   absl::StatusOr<int64_t> elements = graph::CheckedNumElements(*dtype, shape);
@@ -68,9 +68,8 @@ absl::Status TensorAssembler::OnHeader(const v1::TensorHeader& header) {
 absl::Status TensorAssembler::OnData(absl::string_view data) {
   if (!current_) return absl::InternalError("ipupodd sent tensor data before a tensor header");
   if (filled_ + data.size() > current_->total_bytes()) {
-    return absl::InternalError(absl::StrCat("ipupodd sent more than the ",
-                                            current_->total_bytes(), " bytes announced for '",
-                                            current_->name(), "'"));
+    return absl::InternalError(absl::StrCat("ipupodd sent more than the ", current_->total_bytes(),
+                                            " bytes announced for '", current_->name(), "'"));
   }
   std::memcpy(static_cast<char*>(tensor_->mutable_raw_data()) + filled_, data.data(), data.size());
   filled_ += data.size();

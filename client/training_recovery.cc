@@ -15,12 +15,13 @@ bool IsRecoverableFault(const absl::Status& error) {
 absl::Status ResumeTraining(Client& client, absl::string_view session, absl::string_view sha256,
                             const runtime::NamedTensors& checkpoint, const absl::Status& error) {
   if (!IsRecoverableFault(error)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot resume on session ", session, " after: ", error.message(),
-        GetErrorKind(error) == ErrorKind::kRecoverable
-            ? " (a FULL_RESET needs an admin: ipupod pod reset)"
-            : "", "; the host copy of the training state is intact: attach again and resume "
-                  "from it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot resume on session ", session, " after: ", error.message(),
+                     GetErrorKind(error) == ErrorKind::kRecoverable
+                         ? " (a FULL_RESET needs an admin: ipupod pod reset)"
+                         : "",
+                     "; the host copy of the training state is intact: attach again and resume "
+                     "from it"));
   }
   IPUPOD_RETURN_IF_ERROR(client.ResetSession(session).status());
   // The IPUs stay in reset for a while (UNAVAILABLE); load once they are back.

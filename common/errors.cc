@@ -16,27 +16,37 @@ void SetIpus(absl::Status& status, const std::vector<int>& ipus) {
 
 absl::string_view ErrorKindName(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kNone: return "";
-    case ErrorKind::kApplication: return "application";
-    case ErrorKind::kRecoverable: return "recoverable";
-    case ErrorKind::kUnrecoverable: return "unrecoverable";
+    case ErrorKind::kNone:
+      return "";
+    case ErrorKind::kApplication:
+      return "application";
+    case ErrorKind::kRecoverable:
+      return "recoverable";
+    case ErrorKind::kUnrecoverable:
+      return "unrecoverable";
   }
   return "";
 }
 
 absl::string_view RecoveryActionName(RecoveryAction action) {
   switch (action) {
-    case RecoveryAction::kNone: return "";
-    case RecoveryAction::kIpuReset: return "IPU_RESET";
-    case RecoveryAction::kLinkReset: return "LINK_RESET";
-    case RecoveryAction::kPartitionReset: return "PARTITION_RESET";
-    case RecoveryAction::kFullReset: return "FULL_RESET";
+    case RecoveryAction::kNone:
+      return "";
+    case RecoveryAction::kIpuReset:
+      return "IPU_RESET";
+    case RecoveryAction::kLinkReset:
+      return "LINK_RESET";
+    case RecoveryAction::kPartitionReset:
+      return "PARTITION_RESET";
+    case RecoveryAction::kFullReset:
+      return "FULL_RESET";
   }
   return "";
 }
 
 std::optional<ErrorKind> ParseErrorKind(absl::string_view name) {
-  for (ErrorKind k : {ErrorKind::kApplication, ErrorKind::kRecoverable, ErrorKind::kUnrecoverable}) {
+  for (ErrorKind k :
+       {ErrorKind::kApplication, ErrorKind::kRecoverable, ErrorKind::kUnrecoverable}) {
     if (ErrorKindName(k) == name) return k;
   }
   return std::nullopt;

@@ -10,9 +10,9 @@
 #include "absl/status/statusor.h"
 
 // Returns from the enclosing function if `expr` yields a non-OK status.
-#define IPUPOD_RETURN_IF_ERROR(expr)                \
-  do {                                              \
-    ::absl::Status ipupod_status_ = (expr);         \
+#define IPUPOD_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status ipupod_status_ = (expr);          \
     if (!ipupod_status_.ok()) return ipupod_status_; \
   } while (0)
 

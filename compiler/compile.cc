@@ -92,9 +92,9 @@ struct Imported {
 absl::StatusOr<Imported> Import(absl::string_view onnx_bytes, bool for_inference) {
   Imported out;
   IPUPOD_ASSIGN_OR_RETURN(out.model, ExtractPlacementAttributes(onnx_bytes));
-  IPUPOD_ASSIGN_OR_RETURN(graph::Graph graph,
-                          graph::ImportOnnx(out.model.onnx_bytes,
-                                            graph::FoldOptions{.keep_weights = !for_inference}));
+  IPUPOD_ASSIGN_OR_RETURN(
+      graph::Graph graph,
+      graph::ImportOnnx(out.model.onnx_bytes, graph::FoldOptions{.keep_weights = !for_inference}));
   IPUPOD_ASSIGN_OR_RETURN(out.interpreter, graph::Interpreter::Create(std::move(graph)));
   return out;
 }
@@ -146,7 +146,7 @@ std::string TrainingKey(const CompileOptions& options) {
                         {"attrs", t.optimizer_attrs},
                         {"frozen", t.frozen}};
   return absl::StrCat("\ntraining ", doc.dump(-1, ' ', /*ensure_ascii=*/true,
-                                               nlohmann::json::error_handler_t::replace));
+                                              nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace
@@ -158,8 +158,8 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
   const graph::Graph& g = imported.interpreter->graph();
   TrainingSpec training;
   if (!options.for_inference) {
-    IPUPOD_ASSIGN_OR_RETURN(training,
-                            MakeTrainingSpec(g, options.training, mode.gradient_accumulation_steps));
+    IPUPOD_ASSIGN_OR_RETURN(
+        training, MakeTrainingSpec(g, options.training, mode.gradient_accumulation_steps));
   }
   std::vector<std::string> warnings;
   IPUPOD_ASSIGN_OR_RETURN(Placement placement,
@@ -196,8 +196,7 @@ std::string ExecutableCacheKey(absl::string_view onnx_bytes, const IpuConfig& co
   hasher.Update(absl::StrCat(
       "ipupod executable cache key\n", kProducer, "\nformat ", kExecutableFormatVersion,
       "\nconfig ", IpuConfigToJson(keyed), "\ninference ", options.for_inference,
-      TrainingKey(options), "\nstrategy ",
-      ExecutionStrategyName(options.strategy), "\nplacement ",
+      TrainingKey(options), "\nstrategy ", ExecutionStrategyName(options.strategy), "\nplacement ",
       options.placement.has_value() ? PlacementMethodName(*options.placement)
                                     : absl::string_view("auto"),
       "\nmodule_map ", options.module_map.has_value() ? "1" : "0",

@@ -19,8 +19,8 @@
 //                   uint64 M, then M bytes of metadata JSON (UTF-8)
 //                   uint64 N, then N bytes of ONNX ModelProto
 // The metadata JSON holds: producer ("ipupod 0.1.0"), mode ("inference" or
-// "training"), training (training executables only: TrainingSpec), execution ("pipelined"/"sharded"), output_mode,
-// micro_batch_size, replication_factor, device_iterations,
+// "training"), training (training executables only: TrainingSpec), execution
+// ("pipelined"/"sharded"), output_mode, micro_batch_size, replication_factor, device_iterations,
 // batch_size_factor, ipus (per_replica, needed, reserved), ipu_config (every
 // IpuConfig key), placement (method, ipus_per_replica, stage_ipus, nodes,
 // node_stages, notes), inputs and outputs ({name, dtype, shape} per
@@ -105,7 +105,7 @@ struct Executable {
   Placement placement;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
-  TrainingSpec training;     // mode kTraining only
+  TrainingSpec training;    // mode kTraining only
   std::string report_json;  // compiler/report.h Report::Json()
   std::vector<std::string> warnings;
   std::string model_bytes;   // ONNX ModelProto ImportOnnx accepts

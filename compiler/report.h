@@ -79,7 +79,7 @@ struct Report {
   std::string mode = "inference";           // or "training"
   int64_t gradient_accumulation_steps = 1;  // training: micro-batches per weight update
   bool recompute = false;                   // training: recompute_checkpoint_every_layer
-  double step_s = 0;  // one step, every replica in parallel
+  double step_s = 0;                        // one step, every replica in parallel
   double samples_per_s = 0;
   std::vector<std::string> notes;  // placement notes, warnings
 

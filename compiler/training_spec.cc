@@ -32,11 +32,11 @@ absl::StatusOr<std::string> ChooseLoss(const graph::Graph& g, const std::string&
   if (!wanted.empty()) {
     if (std::find(scalars.begin(), scalars.end(), wanted) != scalars.end()) return wanted;
     const bool is_output = std::find(all.begin(), all.end(), wanted) != all.end();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--loss '", wanted, "' ",
-        is_output ? "is not a float scalar" : "is not an output of the model",
-        "; the loss must be a scalar float output (the model's scalar outputs: ",
-        scalars.empty() ? "none" : absl::StrJoin(scalars, ", "), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--loss '", wanted, "' ",
+                     is_output ? "is not a float scalar" : "is not an output of the model",
+                     "; the loss must be a scalar float output (the model's scalar outputs: ",
+                     scalars.empty() ? "none" : absl::StrJoin(scalars, ", "), ")"));
   }
   if (scalars.size() == 1) return scalars.front();
   if (scalars.empty()) {

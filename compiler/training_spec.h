@@ -47,11 +47,11 @@
 namespace ipupod::compiler {
 
 struct TrainingOptions {
-  std::string loss;                              // empty: the only scalar float output
-  std::string optimizer;                         // empty: "sgd"
+  std::string loss;                               // empty: the only scalar float output
+  std::string optimizer;                          // empty: "sgd"
   std::map<std::string, double> optimizer_attrs;  // given explicitly: variables
-  std::vector<std::string> frozen;               // initializers not to train
-  std::map<std::string, std::string> buffers;    // explicit buffer -> update value
+  std::vector<std::string> frozen;                // initializers not to train
+  std::map<std::string, std::string> buffers;     // explicit buffer -> update value
 };
 
 // REQUIRES: `graph` was imported with FoldOptions::keep_weights.

@@ -8,6 +8,7 @@
 #define IPUPOD_DEVICE_HARDWARE_H_
 
 #include <cstdint>
+
 #include "absl/strings/string_view.h"
 
 namespace ipupod::device {
@@ -17,13 +18,13 @@ struct IpuSpec {
   absl::string_view arch;
   uint32_t tiles;
   uint32_t threads_per_tile;
-  uint64_t memory_bytes;          // in-processor SRAM
-  double fp16_flops;              // peak, FLOP/s
-  double fp32_flops;              // peak, FLOP/s
+  uint64_t memory_bytes;  // in-processor SRAM
+  double fp16_flops;      // peak, FLOP/s
+  double fp32_flops;      // peak, FLOP/s
   uint32_t clock_mhz;
   uint32_t ipu_links;
-  double ipu_link_bytes_per_s;    // per link
-  double host_link_bytes_per_s;   // PCIe Gen4 x16
+  double ipu_link_bytes_per_s;   // per link
+  double host_link_bytes_per_s;  // PCIe Gen4 x16
 };
 
 // GC200: 1472 tiles, 900 MB (decimal, as Graphcore states it), 250 TFLOPS

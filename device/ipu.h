@@ -21,9 +21,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/errors.h"
 #include "device/hardware.h"
 

@@ -6,9 +6,9 @@
 #define IPUPOD_DEVICE_POD_CONFIG_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "device/hardware.h"
 
 namespace ipupod::device {

@@ -254,8 +254,7 @@ absl::Status Interpreter::RecheckTypesAfterReplacing(
   return absl::OkStatus();
 }
 
-absl::Status Interpreter::ReplaceInitializers(
-    std::vector<std::pair<std::string, Tensor>>& values) {
+absl::Status Interpreter::ReplaceInitializers(std::vector<std::pair<std::string, Tensor>>& values) {
   IPUPOD_RETURN_IF_ERROR(CheckReplacement(values));
   std::vector<const Tensor*> replaced;
   const auto swap_all = [&] {

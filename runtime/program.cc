@@ -111,8 +111,9 @@ SimulatedTime StepTime(const compiler::Report& r, int64_t accumulation, bool tra
     t.compute_s = m * slowest.compute_s;
     t.ipu_link_s = m * slowest.ipu_link_s;
     t.host_s = m * slowest.host_s;
-    t.pipeline_ramp_s = training ? updates * static_cast<double>(2 * r.num_stages - 2) * slowest.busy_s()
-                                 : static_cast<double>(r.num_stages - 1) * slowest.busy_s();
+    t.pipeline_ramp_s = training
+                            ? updates * static_cast<double>(2 * r.num_stages - 2) * slowest.busy_s()
+                            : static_cast<double>(r.num_stages - 1) * slowest.busy_s();
   } else {
     for (const compiler::IpuPlan& p : r.ipus) {  // one IPU works at a time
       t.compute_s += m * p.compute_s;
@@ -221,8 +222,7 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Create(
   if (executable == nullptr) return absl::InvalidArgumentError("no executable given");
   const Executable& e = *executable;
   const bool training = e.mode == compiler::ExecutableMode::kTraining;
-  auto imported =
-      graph::ImportOnnx(e.model_bytes, graph::FoldOptions{.keep_weights = training});
+  auto imported = graph::ImportOnnx(e.model_bytes, graph::FoldOptions{.keep_weights = training});
   if (!imported.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the executable's model does not import: ", imported.status().message()));
@@ -243,8 +243,7 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Create(
     auto trainer = CreateTrainer(e, *std::move(imported));
     if (!trainer.ok()) return BadExecutable(trainer.status().message());
     impl.trainer = *std::move(trainer);
-    for (const training::TensorMap* state :
-         {&impl.trainer->weights(), &impl.trainer->buffers()}) {
+    for (const training::TensorMap* state : {&impl.trainer->weights(), &impl.trainer->buffers()}) {
       for (const auto& [name, t] : *state) impl.weights.push_back({name, t.dtype(), t.shape()});
     }
     std::sort(impl.weights.begin(), impl.weights.end(),

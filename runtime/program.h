@@ -82,7 +82,7 @@ struct SimulatedTime {
 };
 
 struct StepResult {
-  NamedTensors outputs;  // executable output order, host shapes
+  NamedTensors outputs;       // executable output order, host shapes
   std::vector<float> losses;  // training: one per weight update (device iteration)
   int64_t step = 0;           // training: weight updates since the load, these included
   SimulatedTime simulated;

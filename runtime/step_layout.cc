@@ -9,8 +9,7 @@ namespace ipupod::runtime {
 using compiler::Executable;
 
 int64_t AccumulationSteps(const Executable& e) {
-  return e.mode == compiler::ExecutableMode::kTraining ? e.training.gradient_accumulation_steps
-                                                       : 1;
+  return e.mode == compiler::ExecutableMode::kTraining ? e.training.gradient_accumulation_steps : 1;
 }
 
 namespace {

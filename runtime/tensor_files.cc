@@ -234,9 +234,9 @@ absl::StatusOr<std::string> ReplaceOnnxInitializers(absl::string_view model_byte
     if (it == by_name.end() || it->second->data_type() != onnx::TensorProto::FLOAT ||
         t.dtype() != graph::DType::kFloat32 ||
         graph::Shape(it->second->dims().begin(), it->second->dims().end()) != t.shape()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", name, "' is not a float initializer of the model with shape ",
-          kernels::ShapeString(t.shape())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "' is not a float initializer of the model with shape ",
+                       kernels::ShapeString(t.shape())));
     }
     onnx::TensorProto& p = *it->second;
     p.clear_float_data();

@@ -45,9 +45,10 @@ absl::StatusOr<graph::Tensor> Scalar(float value) {
 }  // namespace
 
 absl::Status NotTraining(absl::string_view what) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      what, " belong to training executables; this one was compiled for inference "
-            "(compile with ipupod compile --train)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(what,
+                   " belong to training executables; this one was compiled for inference "
+                   "(compile with ipupod compile --train)"));
 }
 
 absl::StatusOr<training::OptimizerSpec> OptimizerSpecOf(const compiler::TrainingSpec& spec) {
@@ -102,8 +103,7 @@ absl::StatusOr<StepResult> TrainStep(const Executable& e, training::Trainer& tra
   }
   std::vector<std::vector<graph::Tensor>> results;
   for (int64_t j : returned) results.push_back(std::move(by_index[static_cast<size_t>(j)]));
-  IPUPOD_ASSIGN_OR_RETURN(step.outputs,
-                          Concatenate(e, ReduceForOutputMode(e, std::move(results))));
+  IPUPOD_ASSIGN_OR_RETURN(step.outputs, Concatenate(e, ReduceForOutputMode(e, std::move(results))));
   return step;
 }
 
@@ -133,7 +133,8 @@ absl::Status ImportCheckpoint(training::Trainer& trainer, const NamedTensors& ch
   for (const auto& [name, t] : checkpoint) {
     if (!absl::StartsWith(name, kAttributePrefix)) {
       if (!state.emplace(name, t).second) {
-        return absl::InvalidArgumentError(absl::StrCat("checkpoint tensor '", name, "' is given twice"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("checkpoint tensor '", name, "' is given twice"));
       }
       continue;
     }

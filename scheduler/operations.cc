@@ -54,8 +54,8 @@ absl::StatusOr<uint64_t> SchedulerImpl::RecordLoad(absl::string_view session,
   }
   Session& s = it->second;
   if (s.load_generation != load_generation) {
-    return absl::AbortedError(absl::StrFormat(
-        "IPUs of session %s were reset while loading; load again", s.id));
+    return absl::AbortedError(
+        absl::StrFormat("IPUs of session %s were reset while loading; load again", s.id));
   }
   IPUPOD_RETURN_IF_ERROR(CheckLoadFitsLocked(s, bytes_per_ipu));
   for (int i = 0; i < s.block.size; ++i) {

@@ -40,11 +40,11 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/errors.h"
 #include "device/device_ids.h"
@@ -123,7 +123,7 @@ struct PartitionView {
 struct SessionView {
   std::string id;
   std::string user;
-  std::vector<int> ipus;       // all granted IPUs (block order)
+  std::vector<int> ipus;  // all granted IPUs (block order)
   int device_id = 0;
   int requested_ipus = 0;
   std::vector<int> idle_ipus;  // auto-round extras
@@ -237,8 +237,7 @@ class Scheduler {
 
   // ---- Partitions
   virtual absl::StatusOr<PartitionView> CreatePartition(const Caller& caller,
-                                                        absl::string_view name,
-                                                        int64_t size) = 0;
+                                                        absl::string_view name, int64_t size) = 0;
   virtual absl::StatusOr<PartitionView> GetPartition(absl::string_view name) const = 0;
   virtual std::vector<PartitionView> ListPartitions() const = 0;
   // Returns the sessions it detached (only with `force`).
@@ -284,8 +283,7 @@ class Scheduler {
   // ABORTED (its IPUs were cleared since the operation began: load again),
   // INVALID_ARGUMENT (not one entry per IPU of the session),
   // RESOURCE_EXHAUSTED naming the IPU, the bytes needed and the bytes it has.
-  virtual absl::StatusOr<uint64_t> RecordLoad(absl::string_view session,
-                                              uint64_t load_generation,
+  virtual absl::StatusOr<uint64_t> RecordLoad(absl::string_view session, uint64_t load_generation,
                                               const std::vector<uint64_t>& bytes_per_ipu) = 0;
 
   // Ends every request and session (observers get UNAVAILABLE) and stops the

@@ -30,12 +30,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "common/sync.h"
 #include "device/device_ids.h"
 #include "device/ipu.h"
 #include "scheduler/allocator.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/state_store.h"
-#include "common/sync.h"
 #include "scheduler/timer.h"
 #include "scheduler/wait_queue.h"
 
@@ -58,7 +58,7 @@ struct Session {
   int64_t attached_unix_ms = 0;
   std::string client;
   bool needs_load = false;
-  uint64_t load_generation = 0;  // scheduler.h SessionOperation
+  uint64_t load_generation = 0;              // scheduler.h SessionOperation
   std::shared_ptr<AttachObserver> observer;  // may be null
 };
 

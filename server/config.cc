@@ -350,9 +350,8 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
            }},
           {"max_execution_threads",
            [&](const Json& v, const std::string& k) -> absl::Status {
-             IPUPOD_ASSIGN_OR_RETURN(
-                 config.max_execution_threads,
-                 GetSmallInt(v, k, kExecutionThreadsMin, kExecutionThreadsMax));
+             IPUPOD_ASSIGN_OR_RETURN(config.max_execution_threads,
+                                     GetSmallInt(v, k, kExecutionThreadsMin, kExecutionThreadsMax));
              return absl::OkStatus();
            }},
           {"compute_threads",
@@ -512,9 +511,9 @@ absl::Status ValidateConfig(const ServerConfig& config) {
   }
   if (config.max_execution_threads < kExecutionThreadsMin ||
       config.max_execution_threads > kExecutionThreadsMax) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max execution threads must be from ", kExecutionThreadsMin, " to ",
-        kExecutionThreadsMax, "; got ", config.max_execution_threads));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max execution threads must be from ", kExecutionThreadsMin, " to ",
+                     kExecutionThreadsMax, "; got ", config.max_execution_threads));
   }
   if (config.compute_threads < 0 || config.compute_threads > kComputeThreadsMax) {
     return absl::InvalidArgumentError(absl::StrCat("compute threads must be from 0 (every CPU) to ",

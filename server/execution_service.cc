@@ -246,13 +246,13 @@ absl::Status VerifyUpload(absl::string_view bytes, const std::string& sha256) {
     return absl::OkStatus();  // not an .ipx at all: the cache says so
   }
   compiler::Sha256Digest header_hash;
-  bytes.substr(24, header_hash.size()).copy(reinterpret_cast<char*>(header_hash.data()),
-                                            header_hash.size());
+  bytes.substr(24, header_hash.size())
+      .copy(reinterpret_cast<char*>(header_hash.data()), header_hash.size());
   const std::string header_hex = compiler::DigestHex(header_hash);
   if (header_hex != sha256) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "declared sha256 %s but the executable's header says %s; declare the header's hash",
-        sha256, header_hex));
+        "declared sha256 %s but the executable's header says %s; declare the header's hash", sha256,
+        header_hex));
   }
   const std::string payload_hex =
       compiler::DigestHex(compiler::Sha256Of(bytes.substr(compiler::kExecutableHeaderBytes)));
@@ -406,9 +406,9 @@ grpc::Status ExecutionServiceImpl::StatExecutable(grpc::ServerContext* context,
   });
 }
 
-grpc::Status ExecutionServiceImpl::UploadExecutable(
-    grpc::ServerContext* context, grpc::ServerReader<v1::ExecutableChunk>* reader,
-    v1::ExecutableRef* response) {
+grpc::Status ExecutionServiceImpl::UploadExecutable(grpc::ServerContext* context,
+                                                    grpc::ServerReader<v1::ExecutableChunk>* reader,
+                                                    v1::ExecutableRef* response) {
   return Handle(context, env_, "UploadExecutable", [&](const Caller&) -> absl::Status {
     std::string sha256;
     IPUPOD_ASSIGN_OR_RETURN(const std::string bytes,
@@ -458,9 +458,9 @@ grpc::Status ExecutionServiceImpl::GetLoaded(grpc::ServerContext* context,
   });
 }
 
-grpc::Status ExecutionServiceImpl::WriteWeights(
-    grpc::ServerContext* context, grpc::ServerReader<v1::WriteWeightsRequest>* reader,
-    v1::WriteWeightsResponse* response) {
+grpc::Status ExecutionServiceImpl::WriteWeights(grpc::ServerContext* context,
+                                                grpc::ServerReader<v1::WriteWeightsRequest>* reader,
+                                                v1::WriteWeightsResponse* response) {
   return Handle(context, env_, "WriteWeights", [&](const Caller& caller) -> absl::Status {
     v1::WriteWeightsRequest first;
     IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(reader, &first));
@@ -480,9 +480,9 @@ grpc::Status ExecutionServiceImpl::WriteWeights(
   });
 }
 
-grpc::Status ExecutionServiceImpl::ReadWeights(grpc::ServerContext* context,
-                                               const v1::ReadWeightsRequest* request,
-                                               grpc::ServerWriter<v1::ReadWeightsResponse>* writer) {
+grpc::Status ExecutionServiceImpl::ReadWeights(
+    grpc::ServerContext* context, const v1::ReadWeightsRequest* request,
+    grpc::ServerWriter<v1::ReadWeightsResponse>* writer) {
   return Handle(context, env_, "ReadWeights", [&](const Caller& caller) -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));

@@ -23,8 +23,8 @@ absl::StatusOr<graph::DType> ParseDType(absl::string_view name) {
   for (graph::DType dtype : kDTypes) {
     if (graph::DTypeName(dtype) == name) return dtype;
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "dtype \"%s\" is not supported; use float32, int64, int32 or bool", name));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("dtype \"%s\" is not supported; use float32, int64, int32 or bool", name));
 }
 
 v1::TensorHeader HeaderOf(const std::string& name, const graph::Tensor& tensor) {
@@ -52,7 +52,8 @@ absl::Status TensorAssembler::CheckHeader(const v1::TensorHeader& header,
     }
   }
   absl::StatusOr<graph::DType> parsed = ParseDType(header.dtype());
-  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", parsed.status().message()));
+  if (!parsed.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", parsed.status().message()));
   *dtype = *parsed;
   const graph::Shape shape(header.shape().begin(), header.shape().end());
   absl::StatusOr<int64_t> elements = graph::CheckedNumElements(*dtype, shape);
@@ -61,9 +62,9 @@ absl::Status TensorAssembler::CheckHeader(const v1::TensorHeader& header,
   }
   const uint64_t expected = static_cast<uint64_t>(*elements) * graph::DTypeSize(*dtype);
   if (header.total_bytes() != expected) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tensor %s: total_bytes is %d but %s%s holds %d bytes", name, header.total_bytes(),
-        header.dtype(), ShapeText(shape), expected));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor %s: total_bytes is %d but %s%s holds %d bytes", name,
+                        header.total_bytes(), header.dtype(), ShapeText(shape), expected));
   }
   if (static_cast<int64_t>(expected) > bytes_max_ - bytes_declared_) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -102,14 +103,14 @@ absl::Status TensorAssembler::AddData(absl::string_view data) {
         data.size(), kTensorChunkBytes));
   }
   if (!pending_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TensorData arrived without a TensorHeader in the ", what_,
-        "; send each tensor's header first"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TensorData arrived without a TensorHeader in the ", what_,
+                     "; send each tensor's header first"));
   }
   if (data.size() > pending_->total_bytes - pending_->bytes.size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tensor %s: more data than its header's total_bytes (%d)", pending_->name,
-        pending_->total_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor %s: more data than its header's total_bytes (%d)", pending_->name,
+                        pending_->total_bytes));
   }
   pending_->bytes.append(data.data(), data.size());
   if (pending_->bytes.size() < pending_->total_bytes) return absl::OkStatus();
@@ -119,8 +120,7 @@ absl::Status TensorAssembler::AddData(absl::string_view data) {
 absl::Status TensorAssembler::CompletePending() {
   Pending p = std::move(*pending_);
   pending_.reset();
-  absl::StatusOr<graph::Tensor> tensor =
-      graph::Tensor::FromBytes(p.dtype, p.shape, p.bytes);
+  absl::StatusOr<graph::Tensor> tensor = graph::Tensor::FromBytes(p.dtype, p.shape, p.bytes);
   if (!tensor.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor ", p.name, ": ", tensor.status().message()));

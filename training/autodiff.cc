@@ -59,8 +59,8 @@ absl::StatusOr<std::unique_ptr<Autodiff>> Autodiff::Create(graph::Graph graph, s
     }
   }
   std::sort(weights.begin(), weights.end());
-  std::unique_ptr<Autodiff> ad(new Autodiff(std::move(graph), std::move(loss), std::move(weights),
-                                            std::move(buffers)));
+  std::unique_ptr<Autodiff> ad(
+      new Autodiff(std::move(graph), std::move(loss), std::move(weights), std::move(buffers)));
   IPUPOD_RETURN_IF_ERROR(ad->Plan());
   return ad;
 }
@@ -152,22 +152,25 @@ absl::Status Autodiff::PlanBuffers() {
   for (const auto& [buffer, update] : buffers_) {
     const Tensor* init = graph_.FindInitializer(buffer);
     if (init == nullptr || std::binary_search(weights_.begin(), weights_.end(), buffer)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "buffer '", buffer, "' is not an initializer of the graph other than a trainable weight"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("buffer '", buffer,
+                       "' is not an initializer of the graph other than a trainable weight"));
     }
     auto it = slot_of_.find(update);
-    const bool computed = it != slot_of_.end() && graph_.FindInitializer(update) == nullptr &&
-                          std::find(input_slots_.begin(), input_slots_.end(), it->second) ==
-                              input_slots_.end();
+    const bool computed =
+        it != slot_of_.end() && graph_.FindInitializer(update) == nullptr &&
+        std::find(input_slots_.begin(), input_slots_.end(), it->second) == input_slots_.end();
     if (!computed) {
       return absl::InvalidArgumentError(absl::StrCat("buffer '", buffer, "' is updated from '",
-                                                     update, "', which no node of the graph computes"));
+                                                     update,
+                                                     "', which no node of the graph computes"));
     }
     const TensorType& type = *slot_types_[it->second];
     if (type.dtype != init->dtype() || type.shape != init->shape()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "buffer '", buffer, "' is ", DTypeName(init->dtype()), kernels::ShapeString(init->shape()),
-          " but its update '", update, "' is ", graph::TypeString(type)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("buffer '", buffer, "' is ", DTypeName(init->dtype()),
+                       kernels::ShapeString(init->shape()), " but its update '", update, "' is ",
+                       graph::TypeString(type)));
     }
     buffer_slots_.emplace_back(slot_of_.at(buffer), it->second);
   }

@@ -106,8 +106,7 @@ class Autodiff {
   // exact dtype and shape; `weights` holds every weight by name and
   // `buffers` every buffer (others are rejected).
   absl::StatusOr<GradientResult> Run(absl::Span<const graph::Tensor> inputs,
-                                     const TensorMap& weights,
-                                     const TensorMap& buffers = {}) const;
+                                     const TensorMap& weights, const TensorMap& buffers = {}) const;
 
   // Forward, backward and a plain SGD step in one call: every weight with a
   // gradient becomes w + (-lr) * dL/dw, as torch.optim.SGD without momentum
@@ -159,8 +158,8 @@ class Autodiff {
   BufferUpdates buffers_;
   std::map<std::string, int> slot_of_;
   std::vector<const graph::TensorType*> slot_types_;
-  std::vector<const graph::Tensor*> constants_;  // per slot; initializers except weights
-  std::vector<int> weight_slots_;                // parallel to weights_
+  std::vector<const graph::Tensor*> constants_;    // per slot; initializers except weights
+  std::vector<int> weight_slots_;                  // parallel to weights_
   std::vector<std::pair<int, int>> buffer_slots_;  // (buffer, update) in buffers_ order
   std::vector<int> input_slots_;
   std::vector<int> output_slots_;

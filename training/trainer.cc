@@ -46,9 +46,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(graph::Graph graph,
         absl::StrCat("gradient_accumulation_steps (", options.gradient_accumulation_steps,
                      ") and replicas (", options.replicas, ") must be at least 1"));
   }
-  IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Autodiff> autodiff,
-                          Autodiff::Create(std::move(graph), options.loss, options.weights,
-                                           options.buffers));
+  IPUPOD_ASSIGN_OR_RETURN(
+      std::unique_ptr<Autodiff> autodiff,
+      Autodiff::Create(std::move(graph), options.loss, options.weights, options.buffers));
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                           Optimizer::Create(options.optimizer));
   return std::unique_ptr<Trainer>(

@@ -3,8 +3,8 @@
 // reads the inputs, maps failures to exit codes and prints the result.
 //
 // Exit codes: 2 a bad command line (also --loss/--optimizer/--opt/--freeze/
-// --buffer without --train, a --buffer that is not NAME=VALUE, an unknown optimizer or attribute), 3 a file does not
-// exist (the message names it), 9 a bad --ipu-config / --set / --module-map
+// --buffer without --train, a --buffer that is not NAME=VALUE, an unknown optimizer or attribute),
+// 3 a file does not exist (the message names it), 9 a bad --ipu-config / --set / --module-map
 // value, 12 the model does not compile with this config (placement, run
 // shape, out of IPU memory, loss or frozen weight not in the model, an op
 // without a backward rule), 1 I/O errors.
@@ -133,8 +133,8 @@ Json SpecsJson(const compiler::Executable& e, const std::vector<compiler::Tensor
   return list;
 }
 
-std::string SpecsText(const compiler::Executable& e,
-                      const std::vector<compiler::TensorSpec>& specs, bool inputs) {
+std::string SpecsText(const compiler::Executable& e, const std::vector<compiler::TensorSpec>& specs,
+                      bool inputs) {
   std::vector<std::string> parts;
   for (const compiler::TensorSpec& spec : specs) {
     graph::Shape shape =
@@ -255,8 +255,8 @@ int RunCompile(Context& ctx, CompileArgs args) {
     args.output = client::ReplaceExtension(args.model, compiler::kExecutableExtension);
   }
   if (args.output == args.model) {
-    return ctx.UsageError(absl::StrCat("the output '", args.output,
-                                       "' would overwrite the model; pass -o FILE.ipx"));
+    return ctx.UsageError(
+        absl::StrCat("the output '", args.output, "' would overwrite the model; pass -o FILE.ipx"));
   }
   compiler::CompileOptions training;
   absl::Status flags = TrainingOptions(args, training);
@@ -325,16 +325,19 @@ void AddCompileCommand(CLI::App& app, Selection& selection) {
   compile->add_option("MODEL", args->model, "The ONNX model (as torch.onnx.export writes it)")
       ->type_name("MODEL.onnx")
       ->required();
-  compile->add_option("--ipu-config", args->ipu_config,
-                      "optimum-graphcore ipu_config.json (default: every key at its default)")
+  compile
+      ->add_option("--ipu-config", args->ipu_config,
+                   "optimum-graphcore ipu_config.json (default: every key at its default)")
       ->type_name("FILE");
-  compile->add_option("--set", args->sets,
-                      "Override config keys, as IPUConfig.update_from_string (repeatable)")
+  compile
+      ->add_option("--set", args->sets,
+                   "Override config keys, as IPUConfig.update_from_string (repeatable)")
       ->type_name("\"k=v,k2=[1 2]\"")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  compile->add_option("--module-map", args->module_map,
-                      "JSON {\"module.path\": ipu, ...} placing modules on IPUs")
+  compile
+      ->add_option("--module-map", args->module_map,
+                   "JSON {\"module.path\": ipu, ...} placing modules on IPUs")
       ->type_name("FILE");
   compile->add_option("-o,--output", args->output, "The executable to write (default MODEL.ipx)")
       ->type_name("FILE.ipx");

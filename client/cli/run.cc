@@ -14,8 +14,6 @@
 // an own session an interrupt cancels the attach stream, which ends the
 // session on the server and with it a running step; between steps the loop
 // checks for an interrupt either way. Exit code 130, no outputs written.
-#include <unistd.h>
-
 #include <memory>
 #include <optional>
 
@@ -35,6 +33,7 @@
 #include "compiler/executable.h"
 #include "compiler/report.h"
 #include "runtime/tensor_files.h"
+#include <unistd.h>
 
 namespace ipupod::cli {
 namespace {
@@ -116,9 +115,10 @@ absl::Status ReadTrainingFiles(const RunArgs& args, RunFiles& files) {
 absl::Status CheckMode(const RunArgs& args, const compiler::Executable& e) {
   const bool training = e.mode == compiler::ExecutableMode::kTraining;
   if (args.training.train && !training) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        args.executable, " was compiled for inference; compile it with `ipupod compile --train` "
-                         "to train"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.executable,
+                     " was compiled for inference; compile it with `ipupod compile --train` "
+                     "to train"));
   }
   if (!args.training.train && training) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -136,13 +136,13 @@ absl::StatusOr<RunFiles> ReadRunFiles(const RunArgs& args) {
   IPUPOD_RETURN_IF_ERROR(CheckMode(args, files.executable));
   absl::StatusOr<runtime::NamedTensors> inputs = runtime::ReadTensorFile(args.inputs);
   if (!inputs.ok()) return WithContext(inputs.status(), absl::StrCat("--inputs ", args.inputs));
-  IPUPOD_ASSIGN_OR_RETURN(files.plan,
-                          PlanSteps(files.executable, *std::move(inputs), args.inputs));
+  IPUPOD_ASSIGN_OR_RETURN(files.plan, PlanSteps(files.executable, *std::move(inputs), args.inputs));
   if (!args.weights.empty()) {
     absl::StatusOr<runtime::TensorFileFormat> format = runtime::TensorFileFormatOf(args.weights);
     if (!format.ok()) return WithContext(format.status(), "--weights");
     absl::StatusOr<runtime::NamedTensors> weights = runtime::ReadTensorFile(args.weights);
-    if (!weights.ok()) return WithContext(weights.status(), absl::StrCat("--weights ", args.weights));
+    if (!weights.ok())
+      return WithContext(weights.status(), absl::StrCat("--weights ", args.weights));
     files.weights = *std::move(weights);
     files.weights_from_onnx = *format == runtime::TensorFileFormat::kOnnx;
   }
@@ -155,9 +155,9 @@ absl::StatusOr<RunFiles> ReadRunFiles(const RunArgs& args) {
 // refused write.
 absl::Status CheckOutputNames(const RunArgs& args) {
   const TrainArgs& t = args.training;
-  if (!t.train && (t.epochs > 0 || t.steps > 0 || t.lr || !t.save_model.empty() ||
-                   !t.checkpoint.empty() || !t.resume.empty() || t.checkpoint_every > 0 ||
-                   t.recover)) {
+  if (!t.train &&
+      (t.epochs > 0 || t.steps > 0 || t.lr || !t.save_model.empty() || !t.checkpoint.empty() ||
+       !t.resume.empty() || t.checkpoint_every > 0 || t.recover)) {
     return absl::InvalidArgumentError(
         "--epochs, --steps, --lr, --save-model, --checkpoint, --checkpoint-every, --resume and "
         "--recover are for training: add --train");
@@ -226,8 +226,10 @@ class Progress {
       if (!first_loss_) first_loss_ = stats.losses(0);
     }
     if (ctx_.json()) {
-      Json line = {{"step", step + 1},       {"steps", steps_},
-                   {"samples", stats.samples()}, {"wall_seconds", wall_s},
+      Json line = {{"step", step + 1},
+                   {"steps", steps_},
+                   {"samples", stats.samples()},
+                   {"wall_seconds", wall_s},
                    {"server_wall_seconds", stats.wall_seconds()}};
       line.update(SimulatedJson(stats.simulated_seconds(), stats.simulated_compute_seconds(),
                                 stats.simulated_pipeline_ramp_seconds(),
@@ -258,12 +260,11 @@ class Progress {
     constexpr int kWidth = 24;
     const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(steps_, 1));
     const std::string loss = last_loss_ ? absl::StrFormat("loss %.4g  ", *last_loss_) : "";
-    return absl::StrFormat("[%s%s] step %d/%d  %s%.0f samples/s  simulated %s  wall %s  ",
-                           std::string(filled, '#'), std::string(kWidth - filled, '.'), done,
-                           steps_, loss,
-                           totals_.wall_s > 0 ? totals_.samples / totals_.wall_s : 0.0,
-                           compiler::FormatSeconds(totals_.simulated_s),
-                           compiler::FormatSeconds(totals_.wall_s));
+    return absl::StrFormat(
+        "[%s%s] step %d/%d  %s%.0f samples/s  simulated %s  wall %s  ", std::string(filled, '#'),
+        std::string(kWidth - filled, '.'), done, steps_, loss,
+        totals_.wall_s > 0 ? totals_.samples / totals_.wall_s : 0.0,
+        compiler::FormatSeconds(totals_.simulated_s), compiler::FormatSeconds(totals_.wall_s));
   }
 
   Context& ctx_;
@@ -291,23 +292,20 @@ std::string TensorsText(const runtime::NamedTensors& tensors) {
   return absl::StrJoin(parts, ", ");
 }
 
-Json SummaryJson(const RunArgs& args, const RunSession& s, const StepPlan& plan,
-                 const Totals& t, const runtime::NamedTensors& outputs) {
+Json SummaryJson(const RunArgs& args, const RunSession& s, const StepPlan& plan, const Totals& t,
+                 const runtime::NamedTensors& outputs) {
   Json out_list = Json::array();
   for (const auto& [name, tensor] : outputs) {
     out_list.push_back({{"name", name},
                         {"dtype", std::string(graph::DTypeName(tensor.dtype()))},
                         {"shape", tensor.shape()}});
   }
-  Json summary = {{"session", s.id},
-                  {"steps", plan.steps},
-                  {"samples", t.samples},
-                  {"samples_per_step", plan.samples_per_step},
-                  {"wall_seconds", t.wall_s},
-                  {"samples_per_second", t.wall_s > 0 ? t.samples / t.wall_s : 0.0},
-                  {"flops", t.flops},
-                  {"outputs_file", args.outputs},
-                  {"outputs", out_list}};
+  Json summary = {
+      {"session", s.id},          {"steps", plan.steps},
+      {"samples", t.samples},     {"samples_per_step", plan.samples_per_step},
+      {"wall_seconds", t.wall_s}, {"samples_per_second", t.wall_s > 0 ? t.samples / t.wall_s : 0.0},
+      {"flops", t.flops},         {"outputs_file", args.outputs},
+      {"outputs", out_list}};
   summary.update(SimulatedJson(t.simulated_s, t.compute_s, t.ramp_s, t.link_s, t.host_s));
   if (!args.save_weights.empty()) summary["saved_weights"] = args.save_weights;
   return {{"summary", summary}};
@@ -321,10 +319,11 @@ std::string SummaryText(const RunArgs& args, const RunSession& s, const StepPlan
       "IPU-Link %s, host %s\n",
       plan.steps, plan.samples_per_step, t.samples, s.id, s.ipus, compiler::FormatSeconds(t.wall_s),
       t.wall_s > 0 ? t.samples / t.wall_s : 0.0, compiler::FormatSeconds(t.simulated_s),
-      compiler::FormatSeconds(t.compute_s), compiler::FormatSeconds(t.ramp_s), compiler::FormatSeconds(t.link_s),
-      compiler::FormatSeconds(t.host_s));
+      compiler::FormatSeconds(t.compute_s), compiler::FormatSeconds(t.ramp_s),
+      compiler::FormatSeconds(t.link_s), compiler::FormatSeconds(t.host_s));
   absl::StrAppend(&text, "wrote ", args.outputs, ": ", TensorsText(outputs), "\n");
-  if (!args.save_weights.empty()) absl::StrAppend(&text, "saved weights to ", args.save_weights, "\n");
+  if (!args.save_weights.empty())
+    absl::StrAppend(&text, "saved weights to ", args.save_weights, "\n");
   return text;
 }
 
@@ -458,11 +457,13 @@ struct TrainLoop {
                     copy ? &*copy : nullptr);
     }
     ++recoveries;
-    ctx.Note({{"recovering", {{"run", run + 1}, {"error", error.message()},
-                              {"resume_after_run", copy->runs_done}}}},
-             absl::StrCat("\nrun ", run + 1, " failed: ", error.message(),
-                          "\nresetting the session's IPUs and going on from the host copy after "
-                          "run ", copy->runs_done, "\n"));
+    ctx.Note(
+        {{"recovering",
+          {{"run", run + 1}, {"error", error.message()}, {"resume_after_run", copy->runs_done}}}},
+        absl::StrCat("\nrun ", run + 1, " failed: ", error.message(),
+                     "\nresetting the session's IPUs and going on from the host copy after "
+                     "run ",
+                     copy->runs_done, "\n"));
     IPUPOD_RETURN_IF_ERROR(client::ResumeTraining(client, s.id, sha256, copy->checkpoint, error));
     return copy->runs_done;
   }
@@ -474,9 +475,9 @@ struct TrainLoop {
     }
     for (int64_t run = 0; run < files.runs;) {
       if (signals.Interrupted()) break;
-      IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors inputs,
-                              StepInputs(files.plan,
-                                         (files.first_data_step + run) % files.plan.steps));
+      IPUPOD_ASSIGN_OR_RETURN(
+          runtime::NamedTensors inputs,
+          StepInputs(files.plan, (files.first_data_step + run) % files.plan.steps));
       const absl::Time start = absl::Now();
       absl::StatusOr<client::RunResult> result = client.Run(s.id, inputs);
       if (signals.Interrupted()) break;
@@ -507,8 +508,8 @@ struct TrainLoop {
 };
 
 // --outputs, --save-weights, --save-model and the final --checkpoint.
-absl::Status SaveTrainingResults(client::Client& client, const RunSession& s,
-                                 const RunArgs& args, const RunFiles& files,
+absl::Status SaveTrainingResults(client::Client& client, const RunSession& s, const RunArgs& args,
+                                 const RunFiles& files,
                                  const std::vector<runtime::NamedTensors>& outputs) {
   if (!args.outputs.empty() && !outputs.empty()) {
     OutputAccumulator all;
@@ -574,11 +575,10 @@ std::string TrainingSummaryText(const RunArgs& args, const RunSession& s, const 
     absl::StrAppend(&text, absl::StrFormat("loss %.6g -> %.6g\n", *progress.first_loss(),
                                            *progress.last_loss()));
   }
-  absl::StrAppend(&text, absl::StrFormat(
-                             "wall %s (%.0f samples/s); simulated device time %s\n",
-                             compiler::FormatSeconds(t.wall_s),
-                             t.wall_s > 0 ? t.samples / t.wall_s : 0.0,
-                             compiler::FormatSeconds(t.simulated_s)));
+  absl::StrAppend(&text, absl::StrFormat("wall %s (%.0f samples/s); simulated device time %s\n",
+                                         compiler::FormatSeconds(t.wall_s),
+                                         t.wall_s > 0 ? t.samples / t.wall_s : 0.0,
+                                         compiler::FormatSeconds(t.simulated_s)));
   for (const auto& [what, path] :
        {std::pair<const char*, const std::string*>{"outputs", &args.outputs},
         {"weights", &args.save_weights},
@@ -589,9 +589,8 @@ std::string TrainingSummaryText(const RunArgs& args, const RunSession& s, const 
   return text;
 }
 
-int ExecuteTraining(Context& ctx, client::Client& client, const RunSession& s,
-                    const RunArgs& args, const RunFiles& files, const std::string& sha256,
-                    SignalWatcher& signals) {
+int ExecuteTraining(Context& ctx, client::Client& client, const RunSession& s, const RunArgs& args,
+                    const RunFiles& files, const std::string& sha256, SignalWatcher& signals) {
   const HintContext hint{.session = s.id};
   if (absl::Status ready = SetUpTraining(ctx, client, s, args, files); !ready.ok()) {
     return ctx.Fail(ready, hint);
@@ -601,8 +600,7 @@ int ExecuteTraining(Context& ctx, client::Client& client, const RunSession& s,
   absl::Status trained = loop.Run();
   progress.Finish();
   if (!trained.ok()) return ctx.Fail(trained, hint);
-  if (absl::Status saved = SaveTrainingResults(client, s, args, files, loop.outputs);
-      !saved.ok()) {
+  if (absl::Status saved = SaveTrainingResults(client, s, args, files, loop.outputs); !saved.ok()) {
     return ctx.Fail(saved, hint);
   }
   return ctx.Print(TrainingSummaryJson(args, s, files, progress, loop.recoveries),
@@ -649,13 +647,13 @@ int RunAttached(Context& ctx, client::Client& client, RunArgs args, const RunFil
     return ctx.Fail(absl::CancelledError("interrupted while waiting for IPUs; left the queue"));
   }
   if (!grant.ok()) {
-    return ctx.Fail(grant.status(), {.partition = args.attach.partition,
-                                     .attach_without_wait = !request->wait()});
+    return ctx.Fail(grant.status(),
+                    {.partition = args.attach.partition, .attach_without_wait = !request->wait()});
   }
   ctx.Note({{"attached", SessionJson(*grant)}}, GrantText(*grant));
   signals.SetInterruptHandler([raw = call.get()](int, bool) { raw->Cancel(); });
-  const int code = Execute(ctx, client, {grant->session(), CompactIpus(grant->ipus())}, args,
-                           files, signals);
+  const int code =
+      Execute(ctx, client, {grant->session(), CompactIpus(grant->ipus())}, args, files, signals);
   signals.SetInterruptHandler(nullptr);
   absl::Status released = call->Release();
   if (!released.ok() && code == kExitOk) return ctx.FailLate(released);
@@ -677,9 +675,8 @@ int RunRun(Context& ctx, const RunArgs& args) {
     ctx.Note(nullptr, absl::StrCat("note: using session ", *session,
                                    " from IPUPOD_SESSION; --ipus/--partition are ignored\n"));
   }
-  return Execute(ctx, **client,
-                 {*session, ctx.env()("IPUPOD_IPUS").value_or(std::string("?"))}, args,
-                 *files, signals);
+  return Execute(ctx, **client, {*session, ctx.env()("IPUPOD_IPUS").value_or(std::string("?"))},
+                 args, *files, signals);
 }
 
 }  // namespace
@@ -705,7 +702,8 @@ void AddRunCommand(CLI::App& app, Selection& selection) {
   run->add_option("--epochs", t.epochs, "Train for E passes over --inputs")
       ->type_name("E")
       ->check(CLI::PositiveNumber);
-  run->add_option("--steps", t.steps, "Train for K weight updates (a multiple of device_iterations)")
+  run->add_option("--steps", t.steps,
+                  "Train for K weight updates (a multiple of device_iterations)")
       ->type_name("K")
       ->check(CLI::PositiveNumber);
   run->add_option("--lr", t.lr, "Set the learning rate before training (lr is always a variable)")
@@ -751,7 +749,8 @@ void AddRunCommand(CLI::App& app, Selection& selection) {
       "averaging its micro-batches' gradients. The loss of every update is shown (JSON lines:\n"
       "\"losses\"). --checkpoint/--resume carry weights, optimizer state and step across\n"
       "sessions, resets and server restarts; a resumed run goes on in the data where the\n"
-      "checkpoint was taken, for --steps/--epochs more. With --recover a recoverable fault (IPU, link or\n"
+      "checkpoint was taken, for --steps/--epochs more. With --recover a recoverable fault (IPU, "
+      "link or\n"
       "partition reset) resets the session, reloads the last host copy and repeats the runs\n"
       "since it (at most 3 times).\n"
       "\n"
@@ -764,7 +763,8 @@ void AddRunCommand(CLI::App& app, Selection& selection) {
       "  ipupod attach --ipus 4 -- ipupod run mlp.ipx --inputs x.npz --outputs y.npz --json\n"
       "  ipupod run mlp_train.ipx --train --inputs data.npz --epochs 3 --lr 0.05 \\\n"
       "      --save-model trained.onnx --checkpoint ckpt.npz\n"
-      "  ipupod run mlp_train.ipx --train --inputs data.npz --steps 800 --resume ckpt.npz --recover");
+      "  ipupod run mlp_train.ipx --train --inputs data.npz --steps 800 --resume ckpt.npz "
+      "--recover");
   OnSelected(run, selection, "run", [args](Context& ctx) { return RunRun(ctx, *args); });
 }
 

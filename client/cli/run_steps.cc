@@ -34,13 +34,14 @@ absl::Status CheckInput(const compiler::Executable& e, const compiler::TensorSpe
   const bool shape_ok = !got.empty() && got.size() == want.size() &&
                         std::equal(got.begin() + 1, got.end(), want.begin() + 1);
   if (tensor.dtype() == spec.dtype && shape_ok) return absl::OkStatus();
-  std::string per_sample = want.size() <= 1
-                               ? "[N]"
-                               : absl::StrCat("[N, ", absl::StrJoin(want.begin() + 1, want.end(), ", "), "]");
+  std::string per_sample =
+      want.size() <= 1
+          ? "[N]"
+          : absl::StrCat("[N, ", absl::StrJoin(want.begin() + 1, want.end(), ", "), "]");
   return absl::InvalidArgumentError(absl::StrCat(
-      "input '", spec.name, "' in ", file, " is ", graph::DTypeName(tensor.dtype()),
-      ShapeText(got), " but the model takes ", graph::DTypeName(spec.dtype), per_sample,
-      " (N samples, ", want.empty() ? 1 : want[0], " per step); save it with that shape"));
+      "input '", spec.name, "' in ", file, " is ", graph::DTypeName(tensor.dtype()), ShapeText(got),
+      " but the model takes ", graph::DTypeName(spec.dtype), per_sample, " (N samples, ",
+      want.empty() ? 1 : want[0], " per step); save it with that shape"));
 }
 
 }  // namespace
@@ -62,13 +63,12 @@ absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, runtime::Named
     const std::string& name = given.first;  // (clang 14 cannot capture a structured binding)
     auto is_input = [&name](const compiler::TensorSpec& s) { return s.name == name; };
     if (std::none_of(e.inputs.begin(), e.inputs.end(), is_input)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(file, " holds '", name, "', which is not an input of the model (inputs: ",
-                       absl::StrJoin(e.inputs, ", ",
-                                     [](std::string* out, const compiler::TensorSpec& s) {
-                                       out->append(s.name);
-                                     }),
-                       "); remove it or rename it"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, " holds '", name, "', which is not an input of the model (inputs: ",
+          absl::StrJoin(
+              e.inputs, ", ",
+              [](std::string* out, const compiler::TensorSpec& s) { out->append(s.name); }),
+          "); remove it or rename it"));
     }
   }
   for (const compiler::TensorSpec& spec : e.inputs) {
@@ -100,16 +100,13 @@ absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, runtime::Named
   return plan;
 }
 
-absl::StatusOr<graph::Tensor> SliceRows(const graph::Tensor& tensor, int64_t begin,
-                                        int64_t count) {
+absl::StatusOr<graph::Tensor> SliceRows(const graph::Tensor& tensor, int64_t begin, int64_t count) {
   graph::Shape shape = tensor.shape();
-  const size_t row_bytes =
-      shape[0] == 0 ? 0 : tensor.byte_size() / static_cast<size_t>(shape[0]);
+  const size_t row_bytes = shape[0] == 0 ? 0 : tensor.byte_size() / static_cast<size_t>(shape[0]);
   shape[0] = count;
-  return graph::Tensor::FromBytes(
-      tensor.dtype(), std::move(shape),
-      tensor.bytes().substr(static_cast<size_t>(begin) * row_bytes,
-                            static_cast<size_t>(count) * row_bytes));
+  return graph::Tensor::FromBytes(tensor.dtype(), std::move(shape),
+                                  tensor.bytes().substr(static_cast<size_t>(begin) * row_bytes,
+                                                        static_cast<size_t>(count) * row_bytes));
 }
 
 absl::StatusOr<runtime::NamedTensors> StepInputs(const StepPlan& plan, int64_t step) {

@@ -43,8 +43,7 @@ absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& executable,
                                    runtime::NamedTensors inputs, absl::string_view file);
 
 // Rows [begin, begin + count) of dim 0. REQUIRES: rank >= 1.
-absl::StatusOr<graph::Tensor> SliceRows(const graph::Tensor& tensor, int64_t begin,
-                                        int64_t count);
+absl::StatusOr<graph::Tensor> SliceRows(const graph::Tensor& tensor, int64_t begin, int64_t count);
 
 // Step `step` (0-based) of every input. REQUIRES: step < plan.steps.
 absl::StatusOr<runtime::NamedTensors> StepInputs(const StepPlan& plan, int64_t step);

@@ -48,9 +48,8 @@ int RunShow(Context& ctx, const SessionArgs& args) {
                      {"samples_per_step", shape.samples_per_step()},
                      {"pipeline_stages", shape.pipeline_stages()},
                      {"runs", loaded->runs()}};
-    absl::StrAppend(&text, "loaded: executable ", loaded->executable().sha256().substr(0, 16),
-                    ", ", shape.samples_per_step(), " samples per step, ", loaded->runs(),
-                    " runs\n");
+    absl::StrAppend(&text, "loaded: executable ", loaded->executable().sha256().substr(0, 16), ", ",
+                    shape.samples_per_step(), " samples per step, ", loaded->runs(), " runs\n");
   } else {
     doc["loaded"] = nullptr;
     absl::StrAppend(&text, "loaded: nothing\n");
@@ -102,7 +101,8 @@ void AddSessionCommands(CLI::App& app, Selection& selection) {
       ->type_name("SESSION")
       ->required();
   show->footer(
-      "Prints the session's IPUs, device id, owner and loaded executable. If one of its IPUs faulted the\n"
+      "Prints the session's IPUs, device id, owner and loaded executable. If one of its IPUs "
+      "faulted the\n"
       "command fails with the device error (exit codes 20-24) and says how to recover.\n\n"
       "Example:\n  ipupod session show s1-2");
   OnSelected(show, selection, "session show", [args](Context& ctx) { return RunShow(ctx, *args); });

@@ -1,15 +1,14 @@
 #include "client/cli/signal_watcher.h"
 
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <ctime>
 
 #include "common/sync.h"  // header only: absl::Mutex as TSan sees it
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 
 namespace ipupod::cli {
 namespace {

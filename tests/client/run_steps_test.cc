@@ -52,8 +52,8 @@ TEST(PlanStepsTest, ErrorsNameTheInputAndTheStepSize) {
   auto missing = PlanSteps(TwoInputs(), {{"a", Iota({8, 3})}}, "in.npz");
   EXPECT_NE(missing.status().message().find("input 'b' is missing from in.npz"), std::string::npos)
       << missing.status();
-  auto extra = PlanSteps(TwoInputs(), {{"a", Iota({8, 3})}, {"b", Iota({8})}, {"c", Iota({8})}},
-                         "in.npz");
+  auto extra =
+      PlanSteps(TwoInputs(), {{"a", Iota({8, 3})}, {"b", Iota({8})}, {"c", Iota({8})}}, "in.npz");
   EXPECT_NE(extra.status().message().find("'c', which is not an input"), std::string::npos);
   auto shape = PlanSteps(TwoInputs(), {{"a", Iota({8, 4})}, {"b", Iota({8})}}, "in.npz");
   EXPECT_NE(shape.status().message().find("float32[N, 3]"), std::string::npos) << shape.status();
@@ -105,8 +105,7 @@ TEST(TensorStreamTest, ContractViolationsAreInternal) {
   lying.set_total_bytes(3);
   client::TensorAssembler bad_header;
   EXPECT_EQ(bad_header.OnHeader(lying).code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(client::DTypeFromName("float16").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client::DTypeFromName("float16").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

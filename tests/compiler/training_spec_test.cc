@@ -58,8 +58,7 @@ std::string BatchNormBytes() {
   b.Node("Gemm", {"x", "W"}, {"h"});
   OnnxBuilder::AttrInt(
       b.Node("BatchNormalization",
-             {"h", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
-             {"y", "rm", "rv"}),
+             {"h", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"}, {"y", "rm", "rv"}),
       "training_mode", 1);
   OnnxBuilder::AttrInt(b.Node("ReduceMean", {"y"}, {"loss"}), "keepdims", 0);
   b.Output("loss", testing::kFloat);

@@ -151,7 +151,8 @@ TEST(InterpreterTest, ReplaceInitializersIsAllOrNothing) {
     EXPECT_THAT(std::string(s.message()), HasSubstr(message));
     EXPECT_EQ(*(*interp)->graph().FindInitializer("bias"), before);
   };
-  expect_rejected({{"bias", F({2}, {1, 2})}, {"nope", F({1}, {1})}}, "'nope' is not an initializer");
+  expect_rejected({{"bias", F({2}, {1, 2})}, {"nope", F({1}, {1})}},
+                  "'nope' is not an initializer");
   expect_rejected({{"bias", F({2}, {1, 2})}, {"bias", F({2}, {1, 2})}}, "'bias' is given twice");
   expect_rejected({{"bias", F({3}, {1, 2, 3})}}, "is float32[2] but the new value is float32[3]");
   expect_rejected({{"bias", Tensor::Scalar<int64_t>(1)}}, "but the new value is int64[]");

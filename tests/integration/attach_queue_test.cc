@@ -1,13 +1,12 @@
 // End to end: attach, the wait queue and its policy (FCFS with conservative
 // backfill), auto-round, timeouts, cancellation and `attach -- COMMAND`,
 // through the ipupod CLI against a real ipupodd (POD16, open mode).
-#include <signal.h>
-
 #include <set>
 
 #include <gtest/gtest.h>
 
 #include "tests/integration/harness.h"
+#include <signal.h>
 
 namespace ipupod::testing {
 namespace {
@@ -124,8 +123,8 @@ TEST_F(AttachQueueTest, WaiterIsQueuedWithVisiblePositionAndGetsIpusOnRelease) {
 
 TEST_F(AttachQueueTest, LaterSmallRequestMayNotTakeIpusReservedForTheHead) {
   nlohmann::json a, b;
-  Process eight = Hold("alice", {"--ipus", "8"}, &a);   // 0-7
-  Process four = Hold("alice", {"--ipus", "4"}, &b);    // 8-11, free: 12-15
+  Process eight = Hold("alice", {"--ipus", "8"}, &a);  // 0-7
+  Process four = Hold("alice", {"--ipus", "4"}, &b);   // 8-11, free: 12-15
   ASSERT_EQ(Ipus(a)[0], 0);
   ASSERT_EQ(Ipus(b)[0], 8);
   Process head = StartWaiter("bob", {"--ipus", "8"});  // reserves 8-15

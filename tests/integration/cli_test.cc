@@ -95,9 +95,9 @@ TEST(CliTest, ServerAddressAndTokenComeFromTheEnvironment) {
   ServerUnderTest server({}, R"({"tokens": [
       {"token": "alice-secret", "user": "alice", "role": "user"},
       {"token": "root-secret", "user": "root", "role": "admin"}]})");
-  Process p = Process::Start({CliBinary(), "--json", "partition", "create", "t", "--size", "2"},
-                             {{"IPUPOD_SERVER", server.address()},
-                              {"IPUPOD_TOKEN", "alice-secret"}});
+  Process p =
+      Process::Start({CliBinary(), "--json", "partition", "create", "t", "--size", "2"},
+                     {{"IPUPOD_SERVER", server.address()}, {"IPUPOD_TOKEN", "alice-secret"}});
   ASSERT_EQ(p.Wait(seconds(10)), 0) << p.stderr_text();
   EXPECT_NE(p.stdout_text().find("\"alice\""), std::string::npos) << "owner from the token";
 }

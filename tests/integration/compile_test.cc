@@ -58,9 +58,9 @@ TEST_F(CompileTest, WritesAnExecutableNextToTheModelAndPrintsTheReport) {
 
 TEST_F(CompileTest, JsonCarriesTheRunShapeAndTheReport) {
   const std::string ipx = dir_.path() + "/out.ipx";
-  CliResult r = Compile({model_, "-o", ipx, "--report", "--json", "--set",
-                         "inference_device_iterations=4", "--set",
-                         "inference_replication_factor=2"});
+  CliResult r =
+      Compile({model_, "-o", ipx, "--report", "--json", "--set", "inference_device_iterations=4",
+               "--set", "inference_replication_factor=2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json doc = r.json();
   ASSERT_TRUE(doc.is_object()) << r.out;
@@ -88,8 +88,8 @@ TEST_F(CompileTest, ConfigFileIsReadAndUnknownKeysWarn) {
   CliResult text = Compile({model_, "--ipu-config", config});
   EXPECT_NE(text.err.find("warning: "), std::string::npos) << text.err;
   // --set overrides the file.
-  CliResult set = Compile({model_, "--ipu-config", config, "--set", "inference_device_iterations=5",
-                           "--json"});
+  CliResult set =
+      Compile({model_, "--ipu-config", config, "--set", "inference_device_iterations=5", "--json"});
   ASSERT_EQ(set.exit_code, 0) << set.err;
   EXPECT_EQ(set.json()["device_iterations"], 5);
 }
@@ -123,8 +123,7 @@ TEST_F(CompileTest, MissingFilesExit3AndSayWhichFile) {
       << model.err;
   CliResult config = Compile({model_, "--ipu-config", dir_.path() + "/nope.json"});
   EXPECT_EQ(config.exit_code, 3) << config.err;
-  EXPECT_NE(config.err.find("--ipu-config file '" + dir_.path() + "/nope.json'"),
-            std::string::npos)
+  EXPECT_NE(config.err.find("--ipu-config file '" + dir_.path() + "/nope.json'"), std::string::npos)
       << config.err;
   CliResult map = Compile({model_, "--module-map", dir_.path() + "/nomap.json"});
   EXPECT_EQ(map.exit_code, 3) << map.err;
@@ -143,8 +142,8 @@ TEST_F(CompileTest, ModelThatDoesNotCompileExits12) {
   WriteFile(gpt_path, gpt.Bytes());
   CliResult depth = Compile({gpt_path, "--set", "layers_per_ipu=[2 2]"});
   EXPECT_EQ(depth.exit_code, 12) << depth.err;
-  CliResult ok = Compile({gpt_path, "--set", "layers_per_ipu=[2 2],inference_device_iterations=2",
-                          "--json"});
+  CliResult ok =
+      Compile({gpt_path, "--set", "layers_per_ipu=[2 2],inference_device_iterations=2", "--json"});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_EQ(ok.json()["stages"], 2);
 }

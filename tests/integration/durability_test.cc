@@ -1,8 +1,6 @@
 // End to end: partitions, their owners and failed IPUs survive kill -9 of
 // the server, at any moment; sessions do not. A state that does not fit the
 // configured pod is refused at start with a clear error.
-#include <signal.h>
-
 #include <atomic>
 #include <map>
 #include <random>
@@ -12,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/integration/harness.h"
+#include <signal.h>
 
 namespace ipupod::testing {
 namespace {
@@ -38,7 +37,8 @@ TEST(DurabilityTest, PartitionsAndFailedIpusSurviveKill9) {
   };
   ASSERT_EQ(cli("alice", {"partition", "create", "p1", "--size", "4"}).exit_code, 0);
   ASSERT_EQ(cli("bob", {"partition", "create", "p2", "--size", "2"}).exit_code, 0);
-  ASSERT_EQ(cli("admin", {"fault", "inject", "--ipu", "9", "--kind", "unrecoverable"}).exit_code, 0);
+  ASSERT_EQ(cli("admin", {"fault", "inject", "--ipu", "9", "--kind", "unrecoverable"}).exit_code,
+            0);
   auto before = ByName(PartitionList(server));
 
   server.KillAndRestart();
@@ -76,8 +76,8 @@ TEST(DurabilityTest, AcknowledgedChangesSurviveKill9AtRandomMoments) {
     });
     while (!stop) {
       std::string name = "k" + std::to_string(next++);
-      CliResult c = RunCli(server.address(), "alice",
-                           {"--json", "partition", "create", name, "--size", "1"});
+      CliResult c =
+          RunCli(server.address(), "alice", {"--json", "partition", "create", name, "--size", "1"});
       if (c.exit_code == 0) present.insert(name);
       if (present.size() > 8) {
         std::string victim = *present.begin();
@@ -106,12 +106,12 @@ TEST(DurabilityTest, AcknowledgedChangesSurviveKill9AtRandomMoments) {
 
 TEST(DurabilityTest, StateThatDoesNotFitThePodIsRefusedAtStart) {
   ServerUnderTest server;
-  ASSERT_EQ(RunCli(server.address(), "alice", {"partition", "create", "top", "--size", "8"})
-                .exit_code,
-            0);
-  ASSERT_EQ(RunCli(server.address(), "alice", {"partition", "create", "high", "--size", "8"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      RunCli(server.address(), "alice", {"partition", "create", "top", "--size", "8"}).exit_code,
+      0);
+  ASSERT_EQ(
+      RunCli(server.address(), "alice", {"partition", "create", "high", "--size", "8"}).exit_code,
+      0);
   server.Kill(SIGKILL);
   Process small = Process::Start({ServerBinary(), "--listen", "127.0.0.1:0", "--state-dir",
                                   server.state_dir() + "/state", "--pod", "POD4"});

@@ -3,11 +3,10 @@
 // 20-24), resets clear exactly the errors at or below their level, an
 // unrecoverable fault takes the IPU out of service until repaired, and
 // seeded random faults are reproducible.
-#include <signal.h>
-
 #include <gtest/gtest.h>
 
 #include "tests/integration/harness.h"
+#include <signal.h>
 
 namespace ipupod::testing {
 namespace {
@@ -36,8 +35,11 @@ class FaultsTest : public ::testing::Test {
   }
   // `session show` until the session is usable again (resets take a moment).
   bool SessionHealthy(const std::string& session) {
-    return Eventually([&] { return Cli("alice", {"session", "show", session}).exit_code == 0; },
-                      seconds(10));
+    return Eventually(
+        [&] {
+          return Cli("alice", {"session", "show", session}).exit_code == 0;
+        },
+        seconds(10));
   }
   ServerUnderTest server_{{}, R"({"reset_ms": {"ipu": 50, "partition": 100, "pod": 150}})"};
   std::vector<Process> holders_;
@@ -146,10 +148,12 @@ TEST(RandomFaultsTest, SeededFaultsAreReproducible) {
       if (code == 20) {
         RunCli(server.address(), "alice", {"session", "reset", session});
         // `info` is not a session operation: polling it draws no faults.
-        Eventually([&] {
-          nlohmann::json info = RunCli(server.address(), "alice", {"--json", "info"}).json();
-          return info["ipus"][ipu]["state"] == "attached";
-        }, seconds(5));
+        Eventually(
+            [&] {
+              nlohmann::json info = RunCli(server.address(), "alice", {"--json", "info"}).json();
+              return info["ipus"][ipu]["state"] == "attached";
+            },
+            seconds(5));
       }
     }
     return outcomes;

@@ -1,17 +1,17 @@
 #include "tests/integration/harness.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 extern char** environ;
 
@@ -223,9 +223,8 @@ ServerUnderTest::~ServerUnderTest() {
 }
 
 bool ServerUnderTest::StartProcess(int port) {
-  std::vector<std::string> argv = {ServerBinary(), "--listen",
-                                   "127.0.0.1:" + std::to_string(port), "--state-dir",
-                                   state_.path() + "/state"};
+  std::vector<std::string> argv = {ServerBinary(), "--listen", "127.0.0.1:" + std::to_string(port),
+                                   "--state-dir", state_.path() + "/state"};
   if (!config_path_.empty()) {
     argv.push_back("--config");
     argv.push_back(config_path_);

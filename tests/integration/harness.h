@@ -12,8 +12,6 @@
 #ifndef IPUPOD_TESTS_INTEGRATION_HARNESS_H_
 #define IPUPOD_TESTS_INTEGRATION_HARNESS_H_
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <map>
 #include <optional>
@@ -21,6 +19,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include <sys/types.h>
 
 namespace ipupod::testing {
 
@@ -87,8 +87,7 @@ class ServerUnderTest {
  public:
   // `extra_args` go to ipupodd (e.g. {"--pod", "POD4"}); `config_json`, when
   // not empty, is written to a file passed with --config.
-  explicit ServerUnderTest(std::vector<std::string> extra_args = {},
-                           std::string config_json = "");
+  explicit ServerUnderTest(std::vector<std::string> extra_args = {}, std::string config_json = "");
   ~ServerUnderTest();
 
   int port() const { return port_; }
@@ -142,7 +141,9 @@ bool Eventually(Predicate predicate, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (predicate()) return true;
-    struct timespec ts{0, 20'000'000};
+    struct timespec ts {
+      0, 20'000'000
+    };
     nanosleep(&ts, nullptr);
   }
   return predicate();

@@ -2,11 +2,10 @@
 // process dies (SIGKILL) or stops answering (SIGSTOP: its connection goes
 // silent), its IPUs return to the pool within the lease and the next waiter
 // gets them. A server restart ends every session with a clear error.
-#include <signal.h>
-
 #include <gtest/gtest.h>
 
 #include "tests/integration/harness.h"
+#include <signal.h>
 
 namespace ipupod::testing {
 namespace {
@@ -51,7 +50,8 @@ TEST(LivenessTest, SilentClientLosesItsSessionWithinTheLease) {
   ServerUnderTest server({}, R"({"session_lease_seconds": 2})");
   nlohmann::json grant;
   Process holder = HoldAll(server, &grant);
-  Process waiter = StartCli(server.address(), "bob", {"--json", "attach", "--wait", "--ipus", "16"});
+  Process waiter =
+      StartCli(server.address(), "bob", {"--json", "attach", "--wait", "--ipus", "16"});
   ASSERT_TRUE(QueueHasOneWaiter(server));
 
   auto stopped_at = Clock::now();

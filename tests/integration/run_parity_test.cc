@@ -7,8 +7,6 @@
 // 4 IPUs x 2 replicas with 4 device iterations (the MLP placed by a module
 // map, the others by layers_per_ipu). Skips when /usr/bin/python3 has no
 // torch.
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +18,7 @@
 
 #include "runtime/tensor_files.h"
 #include "tests/integration/harness.h"
+#include <sys/wait.h>
 
 namespace ipupod::testing {
 namespace {
@@ -90,8 +89,8 @@ TEST(RunParityTest, CompiledAndRunModelsMatchTorch) {
     CliResult compiled = LongCli(server.address(), compile);
     ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
     EXPECT_EQ(compiled.json()["samples_per_step"], step) << compiled.out;
-    CliResult run = LongCli(server.address(), {"run", c + "model.ipx", "--inputs",
-                                               c + "inputs.npz", "--outputs", c + "out.npz"});
+    CliResult run = LongCli(server.address(), {"run", c + "model.ipx", "--inputs", c + "inputs.npz",
+                                               "--outputs", c + "out.npz"});
     ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
     std::printf("%s", run.out.c_str());
     auto got = runtime::ReadTensorFile(c + "out.npz");

@@ -106,8 +106,8 @@ class RunTest : public ::testing::Test {
   }
   CliResult Run(std::vector<std::string> extra = {},
                 const std::map<std::string, std::string>& env = {}) {
-    std::vector<std::string> args = {"run", Path("mlp.ipx"), "--inputs", Path("in.npz"),
-                                     "--outputs", Path("out.npz")};
+    std::vector<std::string> args = {"run",          Path("mlp.ipx"), "--inputs",
+                                     Path("in.npz"), "--outputs",     Path("out.npz")};
     args.insert(args.end(), extra.begin(), extra.end());
     return Cli(args, env);
   }
@@ -228,29 +228,28 @@ TEST_F(RunTest, BadInputsExit9BeforeAttaching) {
 }
 
 TEST_F(RunTest, MissingFilesExit3AndBadOutputNamesExit2) {
-  CliResult ipx = Cli({"run", Path("absent.ipx"), "--inputs", Path("in.npz"), "--outputs",
-                       Path("out.npz")});
+  CliResult ipx =
+      Cli({"run", Path("absent.ipx"), "--inputs", Path("in.npz"), "--outputs", Path("out.npz")});
   EXPECT_EQ(ipx.exit_code, 3) << ipx.err;
   EXPECT_NE(ipx.err.find("absent.ipx"), std::string::npos) << ipx.err;
-  CliResult inputs = Cli({"run", Path("mlp.ipx"), "--inputs", Path("absent.npz"), "--outputs",
-                          Path("out.npz")});
+  CliResult inputs =
+      Cli({"run", Path("mlp.ipx"), "--inputs", Path("absent.npz"), "--outputs", Path("out.npz")});
   EXPECT_EQ(inputs.exit_code, 3) << inputs.err;
   EXPECT_NE(inputs.err.find("absent.npz"), std::string::npos) << inputs.err;
   CliResult weights = Run({"--weights", Path("absent.safetensors")});
   EXPECT_EQ(weights.exit_code, 3) << weights.err;
   EXPECT_NE(weights.err.find("absent.safetensors"), std::string::npos) << weights.err;
-  CliResult out_name = Cli({"run", Path("mlp.ipx"), "--inputs", Path("in.npz"), "--outputs",
-                            Path("out.txt")});
+  CliResult out_name =
+      Cli({"run", Path("mlp.ipx"), "--inputs", Path("in.npz"), "--outputs", Path("out.txt")});
   EXPECT_EQ(out_name.exit_code, 2) << out_name.err;
-  CliResult not_ipx = Cli({"run", model_, "--inputs", Path("in.npz"), "--outputs",
-                           Path("out.npz")});
+  CliResult not_ipx =
+      Cli({"run", model_, "--inputs", Path("in.npz"), "--outputs", Path("out.npz")});
   EXPECT_EQ(not_ipx.exit_code, 9) << not_ipx.err;
   EXPECT_NE(not_ipx.err.find("ipupod compile"), std::string::npos) << not_ipx.err;
 }
 
 TEST_F(RunTest, UnknownWeightIsRefusedByTheServer) {
-  WriteBytes(Path("w.npz"),
-             runtime::SerializeNpz({{"no_such_weight", Floats({2}, {1.0f, 2.0f})}}));
+  WriteBytes(Path("w.npz"), runtime::SerializeNpz({{"no_such_weight", Floats({2}, {1.0f, 2.0f})}}));
   CliResult r = Run({"--weights", Path("w.npz")});
   EXPECT_EQ(r.exit_code, 9) << r.err;
   EXPECT_NE(r.err.find("no_such_weight"), std::string::npos) << r.err;
@@ -258,8 +257,8 @@ TEST_F(RunTest, UnknownWeightIsRefusedByTheServer) {
 }
 
 TEST_F(RunTest, UnderAttachTheSessionFromTheEnvironmentIsUsed) {
-  CliResult r = Cli({"attach", "--ipus", "2", "--", CliBinary(), "run", Path("mlp.ipx"),
-                     "--inputs", Path("in.npz"), "--outputs", Path("out.npz")});
+  CliResult r = Cli({"attach", "--ipus", "2", "--", CliBinary(), "run", Path("mlp.ipx"), "--inputs",
+                     Path("in.npz"), "--outputs", Path("out.npz")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const size_t at = r.out.find("attached session ");
   ASSERT_NE(at, std::string::npos) << r.out;
@@ -275,16 +274,20 @@ TEST_F(RunTest, DeviceErrorsExitWithTheRecoveryActionCode) {
   ASSERT_TRUE(grant) << holder.stderr_text();
   const std::string session = (*grant)["session"];
   const int ipu = (*grant)["ipus"][0];
-  CliResult fault = RunCli(server_.address(), "admin",
-                           {"fault", "inject", "--ipu", std::to_string(ipu), "--kind", "ipu-reset"});
+  CliResult fault =
+      RunCli(server_.address(), "admin",
+             {"fault", "inject", "--ipu", std::to_string(ipu), "--kind", "ipu-reset"});
   ASSERT_EQ(fault.exit_code, 0) << fault.err;
   CliResult r = Run({}, {{"IPUPOD_SESSION", session}});
   EXPECT_EQ(r.exit_code, 20) << r.err;
   EXPECT_NE(r.err.find("recovery action: IPU_RESET"), std::string::npos) << r.err;
   // After the reset the same session runs (it loads again).
   ASSERT_EQ(Cli({"ipu", "reset", std::to_string(ipu)}).exit_code, 0);
-  ASSERT_TRUE(Eventually([&] { return Run({}, {{"IPUPOD_SESSION", session}}).exit_code == 0; },
-                         seconds(10)));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Run({}, {{"IPUPOD_SESSION", session}}).exit_code == 0;
+      },
+      seconds(10)));
   ExpectClose(Output(), Expected(MlpModel(0.5f), x_));
   // A session that does not exist.
   CliResult gone = Run({}, {{"IPUPOD_SESSION", "s999-1"}});

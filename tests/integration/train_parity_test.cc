@@ -12,8 +12,6 @@
 // large-batch steps, and a BatchNorm model exported in training mode whose
 // running statistics (buffers updated in place) must match torch's too.
 // Skips when /usr/bin/python3 has no torch.
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +24,7 @@
 #include "graph/npy.h"
 #include "runtime/tensor_files.h"
 #include "tests/integration/harness.h"
+#include <sys/wait.h>
 
 namespace ipupod::testing {
 namespace {
@@ -88,8 +87,9 @@ std::vector<float> Losses(const std::string& json_lines) {
 }
 
 std::vector<std::string> CompileArgs(const std::string& c) {
-  std::vector<std::string> args = {"compile", c + "model.onnx", "--train", "--ipu-config",
-                                   c + "ipu_config.json", "-o", c + "model.ipx"};
+  std::vector<std::string> args = {"compile",      c + "model.onnx",      "--train",
+                                   "--ipu-config", c + "ipu_config.json", "-o",
+                                   c + "model.ipx"};
   if (std::filesystem::exists(c + "module_map.json")) {
     args.insert(args.end(), {"--module-map", c + "module_map.json"});
   }
@@ -142,10 +142,9 @@ TEST(TrainParityTest, TrainedThroughServerAndCliMatchesTorch) {
     CliResult compiled = LongCli(server.address(), CompileArgs(c));
     ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
     CliResult run = LongCli(
-        server.address(),
-        {"--json", "run", c + "model.ipx", "--train", "--inputs", c + "data.npz", "--steps",
-         std::to_string(updates), "--save-weights", c + "trained.npz", "--save-model",
-         c + "trained.onnx"});
+        server.address(), {"--json", "run", c + "model.ipx", "--train", "--inputs", c + "data.npz",
+                           "--steps", std::to_string(updates), "--save-weights", c + "trained.npz",
+                           "--save-model", c + "trained.onnx"});
     ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
     const std::vector<float> losses = Losses(run.out);
     auto want_losses = graph::ReadNpyFile(c + "losses.npy");

@@ -62,13 +62,12 @@ class TrainTest : public ::testing::Test {
     ASSERT_TRUE(runtime::WriteFileAtomically(Path("m.onnx"), Regressor()).ok());
     // 4 runs of 2 x 2 samples (micro-batch 2 x accumulation 2 x 1 iteration).
     ASSERT_TRUE(runtime::WriteTensorFile(
-                    Path("data.npz"),
-                    {{"x", *Tensor::FromValues<float>({16, 3}, Wave(48, 0.3f))},
-                     {"t", *Tensor::FromValues<float>({16, 2}, Wave(32, 1.7f))}})
+                    Path("data.npz"), {{"x", *Tensor::FromValues<float>({16, 3}, Wave(48, 0.3f))},
+                                       {"t", *Tensor::FromValues<float>({16, 2}, Wave(32, 1.7f))}})
                     .ok());
-    CliResult compiled = Cli({"compile", Path("m.onnx"), "--train", "--optimizer", "adam",
-                              "--opt", "lr=0.05", "--set", "gradient_accumulation_steps=2", "-o",
-                              Path("m.ipx")});
+    CliResult compiled =
+        Cli({"compile", Path("m.onnx"), "--train", "--optimizer", "adam", "--opt", "lr=0.05",
+             "--set", "gradient_accumulation_steps=2", "-o", Path("m.ipx")});
     ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
   }
 
@@ -87,16 +86,16 @@ class TrainTest : public ::testing::Test {
 };
 
 TEST_F(TrainTest, CheckpointResumesExactlyAfterServerRestart) {
-  CliResult whole = Cli({"run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"),
-                         "--steps", "6", "--save-weights", Path("whole.npz")});
+  CliResult whole = Cli({"run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"), "--steps",
+                         "6", "--save-weights", Path("whole.npz")});
   ASSERT_EQ(whole.exit_code, 0) << whole.out << whole.err;
-  CliResult first = Cli({"run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"),
-                         "--steps", "3", "--checkpoint", Path("ck.npz")});
+  CliResult first = Cli({"run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"), "--steps",
+                         "3", "--checkpoint", Path("ck.npz")});
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
   server_.KillAndRestart();
-  CliResult second = Cli({"--json", "run", Path("m.ipx"), "--train", "--inputs",
-                          Path("data.npz"), "--steps", "3", "--resume", Path("ck.npz"),
-                          "--save-weights", Path("resumed.npz")});
+  CliResult second =
+      Cli({"--json", "run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"), "--steps", "3",
+           "--resume", Path("ck.npz"), "--save-weights", Path("resumed.npz")});
   ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
   const runtime::NamedTensors a = Read("whole.npz"), b = Read("resumed.npz");
   ASSERT_EQ(a.size(), 2u);
@@ -115,13 +114,13 @@ TEST_F(TrainTest, TrainingUsageErrors) {
   CliResult no_length = Cli({"run", Path("m.ipx"), "--train", "--inputs", Path("data.npz")});
   EXPECT_EQ(no_length.exit_code, 2);
   EXPECT_NE(no_length.err.find("--epochs E"), std::string::npos) << no_length.err;
-  CliResult no_train = Cli({"run", Path("m.ipx"), "--inputs", Path("data.npz"), "--outputs",
-                            Path("o.npz")});
+  CliResult no_train =
+      Cli({"run", Path("m.ipx"), "--inputs", Path("data.npz"), "--outputs", Path("o.npz")});
   EXPECT_NE(no_train.exit_code, 0);
   EXPECT_NE(no_train.err.find("is a training executable; pass --train"), std::string::npos)
       << no_train.err;
-  CliResult epochs = Cli({"--json", "run", Path("m.ipx"), "--train", "--inputs",
-                          Path("data.npz"), "--epochs", "2", "--lr", "0.01"});
+  CliResult epochs = Cli({"--json", "run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"),
+                          "--epochs", "2", "--lr", "0.01"});
   ASSERT_EQ(epochs.exit_code, 0) << epochs.out << epochs.err;
   EXPECT_NE(epochs.out.find("\"weight_updates\":8"), std::string::npos) << epochs.out;
 }
@@ -130,17 +129,25 @@ TEST_F(TrainTest, TrainingUsageErrors) {
 // travels with checkpoints, as PopTorch's buffers do.
 TEST_F(TrainTest, BuffersPersistAcrossRunsAndCheckpoints) {
   ASSERT_TRUE(runtime::WriteFileAtomically(Path("counter.onnx"), Counter()).ok());
-  const std::vector<std::string> compile = {
-      "compile", Path("counter.onnx"), "--train", "--freeze", "one", "--opt", "lr=0.001",
-      "--set",   "gradient_accumulation_steps=2", "-o", Path("counter.ipx")};
+  const std::vector<std::string> compile = {"compile",
+                                            Path("counter.onnx"),
+                                            "--train",
+                                            "--freeze",
+                                            "one",
+                                            "--opt",
+                                            "lr=0.001",
+                                            "--set",
+                                            "gradient_accumulation_steps=2",
+                                            "-o",
+                                            Path("counter.ipx")};
   std::vector<std::string> with_buffer = compile;
   with_buffer.insert(with_buffer.end(), {"--buffer", "count=count_next"});
   CliResult compiled = Cli(with_buffer);
   ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
   EXPECT_NE(compiled.out.find("1 buffer"), std::string::npos) << compiled.out;
-  CliResult first = Cli({"run", Path("counter.ipx"), "--train", "--inputs", Path("data.npz"),
-                         "--steps", "3", "--checkpoint", Path("ck.npz"), "--save-weights",
-                         Path("w3.npz")});
+  CliResult first =
+      Cli({"run", Path("counter.ipx"), "--train", "--inputs", Path("data.npz"), "--steps", "3",
+           "--checkpoint", Path("ck.npz"), "--save-weights", Path("w3.npz")});
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
   auto count = [&](const std::string& file) {
     for (const auto& [name, t] : Read(file)) {
@@ -150,9 +157,9 @@ TEST_F(TrainTest, BuffersPersistAcrossRunsAndCheckpoints) {
     return -1.0f;
   };
   EXPECT_EQ(count("w3.npz"), 6.0f) << "3 runs x 2 micro-batches";
-  CliResult resumed = Cli({"run", Path("counter.ipx"), "--train", "--inputs", Path("data.npz"),
-                           "--steps", "1", "--resume", Path("ck.npz"), "--save-weights",
-                           Path("w4.npz")});
+  CliResult resumed =
+      Cli({"run", Path("counter.ipx"), "--train", "--inputs", Path("data.npz"), "--steps", "1",
+           "--resume", Path("ck.npz"), "--save-weights", Path("w4.npz")});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
   EXPECT_EQ(count("w4.npz"), 8.0f);
 
@@ -174,8 +181,8 @@ TEST_F(TrainTest, BuffersPersistAcrossRunsAndCheckpoints) {
 // `--recover` resets, reloads the last host copy and repeats the runs since
 // it, and the result is the same as training without faults.
 TEST_F(TrainTest, RecoverGoesOnAfterFaultsWithTheSameResult) {
-  CliResult clean = Cli({"run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"),
-                         "--steps", "24", "--save-weights", Path("clean.npz")});
+  CliResult clean = Cli({"run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"), "--steps",
+                         "24", "--save-weights", Path("clean.npz")});
   ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
   ServerUnderTest faulty({}, R"({"reset_ms": {"ipu": 20, "partition": 20, "pod": 20},
       "random_faults": {"seed": 7, "probability_per_operation": 0.04, "kinds": ["ipu-reset"]}})");

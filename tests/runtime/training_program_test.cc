@@ -198,8 +198,7 @@ TEST(TrainingProgramTest, InferenceProgramsHaveNoTrainingState) {
   ASSERT_TRUE(p.ok());
   EXPECT_FALSE((*p)->is_training());
   EXPECT_EQ((*p)->GetCheckpoint().status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((*p)->SetOptimizer({{"lr", 1}}).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*p)->SetOptimizer({{"lr", 1}}).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -221,8 +221,8 @@ TEST_F(OperationsTest, EveryWayASessionEndsIsReported) {
   sched_->Release(released.ticket);
   ASSERT_TRUE(sched_->RemovePartition(bob_, "p1", /*force=*/true).ok());
   sched_->Shutdown();
-  EXPECT_THAT(ended_.ids(), ElementsAre(released.session(), in_partition.session(),
-                                        at_shutdown.session()));
+  EXPECT_THAT(ended_.ids(),
+              ElementsAre(released.session(), in_partition.session(), at_shutdown.session()));
 }
 
 TEST_F(OperationsTest, EndedCallbackRunsWithoutTheSchedulerLock) {

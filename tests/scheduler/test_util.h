@@ -18,9 +18,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/sync.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/state_store.h"
-#include "common/sync.h"
 
 namespace ipupod::scheduler::testing {
 

@@ -380,8 +380,7 @@ TEST(ConfigTest, ComputeThreadsKeyAndFlag) {
   auto cl = Parse({"--compute-threads", "2"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->config->compute_threads, 2);
-  EXPECT_EQ(Parse({"--compute-threads", "-3"}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--compute-threads", "-3"}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

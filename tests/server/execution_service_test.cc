@@ -546,8 +546,7 @@ TEST_F(ExecutionServiceTest, RunInputErrorsNameTheInput) {
   Attached session(*alice_, 1);
   MustLoad(session, *mlp_);
   v1::RunStats stats;
-  grpc::Status s = alice_->Run(session.id(), {{"x", Floats({2, 8}, Ramp(16, 1))}}, nullptr,
-                               &stats);
+  grpc::Status s = alice_->Run(session.id(), {{"x", Floats({2, 8}, Ramp(16, 1))}}, nullptr, &stats);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("x"));
   s = alice_->Run(session.id(), {{"x", Floats({40, 8}, Ramp(320, 1))}}, nullptr, &stats);

@@ -31,9 +31,10 @@ graph::Tensor Big(int64_t n) {
 }
 
 TEST(TensorStreamTest, RoundTripsInChunksOfAtMostOneMiB) {
-  const runtime::NamedTensors tensors = {{"a", Big(700'000)},
-                                         {"empty", *graph::Tensor::Create(graph::DType::kInt64, {0})},
-                                         {"s", graph::Tensor::Scalar<int32_t>(7)}};
+  const runtime::NamedTensors tensors = {
+      {"a", Big(700'000)},
+      {"empty", *graph::Tensor::Create(graph::DType::kInt64, {0})},
+      {"s", graph::Tensor::Scalar<int32_t>(7)}};
   TensorAssembler assembler("weights", int64_t{1} << 30);
   size_t chunks = 0;
   absl::Status s = StreamTensors(

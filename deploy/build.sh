@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Configures and builds one build directory.
 #   deploy/build.sh [BUILD_DIR] [extra cmake args...]
-# Default BUILD_DIR is ./build (RelWithDebInfo, gcc). Uses Ninja when present.
+# Default BUILD_DIR is ./build (RelWithDebInfo, gcc). Uses Ninja when present,
+# and ccache when present: a warm machine (a second CI run, a developer's
+# rebuild in another checkout) recompiles only what changed. CCACHE_BASEDIR
+# makes cache entries independent of where the checkout lives.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build}
@@ -9,5 +12,11 @@ shift || true
 gen=()
 if command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
 if [ -f "$dir/CMakeCache.txt" ]; then gen=(); fi
-cmake -S . -B "$dir" "${gen[@]}" "$@" >/dev/null
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+  export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
+fi
+cmake -S . -B "$dir" "${gen[@]}" "${launcher[@]}" "$@" >/dev/null
 cmake --build "$dir" --parallel "$(nproc)"

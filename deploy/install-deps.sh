@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config ninja-build clang
+  build-essential cmake pkg-config ninja-build clang clang-format ccache
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev

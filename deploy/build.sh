@@ -17,6 +17,8 @@ if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
   export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
+  # The tests' precompiled header (tests/CMakeLists.txt) is cacheable only with these.
+  export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 fi
-cmake -S . -B "$dir" "${gen[@]}" "${launcher[@]}" "$@" >/dev/null
+cmake -S . -B "$dir" "${gen[@]}" "${launcher[@]}" -DIPUPOD_WERROR=ON "$@" >/dev/null
 cmake --build "$dir" --parallel "$(nproc)"

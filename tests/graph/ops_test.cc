@@ -61,7 +61,7 @@ TEST(OpsTest, WritesEveryOutputOpsOverwriteEveryElement) {
     std::vector<Tensor> inputs;
     std::vector<TensorType> types;
     for (size_t i = 0; i < it->second.size(); ++i) {
-      node.inputs.push_back("x" + std::to_string(i));
+      node.inputs.push_back(absl::StrCat("x", i));
       inputs.push_back(Input(it->second[i], static_cast<int>(i)));
       types.push_back({DType::kFloat32, it->second[i]});
     }

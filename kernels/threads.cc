@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/sync.h"
 #include <cblas.h>
 
 namespace ipupod::kernels {
@@ -38,7 +39,7 @@ absl::Status SetBlasThreads(int threads) {
     return absl::InvalidArgumentError(absl::StrCat("BLAS thread count ", threads,
                                                    " is outside [1, ", max, "] (the host's CPUs)"));
   }
-  absl::MutexLock lock(&ThreadsMutex());
+  sync::MutexLock lock(&ThreadsMutex());
   Apply(threads);
   return absl::OkStatus();
 }
@@ -47,7 +48,7 @@ int BlasThreads() { return g_threads.load(std::memory_order_relaxed); }
 
 void ApplyDefaultBlasThreadsOnce() {
   if (g_configured.load(std::memory_order_acquire)) return;
-  absl::MutexLock lock(&ThreadsMutex());
+  sync::MutexLock lock(&ThreadsMutex());
   if (!g_configured.load(std::memory_order_relaxed)) Apply(kDefaultBlasThreads);
 }
 

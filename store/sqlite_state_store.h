@@ -77,7 +77,7 @@ class SqliteStateStore : public scheduler::StateStore {
   absl::Status LoadFailuresLocked(scheduler::StoredState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
-  sqlite3* const db_ ABSL_GUARDED_BY(mu_);
+  sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);
   const int lock_fd_;
   const std::string path_;
 };

@@ -3,7 +3,10 @@
 #include <atomic>
 #include <memory>
 #include <thread>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "common/sync.h"
 #include "gtest/gtest.h"
 
 namespace ipupod::server {
@@ -60,18 +63,44 @@ TEST(StreamTickerTest, StopIsPromptAndIdempotent) {
 }
 
 TEST(StreamTickerTest, ConcurrentAddRemoveWhileTicking) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 200;
   StreamTicker ticker(absl::Milliseconds(1));
+  std::vector<std::vector<std::shared_ptr<Counter>>> kept(kThreads);
+  std::vector<std::shared_ptr<Counter>> removed;
+  absl::Mutex removed_mu;
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 200; ++i) {
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
         auto c = std::make_shared<Counter>();
         ticker.Add(c);
-        if (i % 2) ticker.Remove(c.get());
+        if (i % 2 == 0) {
+          kept[t].push_back(c);
+          continue;
+        }
+        ticker.Remove(c.get());
+        sync::MutexLock lock(&removed_mu);
+        removed.push_back(c);
       }
     });
   }
   for (auto& t : threads) t.join();
+  // Every stream still added is registered exactly once, every removed one is gone...
+  EXPECT_EQ(ticker.size(), static_cast<size_t>(kThreads * kPerThread / 2));
+  std::vector<int> frozen;
+  for (const auto& c : removed) frozen.push_back(c->ticks);
+  // ...the ticker keeps ticking all of the kept ones...
+  ASSERT_TRUE(Eventually([&] {
+    for (const auto& per_thread : kept) {
+      for (const auto& c : per_thread) {
+        if (c->ticks < 3) return false;
+      }
+    }
+    return true;
+  }));
+  // ...and none of the removed ones (at most one tick was already under way).
+  for (size_t i = 0; i < removed.size(); ++i) EXPECT_LE(removed[i]->ticks, frozen[i] + 1) << i;
 }
 
 }  // namespace

@@ -1,36 +1,53 @@
 #!/usr/bin/env bash
 # Quick start, part 2: installs what is missing, builds, and runs the whole
-# test suite:
-#   1. build/       gcc, RelWithDebInfo: every test (unit, concurrency,
-#                   integration, parity with PyTorch)
-#   2. build-asan/  gcc, AddressSanitizer + UBSan: every test but parity
-#   3. build-tsan/  clang (-Wthread-safety -Werror), ThreadSanitizer: the
-#                   tests labelled `concurrency` and `integration`
-# IPUPOD_TEST_QUICK=1 runs only step 1 (for local iteration).
+# test suite. Every stage prints its duration; CI (.ci/run) calls this script.
+#   0. checks       style (clang-format, function length: tools/check_style.sh)
+#   1. build/       gcc, Release (-O3, the optimised configuration): every test
+#                   (unit, concurrency, integration, parity with PyTorch)
+#   2. build-asan/  gcc, the default build type with AddressSanitizer + UBSan:
+#                   every test but parity
+#   3. build-tsan/  clang (-Wthread-safety), ThreadSanitizer: the tests labelled
+#                   `concurrency` and `integration`
+# Warnings are errors in every stage (deploy/build.sh). Builds go through ccache
+# when it is installed, so a warm machine recompiles only what changed.
+# IPUPOD_TEST_QUICK=1 runs only stages 0 and 1 (for local iteration).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash deploy/install-deps.sh
 
-jobs=$(nproc)
+t_all=$SECONDS
+stage() {  # stage NAME COMMAND...: runs COMMAND, then prints NAME's duration
+  local name=$1 t=$SECONDS
+  shift
+  echo "== $name"
+  "$@"
+  echo "== $name: done in $((SECONDS - t)) s"
+}
 run_ctest() {  # run_ctest DIR [ctest args...]
-  local dir=$1; shift
-  (cd "$dir" && ctest --output-on-failure --parallel "$jobs" "$@")
+  local dir=$1
+  shift
+  (cd "$dir" && ctest --output-on-failure --parallel "$(nproc)" "$@")
 }
 
-echo "== 1/3: build (gcc) and run every test"
-bash deploy/build.sh build
-run_ctest build
+stage "install dependencies" bash deploy/install-deps.sh
+stage "0/3: checks (format, function length)" bash tools/check_style.sh
 
-if [ "${IPUPOD_TEST_QUICK:-0}" = "1" ]; then exit 0; fi
+stage "1/3: build (gcc, Release)" bash deploy/build.sh build -DCMAKE_BUILD_TYPE=Release
+stage "1/3: every test" run_ctest build
 
-echo "== 2/3: AddressSanitizer + UBSan"
-bash deploy/build.sh build-asan -DIPUPOD_SANITIZE=address -DIPUPOD_BUILD_BENCH=OFF \
-  "-DIPUPOD_TEST_LABELS=unit;concurrency;integration"
+if [ "${IPUPOD_TEST_QUICK:-0}" = "1" ]; then
+  echo "== all stages: $((SECONDS - t_all)) s"
+  exit 0
+fi
+
+stage "2/3: build (gcc, AddressSanitizer + UBSan)" bash deploy/build.sh build-asan \
+  -DIPUPOD_SANITIZE=address -DIPUPOD_BUILD_BENCH=OFF "-DIPUPOD_TEST_LABELS=unit;concurrency;integration"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run_ctest build-asan -LE parity
+  stage "2/3: tests but parity, under ASan + UBSan" run_ctest build-asan -LE parity
 
-echo "== 3/3: ThreadSanitizer (clang, -Wthread-safety)"
-bash deploy/build.sh build-tsan -DCMAKE_CXX_COMPILER=clang++ -DIPUPOD_SANITIZE=thread \
-  -DIPUPOD_BUILD_BENCH=OFF "-DIPUPOD_TEST_LABELS=concurrency;integration"
+stage "3/3: build (clang, ThreadSanitizer, -Wthread-safety)" bash deploy/build.sh build-tsan \
+  -DCMAKE_CXX_COMPILER=clang++ -DIPUPOD_SANITIZE=thread -DIPUPOD_BUILD_BENCH=OFF \
+  "-DIPUPOD_TEST_LABELS=concurrency;integration"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
-  run_ctest build-tsan -L "concurrency|integration"
+  stage "3/3: concurrency and integration tests under TSan" run_ctest build-tsan -L "concurrency|integration"
+
+echo "== all stages: $((SECONDS - t_all)) s"

@@ -1,0 +1,42 @@
+// File: driver/inference_driver.h
+//
+// The inference driver: runs an inference executable over every step of a
+// data set in order and concatenates the outputs along dim 0 (`ipupod run`
+// without --train; a server-side job runner reuses it through its own
+// SessionExecutable, driver/session_executable.h).
+//
+//   absl::StatusOr<runtime::NamedTensors> outputs =
+//       driver::RunInference(executable, plan, {.on_step = ...});
+//
+// There is no recovery: an inference step changes no state, so after a
+// device fault the caller resets and simply runs again.
+//
+// Thread safety: callbacks run on the calling thread.
+// Errors: a step's error prefixed "step S of N: " (device-error payloads
+// kept), INTERNAL when steps disagree on their outputs, CANCELLED when
+// stop_requested said so (polled before every step and when one returns).
+#ifndef IPUPOD_DRIVER_INFERENCE_DRIVER_H_
+#define IPUPOD_DRIVER_INFERENCE_DRIVER_H_
+
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "driver/session_executable.h"
+#include "driver/steps.h"
+#include "runtime/tensor_files.h"
+
+namespace ipupod::driver {
+
+struct InferenceCallbacks {
+  std::function<void(const RunProgress&)> on_step = nullptr;
+  std::function<bool()> stop_requested = nullptr;
+};
+
+// REQUIRES: data.steps > 0.
+absl::StatusOr<runtime::NamedTensors> RunInference(SessionExecutable& executable,
+                                                   const StepPlan& data,
+                                                   const InferenceCallbacks& callbacks);
+
+}  // namespace ipupod::driver
+
+#endif  // IPUPOD_DRIVER_INFERENCE_DRIVER_H_

@@ -1,0 +1,101 @@
+// File: driver/session_executable.h
+//
+// SessionExecutable: one executable on one session's IPUs, as the drivers
+// (driver/training_driver.h, driver/inference_driver.h) see it. It is the
+// seam that keeps the drivers free of any transport: the client library
+// implements it over gRPC (client/session_executable.h), and a server-side
+// job runner can implement it in-process over the scheduler and the loaded
+// program, so both run the same loop, host copies and recovery.
+//
+// The executable has been uploaded and loaded once before a driver gets it
+// (with the caller's initial weights written, if any); the driver only ever
+// loads it *again*, after a reset has cleared the IPUs.
+//
+// Every method may fail with a device error of common/errors.h: ABORTED
+// with kind "recoverable" and a recovery action, or DATA_LOSS
+// ("unrecoverable"); then the session's next operation keeps failing until
+// the action is done. Reset performs that action; IsRecoverableFault tells
+// which errors it can act on.
+//
+// Thread safety: one call at a time (a session runs one operation at a
+// time); implementations need not be thread-safe.
+// Ownership: the caller owns the implementation; drivers only borrow it.
+#ifndef IPUPOD_DRIVER_SESSION_EXECUTABLE_H_
+#define IPUPOD_DRIVER_SESSION_EXECUTABLE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/tensor_files.h"
+
+namespace ipupod::driver {
+
+// What the executor measured for one step (execution.proto RunStats).
+struct StepStats {
+  int64_t samples = 0;
+  double wall_seconds = 0;  // where the step ran (the server), this step
+  double simulated_seconds = 0;
+  double simulated_compute_seconds = 0;
+  double simulated_pipeline_ramp_seconds = 0;
+  double simulated_ipu_link_seconds = 0;
+  double simulated_host_seconds = 0;
+  uint64_t flops = 0;
+  std::vector<float> losses;   // training: one per weight update, in order
+  int64_t weight_updates = 0;  // training: so far, these included
+};
+
+struct StepResult {
+  runtime::NamedTensors outputs;  // in the executable's order
+  StepStats stats;
+};
+
+// What a driver reports after step (run) `run` (0-based) of `runs` succeeded.
+struct RunProgress {
+  int64_t run = 0;
+  int64_t runs = 0;
+  const StepStats* stats = nullptr;
+  double wall_seconds = 0;  // the RunStep call, measured by the driver
+};
+
+class SessionExecutable {
+ public:
+  virtual ~SessionExecutable() = default;
+
+  // The session's id, for messages.
+  virtual std::string session() const = 0;
+  // Loads the executable again (after a reset). The weights are the
+  // executable's own until WriteWeights.
+  virtual absl::Status Load() = 0;
+  // By name; all-or-nothing. Also restores a ReadCheckpoint result exactly.
+  virtual absl::Status WriteWeights(const runtime::NamedTensors& weights) = 0;
+  virtual absl::StatusOr<runtime::NamedTensors> ReadWeights() = 0;
+  // Training: weights, buffers, optimizer state and attributes, step.
+  virtual absl::StatusOr<runtime::NamedTensors> ReadCheckpoint() = 0;
+  // Training: sets optimizer variables (e.g. {"lr", 1e-3}) for later
+  // steps; returns the optimizer's name.
+  virtual absl::StatusOr<std::string> SetOptimizer(
+      const std::map<std::string, double>& variables) = 0;
+  // One step: samples_per_step rows of every input.
+  virtual absl::StatusOr<StepResult> RunStep(const runtime::NamedTensors& inputs) = 0;
+  // Performs the recovery action `fault` names on the session's IPUs and
+  // returns once they can be loaded again (device memory is then empty).
+  // REQUIRES: IsRecoverableFault(fault).
+  virtual absl::Status Reset(const absl::Status& fault) = 0;
+};
+
+// True for a recoverable device fault (any recovery action: IPU_RESET,
+// LINK_RESET, PARTITION_RESET, FULL_RESET).
+bool IsRecoverableFault(const absl::Status& error);
+
+// `status` with its message prefixed "context: ", payloads (device-error
+// kind, action, IPUs) kept.
+absl::Status WithContext(const absl::Status& status, absl::string_view context);
+
+}  // namespace ipupod::driver
+
+#endif  // IPUPOD_DRIVER_SESSION_EXECUTABLE_H_

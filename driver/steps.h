@@ -1,0 +1,63 @@
+// File: driver/steps.h
+//
+// Data in steps, the host-side half of every run, pure so it is
+// unit-testable and shared by every driver (the CLI's and the server's):
+//   * a StepPlan holds a data set whose inputs all have `samples` rows
+//     (dim 0), split into `steps` steps of `samples_per_step` rows (the
+//     checks against an executable that make one live where the executable
+//     is known: client/cli/run_steps.h PlanSteps);
+//   * StepInputs cuts one step out of every input (dim 0);
+//   * OutputAccumulator concatenates the outputs of consecutive steps along
+//     dim 0, keyed by output name.
+//
+// Thread safety: functions are pure; an OutputAccumulator is a plain value.
+// Errors: INTERNAL from OutputAccumulator when steps disagree on their
+// outputs (the executor changed its answer); what graph::Tensor::FromBytes
+// returns otherwise.
+#ifndef IPUPOD_DRIVER_STEPS_H_
+#define IPUPOD_DRIVER_STEPS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/tensor_files.h"
+
+namespace ipupod::driver {
+
+struct StepPlan {
+  runtime::NamedTensors inputs;  // in the executable's input order
+  int64_t samples = 0;           // dim 0 of every input
+  int64_t samples_per_step = 1;
+  int64_t steps = 0;
+};
+
+// Rows [begin, begin + count) of dim 0. REQUIRES: rank >= 1.
+absl::StatusOr<graph::Tensor> SliceRows(const graph::Tensor& tensor, int64_t begin, int64_t count);
+
+// Step `step` (0-based) of every input. REQUIRES: step < plan.steps.
+absl::StatusOr<runtime::NamedTensors> StepInputs(const StepPlan& plan, int64_t step);
+
+class OutputAccumulator {
+ public:
+  // The first call fixes the names, dtypes and per-row shapes; later steps
+  // must match them (INTERNAL otherwise: the server changed its answer).
+  absl::Status Append(const runtime::NamedTensors& step_outputs);
+  // The concatenation; REQUIRES: at least one Append.
+  absl::StatusOr<runtime::NamedTensors> Finish() const;
+
+ private:
+  struct Column {
+    std::string name;
+    graph::DType dtype = graph::DType::kFloat32;
+    graph::Shape shape;  // dim 0 grows
+    std::string bytes;
+  };
+  std::vector<Column> columns_;
+};
+
+}  // namespace ipupod::driver
+
+#endif  // IPUPOD_DRIVER_STEPS_H_

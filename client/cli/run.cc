@@ -6,9 +6,12 @@
 // in $IPUPOD_SESSION, as under `ipupod attach -- ipupod run ...`, or one
 // attached here with the attach code path: --wait queue display, Ctrl-C),
 // UploadExecutable (skipped when the server has it), Load, WriteWeights,
-// one Run per step, the outputs concatenated along dim 0 into an .npz,
-// ReadWeights for --save-weights, and the release of a session attached
-// here.
+// the steps, the outputs concatenated along dim 0 into an .npz, ReadWeights
+// for --save-weights, and the release of a session attached here. The steps
+// are the drivers' (driver/inference_driver.h; --train:
+// driver/training_driver.h, with host copies, checkpoints and --recover)
+// over client::RemoteSessionExecutable; this file wires the arguments to
+// them and prints what their callbacks report.
 //
 // Signals: a SignalWatcher is made before the channel (see attach.cc). On
 // an own session an interrupt cancels the attach stream, which ends the
@@ -28,10 +31,13 @@
 #include "client/cli/run_steps.h"
 #include "client/cli/signal_watcher.h"
 #include "client/files.h"
-#include "client/training_recovery.h"
+#include "client/session_executable.h"
+#include "common/errors.h"
 #include "common/status_macros.h"
 #include "compiler/executable.h"
 #include "compiler/report.h"
+#include "driver/inference_driver.h"
+#include "driver/training_driver.h"
 #include "runtime/tensor_files.h"
 #include <unistd.h>
 
@@ -72,21 +78,7 @@ struct RunFiles {
   int64_t first_data_step = 0;                  // --resume: where its data position was
 };
 
-absl::Status WithContext(const absl::Status& status, absl::string_view context) {
-  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
-}
-
-// A checkpoint after U weight updates resumes the data where they left it:
-// at run U / device_iterations, wrapping around the inputs file.
-int64_t ResumedDataStep(const runtime::NamedTensors& checkpoint, const compiler::Executable& e,
-                        const StepPlan& plan) {
-  for (const auto& [name, t] : checkpoint) {
-    if (name == "optimizer/step" && t.dtype() == graph::DType::kInt64 && t.num_elements() == 1) {
-      return (t.data<int64_t>()[0] / e.device_iterations) % plan.steps;
-    }
-  }
-  return 0;
-}
+using driver::WithContext;
 
 // The executable's mode must match --train; the run count comes from
 // --epochs (passes over the inputs file) or --steps (weight updates).
@@ -107,7 +99,8 @@ absl::Status ReadTrainingFiles(const RunArgs& args, RunFiles& files) {
     absl::StatusOr<runtime::NamedTensors> resume = runtime::ReadTensorFile(t.resume);
     if (!resume.ok()) return WithContext(resume.status(), absl::StrCat("--resume ", t.resume));
     files.resume = *std::move(resume);
-    files.first_data_step = ResumedDataStep(*files.resume, e, files.plan);
+    files.first_data_step =
+        driver::ResumedDataStep(*files.resume, e.device_iterations, files.plan.steps);
   }
   return absl::OkStatus();
 }
@@ -212,33 +205,21 @@ class Progress {
   Progress(Context& ctx, int64_t steps)
       : ctx_(ctx), steps_(steps), bar_(!ctx.json() && isatty(STDERR_FILENO) == 1) {}
 
-  void Step(int64_t step, const v1::RunStats& stats, double wall_s) {
-    totals_.samples += static_cast<int64_t>(stats.samples());
-    totals_.wall_s += wall_s;
-    totals_.simulated_s += stats.simulated_seconds();
-    totals_.compute_s += stats.simulated_compute_seconds();
-    totals_.ramp_s += stats.simulated_pipeline_ramp_seconds();
-    totals_.link_s += stats.simulated_ipu_link_seconds();
-    totals_.host_s += stats.simulated_host_seconds();
-    totals_.flops += stats.flops();
-    if (stats.losses_size() > 0) {
-      last_loss_ = stats.losses(stats.losses_size() - 1);
-      if (!first_loss_) first_loss_ = stats.losses(0);
-    }
+  void Step(int64_t step, const driver::StepStats& stats, double wall_s) {
+    Add(stats, wall_s);
     if (ctx_.json()) {
       Json line = {{"step", step + 1},
                    {"steps", steps_},
-                   {"samples", stats.samples()},
+                   {"samples", stats.samples},
                    {"wall_seconds", wall_s},
-                   {"server_wall_seconds", stats.wall_seconds()}};
-      line.update(SimulatedJson(stats.simulated_seconds(), stats.simulated_compute_seconds(),
-                                stats.simulated_pipeline_ramp_seconds(),
-                                stats.simulated_ipu_link_seconds(),
-                                stats.simulated_host_seconds()));
-      line["flops"] = stats.flops();
-      if (stats.losses_size() > 0) {
-        line["losses"] = std::vector<float>(stats.losses().begin(), stats.losses().end());
-        line["weight_updates"] = stats.step();
+                   {"server_wall_seconds", stats.wall_seconds}};
+      line.update(SimulatedJson(stats.simulated_seconds, stats.simulated_compute_seconds,
+                                stats.simulated_pipeline_ramp_seconds,
+                                stats.simulated_ipu_link_seconds, stats.simulated_host_seconds));
+      line["flops"] = stats.flops;
+      if (!stats.losses.empty()) {
+        line["losses"] = stats.losses;
+        line["weight_updates"] = stats.weight_updates;
       }
       ctx_.out() << JsonLine(line);
       ctx_.out().flush();
@@ -256,6 +237,20 @@ class Progress {
   std::optional<float> last_loss() const { return last_loss_; }
 
  private:
+  void Add(const driver::StepStats& stats, double wall_s) {
+    totals_.samples += stats.samples;
+    totals_.wall_s += wall_s;
+    totals_.simulated_s += stats.simulated_seconds;
+    totals_.compute_s += stats.simulated_compute_seconds;
+    totals_.ramp_s += stats.simulated_pipeline_ramp_seconds;
+    totals_.link_s += stats.simulated_ipu_link_seconds;
+    totals_.host_s += stats.simulated_host_seconds;
+    totals_.flops += stats.flops;
+    if (!stats.losses.empty()) {
+      last_loss_ = stats.losses.back();
+      if (!first_loss_) first_loss_ = stats.losses.front();
+    }
+  }
   std::string BarText(int64_t done) const {
     constexpr int kWidth = 24;
     const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(steps_, 1));
@@ -357,169 +352,90 @@ absl::StatusOr<std::string> Prepare(Context& ctx, client::Client& client, const 
   return ref.sha256();
 }
 
-absl::StatusOr<runtime::NamedTensors> RunSteps(client::Client& client, const RunSession& s,
-                                               const StepPlan& plan, Progress& progress,
-                                               SignalWatcher& signals) {
-  OutputAccumulator outputs;
-  for (int64_t step = 0; step < plan.steps; ++step) {
-    if (signals.Interrupted()) break;
-    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors inputs, StepInputs(plan, step));
-    const absl::Time start = absl::Now();
-    absl::StatusOr<client::RunResult> result = client.Run(s.id, inputs);
-    if (signals.Interrupted()) break;
-    if (!result.ok()) {
-      return WithContext(result.status(), absl::StrCat("step ", step + 1, " of ", plan.steps));
-    }
-    progress.Step(step, result->stats, absl::ToDoubleSeconds(absl::Now() - start));
-    IPUPOD_RETURN_IF_ERROR(outputs.Append(result->outputs));
-  }
-  if (signals.Interrupted()) {
-    return absl::CancelledError("interrupted; no outputs were written");
-  }
-  return outputs.Finish();
-}
-
 // ---------------------------------------------------------------- training
 
-// After this many recoveries in one command, a fault is reported instead.
-constexpr int kMaxRecoveries = 3;
-
-// The last host copy of the training state (weights, optimizer state and
-// attributes) and how many runs it includes.
-struct HostCopy {
-  runtime::NamedTensors checkpoint;
-  int64_t runs_done = 0;
-};
-
-absl::Status SetUpTraining(Context& ctx, client::Client& client, const RunSession& s,
-                           const RunArgs& args, const RunFiles& files) {
+absl::Status SetUpTraining(Context& ctx, driver::SessionExecutable& executable, const RunArgs& args,
+                           const RunFiles& files) {
   if (files.resume) {
-    IPUPOD_RETURN_IF_ERROR(WithContext(client.WriteWeights(s.id, *files.resume).status(),
+    IPUPOD_RETURN_IF_ERROR(WithContext(executable.WriteWeights(*files.resume),
                                        absl::StrCat("--resume ", args.training.resume)));
     ctx.Note({{"resumed", args.training.resume}},
              absl::StrCat("resumed from ", args.training.resume, "\n"));
   }
   if (args.training.lr) {
-    IPUPOD_ASSIGN_OR_RETURN(v1::OptimizerInfo optimizer,
-                            client.SetOptimizer(s.id, {{"lr", *args.training.lr}}));
-    ctx.Note({{"optimizer", {{"name", optimizer.name()}, {"lr", *args.training.lr}}}},
-             absl::StrCat(optimizer.name(), " lr set to ", *args.training.lr, "\n"));
+    IPUPOD_ASSIGN_OR_RETURN(std::string optimizer,
+                            executable.SetOptimizer({{"lr", *args.training.lr}}));
+    ctx.Note({{"optimizer", {{"name", optimizer}, {"lr", *args.training.lr}}}},
+             absl::StrCat(optimizer, " lr set to ", *args.training.lr, "\n"));
   }
   return absl::OkStatus();
 }
 
-// Reads the state back to the host (and into --checkpoint, if given).
-absl::StatusOr<HostCopy> TakeHostCopy(client::Client& client, const RunSession& s,
-                                      const RunArgs& args, int64_t runs_done) {
-  HostCopy copy;
-  copy.runs_done = runs_done;
-  IPUPOD_ASSIGN_OR_RETURN(copy.checkpoint, client.ReadCheckpoint(s.id));
-  if (!args.training.checkpoint.empty()) {
-    IPUPOD_RETURN_IF_ERROR(
-        WithContext(runtime::WriteTensorFile(args.training.checkpoint, copy.checkpoint),
-                    absl::StrCat("writing ", args.training.checkpoint)));
-  }
-  return copy;
-}
-
 // Host copies are taken every --checkpoint-every runs; --recover alone
 // takes one after every run.
-int64_t CopyEvery(const TrainArgs& t) {
-  if (t.checkpoint_every > 0) return t.checkpoint_every;
-  return t.recover ? 1 : 0;
+driver::TrainingJob TrainingJobOf(const RunArgs& args, const RunFiles& files) {
+  const TrainArgs& t = args.training;
+  return {.runs = files.runs,
+          .first_data_step = files.first_data_step,
+          .host_copy_every = t.checkpoint_every > 0 ? t.checkpoint_every : (t.recover ? 1 : 0),
+          .recover = t.recover,
+          .keep_outputs = !args.outputs.empty()};
 }
 
-absl::Status Failed(const absl::Status& error, const RunArgs& args, const HostCopy* copy) {
-  if (copy == nullptr || args.training.checkpoint.empty()) return error;
+void NoteRecovery(Context& ctx, const driver::Recovery& r) {
+  const bool full = r.action == RecoveryAction::kFullReset;
+  ctx.Note({{"recovering",
+             {{"run", r.run + 1},
+              {"error", r.fault.message()},
+              {"recovery_action", std::string(RecoveryActionName(r.action))},
+              {"resume_after_run", r.resume_after_run}}}},
+           absl::StrCat("\nrun ", r.run + 1, " failed: ", r.fault.message(), "\n",
+                        full ? "waiting for an admin to run `ipupod pod reset`"
+                             : "resetting the session's IPUs",
+                        " and going on from the host copy after run ", r.resume_after_run, "\n"));
+}
+
+driver::TrainingCallbacks TrainingCallbacksOf(Context& ctx, const RunArgs& args, Progress& progress,
+                                              SignalWatcher& signals) {
+  return {.on_run =
+              [&progress](const driver::RunProgress& p) {
+                progress.Step(p.run, *p.stats, p.wall_seconds);
+              },
+          .on_host_copy = [&args](const driver::HostCopy& copy) -> absl::Status {
+            const std::string& path = args.training.checkpoint;
+            if (path.empty()) return absl::OkStatus();
+            return WithContext(runtime::WriteTensorFile(path, copy.checkpoint),
+                               absl::StrCat("writing ", path));
+          },
+          .on_recovery = [&ctx](const driver::Recovery& r) { NoteRecovery(ctx, r); },
+          .stop_requested = [&signals] { return signals.Interrupted(); }};
+}
+
+// Names the --checkpoint file that holds the last host copy, if any.
+absl::Status Failed(absl::Status error, const RunArgs& args,
+                    const driver::TrainingDriver& trainer) {
+  if (absl::IsCancelled(error))
+    error = absl::CancelledError("interrupted; no outputs were written");
+  const std::optional<driver::HostCopy>& copy = trainer.last_copy();
+  if (!copy || args.training.checkpoint.empty()) return error;
   return WithContext(error, absl::StrCat("the state after run ", copy->runs_done, " is in ",
                                          args.training.checkpoint, " (--resume ",
                                          args.training.checkpoint, " goes on from there)"));
 }
 
-struct TrainLoop {
-  Context& ctx;
-  client::Client& client;
-  const RunSession& s;
-  const RunArgs& args;
-  const RunFiles& files;
-  const std::string& sha256;
-  SignalWatcher& signals;
-  Progress& progress;
-  std::vector<runtime::NamedTensors> outputs;  // per run (kept only with --outputs)
-  std::optional<HostCopy> copy;
-  int recoveries = 0;
-
-  // After a recoverable fault: back to the host copy, if allowed.
-  absl::StatusOr<int64_t> Recover(const absl::Status& error, int64_t run) {
-    if (!args.training.recover || !copy || !client::IsRecoverableFault(error) ||
-        recoveries >= kMaxRecoveries) {
-      return Failed(WithContext(error, absl::StrCat("run ", run + 1, " of ", files.runs)), args,
-                    copy ? &*copy : nullptr);
-    }
-    ++recoveries;
-    ctx.Note(
-        {{"recovering",
-          {{"run", run + 1}, {"error", error.message()}, {"resume_after_run", copy->runs_done}}}},
-        absl::StrCat("\nrun ", run + 1, " failed: ", error.message(),
-                     "\nresetting the session's IPUs and going on from the host copy after "
-                     "run ",
-                     copy->runs_done, "\n"));
-    IPUPOD_RETURN_IF_ERROR(client::ResumeTraining(client, s.id, sha256, copy->checkpoint, error));
-    return copy->runs_done;
-  }
-
-  absl::Status Run() {
-    const int64_t every = CopyEvery(args.training);
-    if (every > 0) {
-      IPUPOD_ASSIGN_OR_RETURN(copy, TakeHostCopy(client, s, args, 0));
-    }
-    for (int64_t run = 0; run < files.runs;) {
-      if (signals.Interrupted()) break;
-      IPUPOD_ASSIGN_OR_RETURN(
-          runtime::NamedTensors inputs,
-          StepInputs(files.plan, (files.first_data_step + run) % files.plan.steps));
-      const absl::Time start = absl::Now();
-      absl::StatusOr<client::RunResult> result = client.Run(s.id, inputs);
-      if (signals.Interrupted()) break;
-      if (!result.ok()) {
-        IPUPOD_ASSIGN_OR_RETURN(run, Recover(result.status(), run));
-        outputs.resize(static_cast<size_t>(run));
-        continue;
-      }
-      progress.Step(run, result->stats, absl::ToDoubleSeconds(absl::Now() - start));
-      if (!args.outputs.empty()) outputs.push_back(std::move(result->outputs));
-      ++run;
-      if (every > 0 && (run % every == 0 || run == files.runs)) {
-        absl::StatusOr<HostCopy> next = TakeHostCopy(client, s, args, run);
-        if (!next.ok()) {  // a fault while reading the state back
-          IPUPOD_ASSIGN_OR_RETURN(run, Recover(next.status(), run - 1));
-          outputs.resize(static_cast<size_t>(run));
-          continue;
-        }
-        copy = *std::move(next);
-      }
-    }
-    if (signals.Interrupted()) {
-      return Failed(absl::CancelledError("interrupted; no outputs were written"), args,
-                    copy ? &*copy : nullptr);
-    }
-    return absl::OkStatus();
-  }
-};
-
 // --outputs, --save-weights, --save-model and the final --checkpoint.
-absl::Status SaveTrainingResults(client::Client& client, const RunSession& s, const RunArgs& args,
+absl::Status SaveTrainingResults(driver::SessionExecutable& executable, const RunArgs& args,
                                  const RunFiles& files,
                                  const std::vector<runtime::NamedTensors>& outputs) {
   if (!args.outputs.empty() && !outputs.empty()) {
-    OutputAccumulator all;
+    driver::OutputAccumulator all;
     for (const runtime::NamedTensors& o : outputs) IPUPOD_RETURN_IF_ERROR(all.Append(o));
     IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors joined, all.Finish());
     IPUPOD_RETURN_IF_ERROR(WithContext(runtime::WriteTensorFile(args.outputs, joined),
                                        absl::StrCat("writing ", args.outputs)));
   }
   if (!args.save_weights.empty() || !args.training.save_model.empty()) {
-    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights, client.ReadWeights(s.id));
+    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights, executable.ReadWeights());
     if (!args.save_weights.empty()) {
       IPUPOD_RETURN_IF_ERROR(WithContext(runtime::WriteTensorFile(args.save_weights, weights),
                                          absl::StrCat("writing ", args.save_weights)));
@@ -533,7 +449,10 @@ absl::Status SaveTrainingResults(client::Client& client, const RunSession& s, co
     }
   }
   if (!args.training.checkpoint.empty()) {
-    IPUPOD_RETURN_IF_ERROR(TakeHostCopy(client, s, args, files.runs).status());
+    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors checkpoint, executable.ReadCheckpoint());
+    IPUPOD_RETURN_IF_ERROR(
+        WithContext(runtime::WriteTensorFile(args.training.checkpoint, checkpoint),
+                    absl::StrCat("writing ", args.training.checkpoint)));
   }
   return absl::OkStatus();
 }
@@ -589,22 +508,41 @@ std::string TrainingSummaryText(const RunArgs& args, const RunSession& s, const 
   return text;
 }
 
-int ExecuteTraining(Context& ctx, client::Client& client, const RunSession& s, const RunArgs& args,
-                    const RunFiles& files, const std::string& sha256, SignalWatcher& signals) {
+int ExecuteTraining(Context& ctx, driver::SessionExecutable& executable, const RunSession& s,
+                    const RunArgs& args, const RunFiles& files, SignalWatcher& signals) {
   const HintContext hint{.session = s.id};
-  if (absl::Status ready = SetUpTraining(ctx, client, s, args, files); !ready.ok()) {
+  if (absl::Status ready = SetUpTraining(ctx, executable, args, files); !ready.ok()) {
     return ctx.Fail(ready, hint);
   }
   Progress progress(ctx, files.runs);
-  TrainLoop loop{ctx, client, s, args, files, sha256, signals, progress, {}, std::nullopt, 0};
-  absl::Status trained = loop.Run();
+  driver::TrainingDriver trainer(executable, files.plan, TrainingJobOf(args, files),
+                                 TrainingCallbacksOf(ctx, args, progress, signals));
+  absl::Status trained = trainer.Run();
   progress.Finish();
-  if (!trained.ok()) return ctx.Fail(trained, hint);
-  if (absl::Status saved = SaveTrainingResults(client, s, args, files, loop.outputs); !saved.ok()) {
+  if (!trained.ok()) return ctx.Fail(Failed(trained, args, trainer), hint);
+  if (absl::Status saved = SaveTrainingResults(executable, args, files, trainer.outputs());
+      !saved.ok()) {
     return ctx.Fail(saved, hint);
   }
-  return ctx.Print(TrainingSummaryJson(args, s, files, progress, loop.recoveries),
+  return ctx.Print(TrainingSummaryJson(args, s, files, progress, trainer.recoveries()),
                    TrainingSummaryText(args, s, files, progress));
+}
+
+absl::StatusOr<runtime::NamedTensors> RunInference(driver::SessionExecutable& executable,
+                                                   const StepPlan& plan, Progress& progress,
+                                                   SignalWatcher& signals) {
+  absl::StatusOr<runtime::NamedTensors> outputs =
+      driver::RunInference(executable, plan,
+                           {.on_step =
+                                [&progress](const driver::RunProgress& p) {
+                                  progress.Step(p.run, *p.stats, p.wall_seconds);
+                                },
+                            .stop_requested = [&signals] { return signals.Interrupted(); }});
+  progress.Finish();
+  if (absl::IsCancelled(outputs.status())) {
+    return absl::CancelledError("interrupted; no outputs were written");
+  }
+  return outputs;
 }
 
 int Execute(Context& ctx, client::Client& client, const RunSession& s, const RunArgs& args,
@@ -612,17 +550,17 @@ int Execute(Context& ctx, client::Client& client, const RunSession& s, const Run
   const HintContext hint{.session = s.id};
   absl::StatusOr<std::string> sha256 = Prepare(ctx, client, s, files);
   if (!sha256.ok()) return ctx.Fail(sha256.status(), hint);
-  if (args.training.train) return ExecuteTraining(ctx, client, s, args, files, *sha256, signals);
+  client::RemoteSessionExecutable executable(client, s.id, *sha256);
+  if (args.training.train) return ExecuteTraining(ctx, executable, s, args, files, signals);
   Progress progress(ctx, files.plan.steps);
   absl::StatusOr<runtime::NamedTensors> outputs =
-      RunSteps(client, s, files.plan, progress, signals);
-  progress.Finish();
+      RunInference(executable, files.plan, progress, signals);
   if (!outputs.ok()) return ctx.Fail(outputs.status(), hint);
   if (absl::Status w = runtime::WriteTensorFile(args.outputs, *outputs); !w.ok()) {
     return ctx.Fail(WithContext(w, absl::StrCat("writing ", args.outputs)), hint);
   }
   if (!args.save_weights.empty()) {
-    absl::StatusOr<runtime::NamedTensors> weights = client.ReadWeights(s.id);
+    absl::StatusOr<runtime::NamedTensors> weights = executable.ReadWeights();
     if (!weights.ok()) return ctx.Fail(weights.status(), hint);
     if (absl::Status w = runtime::WriteTensorFile(args.save_weights, *weights); !w.ok()) {
       return ctx.Fail(WithContext(w, absl::StrCat("writing ", args.save_weights)), hint);
@@ -679,25 +617,8 @@ int RunRun(Context& ctx, const RunArgs& args) {
                  args, *files, signals);
 }
 
-}  // namespace
-
-void AddRunCommand(CLI::App& app, Selection& selection) {
-  auto args = std::make_shared<RunArgs>();
-  CLI::App* run = app.add_subcommand("run", "Run an .ipx executable on IPUs of the pod");
-  run->add_option("EXECUTABLE", args->executable, "The executable (ipupod compile writes it)")
-      ->type_name("MODEL.ipx")
-      ->required();
-  run->add_option("--inputs", args->inputs, "Inputs by ONNX input name, samples along dim 0")
-      ->type_name("FILE.npz")
-      ->required();
-  run->add_option("--outputs", args->outputs,
-                  "Where to write the outputs (.npz or .safetensors); optional with --train")
-      ->type_name("FILE.npz");
-  run->add_option("--weights", args->weights, "Weights to load first, by initializer name")
-      ->type_name("FILE(.npz|.safetensors|.onnx)");
-  run->add_option("--save-weights", args->save_weights, "Read the weights back into FILE")
-      ->type_name("FILE.npz");
-  TrainArgs& t = args->training;
+// The training flags of `run`.
+void AddTrainingOptions(CLI::App* run, TrainArgs& t) {
   run->add_flag("--train", t.train, "Train: each run makes device_iterations weight updates");
   run->add_option("--epochs", t.epochs, "Train for E passes over --inputs")
       ->type_name("E")
@@ -724,6 +645,60 @@ void AddRunCommand(CLI::App& app, Selection& selection) {
       ->type_name("FILE.npz");
   run->add_flag("--recover", t.recover,
                 "On a recoverable device fault: reset, reload the last host copy, go on");
+}
+
+constexpr char kRunFooter[] =
+    "Runs on the session in $IPUPOD_SESSION when set (under `ipupod attach -- ...`), else\n"
+    "attaches for the run and releases the IPUs after it. The executable is uploaded only\n"
+    "if the server does not hold it yet. The inputs are split into steps of\n"
+    "micro-batch x device_iterations x replication samples (dim 0; `ipupod compile` prints\n"
+    "it); the outputs of every step are concatenated along dim 0, keyed by ONNX output name.\n"
+    "On a terminal a progress bar shows on stderr. With --json, stdout holds one JSON line\n"
+    "per step {step, samples, wall_seconds, simulated_seconds, ...} and a final\n"
+    "{\"summary\": ...} line (or an {\"error\": ...} line).\n"
+    "\n"
+    "Training (an executable from `ipupod compile --train`): --inputs holds the whole data\n"
+    "set; each run takes micro-batch x gradient_accumulation_steps x replication x\n"
+    "device_iterations samples in order and makes device_iterations weight updates, each\n"
+    "averaging its micro-batches' gradients. The loss of every update is shown (JSON lines:\n"
+    "\"losses\"). --checkpoint/--resume carry weights, optimizer state and step across\n"
+    "sessions, resets and server restarts; a resumed run goes on in the data where the\n"
+    "checkpoint was taken, for --steps/--epochs more. With --recover a recoverable fault\n"
+    "(IPU, link, partition or full reset) resets the session's IPUs (a full reset: waits up\n"
+    "to 10 minutes for an admin's `ipupod pod reset`), reloads the last host copy and repeats\n"
+    "the runs since it (at most 3 times).\n"
+    "\n"
+    "Exit codes: as every command (3 missing file, 5 no IPUs free, 9 bad inputs, 11 session\n"
+    "ended, 20-24 device errors: the message names the recovery action), 130 on Ctrl-C.\n"
+    "\n"
+    "Examples:\n"
+    "  ipupod run gpt2.ipx --inputs batch.npz --outputs logits.npz --wait\n"
+    "  ipupod run mlp.ipx --inputs x.npz --outputs y.npz --weights finetuned.safetensors\n"
+    "  ipupod attach --ipus 4 -- ipupod run mlp.ipx --inputs x.npz --outputs y.npz --json\n"
+    "  ipupod run mlp_train.ipx --train --inputs data.npz --epochs 3 --lr 0.05 \\\n"
+    "      --save-model trained.onnx --checkpoint ckpt.npz\n"
+    "  ipupod run mlp_train.ipx --train --inputs data.npz --steps 800 --resume ckpt.npz "
+    "--recover";
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, Selection& selection) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* run = app.add_subcommand("run", "Run an .ipx executable on IPUs of the pod");
+  run->add_option("EXECUTABLE", args->executable, "The executable (ipupod compile writes it)")
+      ->type_name("MODEL.ipx")
+      ->required();
+  run->add_option("--inputs", args->inputs, "Inputs by ONNX input name, samples along dim 0")
+      ->type_name("FILE.npz")
+      ->required();
+  run->add_option("--outputs", args->outputs,
+                  "Where to write the outputs (.npz or .safetensors); optional with --train")
+      ->type_name("FILE.npz");
+  run->add_option("--weights", args->weights, "Weights to load first, by initializer name")
+      ->type_name("FILE(.npz|.safetensors|.onnx)");
+  run->add_option("--save-weights", args->save_weights, "Read the weights back into FILE")
+      ->type_name("FILE.npz");
+  AddTrainingOptions(run, args->training);
   run->add_option("--ipus", args->attach.ipus,
                   "IPUs to attach (default: what the executable reserves)")
       ->type_name("N");
@@ -733,38 +708,7 @@ void AddRunCommand(CLI::App& app, Selection& selection) {
   run->add_option("--wait-timeout", args->attach.wait_timeout,
                   "Give up waiting after S seconds (implies --wait)")
       ->type_name("S");
-  run->footer(
-      "Runs on the session in $IPUPOD_SESSION when set (under `ipupod attach -- ...`), else\n"
-      "attaches for the run and releases the IPUs after it. The executable is uploaded only\n"
-      "if the server does not hold it yet. The inputs are split into steps of\n"
-      "micro-batch x device_iterations x replication samples (dim 0; `ipupod compile` prints\n"
-      "it); the outputs of every step are concatenated along dim 0, keyed by ONNX output name.\n"
-      "On a terminal a progress bar shows on stderr. With --json, stdout holds one JSON line\n"
-      "per step {step, samples, wall_seconds, simulated_seconds, ...} and a final\n"
-      "{\"summary\": ...} line (or an {\"error\": ...} line).\n"
-      "\n"
-      "Training (an executable from `ipupod compile --train`): --inputs holds the whole data\n"
-      "set; each run takes micro-batch x gradient_accumulation_steps x replication x\n"
-      "device_iterations samples in order and makes device_iterations weight updates, each\n"
-      "averaging its micro-batches' gradients. The loss of every update is shown (JSON lines:\n"
-      "\"losses\"). --checkpoint/--resume carry weights, optimizer state and step across\n"
-      "sessions, resets and server restarts; a resumed run goes on in the data where the\n"
-      "checkpoint was taken, for --steps/--epochs more. With --recover a recoverable fault (IPU, "
-      "link or\n"
-      "partition reset) resets the session, reloads the last host copy and repeats the runs\n"
-      "since it (at most 3 times).\n"
-      "\n"
-      "Exit codes: as every command (3 missing file, 5 no IPUs free, 9 bad inputs, 11 session\n"
-      "ended, 20-24 device errors: the message names the recovery action), 130 on Ctrl-C.\n"
-      "\n"
-      "Examples:\n"
-      "  ipupod run gpt2.ipx --inputs batch.npz --outputs logits.npz --wait\n"
-      "  ipupod run mlp.ipx --inputs x.npz --outputs y.npz --weights finetuned.safetensors\n"
-      "  ipupod attach --ipus 4 -- ipupod run mlp.ipx --inputs x.npz --outputs y.npz --json\n"
-      "  ipupod run mlp_train.ipx --train --inputs data.npz --epochs 3 --lr 0.05 \\\n"
-      "      --save-model trained.onnx --checkpoint ckpt.npz\n"
-      "  ipupod run mlp_train.ipx --train --inputs data.npz --steps 800 --resume ckpt.npz "
-      "--recover");
+  run->footer(kRunFooter);
   OnSelected(run, selection, "run", [args](Context& ctx) { return RunRun(ctx, *args); });
 }
 

@@ -1,5 +1,6 @@
-// Unit tests of `ipupod run`'s host-side data handling (client/cli/run_steps.h)
-// and the tensor wire helpers (client/tensor_stream.h).
+// Unit tests of `ipupod run`'s input checks (client/cli/run_steps.h; the steps
+// themselves: tests/driver/steps_test.cc) and the tensor wire helpers
+// (client/tensor_stream.h).
 #include "client/cli/run_steps.h"
 
 #include <gtest/gtest.h>
@@ -61,18 +62,6 @@ TEST(PlanStepsTest, ErrorsNameTheInputAndTheStepSize) {
   EXPECT_NE(disagree.status().message().find("disagree"), std::string::npos);
   auto empty = PlanSteps(TwoInputs(), {{"a", Iota({0, 3})}, {"b", Iota({0})}}, "in.npz");
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(OutputAccumulatorTest, ConcatenatesAlongDimZero) {
-  OutputAccumulator acc;
-  ASSERT_TRUE(acc.Append({{"y", Iota({2, 2})}}).ok());
-  ASSERT_TRUE(acc.Append({{"y", Iota({2, 2})}}).ok());
-  auto out = acc.Finish();
-  ASSERT_TRUE(out.ok());
-  EXPECT_EQ((*out)[0].second.shape(), (graph::Shape{4, 2}));
-  EXPECT_EQ((*out)[0].second.values<float>()[5], 1.0f);
-  EXPECT_EQ(acc.Append({{"y", Iota({2, 3})}}).code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(acc.Append({{"z", Iota({2, 2})}}).code(), absl::StatusCode::kInternal);
 }
 
 TEST(TensorStreamTest, ChunksAndReassembles) {

@@ -199,5 +199,38 @@ TEST_F(TrainTest, RecoverGoesOnAfterFaultsWithTheSameResult) {
   }
 }
 
+// A FULL_RESET fault needs an admin: `--recover` waits for `ipupod pod
+// reset`, then loads again, writes the last host copy back and repeats the
+// runs since it; the result is the same as training without the fault.
+TEST_F(TrainTest, RecoverWaitsForAnAdminsPodResetAfterAFullResetFault) {
+  const std::vector<std::string> train = {
+      "run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"), "--steps", "400"};
+  std::vector<std::string> clean = train;
+  clean.insert(clean.end(), {"--save-weights", Path("clean.npz")});
+  CliResult clean_run = Cli(clean);
+  ASSERT_EQ(clean_run.exit_code, 0) << clean_run.out << clean_run.err;
+  std::vector<std::string> recover = {"--json"};
+  recover.insert(recover.end(), train.begin(), train.end());
+  recover.insert(recover.end(), {"--recover", "--save-weights", Path("recovered.npz")});
+  Process run = StartCli(server_.address(), "alice", recover);
+  ASSERT_TRUE(run.ReadStdoutLine(std::chrono::seconds(30))) << "no run made: " << run.stderr_text();
+  CliResult fault =
+      RunCli(server_.address(), "admin", {"fault", "inject", "--ipu", "0", "--kind", "full-reset"});
+  ASSERT_EQ(fault.exit_code, 0) << fault.err;
+  ASSERT_TRUE(run.WaitForStderr("\"recovery_action\":\"FULL_RESET\"", std::chrono::seconds(30)))
+      << "training ended before the fault hit it:\n"
+      << run.stderr_text();
+  EXPECT_TRUE(run.Running()) << "it must wait for the pod reset";
+  CliResult reset = RunCli(server_.address(), "admin", {"pod", "reset"});
+  ASSERT_EQ(reset.exit_code, 0) << reset.out << reset.err;
+  ASSERT_EQ(run.Wait(std::chrono::seconds(60)), 0) << run.stdout_text() << run.stderr_text();
+  EXPECT_NE(run.stdout_text().find("\"recoveries\":1"), std::string::npos) << run.stdout_text();
+  const runtime::NamedTensors a = Read("clean.npz"), b = Read("recovered.npz");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].second.bytes(), b[i].second.bytes()) << a[i].first << " differs";
+  }
+}
+
 }  // namespace
 }  // namespace ipupod::testing

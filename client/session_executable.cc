@@ -1,0 +1,108 @@
+#include "client/session_executable.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+
+namespace ipupod::client {
+namespace {
+
+bool IsFullReset(const absl::Status& status) {
+  return driver::IsRecoverableFault(status) &&
+         GetRecoveryAction(status) == RecoveryAction::kFullReset;
+}
+
+}  // namespace
+
+driver::StepStats StepStatsOf(const v1::RunStats& stats) {
+  driver::StepStats out;
+  out.samples = static_cast<int64_t>(stats.samples());
+  out.wall_seconds = stats.wall_seconds();
+  out.simulated_seconds = stats.simulated_seconds();
+  out.simulated_compute_seconds = stats.simulated_compute_seconds();
+  out.simulated_pipeline_ramp_seconds = stats.simulated_pipeline_ramp_seconds();
+  out.simulated_ipu_link_seconds = stats.simulated_ipu_link_seconds();
+  out.simulated_host_seconds = stats.simulated_host_seconds();
+  out.flops = stats.flops();
+  out.losses.assign(stats.losses().begin(), stats.losses().end());
+  out.weight_updates = static_cast<int64_t>(stats.step());
+  return out;
+}
+
+RemoteSessionExecutable::RemoteSessionExecutable(Client& client, std::string session,
+                                                 std::string sha256, RecoveryOptions options)
+    : client_(client),
+      session_(std::move(session)),
+      sha256_(std::move(sha256)),
+      options_(options) {}
+
+absl::Status RemoteSessionExecutable::Load() {
+  // The IPUs stay in reset for a while (UNAVAILABLE); load once they are back.
+  const absl::Time deadline = absl::Now() + options_.reset_wait;
+  absl::Status loaded = client_.Load(session_, sha256_).status();
+  while (absl::IsUnavailable(loaded) && absl::Now() < deadline) {
+    absl::SleepFor(options_.poll_interval);
+    loaded = client_.Load(session_, sha256_).status();
+  }
+  return loaded;
+}
+
+absl::Status RemoteSessionExecutable::WriteWeights(const runtime::NamedTensors& weights) {
+  return client_.WriteWeights(session_, weights).status();
+}
+
+absl::StatusOr<runtime::NamedTensors> RemoteSessionExecutable::ReadWeights() {
+  return client_.ReadWeights(session_);
+}
+
+absl::StatusOr<runtime::NamedTensors> RemoteSessionExecutable::ReadCheckpoint() {
+  return client_.ReadCheckpoint(session_);
+}
+
+absl::StatusOr<std::string> RemoteSessionExecutable::SetOptimizer(
+    const std::map<std::string, double>& variables) {
+  IPUPOD_ASSIGN_OR_RETURN(v1::OptimizerInfo info, client_.SetOptimizer(session_, variables));
+  return info.name();
+}
+
+absl::StatusOr<driver::StepResult> RemoteSessionExecutable::RunStep(
+    const runtime::NamedTensors& inputs) {
+  IPUPOD_ASSIGN_OR_RETURN(RunResult result, client_.Run(session_, inputs));
+  return driver::StepResult{std::move(result.outputs), StepStatsOf(result.stats)};
+}
+
+absl::Status RemoteSessionExecutable::Reset(const absl::Status& fault) {
+  if (!driver::IsRecoverableFault(fault)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot reset session ", session_, " after: ", fault.message(),
+                     "; the host copy of the training state is intact: attach again and resume "
+                     "from it"));
+  }
+  if (IsFullReset(fault)) return WaitForPodReset(fault);
+  return client_.ResetSession(session_).status();
+}
+
+// Until the session's IPUs no longer wait for FULL_RESET: then they are
+// resetting (Load waits) or back; a new fault surfaces from Load.
+absl::Status RemoteSessionExecutable::WaitForPodReset(const absl::Status& fault) {
+  const absl::Time deadline = absl::Now() + options_.full_reset_wait;
+  for (;;) {
+    absl::Status health = client_.GetSession(session_).status();
+    if (!IsFullReset(health)) {
+      const bool usable =
+          health.ok() || absl::IsUnavailable(health) || driver::IsRecoverableFault(health);
+      return usable ? absl::OkStatus() : health;
+    }
+    if (absl::Now() >= deadline) {
+      return driver::WithContext(
+          fault, absl::StrCat("waited ", absl::FormatDuration(options_.full_reset_wait),
+                              " for an admin to run `ipupod pod reset`"));
+    }
+    absl::SleepFor(options_.poll_interval);
+  }
+}
+
+}  // namespace ipupod::client

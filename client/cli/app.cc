@@ -39,6 +39,7 @@ constexpr const char* kFooter =
     "  ipupod partition create p1 --size 4\n"
     "  ipupod attach --ipus 4 --wait -- python train.py\n"
     "  ipupod compile model.onnx --ipu-config ipu_config.json -o model.ipx\n"
+    "  ipupod inspect model.ipx\n"
     "  ipupod --json queue";
 
 void AddGlobalOptions(CLI::App& app, GlobalFlags& flags) {
@@ -156,6 +157,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   AddSessionCommands(app, selection);
   AddAdminCommands(app, selection);
   AddCompileCommand(app, selection);
+  AddInspectCommand(app, selection);
   AddRunCommand(app, selection);
   try {
     app.parse(static_cast<int>(split.ours.size()), split.ours.data());

@@ -6,7 +6,7 @@
 //   session.cc    attach, detach, queue, session show|reset (attach itself in
 //                 attach.cc: signals, the child command)
 //   admin.cc      ipu reset|repair, pod reset, fault inject
-//   compile.cc    compile (offline: ONNX -> .ipx)
+//   compile.cc    compile (offline: ONNX -> .ipx), inspect (offline: an .ipx)
 //   run.cc        run (upload, load, weights, steps, outputs)
 // Each Add*Commands registers its subcommands on the CLI11 app; the one the
 // user names records its runner in the Selection, and app.cc runs it after
@@ -39,6 +39,7 @@ void AddPartitionCommands(CLI::App& app, Selection& selection);
 void AddSessionCommands(CLI::App& app, Selection& selection);
 void AddAdminCommands(CLI::App& app, Selection& selection);
 void AddCompileCommand(CLI::App& app, Selection& selection);
+void AddInspectCommand(CLI::App& app, Selection& selection);
 void AddRunCommand(CLI::App& app, Selection& selection);
 
 // attach (attach.cc), registered by AddSessionCommands.

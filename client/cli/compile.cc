@@ -1,6 +1,7 @@
-// `ipupod compile`: ONNX model + ipu_config.json -> .ipx executable, offline
-// (no server). The compiler does the work (compiler/compile.h); this file
-// reads the inputs, maps failures to exit codes and prints the result.
+// `ipupod compile`: ONNX model + ipu_config.json -> .ipx executable, and
+// `ipupod inspect`: what an .ipx takes and makes; both offline (no server). The compiler does the
+// work (compiler/compile.h); this file reads the inputs, maps failures to exit codes and prints the
+// result.
 //
 // Exit codes: 2 a bad command line (also --loss/--optimizer/--opt/--freeze/
 // --buffer without --train, a --buffer that is not NAME=VALUE, an unknown optimizer or attribute),
@@ -19,12 +20,15 @@
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
 #include "client/cli/exit_codes.h"
+#include "client/cli/run_steps.h"
 #include "client/files.h"
+#include "common/status_macros.h"
 #include "compiler/executable.h"
 #include "compiler/ipu_config.h"
 #include "compiler/placement.h"
 #include "compiler/report.h"
 #include "compiler/training_spec.h"
+#include "runtime/program.h"
 #include "training/optimizer.h"
 
 namespace ipupod::cli {
@@ -133,8 +137,9 @@ Json SpecsJson(const compiler::Executable& e, const std::vector<compiler::Tensor
   return list;
 }
 
-std::string SpecsText(const compiler::Executable& e, const std::vector<compiler::TensorSpec>& specs,
-                      bool inputs) {
+// "x float32[8,3]" per tensor, with its host shape.
+std::vector<std::string> SpecLines(const compiler::Executable& e,
+                                   const std::vector<compiler::TensorSpec>& specs, bool inputs) {
   std::vector<std::string> parts;
   for (const compiler::TensorSpec& spec : specs) {
     graph::Shape shape =
@@ -142,7 +147,12 @@ std::string SpecsText(const compiler::Executable& e, const std::vector<compiler:
     parts.push_back(absl::StrCat(spec.name, " ", graph::DTypeName(spec.dtype), "[",
                                  absl::StrJoin(shape, ","), "]"));
   }
-  return absl::StrJoin(parts, ", ");
+  return parts;
+}
+
+std::string SpecsText(const compiler::Executable& e, const std::vector<compiler::TensorSpec>& specs,
+                      bool inputs) {
+  return absl::StrJoin(SpecLines(e, specs, inputs), ", ");
 }
 
 // Micro-batch x device iterations x replicas (x accumulation for training).
@@ -316,6 +326,104 @@ void AddTrainingFlags(CLI::App& compile, CompileArgs& args) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
+// ---------------------------------------------------------------- inspect
+
+struct InspectArgs {
+  std::string executable;
+};
+
+// The weights a session takes for this executable (WriteWeights names),
+// exactly as the server's Program computes them.
+absl::StatusOr<std::vector<compiler::TensorSpec>> WeightSpecs(const compiler::Executable& e) {
+  IPUPOD_ASSIGN_OR_RETURN(
+      std::unique_ptr<runtime::Program> program,
+      runtime::Program::Create(std::make_shared<const compiler::Executable>(e)));
+  return program->weight_specs();
+}
+
+Json WeightsJson(const std::vector<compiler::TensorSpec>& weights) {
+  Json list = Json::array();
+  for (const compiler::TensorSpec& w : weights) {
+    list.push_back(
+        {{"name", w.name}, {"dtype", std::string(graph::DTypeName(w.dtype))}, {"shape", w.shape}});
+  }
+  return list;
+}
+
+Json InspectJson(const InspectArgs& args, const compiler::Executable& e,
+                 const std::vector<compiler::TensorSpec>& weights) {
+  Json doc = {{"file", args.executable},
+              {"format_version", compiler::kExecutableFormatVersion},
+              {"producer", e.producer},
+              {"sha256", e.content_hash},
+              {"mode", std::string(compiler::ExecutableModeName(e.mode))},
+              {"execution", std::string(compiler::ExecutionStrategyName(e.strategy))},
+              {"ipus",
+               {{"per_replica", e.ipus.ipus_per_replica},
+                {"needed", e.ipus.needed},
+                {"reserved", e.ipus.reserved}}},
+              {"placement",
+               {{"method", std::string(compiler::PlacementMethodName(e.placement.method))},
+                {"stages", e.placement.num_stages()},
+                {"stage_ipus", e.placement.stage_ipu}}},
+              {"micro_batch_size", e.micro_batch_size},
+              {"device_iterations", e.device_iterations},
+              {"replication_factor", e.replication_factor},
+              {"samples_per_step", SamplesPerStep(e)},
+              {"output_mode", compiler::OutputModeName(e.output_mode)},
+              {"inputs", SpecsJson(e, e.inputs, true)},
+              {"outputs", SpecsJson(e, e.outputs, false)},
+              {"weights", WeightsJson(weights)},
+              {"ipu_config", Json::parse(compiler::IpuConfigToJson(e.config))},
+              {"warnings", e.warnings}};
+  if (IsTraining(e)) {
+    doc["gradient_accumulation_steps"] = e.training.gradient_accumulation_steps;
+    doc["training"] = Json::parse(compiler::TrainingSpecJson(e.training));
+  }
+  return doc;
+}
+
+std::string LinesText(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) absl::StrAppend(&text, "  ", line, "\n");
+  return text;
+}
+
+std::string InspectText(const InspectArgs& args, const compiler::Executable& e,
+                        const std::vector<compiler::TensorSpec>& weights) {
+  std::vector<std::string> weight_lines;
+  for (const compiler::TensorSpec& w : weights) {
+    weight_lines.push_back(absl::StrCat(w.name, " ", graph::DTypeName(w.dtype), "[",
+                                        absl::StrJoin(w.shape, ","), "]"));
+  }
+  std::string text = absl::StrCat(
+      args.executable, ": ", compiler::ExecutableModeName(e.mode), " executable, format ",
+      compiler::kExecutableFormatVersion, ", by ", e.producer, ", sha256 ", e.content_hash, "\n",
+      "ipus: ", e.ipus.needed, " (", e.ipus.ipus_per_replica, " per replica x ",
+      e.replication_factor, e.replication_factor == 1 ? " replica" : " replicas", "), reserves ",
+      e.ipus.reserved, "; ", compiler::ExecutionStrategyName(e.strategy), ", stages on IPUs [",
+      absl::StrJoin(e.placement.stage_ipu, ","), "] (",
+      compiler::PlacementMethodName(e.placement.method), ")\n", "step: ", SamplesPerStep(e),
+      " samples (", StepSizeText(e), "); output mode ", compiler::OutputModeName(e.output_mode),
+      "\n", "inputs per step:\n", LinesText(SpecLines(e, e.inputs, true)), "outputs per step:\n",
+      LinesText(SpecLines(e, e.outputs, false)), "weights (", weights.size(), "):\n",
+      LinesText(weight_lines));
+  if (IsTraining(e)) absl::StrAppend(&text, TrainingText(e.training));
+  absl::StrAppend(&text, "ipu_config: ", compiler::IpuConfigToJson(e.config), "\n");
+  for (const std::string& w : e.warnings) absl::StrAppend(&text, "warning: ", w, "\n");
+  return text;
+}
+
+int RunInspect(Context& ctx, const InspectArgs& args) {
+  absl::StatusOr<std::string> bytes = client::ReadWholeFile(args.executable, "executable");
+  if (!bytes.ok()) return ctx.Fail(bytes.status());
+  absl::StatusOr<compiler::Executable> e = compiler::ReadExecutable(*bytes);
+  if (!e.ok()) return ctx.Fail(WithContext(e.status(), args.executable));
+  absl::StatusOr<std::vector<compiler::TensorSpec>> weights = WeightSpecs(*e);
+  if (!weights.ok()) return ctx.Fail(WithContext(weights.status(), args.executable));
+  return ctx.Print(InspectJson(args, *e, *weights), InspectText(args, *e, *weights));
+}
+
 }  // namespace
 
 void AddCompileCommand(CLI::App& app, Selection& selection) {
@@ -373,6 +481,31 @@ void AddCompileCommand(CLI::App& app, Selection& selection) {
       "      --set gradient_accumulation_steps=4 --report");
   OnSelected(compile, selection, "compile",
              [args](Context& ctx) { return RunCompile(ctx, *args); });
+}
+
+void AddInspectCommand(CLI::App& app, Selection& selection) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* inspect =
+      app.add_subcommand("inspect", "Show what an .ipx executable takes and makes (offline)");
+  inspect->add_option("EXECUTABLE", args->executable, "The executable (ipupod compile writes it)")
+      ->type_name("MODEL.ipx")
+      ->required();
+  inspect->footer(
+      "Reads the file on this machine; no server is needed. Shows the format version and\n"
+      "producer, the IPUs and placement (the IPU of each pipeline stage), the step size and\n"
+      "how it is made, the inputs and outputs of one step with their host shapes (what\n"
+      "--inputs and --outputs of `ipupod run` hold, dim 0 being samples), the weights a\n"
+      "session takes (names, dtypes, shapes: what --weights may hold), the training spec\n"
+      "(loss, trainable weights, buffers, optimizer) and the ipu_config it was compiled with.\n"
+      "\n"
+      "Exit codes: 0 ok, 3 the file does not exist, 9 it is not an ipupod executable (or\n"
+      "another format version: recompile), 1 an I/O error.\n"
+      "\n"
+      "Examples:\n"
+      "  ipupod inspect mlp.ipx\n"
+      "  ipupod inspect mlp.ipx --json | jq '.inputs[] | {name, shape}'");
+  OnSelected(inspect, selection, "inspect",
+             [args](Context& ctx) { return RunInspect(ctx, *args); });
 }
 
 }  // namespace ipupod::cli

@@ -244,5 +244,63 @@ TEST_F(CompileTest, UsageErrorsExit2) {
   EXPECT_NE(same.err.find("overwrite"), std::string::npos) << same.err;
 }
 
+// `ipupod inspect` (offline): what a user needs to write the .npz files of
+// `ipupod run` - inputs and outputs with their host shapes, the weights a
+// session takes - plus placement, config, training spec and format version.
+TEST_F(CompileTest, InspectShowsWhatAnExecutableTakesAndMakes) {
+  const std::string ipx = dir_.path() + "/mlp.ipx";
+  ASSERT_EQ(Compile({model_, "-o", ipx, "--set", "inference_device_iterations=2"}).exit_code, 0);
+  CliResult text = RunCli(kNoServer, "alice", {"inspect", ipx});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const char* line :
+       {"inference executable, format 1", "x float32[8,8]", "fc1.w float32[8,16]",
+        "fc2.w float32[16,4]", "stages on IPUs [0]", "step: 8 samples", "ipu_config: {"}) {
+    EXPECT_NE(text.out.find(line), std::string::npos) << line << " in\n" << text.out;
+  }
+  CliResult json = RunCli(kNoServer, "alice", {"--json", "inspect", ipx});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json doc = json.json();
+  ASSERT_TRUE(doc.is_object()) << json.out;
+  EXPECT_EQ(doc["format_version"], 1);
+  EXPECT_EQ(doc["mode"], "inference");
+  EXPECT_EQ(doc["inputs"][0]["name"], "x");
+  EXPECT_EQ(doc["inputs"][0]["shape"], nlohmann::json({8, 8}));
+  EXPECT_EQ(doc["outputs"].size(), 1u);
+  ASSERT_EQ(doc["weights"].size(), 2u);
+  EXPECT_EQ(doc["weights"][0]["name"], "fc1.w");
+  EXPECT_EQ(doc["weights"][0]["dtype"], "float32");
+  EXPECT_EQ(doc["weights"][0]["shape"], nlohmann::json({8, 16}));
+  EXPECT_EQ(doc["placement"]["stage_ipus"], nlohmann::json({0}));
+  EXPECT_EQ(doc["ipu_config"]["inference_device_iterations"], 2);
+  EXPECT_FALSE(doc.contains("training"));
+  EXPECT_EQ(doc["sha256"].get<std::string>().size(), 64u);
+}
+
+TEST_F(CompileTest, InspectShowsTheTrainingSpec) {
+  WriteFile(dir_.path() + "/loss.onnx", compiler::testing::MlpWithLossBytes(4));
+  const std::string ipx = dir_.path() + "/train.ipx";
+  CliResult compiled = Compile({dir_.path() + "/loss.onnx", "--train", "--optimizer", "adam",
+                                "--freeze", "fc1.w", "-o", ipx});
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+  CliResult text = RunCli(kNoServer, "alice", {"inspect", ipx});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("training executable"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("1 trainable weight, adam"), std::string::npos) << text.out;
+  nlohmann::json doc = RunCli(kNoServer, "alice", {"--json", "inspect", ipx}).json();
+  EXPECT_EQ(doc["training"]["optimizer"], "adam");
+  EXPECT_EQ(doc["training"]["weights"], nlohmann::json({"fc2.w"}));
+}
+
+TEST_F(CompileTest, InspectErrors) {
+  CliResult missing = RunCli(kNoServer, "alice", {"inspect", dir_.path() + "/none.ipx"});
+  EXPECT_EQ(missing.exit_code, 3) << missing.err;
+  EXPECT_NE(missing.err.find("none.ipx"), std::string::npos) << missing.err;
+  CliResult onnx = RunCli(kNoServer, "alice", {"--json", "inspect", model_});
+  EXPECT_EQ(onnx.exit_code, 9) << onnx.out << onnx.err;
+  EXPECT_EQ(onnx.json()["error"]["code"], "INVALID_ARGUMENT");
+  EXPECT_NE(onnx.out.find("not an ipupod executable"), std::string::npos) << onnx.out;
+  EXPECT_EQ(RunCli(kNoServer, "alice", {"inspect"}).exit_code, 2);
+}
+
 }  // namespace
 }  // namespace ipupod::testing

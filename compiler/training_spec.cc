@@ -56,14 +56,16 @@ absl::StatusOr<std::vector<std::string>> ChooseWeights(
   for (const auto& [name, t] : g.initializers) {
     if (graph::IsWeightLike(t) && !buffers.contains(name)) candidates.insert(name);
   }
+  const std::set<std::string> all = candidates;
   for (const std::string& f : frozen) {
     if (buffers.contains(f)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--freeze '", f, "' is a buffer the model updates in place; buffers are never trained"));
     }
     if (candidates.erase(f) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--freeze '", f, "' is not a float weight of the model; `ipupod inspect` lists them"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--freeze '", f, "' is not a float weight of the model; its float weights: ",
+                       all.empty() ? std::string("none") : absl::StrJoin(all, ", ")));
     }
   }
   if (candidates.empty()) {

@@ -194,7 +194,7 @@ absl::StatusOr<std::vector<const graph::Tensor*>> ArrangeInputs(const Executable
     if (it == e.inputs.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown input '", name, "'", CloseMatches(name, e.inputs),
-                       "; the executable's inputs are listed by `ipupod inspect`"));
+                       "; `ipupod inspect FILE.ipx` lists the executable's inputs"));
     }
     const size_t i = static_cast<size_t>(it - e.inputs.begin());
     if (arranged[i] != nullptr) return BadInput(e, *it, "is given twice");

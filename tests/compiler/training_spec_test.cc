@@ -131,6 +131,7 @@ TEST(TrainingSpecTest, FrozenWeightsAreLeftOut) {
   auto unknown = MakeTrainingSpec(g, frozen, 1).status();
   EXPECT_EQ(unknown.code(), kInvalid);
   EXPECT_THAT(unknown.message(), HasSubstr("--freeze 'nope' is not a float weight"));
+  EXPECT_THAT(unknown.message(), HasSubstr("its float weights: fc1.w, fc2.w"));
   frozen.frozen = {"fc1.w", "fc2.w"};
   EXPECT_THAT(MakeTrainingSpec(g, frozen, 1).status().message(),
               HasSubstr("no float weights left to train"));

@@ -211,6 +211,7 @@ TEST(ProgramTest, RunStepRejectsBadInputs) {
   NamedTensors in = StepInputs();
   in.emplace_back("idz", in[0].second);
   expect_rejected(in, "unknown input 'idz' (did you mean 'ids'?)");
+  expect_rejected(in, "`ipupod inspect FILE.ipx` lists the executable's inputs");
   in[1].first = "ids";
   expect_rejected(in, "input 'ids' is given twice");
   expect_rejected({{"ids", *Tensor::Create(graph::DType::kInt64, {2, 4})}},

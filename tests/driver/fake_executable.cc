@@ -18,6 +18,10 @@ absl::Status FakeExecutable::Health() const {
 }
 
 absl::Status FakeExecutable::Load() {
+  if (auto it = load_faults.find(++load_calls_); it != load_faults.end()) {
+    if (driver::IsRecoverableFault(it->second)) error_ = it->second;
+    return it->second;
+  }
   if (error_) return *error_;
   ++loads_;
   loaded_ = true;

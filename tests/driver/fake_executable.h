@@ -4,7 +4,7 @@
 // tests. Its "model" is one weight `w` that every RunStep increases by the
 // step's first input value plus one, and an `optimizer/step` counter; the
 // step outputs `y` = that input value. Faults are scripted per call: the
-// n-th RunStep (or ReadCheckpoint) call, 1-based, fails with the scripted
+// n-th RunStep (ReadCheckpoint, Load) call, 1-based, fails with the scripted
 // error, and a recoverable fault leaves the device in error (every later
 // call fails with it) until Reset clears it; Reset also clears what was
 // loaded, as a real reset does, so a driver must Load and WriteWeights
@@ -37,9 +37,11 @@ class FakeExecutable : public SessionExecutable {
   absl::StatusOr<StepResult> RunStep(const runtime::NamedTensors& inputs) override;
   absl::Status Reset(const absl::Status& fault) override;
 
-  // Scripts `error` for the n-th (1-based) call of RunStep / ReadCheckpoint.
+  // Scripts `error` for the n-th (1-based) call of RunStep / ReadCheckpoint
+  // / Load.
   std::map<int, absl::Status> run_faults;
   std::map<int, absl::Status> checkpoint_faults;
+  std::map<int, absl::Status> load_faults;
 
   float w() const { return w_; }
   int64_t step() const { return step_; }
@@ -58,6 +60,7 @@ class FakeExecutable : public SessionExecutable {
   std::optional<absl::Status> error_;  // a recoverable fault not yet reset
   int run_calls_ = 0;
   int checkpoint_calls_ = 0;
+  int load_calls_ = 0;
   int loads_ = 0;
   std::vector<float> data_seen_;
   std::vector<absl::Status> resets_;

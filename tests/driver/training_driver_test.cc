@@ -124,6 +124,21 @@ TEST(TrainingDriverTest, AFaultWhileTakingAHostCopyRepeatsTheRunJustMade) {
   EXPECT_EQ(fake.w(), CleanWeight(data, job));
 }
 
+TEST(TrainingDriverTest, AFaultWhileRecoveringCountsAsAnotherRecovery) {
+  FakeExecutable fake;
+  fake.run_faults[2] = Fault(RecoveryAction::kLinkReset);
+  fake.load_faults[1] = Fault(RecoveryAction::kIpuReset);  // the first reload
+  const StepPlan data = Data(3);
+  const TrainingJob job{.runs = 3, .host_copy_every = 1, .recover = true};
+  TrainingDriver driver(fake, data, job, {});
+  ASSERT_TRUE(driver.Run().ok());
+  EXPECT_EQ(driver.recoveries(), 2);
+  ASSERT_EQ(fake.resets().size(), 2u);
+  EXPECT_EQ(GetRecoveryAction(fake.resets()[1]), RecoveryAction::kIpuReset);
+  EXPECT_EQ(fake.data_seen(), (std::vector<float>{0, 1, 2}));
+  EXPECT_EQ(fake.w(), CleanWeight(data, job));
+}
+
 TEST(TrainingDriverTest, FaultsAreReturnedWithoutRecoverOrHostCopy) {
   const StepPlan data = Data(4);
   for (const TrainingJob& job :

@@ -254,7 +254,7 @@ absl::StatusOr<Session*> SchedulerImpl::OwnSessionLocked(const Caller& caller, a
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {
     return absl::NotFoundError(absl::StrFormat(
-        "session %s does not exist (it may have ended); list sessions with `ipupod pod info`", id));
+        "session %s does not exist (it may have ended); list sessions with `ipupod info`", id));
   }
   Session& s = it->second;
   if (!caller.admin && caller.user != s.user) {

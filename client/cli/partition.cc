@@ -93,8 +93,11 @@ void AddPartitionCommands(CLI::App& app, Selection& selection) {
       ->type_name("N")
       ->required();
   create->footer(
-      "The server picks the first free aligned block of that size and reports its IPUs and\n"
-      "its gc-info device id.\n\nExample:\n  ipupod partition create p1 --size 4");
+      "The server picks a free aligned block of that size, best fit: the one whose enclosing\n"
+      "block of twice the size has the most IPUs in use (lowest start on ties), so large\n"
+      "blocks stay whole; it keeps clear of blocks reserved for waiting attaches when it can.\n"
+      "It reports the block's IPUs and its gc-info device id.\n\n"
+      "Example:\n  ipupod partition create p1 --size 4");
   OnSelected(create, selection, "partition create",
              [args](Context& ctx) { return RunCreate(ctx, *args); });
 

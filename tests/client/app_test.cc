@@ -14,6 +14,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 struct Result {
   int code;
@@ -103,6 +104,13 @@ TEST(AppTest, HelpExitsZeroWithAnExample) {
     EXPECT_THAT(r.out, HasSubstr("xample")) << args[0];
   }
   EXPECT_THAT(Ipupod({"--version"}).out, HasSubstr("ipupod "));
+}
+
+TEST(AppTest, PartitionCreateHelpDescribesBestFit) {
+  Result r = Ipupod({"partition", "create", "--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("best fit"));
+  EXPECT_THAT(r.out, Not(HasSubstr("first free")));
 }
 
 TEST(AppTest, CompileTrainingFlagsAreCheckedBeforeTheModelIsRead) {

@@ -287,7 +287,10 @@ TEST_F(FaultsTest, ResetSessionOwnerOrAdminAndNeedsLoad) {
   EXPECT_THAT(GetErrorIpus(s), ElementsAre(0, 1, 2, 3));
   EXPECT_THAT(s.message(), HasSubstr("`ipupod session reset s1-1`"));
   EXPECT_EQ(ResetSession(bob_, h.session()).status().code(), kDenied);
-  EXPECT_EQ(ResetSession(alice_, "s1-77").status().code(), absl::StatusCode::kNotFound);
+  const absl::Status missing = ResetSession(alice_, "s1-77").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  // It names a command the CLI has.
+  EXPECT_THAT(missing.message(), HasSubstr("list sessions with `ipupod info`"));
   absl::StatusOr<ResetResult> r = ResetSession(alice_, h.session());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(r->reset_ipus, ElementsAre(0, 1, 2, 3));

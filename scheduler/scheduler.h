@@ -196,9 +196,17 @@ class AttachObserver {
   // The request or session ended for a reason other than Release(): the wait
   // timed out (DEADLINE_EXCEEDED), the session was detached by another call or
   // its partition force-removed (ABORTED), or the scheduler shut down
-  // (UNAVAILABLE). Called at most once, and never after Release().
+  // (UNAVAILABLE). Called at most once, and never after Release(). A detach's
+  // status names who detached (DetachedBy).
   virtual void OnEnded(const absl::Status& why) = 0;
 };
+
+// The user whose Detach ended a session, read from the ABORTED status
+// AttachObserver::OnEnded receives; "" for any other end. A holder's own
+// detach is an orderly end, not an error (server/attach_stream.cc logs it
+// so).
+inline constexpr absl::string_view kDetachedByPayload = "ipupod.v1/detached-by";
+std::string DetachedBy(const absl::Status& why);
 
 using ResetDone = std::function<void(absl::StatusOr<ResetResult>)>;
 

@@ -1,7 +1,9 @@
 // Attach, the wait queue's entries and exits, detach, and a session's health.
 #include <algorithm>
+#include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -208,6 +210,11 @@ void SchedulerImpl::Release(absl::string_view ticket) {
   RunQueueLocked();
 }
 
+std::string DetachedBy(const absl::Status& why) {
+  const auto user = why.GetPayload(kDetachedByPayload);
+  return user.has_value() ? std::string(*user) : std::string();
+}
+
 absl::StatusOr<std::vector<int>> SchedulerImpl::Detach(const Caller& caller,
                                                        absl::string_view session) {
   const NotifyEndedOnExit notify(this);
@@ -215,8 +222,9 @@ absl::StatusOr<std::vector<int>> SchedulerImpl::Detach(const Caller& caller,
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   IPUPOD_ASSIGN_OR_RETURN(Session * s, OwnSessionLocked(caller, session, "detach"));
   const std::string id = s->id;
-  const absl::Status why =
+  absl::Status why =
       absl::AbortedError(absl::StrFormat("session %s was detached by %s", id, caller.user));
+  why.SetPayload(kDetachedByPayload, absl::Cord(caller.user));
   std::vector<int> released = EndSessionLocked(id, &why);
   RunQueueLocked();
   return released;

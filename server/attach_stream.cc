@@ -147,12 +147,20 @@ void AttachStream::OnDone() {
   sync::MutexLock lock(&mu_);
   done_ = true;
   absl::Status status = end_status_.value_or(absl::OkStatus());
+  // The holder detaching its own session (`ipupod attach -- COMMAND`
+  // ending) is how a session ends normally: the client still reads ABORTED
+  // (the stream did not end by itself), but the log shows no error.
+  const bool orderly = !status.ok() && scheduler::DetachedBy(status) == log_.user();
   if (granted_) {
     spdlog::info("attach ended user={} session={} code={} held_ms={}", log_.user(), session_,
-                 absl::StatusCodeToString(status.code()),
+                 orderly ? "OK" : absl::StatusCodeToString(status.code()),
                  absl::ToInt64Milliseconds(absl::Now() - granted_at_));
   }
-  log_.Done(status);
+  if (orderly) {
+    log_.DoneNormally(status.message());
+  } else {
+    log_.Done(status);
+  }
   keep = std::move(self_);
 }
 

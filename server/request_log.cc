@@ -28,4 +28,11 @@ void RequestLog::Done(const absl::Status& status) {
   }
 }
 
+void RequestLog::DoneNormally(absl::string_view ended) {
+  if (logged_) return;
+  logged_ = true;
+  spdlog::info("rpc user={} method={} code=OK ms={:.1f} ended=\"{}\"", user_, method_,
+               absl::ToDoubleMilliseconds(elapsed()), std::string(ended));
+}
+
 }  // namespace ipupod::server

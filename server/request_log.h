@@ -1,8 +1,8 @@
 // File: server/request_log.h
 //
 // RequestLog: one log line per RPC (user, method, status code, duration in
-// ms, and the message of an error), written by Done() or, if Done() was never
-// called, by the destructor (marked "abandoned"), so no request goes unlogged.
+// ms, and the message of an error, or how an orderly end came about), written by Done() or, if
+// Done() was never called, by the destructor (marked "abandoned"), so no request goes unlogged.
 //
 // Thread safety: not shared; each RPC owns its RequestLog. spdlog itself is
 // thread-safe. Never log while holding the scheduler's mutex.
@@ -29,6 +29,9 @@ class RequestLog {
   absl::Duration elapsed() const { return absl::Now() - start_; }
   // Writes the line once; later calls do nothing.
   void Done(const absl::Status& status);
+  // The RPC ended normally although its status is not OK (an attach stream
+  // its holder detached): code=OK, with `ended` saying how.
+  void DoneNormally(absl::string_view ended);
 
  private:
   std::string method_;

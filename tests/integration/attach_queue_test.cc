@@ -182,6 +182,16 @@ TEST_F(AttachQueueTest, CommandRunsWithSessionAndItsExitCodeIsReturned) {
   for (const auto& ipu : info["ipus"]) EXPECT_EQ(ipu["state"], "idle");
 }
 
+TEST_F(AttachQueueTest, CommandEndingIsLoggedAsANormalEndNotAnError) {
+  CliResult r = RunCli(server_.address(), "alice", {"attach", "--ipus", "1", "--", "true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Process& server = server_.process();
+  EXPECT_TRUE(server.WaitForStderr("method=Attach code=OK", seconds(10)));
+  EXPECT_TRUE(server.WaitForStderr("ended=\"session s1-", seconds(10)));
+  EXPECT_EQ(server.stderr_text().find("method=Attach code=ABORTED"), std::string::npos)
+      << server.stderr_text();
+}
+
 TEST_F(AttachQueueTest, DetachByOwnerEndsTheHoldersSessionOthersAreRefused) {
   nlohmann::json grant;
   Process holder = Hold("alice", {"--ipus", "2"}, &grant);

@@ -532,9 +532,19 @@ TEST_F(SchedulerTest, DetachIsForTheOwnerOrAnAdmin) {
   ASSERT_TRUE(h.observer->ended().has_value());
   EXPECT_EQ(h.observer->ended()->code(), absl::StatusCode::kAborted);
   EXPECT_EQ(h.observer->ended()->message(), "session s1-1 was detached by bob");
+  EXPECT_EQ(DetachedBy(*h.observer->ended()), "bob");
   ExpectPristine();
   sched_->Release(h.ticket);
   EXPECT_EQ(h.observer->ends(), 1);
+}
+
+TEST_F(SchedulerTest, OnlyADetachNamesWhoDetached) {
+  Handle h = MustAttach(alice_, Req(4));
+  ASSERT_TRUE(sched_->Detach(alice_, h.session()).ok());
+  ASSERT_TRUE(h.observer->ended().has_value());
+  EXPECT_EQ(DetachedBy(*h.observer->ended()), "alice");
+  EXPECT_EQ(DetachedBy(absl::AbortedError("session s1-1 was detached by alice")), "");
+  EXPECT_EQ(DetachedBy(absl::OkStatus()), "");
 }
 
 TEST_F(SchedulerTest, OwnerDetachGrantsWaiters) {

@@ -16,7 +16,7 @@
 //     "reset_ms": {"ipu": 200, "partition": 500, "pod": 1000},
 //     "max_waiters": 4096,
 //     "executable_cache_mb": 4096,          uploaded executables kept (LRU)
-//     "max_execution_threads": 8,           sync threads for ExecutionService
+//     "max_execution_threads": 8,           ExecutionService calls at once (1-1024)
 //     "compute_threads": 0,                 BLAS threads per run; 0 = every CPU
 //     "random_faults": {"seed": 1, "probability_per_operation": 0.01,
 //                       "kinds": ["ipu-reset", "link-reset", "partition-reset",
@@ -76,7 +76,7 @@ inline constexpr int kResetMsMax = 60'000;
 inline constexpr int kMaxWaitersMax = 1'000'000;
 inline constexpr int64_t kExecutableCacheMbMax = int64_t{1} << 20;  // 1 TiB
 // gRPC's sync server needs a thread to poll and one to work.
-inline constexpr int kExecutionThreadsMin = 2;
+inline constexpr int kExecutionThreadsMin = 1;
 inline constexpr int kExecutionThreadsMax = 1024;
 inline constexpr int kComputeThreadsMax = 1024;
 inline constexpr size_t kStringLengthMax = 4096;  // paths, addresses

@@ -26,15 +26,18 @@ constexpr size_t kExecutableChunkBytes = size_t{1} << 20;  // 1 MiB
 // How long a step may wait for its turn to compute (runtime/compute_gate.h).
 constexpr absl::Duration kComputeWait = absl::Minutes(10);
 
+// The call leaves `calls` before its status is sent, so a client's next
+// call never finds its previous one still counted.
 template <typename Body>
-grpc::Status Handle(grpc::ServerContext* context, const ServiceEnv& env, absl::string_view method,
-                    Body&& body) {
+grpc::Status Handle(grpc::ServerContext* context, const ServiceEnv& env, CallLimit& calls,
+                    absl::string_view method, Body&& body) {
   RequestLog log(method);
   absl::StatusOr<Caller> caller = Authenticate(env.auth, context->client_metadata());
   absl::Status status = caller.status();
   if (caller.ok()) {
     log.set_user(caller->user);
-    status = body(*caller);
+    absl::StatusOr<CallLimit::Ticket> admitted = calls.Enter(method, caller->user);
+    status = admitted.ok() ? body(*caller) : admitted.status();
   }
   log.Done(status);
   return ToGrpcStatus(context, status);
@@ -398,7 +401,7 @@ int64_t MaxWeightBytes(const runtime::Program& program) {
 grpc::Status ExecutionServiceImpl::StatExecutable(grpc::ServerContext* context,
                                                   const v1::StatExecutableRequest* request,
                                                   v1::ExecutableRef* response) {
-  return Handle(context, env_, "StatExecutable", [&](const Caller&) -> absl::Status {
+  return Handle(context, env_, calls_, "StatExecutable", [&](const Caller&) -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(const std::string sha256, ParseSha256(request->sha256()));
     IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Get(sha256));
     ToProto(*cached.executable, cached.size_bytes, true, response);
@@ -409,7 +412,7 @@ grpc::Status ExecutionServiceImpl::StatExecutable(grpc::ServerContext* context,
 grpc::Status ExecutionServiceImpl::UploadExecutable(grpc::ServerContext* context,
                                                     grpc::ServerReader<v1::ExecutableChunk>* reader,
                                                     v1::ExecutableRef* response) {
-  return Handle(context, env_, "UploadExecutable", [&](const Caller&) -> absl::Status {
+  return Handle(context, env_, calls_, "UploadExecutable", [&](const Caller&) -> absl::Status {
     std::string sha256;
     IPUPOD_ASSIGN_OR_RETURN(const std::string bytes,
                             ReceiveExecutable(reader, cache_->max_bytes(), &sha256));
@@ -423,7 +426,7 @@ grpc::Status ExecutionServiceImpl::UploadExecutable(grpc::ServerContext* context
 grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
                                         const v1::LoadRequest* request,
                                         v1::LoadedProgram* response) {
-  return Handle(context, env_, "Load", [&](const Caller& caller) -> absl::Status {
+  return Handle(context, env_, calls_, "Load", [&](const Caller& caller) -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const std::string sha256, ParseSha256(request->sha256()));
@@ -449,7 +452,7 @@ grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
 grpc::Status ExecutionServiceImpl::GetLoaded(grpc::ServerContext* context,
                                              const v1::GetLoadedRequest* request,
                                              v1::LoadedProgram* response) {
-  return Handle(context, env_, "GetLoaded", [&](const Caller& caller) -> absl::Status {
+  return Handle(context, env_, calls_, "GetLoaded", [&](const Caller& caller) -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
@@ -461,7 +464,7 @@ grpc::Status ExecutionServiceImpl::GetLoaded(grpc::ServerContext* context,
 grpc::Status ExecutionServiceImpl::WriteWeights(grpc::ServerContext* context,
                                                 grpc::ServerReader<v1::WriteWeightsRequest>* reader,
                                                 v1::WriteWeightsResponse* response) {
-  return Handle(context, env_, "WriteWeights", [&](const Caller& caller) -> absl::Status {
+  return Handle(context, env_, calls_, "WriteWeights", [&](const Caller& caller) -> absl::Status {
     v1::WriteWeightsRequest first;
     IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(reader, &first));
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
@@ -483,7 +486,7 @@ grpc::Status ExecutionServiceImpl::WriteWeights(grpc::ServerContext* context,
 grpc::Status ExecutionServiceImpl::ReadWeights(
     grpc::ServerContext* context, const v1::ReadWeightsRequest* request,
     grpc::ServerWriter<v1::ReadWeightsResponse>* writer) {
-  return Handle(context, env_, "ReadWeights", [&](const Caller& caller) -> absl::Status {
+  return Handle(context, env_, calls_, "ReadWeights", [&](const Caller& caller) -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
@@ -508,7 +511,7 @@ grpc::Status ExecutionServiceImpl::ReadWeights(
 grpc::Status ExecutionServiceImpl::Run(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::RunResponse, v1::RunRequest>* stream) {
-  return Handle(context, env_, "Run", [&](const Caller& caller) -> absl::Status {
+  return Handle(context, env_, calls_, "Run", [&](const Caller& caller) -> absl::Status {
     v1::RunRequest first;
     IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(stream, &first));
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
@@ -531,7 +534,7 @@ grpc::Status ExecutionServiceImpl::Run(
 grpc::Status ExecutionServiceImpl::SetOptimizer(grpc::ServerContext* context,
                                                 const v1::SetOptimizerRequest* request,
                                                 v1::OptimizerInfo* response) {
-  return Handle(context, env_, "SetOptimizer", [&](const Caller& caller) -> absl::Status {
+  return Handle(context, env_, calls_, "SetOptimizer", [&](const Caller& caller) -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());

@@ -2,10 +2,11 @@
 //
 // ExecutionServiceImpl: ipupod.v1.ExecutionService (execution.proto) on
 // gRPC's synchronous API. Its calls move megabytes and run models on the
-// host's CPUs, so each holds one thread of the server's sync pool, which
-// PodServer bounds with a ResourceQuota (ipupodd --max-execution-threads);
-// when every thread is taken gRPC answers RESOURCE_EXHAUSTED (retry). The
-// callback services (pod, partitions, sessions) do not use that pool.
+// host's CPUs, so each holds one thread of the server's sync pool. At most
+// `max_calls` run at once (ipupodd --max-execution-threads, CallLimit in
+// server/call_limit.h); one more is answered RESOURCE_EXHAUSTED naming the
+// bound (retry), and logged. The callback services (pod, partitions,
+// sessions) do not use that pool.
 //
 // Every call authenticates like the other services (server/auth.h), logs
 // one line (server/request_log.h) and converts its absl::Status at the end
@@ -44,6 +45,7 @@
 #include "ipupod/v1/execution.grpc.pb.h"
 #include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
+#include "server/call_limit.h"
 #include "server/loaded_programs.h"
 #include "server/service_env.h"
 
@@ -57,8 +59,8 @@ inline constexpr int64_t kCheckpointWeightMultiple = 4;
 class ExecutionServiceImpl final : public v1::ExecutionService::Service {
  public:
   ExecutionServiceImpl(const ServiceEnv& env, runtime::ExecutableCache* cache,
-                       LoadedPrograms* programs, runtime::ComputeGate* compute)
-      : env_(env), cache_(cache), programs_(programs), compute_(compute) {}
+                       LoadedPrograms* programs, runtime::ComputeGate* compute, int max_calls)
+      : env_(env), cache_(cache), programs_(programs), compute_(compute), calls_(max_calls) {}
 
   grpc::Status StatExecutable(grpc::ServerContext* context,
                               const v1::StatExecutableRequest* request,
@@ -85,6 +87,7 @@ class ExecutionServiceImpl final : public v1::ExecutionService::Service {
   runtime::ExecutableCache* const cache_;
   LoadedPrograms* const programs_;
   runtime::ComputeGate* const compute_;  // steps compute in turn (FIFO)
+  CallLimit calls_;                      // --max-execution-threads
 };
 
 }  // namespace ipupod::server

@@ -71,7 +71,7 @@ void AddFlags(CLI::App& app, Overrides& o) {
                  "(default 4096)")
       ->type_name("MB");
   app.add_option("--max-execution-threads", o.max_execution_threads,
-                 "threads for uploads, loads, weight transfers and runs (default 8, min 2)")
+                 "uploads, loads, weight transfers and runs served at once (default 8, min 1)")
       ->type_name("N");
   app.add_option("--compute-threads", o.compute_threads,
                  "BLAS threads each run may use (default 0: every CPU of this host)")

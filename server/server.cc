@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -15,6 +17,7 @@
 #include "common/status_macros.h"
 #include "common/sync.h"
 #include "kernels/threads.h"
+#include "server/call_limit.h"
 
 namespace ipupod::server {
 namespace {
@@ -43,16 +46,33 @@ void SetLivenessOptions(grpc::ServerBuilder& builder, absl::Duration lease) {
 // A second operation of one session waits this long for the first.
 constexpr absl::Duration kOperationWait = absl::Seconds(30);
 
-// ExecutionService's sync handlers run on gRPC's sync thread pool; the quota
-// bounds it (the callback services do not use it). One completion queue
-// keeps the pollers, which count against the quota, to a minimum.
-void SetExecutionThreads(grpc::ServerBuilder& builder, int max_threads) {
+// gRPC's sync pool: one completion queue, one to two pollers.
+constexpr int kMinPollers = 1;
+constexpr int kMaxPollers = 2;
+// Threads the quota holds beyond the calls CallLimit admits: the pollers,
+// one to refuse a call over the limit, one still exiting after its call.
+constexpr int kQuotaHeadroom = kMaxPollers + 2;
+
+// ExecutionService's sync handlers run on gRPC's sync thread pool (the
+// callback services do not use it). Its quota counts pollers and threads
+// winding down after a call as well as handlers, so a quota equal to the
+// calls allowed could refuse a lone client whose previous call's thread had
+// not exited yet ("Server Threadpool Exhausted", with nothing logged).
+// CallLimit (server/call_limit.h) is the bound clients meet; the quota sits
+// above it and only caps threads under a burst, and the interceptor logs
+// any call gRPC itself refuses. Two pollers let a thread that finishes a
+// call go back to polling instead of exiting, so a client making calls one
+// after another does not make a thread per call.
+void SetExecutionThreads(grpc::ServerBuilder& builder, int max_calls) {
   grpc::ResourceQuota quota("ipupodd-execution");
-  quota.SetMaxThreads(max_threads);
+  quota.SetMaxThreads(max_calls + kQuotaHeadroom);
   builder.SetResourceQuota(quota);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, kMinPollers);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxPollers);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> loggers;
+  loggers.push_back(std::make_unique<ThreadpoolRefusalLoggerFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(loggers));
 }
 
 }  // namespace
@@ -96,8 +116,8 @@ absl::Status PodServer::Init() {
   pod_service_ = std::make_unique<PodServiceImpl>(env_);
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
-  execution_service_ =
-      std::make_unique<ExecutionServiceImpl>(env_, cache_.get(), programs_.get(), compute_.get());
+  execution_service_ = std::make_unique<ExecutionServiceImpl>(
+      env_, cache_.get(), programs_.get(), compute_.get(), config_.max_execution_threads);
   absl::Status status = BuildGrpcServer();
   if (!status.ok()) {
     scheduler_->Shutdown();

@@ -360,12 +360,15 @@ TEST(ConfigTest, ExecutionKeysAndFlags) {
   EXPECT_EQ(ServerConfig().executable_cache_mb, 4096);
   EXPECT_EQ(ServerConfig().max_execution_threads, 8);
   ExpectInvalid(R"({"executable_cache_mb": 0})", {"'executable_cache_mb'", "from 1"});
-  ExpectInvalid(R"({"max_execution_threads": 1})", {"'max_execution_threads'", "from 2"});
+  // One is a valid bound: gRPC's pollers no longer count against it.
+  ExpectInvalid(R"({"max_execution_threads": 0})", {"'max_execution_threads'", "from 1"});
+  EXPECT_TRUE(ParseConfigJson(R"({"max_execution_threads": 1})").ok());
   auto cl = Parse({"--executable-cache-mb", "128", "--max-execution-threads", "3"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->config->executable_cache_mb, 128);
   EXPECT_EQ(cl->config->max_execution_threads, 3);
-  EXPECT_EQ(Parse({"--max-execution-threads", "1"}).status().code(),
+  EXPECT_TRUE(Parse({"--max-execution-threads", "1"}).ok());
+  EXPECT_EQ(Parse({"--max-execution-threads", "0"}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Parse({"--executable-cache-mb", "0"}).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -20,6 +20,8 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "compiler/compile.h"
 #include "compiler/executable.h"
 #include "gmock/gmock.h"
@@ -676,6 +678,90 @@ TEST_F(ExecutionServiceTest, AnInjectedFaultSurfacesOnTheNextRun) {
   EXPECT_EQ(Trailer(context, "ipupod-error-kind"), "recoverable");
   EXPECT_EQ(Trailer(context, "ipupod-recovery-action"), "IPU_RESET");
   EXPECT_EQ(Trailer(context, "ipupod-ipus"), std::to_string(session.ipus()[0]));
+}
+
+// ---------------------------------------------------------------- bounds
+
+TEST_F(ExecutionServiceTest, ALoneClientIsNeverRefusedAtTheSmallestBounds) {
+  for (int threads : {1, 2}) {
+    ServerConfig config = BaseConfig();
+    config.max_execution_threads = threads;
+    StartServer(config);
+    Attached session(*alice_, 1);
+    const graph::Tensor want = Reference(mlp_->onnx, Inputs()[0].second);
+    for (int i = 0; i < 5; ++i) {
+      v1::ExecutableRef ref;
+      grpc::Status s = alice_->Upload(mlp_->ipx, mlp_->sha256, &ref);
+      ASSERT_TRUE(s.ok()) << threads << " threads, round " << i << ": " << s.error_message();
+      s = alice_->Load(session.id(), mlp_->sha256);
+      ASSERT_TRUE(s.ok()) << threads << " threads, round " << i << ": " << s.error_message();
+      runtime::NamedTensors out;
+      v1::RunStats stats;
+      s = alice_->Run(session.id(), Inputs(), &out, &stats);
+      ASSERT_TRUE(s.ok()) << threads << " threads, round " << i << ": " << s.error_message();
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].second, want);
+    }
+  }
+}
+
+// An upload that sent its first chunk and then waits: it holds one call.
+class HeldUpload {
+ public:
+  explicit HeldUpload(Caller& caller) : context_(caller.Context()) {
+    writer_ = caller.exec().UploadExecutable(context_.get(), &ref_);
+    v1::ExecutableChunk first;
+    first.set_sha256(std::string(64, 'a'));
+    first.set_total_bytes(1 << 20);
+    first.set_data(std::string(1024, 'x'));
+    writer_->Write(first);
+  }
+  // Ends the upload short: the server answers INVALID_ARGUMENT.
+  grpc::Status Finish() {
+    writer_->WritesDone();
+    return writer_->Finish();
+  }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context_;
+  v1::ExecutableRef ref_;
+  std::unique_ptr<grpc::ClientWriter<v1::ExecutableChunk>> writer_;
+};
+
+TEST_F(ExecutionServiceTest, CallsBeyondTheBoundAreRefusedWithTheBoundNamed) {
+  ServerConfig config = BaseConfig();
+  config.max_execution_threads = 2;
+  StartServer(config);
+  HeldUpload first(*alice_);
+  HeldUpload second(*bob_);
+  // The held uploads are admitted when their handlers start: poll until a
+  // third call is refused.
+  grpc::Status refused;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    refused = alice_->Stat(mlp_->sha256);
+    if (refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+  }
+  ASSERT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("maximum of 2 execution calls at once (uploads, loads, weight transfers, "
+                        "runs; ipupodd --max-execution-threads 2); retry"));
+  // A flood: every call is refused while the two are held.
+  std::atomic<int> exhausted{0};
+  std::vector<std::thread> flood;
+  for (int i = 0; i < 8; ++i) {
+    flood.emplace_back([&] {
+      if (bob_->Stat(mlp_->sha256).error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        ++exhausted;
+      }
+    });
+  }
+  for (std::thread& t : flood) t.join();
+  EXPECT_EQ(exhausted.load(), 8);
+  EXPECT_EQ(first.Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(second.Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Both left: calls are served again.
+  EXPECT_EQ(alice_->Stat(mlp_->sha256).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace

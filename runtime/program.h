@@ -69,6 +69,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "compiler/executable.h"
+#include "compiler/report.h"
+#include "graph/tensor.h"
 #include "runtime/tensor_files.h"
 
 namespace ipupod::runtime {
@@ -100,11 +102,15 @@ struct OptimizerState {
   int64_t step = 0;
 };
 
+// The interface both modes share. Create() makes the implementation the
+// executable's mode needs: inference (runtime/inference_program.cc, a
+// graph::Interpreter) or training (runtime/training_program.cc, a
+// training::Trainer); no method asks which mode it is in.
 class Program {
  public:
   static absl::StatusOr<std::unique_ptr<Program>> Create(
       std::shared_ptr<const compiler::Executable> executable);
-  ~Program();
+  virtual ~Program();
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
@@ -114,13 +120,12 @@ class Program {
   std::vector<compiler::TensorSpec> host_inputs() const;
   std::vector<compiler::TensorSpec> host_outputs() const;
   // Every weight, sorted by name.
-  std::vector<compiler::TensorSpec> weight_specs() const;
+  std::vector<compiler::TensorSpec> weight_specs() const { return weights_; }
   int64_t weight_bytes() const;
 
   // Device bytes on each IPU of one replica (the memory plan's totals);
   // a session charges them on every replica's IPUs.
   std::vector<int64_t> memory_bytes_per_ipu() const;
-
   // Simulated seconds to move `bytes` from the host to every replica (the
   // host link's bandwidth; replicas share it: bytes x replicas / bandwidth),
   // and to load the executable (each IPU's code + weights from the report,
@@ -128,7 +133,7 @@ class Program {
   double SimulatedHostToDeviceSeconds(int64_t bytes) const;
   double SimulatedLoadSeconds() const;
 
-  absl::Status SetWeights(NamedTensors weights);
+  virtual absl::Status SetWeights(NamedTensors weights) = 0;
   // `names` empty: every weight, sorted by name. Unknown names:
   // INVALID_ARGUMENT.
   absl::StatusOr<NamedTensors> GetWeights(absl::Span<const std::string> names) const;
@@ -141,21 +146,37 @@ class Program {
   absl::StatusOr<StepResult> RunStep(const NamedTensors& inputs);
 
   // Training programs only (FAILED_PRECONDITION for inference ones):
-  bool is_training() const;
+  virtual bool is_training() const = 0;
   // Weights, optimizer state and attributes (runtime/training_step.h);
   // SetWeights takes it back whole.
-  absl::StatusOr<NamedTensors> GetCheckpoint() const;
+  virtual absl::StatusOr<NamedTensors> GetCheckpoint() const = 0;
   // Changes variable attributes (all or nothing); FAILED_PRECONDITION for
   // a constant.
-  absl::StatusOr<OptimizerState> SetOptimizer(const std::map<std::string, double>& values);
-  absl::StatusOr<OptimizerState> GetOptimizer() const;
+  virtual absl::StatusOr<OptimizerState> SetOptimizer(
+      const std::map<std::string, double>& values) = 0;
+  virtual absl::StatusOr<OptimizerState> GetOptimizer() const = 0;
+
+ protected:
+  // `weights` sorted by name; `step_time` is one step's simulated time.
+  Program(std::shared_ptr<const compiler::Executable> executable, compiler::Report report,
+          std::vector<compiler::TensorSpec> weights, SimulatedTime step_time);
+
+  const compiler::Report& report() const { return report_; }
+  // SetWeights' checks: every name a weight, once, with its dtype and shape.
+  absl::Status CheckWeights(const NamedTensors& weights) const;
 
  private:
-  struct Impl;
-  explicit Program(std::shared_ptr<const compiler::Executable> executable);
+  // REQUIRES: `name` is in weight_specs().
+  virtual const graph::Tensor* FindWeight(const std::string& name) const = 0;
+  // One step on inputs in the executable's order with host shapes: the
+  // outputs, and for training losses, step and flops (RunStep adds the
+  // rest).
+  virtual absl::StatusOr<StepResult> Step(const std::vector<const graph::Tensor*>& inputs) = 0;
 
-  std::shared_ptr<const compiler::Executable> executable_;
-  std::unique_ptr<Impl> impl_;
+  const std::shared_ptr<const compiler::Executable> executable_;
+  const compiler::Report report_;
+  const std::vector<compiler::TensorSpec> weights_;
+  const SimulatedTime step_time_;
 };
 
 }  // namespace ipupod::runtime

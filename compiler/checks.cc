@@ -73,6 +73,18 @@ absl::StatusOr<IpuCount> CheckIpuCount(int64_t ipus_per_replica, int64_t replica
   return count;
 }
 
+absl::Status CheckSessionIpus(const IpuCount& count, int64_t session_ipus,
+                              absl::string_view session) {
+  if (count.reserved == session_ipus ||
+      (count.needed <= session_ipus && session_ipus == NextPowerOfTwo(count.needed))) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("the executable needs ", count.needed, " IPUs (reserves ", count.reserved,
+                   ") but session ", session, " has ", session_ipus, "; attach with ",
+                   count.reserved, " IPUs (ipupod attach --ipus ", count.reserved, ")"));
+}
+
 absl::Status CheckPipelineDepth(int64_t num_stages, const ModeConfig& mode,
                                 ExecutionStrategy strategy) {
   if (strategy != ExecutionStrategy::kPipelined || num_stages <= 1) return absl::OkStatus();

@@ -16,8 +16,12 @@
 //    Sharded execution (one stage active at a time) has no such rule.
 //  * Output mode every_n:N needs N to divide device_iterations.
 //
+//  * Loading: a session holds exactly the IPUs an executable reserves
+//    (CheckSessionIpus).
+//
 // Thread safety: pure functions.
-// Errors: INVALID_ARGUMENT naming the numbers and how to fix them.
+// Errors: INVALID_ARGUMENT naming the numbers and how to fix them
+// (CheckSessionIpus: FAILED_PRECONDITION, the session is what must change).
 #ifndef IPUPOD_COMPILER_CHECKS_H_
 #define IPUPOD_COMPILER_CHECKS_H_
 
@@ -54,6 +58,13 @@ int64_t NextPowerOfTwo(int64_t n);
 
 absl::StatusOr<IpuCount> CheckIpuCount(int64_t ipus_per_replica, int64_t replication_factor,
                                        bool auto_round_num_ipus);
+
+// Whether an executable of `count` may load on `session_ipus` IPUs (session
+// `session`, named in the error): exactly the reserved count, or the needed
+// count rounded up to a power of two, which is what an auto-rounded attach
+// grants. FAILED_PRECONDITION naming both counts and the attach that fits.
+absl::Status CheckSessionIpus(const IpuCount& count, int64_t session_ipus,
+                              absl::string_view session);
 
 absl::Status CheckPipelineDepth(int64_t num_stages, const ModeConfig& mode,
                                 ExecutionStrategy strategy);

@@ -54,6 +54,8 @@ class InferenceProgram final : public Program {
       : Program(std::move(executable), report, std::move(weights), InferenceStepTime(report)),
         interpreter_(std::move(interpreter)) {}
 
+  int64_t max_set_weights_bytes() const override { return weight_bytes() + kWeightSlackBytes; }
+
   absl::Status SetWeights(NamedTensors weights) override {
     IPUPOD_RETURN_IF_ERROR(CheckWeights(weights));
     return interpreter_->ReplaceInitializers(weights);

@@ -247,6 +247,18 @@ std::vector<int64_t> Program::memory_bytes_per_ipu() const {
   return out;
 }
 
+std::vector<uint64_t> Program::MemoryChargePerIpu(size_t session_ipus) const {
+  const std::vector<int64_t> per_ipu = memory_bytes_per_ipu();
+  std::vector<uint64_t> charge(session_ipus, 0);
+  for (int64_t r = 0; r < executable_->replication_factor; ++r) {
+    for (size_t i = 0; i < per_ipu.size(); ++i) {
+      const size_t index = static_cast<size_t>(r) * per_ipu.size() + i;
+      if (index < charge.size()) charge[index] = static_cast<uint64_t>(per_ipu[i]);
+    }
+  }
+  return charge;
+}
+
 double Program::SimulatedHostToDeviceSeconds(int64_t bytes) const {
   return static_cast<double>(bytes) * static_cast<double>(executable_->replication_factor) /
          kIpu.host_link_bytes_per_s;

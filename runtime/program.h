@@ -102,6 +102,11 @@ struct OptimizerState {
   int64_t step = 0;
 };
 
+inline constexpr int64_t kWeightSlackBytes = int64_t{64} << 10;
+// Weights + at most three weight-sized optimizer slots (amsgrad Adam,
+// centered RMSprop with momentum).
+inline constexpr int64_t kCheckpointWeightMultiple = 4;
+
 // The interface both modes share. Create() makes the implementation the
 // executable's mode needs: inference (runtime/inference_program.cc, a
 // graph::Interpreter) or training (runtime/training_program.cc, a
@@ -126,6 +131,18 @@ class Program {
   // Device bytes on each IPU of one replica (the memory plan's totals);
   // a session charges them on every replica's IPUs.
   std::vector<int64_t> memory_bytes_per_ipu() const;
+  // What a session of `session_ipus` IPUs is charged on each of them: one
+  // replica's plan on each replica's IPUs (replica r on IPUs r x
+  // ipus_per_replica ...), nothing on the idle IPUs of an auto-rounded
+  // count.
+  std::vector<uint64_t> MemoryChargePerIpu(size_t session_ipus) const;
+
+  // The most tensor bytes one SetWeights may be given: the weights, or for
+  // training a whole checkpoint (weights and buffers plus at most
+  // kCheckpointWeightMultiple - 1 weight-sized optimizer slots), plus
+  // kWeightSlackBytes for scalars (optimizer step and attributes).
+  virtual int64_t max_set_weights_bytes() const = 0;
+
   // Simulated seconds to move `bytes` from the host to every replica (the
   // host link's bandwidth; replicas share it: bytes x replicas / bandwidth),
   // and to load the executable (each IPU's code + weights from the report,

@@ -56,6 +56,10 @@ class TrainingProgram final : public Program {
                 TrainingStepTime(report, executable->training.gradient_accumulation_steps)),
         trainer_(std::move(trainer)) {}
 
+  int64_t max_set_weights_bytes() const override {
+    return weight_bytes() * kCheckpointWeightMultiple + kWeightSlackBytes;
+  }
+
   absl::Status SetWeights(NamedTensors weights) override {
     if (IsCheckpoint(weights)) return ImportCheckpoint(*trainer_, weights);
     IPUPOD_RETURN_IF_ERROR(CheckWeights(weights));

@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "compiler/checks.h"
 #include "compiler/sha256.h"
+#include "server/proto_convert_execution.h"
 #include "server/tensor_stream.h"
 
 namespace ipupod::server {
@@ -101,72 +102,6 @@ class SessionOp {
   std::shared_ptr<SessionSlot> slot_;
   scheduler::SessionOperation op_;
 };
-
-// ---------------------------------------------------------------- protos
-
-void ToProto(const compiler::Executable& exe, int64_t size_bytes, bool cache_hit,
-             v1::ExecutableRef* out) {
-  out->set_sha256(exe.content_hash);
-  out->set_size_bytes(static_cast<uint64_t>(size_bytes));
-  out->set_cache_hit(cache_hit);
-  out->set_mode(std::string(compiler::ExecutableModeName(exe.mode)));
-  out->set_ipus_needed(static_cast<uint32_t>(exe.ipus.needed));
-  out->set_ipus_reserved(static_cast<uint32_t>(exe.ipus.reserved));
-}
-
-void ToProto(const compiler::TensorSpec& spec, v1::TensorSpec* out) {
-  out->set_name(spec.name);
-  out->set_dtype(std::string(graph::DTypeName(spec.dtype)));
-  for (int64_t d : spec.shape) out->add_shape(d);
-}
-
-void ToProto(const runtime::Program& program, v1::RunShape* out) {
-  const compiler::Executable& exe = program.executable();
-  out->set_micro_batch_size(static_cast<uint64_t>(exe.micro_batch_size));
-  out->set_device_iterations(static_cast<uint64_t>(exe.device_iterations));
-  out->set_replication_factor(static_cast<uint64_t>(exe.replication_factor));
-  out->set_samples_per_step(static_cast<uint64_t>(program.samples_per_step()));
-  out->set_output_mode(compiler::OutputModeName(exe.output_mode));
-  out->set_pipeline_stages(static_cast<uint32_t>(exe.placement.num_stages()));
-}
-
-void ToProto(const runtime::OptimizerState& state, v1::OptimizerInfo* out) {
-  out->set_name(state.optimizer);
-  for (const auto& [name, value] : state.variables) (*out->mutable_variables())[name] = value;
-  for (const auto& [name, value] : state.constants) (*out->mutable_constants())[name] = value;
-  out->set_step(static_cast<uint64_t>(state.step));
-}
-
-void FillTraining(const runtime::Program& program, v1::TrainingInfo* out) {
-  const compiler::TrainingSpec& spec = program.executable().training;
-  out->set_loss(spec.loss);
-  out->set_gradient_accumulation_steps(static_cast<uint64_t>(spec.gradient_accumulation_steps));
-  for (const std::string& name : spec.weights) out->add_trainable(name);
-  for (const auto& [buffer, update] : spec.buffers) (*out->mutable_buffers())[buffer] = update;
-  absl::StatusOr<runtime::OptimizerState> optimizer = program.GetOptimizer();
-  if (optimizer.ok()) ToProto(*optimizer, out->mutable_optimizer());
-}
-
-void FillLoaded(const ServiceEnv& env, const scheduler::SessionView& session,
-                const LoadedState& state, v1::LoadedProgram* out) {
-  const runtime::Program& program = *state.program;
-  if (program.is_training()) FillTraining(program, out->mutable_training());
-  out->set_session(session.id);
-  ToProto(program.executable(), state.executable_size_bytes, false, out->mutable_executable());
-  ToProto(program, out->mutable_run_shape());
-  for (const auto& spec : program.host_inputs()) ToProto(spec, out->add_inputs());
-  for (const auto& spec : program.host_outputs()) ToProto(spec, out->add_outputs());
-  for (const auto& spec : program.weight_specs()) ToProto(spec, out->add_weights());
-  const scheduler::PodView pod = env.scheduler->GetPod();
-  for (int ipu : session.ipus) {
-    v1::IpuMemory* memory = out->add_memory();
-    memory->set_ipu(static_cast<uint32_t>(ipu));
-    memory->set_used_bytes(pod.ipus[ipu].memory_used_bytes);
-    memory->set_total_bytes(pod.ipus[ipu].memory_total_bytes);
-  }
-  out->set_simulated_load_seconds(state.simulated_load_seconds);
-  out->set_runs(state.runs);
-}
 
 // ---------------------------------------------------------------- upload
 
@@ -268,35 +203,6 @@ absl::Status VerifyUpload(absl::string_view bytes, const std::string& sha256) {
   return absl::OkStatus();
 }
 
-// ---------------------------------------------------------------- load
-
-absl::Status CheckIpuCount(const compiler::Executable& exe, const scheduler::SessionView& s) {
-  const int64_t n = static_cast<int64_t>(s.ipus.size());
-  const int64_t needed = exe.ipus.needed;
-  if (exe.ipus.reserved == n || (needed <= n && n == compiler::NextPowerOfTwo(needed))) {
-    return absl::OkStatus();
-  }
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "the executable needs %d IPUs (reserves %d) but session %s has %d; attach with %d IPUs "
-      "(ipupod attach -n %d)",
-      needed, exe.ipus.reserved, s.id, n, exe.ipus.reserved, exe.ipus.reserved));
-}
-
-// Device bytes for each IPU of the session: one replica's plan on each
-// replica's IPUs, nothing on auto-round extras.
-std::vector<uint64_t> ChargePerIpu(const runtime::Program& program, size_t session_ipus) {
-  const std::vector<int64_t> per_ipu = program.memory_bytes_per_ipu();
-  std::vector<uint64_t> charge(session_ipus, 0);
-  const int64_t replicas = program.executable().replication_factor;
-  for (int64_t r = 0; r < replicas; ++r) {
-    for (size_t i = 0; i < per_ipu.size(); ++i) {
-      const size_t index = static_cast<size_t>(r) * per_ipu.size() + i;
-      if (index < charge.size()) charge[index] = static_cast<uint64_t>(per_ipu[i]);
-    }
-  }
-  return charge;
-}
-
 // ---------------------------------------------------------------- tensors
 
 template <typename Reader, typename Request>
@@ -373,27 +279,6 @@ absl::StatusOr<runtime::StepResult> RunStepInTurn(runtime::ComputeGate& compute,
   return program.RunStep(inputs);
 }
 
-void ToProto(const runtime::StepResult& step, uint64_t run_index, v1::RunStats* out) {
-  out->set_samples(static_cast<uint64_t>(step.samples));
-  out->set_wall_seconds(step.wall_s);
-  out->set_simulated_seconds(step.simulated.total_s());
-  out->set_simulated_compute_seconds(step.simulated.compute_s);
-  out->set_simulated_pipeline_ramp_seconds(step.simulated.pipeline_ramp_s);
-  out->set_simulated_ipu_link_seconds(step.simulated.ipu_link_s);
-  out->set_simulated_host_seconds(step.simulated.host_s);
-  out->set_flops(static_cast<uint64_t>(step.flops));
-  out->set_run_index(run_index);
-  for (float loss : step.losses) out->add_losses(loss);
-  out->set_step(static_cast<uint64_t>(step.step));
-}
-
-// The most bytes a WriteWeights may send: the weights, or for training a
-// whole checkpoint.
-int64_t MaxWeightBytes(const runtime::Program& program) {
-  const int64_t multiple = program.is_training() ? kCheckpointWeightMultiple : 1;
-  return program.weight_bytes() * multiple + kWeightSlackBytes;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- handlers
@@ -431,10 +316,12 @@ grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const std::string sha256, ParseSha256(request->sha256()));
     IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Get(sha256));
-    IPUPOD_RETURN_IF_ERROR(CheckIpuCount(*cached.executable, op->session()));
+    IPUPOD_RETURN_IF_ERROR(compiler::CheckSessionIpus(
+        cached.executable->ipus, static_cast<int64_t>(op->session().ipus.size()),
+        op->session().id));
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Program> program,
                             runtime::Program::Create(cached.executable));
-    const std::vector<uint64_t> charge = ChargePerIpu(*program, op->session().ipus.size());
+    const std::vector<uint64_t> charge = program->MemoryChargePerIpu(op->session().ipus.size());
     IPUPOD_ASSIGN_OR_RETURN(
         const uint64_t generation,
         env_.scheduler->RecordLoad(op->session().id, op->load_generation(), charge));
@@ -444,7 +331,7 @@ grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
     state.executable_size_bytes = cached.size_bytes;
     state.load_generation = generation;
     op->slot().set_state(state);
-    FillLoaded(env_, op->session(), state, response);
+    ToProto(op->session(), state, env_.scheduler->GetPod(), response);
     return absl::OkStatus();
   });
 }
@@ -456,7 +343,7 @@ grpc::Status ExecutionServiceImpl::GetLoaded(grpc::ServerContext* context,
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
-    FillLoaded(env_, op->session(), state, response);
+    ToProto(op->session(), state, env_.scheduler->GetPod(), response);
     return absl::OkStatus();
   });
 }
@@ -470,7 +357,7 @@ grpc::Status ExecutionServiceImpl::WriteWeights(grpc::ServerContext* context,
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
                             SessionOp::Begin(env_, *programs_, caller, session));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
-    TensorAssembler assembler("weights", MaxWeightBytes(*state.program));
+    TensorAssembler assembler("weights", state.program->max_set_weights_bytes());
     IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights,
                             ReadTensors<v1::WriteWeightsRequest>(reader, assembler));
     const int64_t bytes = TensorBytes(weights);

@@ -28,10 +28,9 @@
 //
 // Bounds: executable chunks and tensor chunks at most 1 MiB
 // (INVALID_ARGUMENT); an upload at most the cache's size
-// (RESOURCE_EXHAUSTED); weights written at most the program's weight bytes
-// + kWeightSlackBytes (training: a checkpoint's bytes, at most
-// kCheckpointWeightMultiple x the weights + slack), inputs at most the
-// step's input bytes
+// (RESOURCE_EXHAUSTED); weights written at most
+// runtime::Program::max_set_weights_bytes (the weights, or a training
+// checkpoint, plus slack), inputs at most the step's input bytes
 // (INVALID_ARGUMENT). A failed call changes nothing.
 //
 // Thread safety: handlers run concurrently on gRPC's sync threads. The
@@ -50,11 +49,6 @@
 #include "server/service_env.h"
 
 namespace ipupod::server {
-
-inline constexpr int64_t kWeightSlackBytes = int64_t{64} << 10;
-// Weights + at most three weight-sized optimizer slots (amsgrad Adam,
-// centered RMSprop with momentum).
-inline constexpr int64_t kCheckpointWeightMultiple = 4;
 
 class ExecutionServiceImpl final : public v1::ExecutionService::Service {
  public:

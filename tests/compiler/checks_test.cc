@@ -28,6 +28,22 @@ TEST(ChecksTest, PowersOfTwo) {
   EXPECT_EQ(NextPowerOfTwo(129), 256);
 }
 
+TEST(ChecksTest, ASessionMustHoldTheReservedIpus) {
+  const IpuCount two{2, 1, 2, 2};
+  EXPECT_TRUE(CheckSessionIpus(two, 2, "s1-1").ok());
+  const absl::Status more = CheckSessionIpus(two, 4, "s1-1");
+  EXPECT_EQ(more.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(more.message(),
+            "the executable needs 2 IPUs (reserves 2) but session s1-1 has 4; attach with 2 IPUs "
+            "(ipupod attach --ipus 2)");
+  EXPECT_EQ(CheckSessionIpus(two, 1, "s1-1").code(), absl::StatusCode::kFailedPrecondition);
+  // Auto-rounded: 3 needed, 4 reserved; an attach of 4 fits, 3 does not.
+  const IpuCount three{3, 1, 3, 4};
+  EXPECT_TRUE(CheckSessionIpus(three, 4, "s1-2").ok());
+  EXPECT_EQ(CheckSessionIpus(three, 3, "s1-2").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckSessionIpus(three, 8, "s1-2").code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(ChecksTest, PowerOfTwoIpuCountPasses) {
   auto count = CheckIpuCount(4, 2, false);
   ASSERT_TRUE(count.ok()) << count.status();

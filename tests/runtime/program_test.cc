@@ -279,6 +279,28 @@ TEST(ProgramTest, SimulatedTransfersAndMemoryFollowTheReport) {
   EXPECT_DOUBLE_EQ(p->SimulatedLoadSeconds(), p->SimulatedHostToDeviceSeconds(load_bytes));
 }
 
+TEST(ProgramTest, ASessionIsChargedEachReplicasPlanAndNothingOnIdleIpus) {
+  auto p = Loaded("all");
+  const std::vector<int64_t> plan = p->memory_bytes_per_ipu();
+  ASSERT_EQ(plan.size(), 4u);
+  // Two replicas of four IPUs: replica r on IPUs 4r..4r+3.
+  std::vector<uint64_t> want;
+  for (int r = 0; r < 2; ++r) {
+    for (int64_t bytes : plan) want.push_back(static_cast<uint64_t>(bytes));
+  }
+  EXPECT_EQ(p->MemoryChargePerIpu(8), want);
+  // Auto-rounded extras stay empty; a shorter list is cut (the caller's
+  // count decides).
+  want.resize(16, 0);
+  EXPECT_EQ(p->MemoryChargePerIpu(16), want);
+  EXPECT_EQ(p->MemoryChargePerIpu(2), std::vector<uint64_t>(want.begin(), want.begin() + 2));
+}
+
+TEST(ProgramTest, SetWeightsTakesAtMostTheWeightsPlusSlack) {
+  auto p = Loaded("all");
+  EXPECT_EQ(p->max_set_weights_bytes(), p->weight_bytes() + kWeightSlackBytes);
+}
+
 TEST(ProgramTest, CreateRejectsExecutablesThatDisagreeWithTheirModel) {
   Executable garbage = *Compiled("all");
   garbage.model_bytes = "not onnx";

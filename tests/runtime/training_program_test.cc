@@ -191,6 +191,19 @@ TEST(TrainingProgramTest, SetOptimizerChangesVariablesOnly) {
   EXPECT_EQ(p->SetOptimizer({{"lr", -1}}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(TrainingProgramTest, SetWeightsTakesAWholeCheckpoint) {
+  auto p = TrainingProgram();
+  EXPECT_EQ(p->max_set_weights_bytes(),
+            p->weight_bytes() * kCheckpointWeightMultiple + kWeightSlackBytes);
+  absl::StatusOr<NamedTensors> checkpoint = p->GetCheckpoint();
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  int64_t checkpoint_bytes = 0;
+  for (const auto& [name, t] : *checkpoint) {
+    checkpoint_bytes += static_cast<int64_t>(t.byte_size());
+  }
+  EXPECT_LE(checkpoint_bytes, p->max_set_weights_bytes());
+}
+
 TEST(TrainingProgramTest, InferenceProgramsHaveNoTrainingState) {
   auto e = compiler::Compile(Regressor(2), compiler::IpuConfig(), {});
   ASSERT_TRUE(e.ok()) << e.status();

@@ -482,7 +482,7 @@ TEST_F(ExecutionServiceTest, LoadNeedsTheExecutablesIpuCount) {
   grpc::Status s = alice_->Load(session.id(), mlp_->sha256);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(), HasSubstr("needs 1 IPUs (reserves 1) but session"));
-  EXPECT_THAT(s.error_message(), HasSubstr("has 2; attach with 1 IPUs"));
+  EXPECT_THAT(s.error_message(), HasSubstr("has 2; attach with 1 IPUs (ipupod attach --ipus 1)"));
   EXPECT_THAT(alice_->MemoryUsed(session.ipus()), ElementsAre(0u, 0u));
 }
 

@@ -59,6 +59,15 @@ absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, runtime::Named
                                    absl::string_view file) {
   StepPlan plan;
   plan.samples_per_step = e.micro_batch_size * e.batch_size_factor;
+  if (e.inputs.empty()) {
+    // Steps are cut from the samples of --inputs; with no input there are
+    // none (PopTorch would call such a model with no arguments).
+    return absl::InvalidArgumentError(
+        "the model takes no inputs, and ipupod runs steps of samples read from --inputs, so it "
+        "cannot run a model without inputs (such as PopTorch's CounterModel, whose forward only "
+        "updates a buffer); give the model an input, e.g. a batch dimension its buffer update "
+        "ignores (docs/differences.md, Buffers)");
+  }
   for (const runtime::NamedTensor& given : inputs) {
     const std::string& name = given.first;  // (clang 14 cannot capture a structured binding)
     auto is_input = [&name](const compiler::TensorSpec& s) { return s.name == name; };

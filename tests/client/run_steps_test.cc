@@ -64,6 +64,16 @@ TEST(PlanStepsTest, ErrorsNameTheInputAndTheStepSize) {
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(PlanStepsTest, AModelWithoutInputsIsRefusedSayingWhy) {
+  compiler::Executable counter = TwoInputs();
+  counter.inputs.clear();
+  auto plan = PlanSteps(counter, {}, "in.npz");
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("the model takes no inputs"), std::string::npos)
+      << plan.status();
+  EXPECT_NE(plan.status().message().find("CounterModel"), std::string::npos);
+}
+
 TEST(TensorStreamTest, ChunksAndReassembles) {
   graph::Tensor big = Iota({300000});  // 1.2 MB: two chunks
   int chunks = 0;

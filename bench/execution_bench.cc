@@ -39,9 +39,9 @@
 #include "client/client.h"
 #include "common/status_macros.h"
 #include "compiler/compile.h"
-#include "graph/npy.h"
 #include "kernels/threads.h"
 #include "server/server.h"
+#include "tensor/npy.h"
 #include <unistd.h>
 
 namespace ipupod::bench {
@@ -66,7 +66,7 @@ struct InferenceRound {
 };
 
 absl::StatusOr<InferenceRound> TimeInference(Pod& pod, const Loaded& loaded,
-                                             const runtime::NamedTensors& inputs, int runs) {
+                                             const tensor::NamedTensors& inputs, int runs) {
   InferenceRound round;
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < runs; ++i) {
@@ -79,17 +79,17 @@ absl::StatusOr<InferenceRound> TimeInference(Pod& pod, const Loaded& loaded,
 }
 
 // The exported micro-batch repeated to fill one Run (8 device iterations).
-absl::StatusOr<runtime::NamedTensors> InferenceInputs(const Loaded& loaded, const fs::path& work) {
-  IPUPOD_ASSIGN_OR_RETURN(graph::Tensor batch,
-                          graph::ReadNpyFile((work / "mlp_input.npy").string()));
+absl::StatusOr<tensor::NamedTensors> InferenceInputs(const Loaded& loaded, const fs::path& work) {
+  IPUPOD_ASSIGN_OR_RETURN(tensor::Tensor batch,
+                          tensor::ReadNpyFile((work / "mlp_input.npy").string()));
   const int64_t samples = static_cast<int64_t>(loaded.program.run_shape().samples_per_step());
   std::vector<float> values(static_cast<size_t>(samples) * 784);
   for (size_t i = 0; i < values.size(); ++i) {
     values[i] = batch.values<float>()[i % static_cast<size_t>(batch.num_elements())];
   }
-  IPUPOD_ASSIGN_OR_RETURN(graph::Tensor input,
-                          graph::Tensor::FromValues<float>({samples, 784}, values));
-  return runtime::NamedTensors{{loaded.program.inputs(0).name(), input}};
+  IPUPOD_ASSIGN_OR_RETURN(tensor::Tensor input,
+                          tensor::Tensor::FromValues<float>({samples, 784}, values));
+  return tensor::NamedTensors{{loaded.program.inputs(0).name(), input}};
 }
 
 absl::Status BenchInference(Pod& pod, const fs::path& work, const Flags& flags) {
@@ -99,7 +99,7 @@ absl::Status BenchInference(Pod& pod, const fs::path& work, const Flags& flags) 
     return absl::UnavailableError("torch_reference.py export failed (is python3-torch installed?)");
   IPUPOD_ASSIGN_OR_RETURN(Loaded loaded,
                           CompileAndLoad(pod, work / "mlp.onnx", "inference_device_iterations=8"));
-  IPUPOD_ASSIGN_OR_RETURN(const runtime::NamedTensors inputs, InferenceInputs(loaded, work));
+  IPUPOD_ASSIGN_OR_RETURN(const tensor::NamedTensors inputs, InferenceInputs(loaded, work));
   const double samples =
       static_cast<double>(loaded.program.run_shape().samples_per_step()) * flags.steps;
   for (int i = 0; i < 3; ++i)
@@ -199,14 +199,14 @@ absl::Status BenchWeights(Pod& pod, const fs::path& work, const Flags& flags) {
   IPUPOD_ASSIGN_OR_RETURN(Loaded loaded,
                           CompileAndLoad(pod, work / "wide.onnx",
                                          "layers_per_ipu=[1 1 1 1],inference_device_iterations=4"));
-  IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights, pod.client->ReadWeights(loaded.session));
+  IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors weights, pod.client->ReadWeights(loaded.session));
   int64_t bytes = 0;
   for (const auto& [name, tensor] : weights) bytes += static_cast<int64_t>(tensor.byte_size());
   Clock::time_point start = Clock::now();
   IPUPOD_RETURN_IF_ERROR(pod.client->WriteWeights(loaded.session, weights).status());
   const double write_s = Seconds(start);
   start = Clock::now();
-  IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors back, pod.client->ReadWeights(loaded.session));
+  IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors back, pod.client->ReadWeights(loaded.session));
   const double read_s = Seconds(start);
   (void)loaded.call->Release();
   if (back.size() != weights.size()) return absl::InternalError("ReadWeights lost tensors");

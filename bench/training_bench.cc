@@ -38,8 +38,8 @@
 #include "bench/bench_util.h"
 #include "common/status_macros.h"
 #include "compiler/compile.h"
-#include "graph/npy.h"
 #include "kernels/threads.h"
+#include "tensor/npy.h"
 #include <unistd.h>
 
 namespace ipupod::bench {
@@ -69,7 +69,7 @@ struct OursRound {
 };
 
 absl::StatusOr<OursRound> TimeOurs(Pod& pod, const Loaded& loaded,
-                                   const runtime::NamedTensors& inputs, int64_t samples, int runs) {
+                                   const tensor::NamedTensors& inputs, int64_t samples, int runs) {
   OursRound round;
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < runs; ++i) {
@@ -162,16 +162,16 @@ void PrintRounds(const std::vector<OursRound>& ours, const std::vector<nlohmann:
 
 absl::Status BenchTraining(Pod& pod, const fs::path& work, const Flags& flags) {
   IPUPOD_ASSIGN_OR_RETURN(Loaded loaded, LoadTrainingModel(pod, work));
-  IPUPOD_ASSIGN_OR_RETURN(graph::Tensor x, graph::ReadNpyFile((work / "train_x.npy").string()));
-  IPUPOD_ASSIGN_OR_RETURN(graph::Tensor labels,
-                          graph::ReadNpyFile((work / "train_labels.npy").string()));
+  IPUPOD_ASSIGN_OR_RETURN(tensor::Tensor x, tensor::ReadNpyFile((work / "train_x.npy").string()));
+  IPUPOD_ASSIGN_OR_RETURN(tensor::Tensor labels,
+                          tensor::ReadNpyFile((work / "train_labels.npy").string()));
   const int64_t samples = static_cast<int64_t>(loaded.program.run_shape().samples_per_step());
   if (x.shape().empty() || x.shape()[0] != samples || labels.shape().empty() ||
       labels.shape()[0] != samples) {
     return absl::InternalError(
         absl::StrCat("the exported data does not hold one step of ", samples, " samples"));
   }
-  const runtime::NamedTensors inputs = {{"x", x}, {"labels", labels}};
+  const tensor::NamedTensors inputs = {{"x", x}, {"labels", labels}};
 
   float first_loss = 0;
   for (int i = 0; i < kWarmupRuns; ++i) {

@@ -95,7 +95,7 @@
 #include "client/grpc_status.h"
 #include "ipupod/v1/execution.grpc.pb.h"
 #include "ipupod/v1/pod.grpc.pb.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 
 namespace ipupod::client {
 
@@ -125,7 +125,7 @@ class AttachCall;
 // What one Run step returned: the outputs in the executable's order, with
 // their ONNX output names and host shapes, and the server's measurements.
 struct RunResult {
-  runtime::NamedTensors outputs;
+  tensor::NamedTensors outputs;
   v1::RunStats stats;
 };
 
@@ -191,17 +191,17 @@ class Client {
   absl::StatusOr<v1::LoadedProgram> GetLoaded(absl::string_view session);
   // Weights by ONNX initializer name; all-or-nothing on the server.
   absl::StatusOr<v1::WriteWeightsResponse> WriteWeights(absl::string_view session,
-                                                        const runtime::NamedTensors& weights);
+                                                        const tensor::NamedTensors& weights);
   // `names` empty: every weight.
-  absl::StatusOr<runtime::NamedTensors> ReadWeights(absl::string_view session,
-                                                    const std::vector<std::string>& names = {});
+  absl::StatusOr<tensor::NamedTensors> ReadWeights(absl::string_view session,
+                                                   const std::vector<std::string>& names = {});
   // Training: the whole state (weights, optimizer state and attributes,
   // execution.proto ReadWeightsRequest.checkpoint). WriteWeights of the
   // result restores it exactly.
-  absl::StatusOr<runtime::NamedTensors> ReadCheckpoint(absl::string_view session);
+  absl::StatusOr<tensor::NamedTensors> ReadCheckpoint(absl::string_view session);
   // One step: samples_per_step samples of every input (dim 0). Training
   // executables update the weights; stats.losses has one loss per update.
-  absl::StatusOr<RunResult> Run(absl::string_view session, const runtime::NamedTensors& inputs);
+  absl::StatusOr<RunResult> Run(absl::string_view session, const tensor::NamedTensors& inputs);
   // Training: changes optimizer variables (e.g. {"lr", 1e-3}) for later runs.
   absl::StatusOr<v1::OptimizerInfo> SetOptimizer(absl::string_view session,
                                                  const std::map<std::string, double>& variables);
@@ -217,7 +217,7 @@ class Client {
   // Runs one unary RPC: context with deadline and identity, conversion.
   template <typename Response, typename Invoke>
   absl::StatusOr<Response> Call(absl::string_view method, Invoke invoke);
-  absl::StatusOr<runtime::NamedTensors> ReadTensors(const v1::ReadWeightsRequest& request);
+  absl::StatusOr<tensor::NamedTensors> ReadTensors(const v1::ReadWeightsRequest& request);
   // Deadline (now + timeout) and identity metadata on a fresh context.
   void PrepareContext(grpc::ClientContext& context, absl::Duration timeout) const;
   // The conversion of a finished streaming call (stream_timeout).

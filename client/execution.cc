@@ -48,7 +48,7 @@ absl::StatusOr<std::string> HeaderHash(absl::string_view ipx) {
 }
 
 template <typename Request, typename Stream, typename Set>
-bool WriteTensor(Stream& stream, absl::string_view name, const graph::Tensor& tensor, Set set) {
+bool WriteTensor(Stream& stream, absl::string_view name, const tensor::Tensor& tensor, Set set) {
   Request header;
   *set.header(header) = TensorHeaderOf(name, tensor);
   if (!stream.Write(header)) return false;
@@ -107,8 +107,8 @@ absl::StatusOr<v1::ExecutableRef> Client::UploadExecutableFile(absl::string_view
   return UploadExecutable(*bytes);
 }
 
-absl::StatusOr<v1::WriteWeightsResponse> Client::WriteWeights(
-    absl::string_view session, const runtime::NamedTensors& weights) {
+absl::StatusOr<v1::WriteWeightsResponse> Client::WriteWeights(absl::string_view session,
+                                                              const tensor::NamedTensors& weights) {
   grpc::ClientContext context;
   PrepareContext(context, options_.stream_timeout);
   v1::WriteWeightsResponse response;
@@ -127,22 +127,22 @@ absl::StatusOr<v1::WriteWeightsResponse> Client::WriteWeights(
   return response;
 }
 
-absl::StatusOr<runtime::NamedTensors> Client::ReadWeights(absl::string_view session,
-                                                          const std::vector<std::string>& names) {
+absl::StatusOr<tensor::NamedTensors> Client::ReadWeights(absl::string_view session,
+                                                         const std::vector<std::string>& names) {
   v1::ReadWeightsRequest request;
   request.set_session(std::string(session));
   for (const std::string& name : names) request.add_names(name);
   return ReadTensors(request);
 }
 
-absl::StatusOr<runtime::NamedTensors> Client::ReadCheckpoint(absl::string_view session) {
+absl::StatusOr<tensor::NamedTensors> Client::ReadCheckpoint(absl::string_view session) {
   v1::ReadWeightsRequest request;
   request.set_session(std::string(session));
   request.set_checkpoint(true);
   return ReadTensors(request);
 }
 
-absl::StatusOr<runtime::NamedTensors> Client::ReadTensors(const v1::ReadWeightsRequest& request) {
+absl::StatusOr<tensor::NamedTensors> Client::ReadTensors(const v1::ReadWeightsRequest& request) {
   grpc::ClientContext context;
   PrepareContext(context, options_.stream_timeout);
   std::unique_ptr<grpc::ClientReader<v1::ReadWeightsResponse>> stream =
@@ -162,7 +162,7 @@ absl::StatusOr<runtime::NamedTensors> Client::ReadTensors(const v1::ReadWeightsR
 }
 
 absl::StatusOr<RunResult> Client::Run(absl::string_view session,
-                                      const runtime::NamedTensors& inputs) {
+                                      const tensor::NamedTensors& inputs) {
   grpc::ClientContext context;
   PrepareContext(context, options_.stream_timeout);
   std::unique_ptr<grpc::ClientReaderWriter<v1::RunRequest, v1::RunResponse>> stream =

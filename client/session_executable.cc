@@ -50,15 +50,15 @@ absl::Status RemoteSessionExecutable::Load() {
   return loaded;
 }
 
-absl::Status RemoteSessionExecutable::WriteWeights(const runtime::NamedTensors& weights) {
+absl::Status RemoteSessionExecutable::WriteWeights(const tensor::NamedTensors& weights) {
   return client_.WriteWeights(session_, weights).status();
 }
 
-absl::StatusOr<runtime::NamedTensors> RemoteSessionExecutable::ReadWeights() {
+absl::StatusOr<tensor::NamedTensors> RemoteSessionExecutable::ReadWeights() {
   return client_.ReadWeights(session_);
 }
 
-absl::StatusOr<runtime::NamedTensors> RemoteSessionExecutable::ReadCheckpoint() {
+absl::StatusOr<tensor::NamedTensors> RemoteSessionExecutable::ReadCheckpoint() {
   return client_.ReadCheckpoint(session_);
 }
 
@@ -69,7 +69,7 @@ absl::StatusOr<std::string> RemoteSessionExecutable::SetOptimizer(
 }
 
 absl::StatusOr<driver::StepResult> RemoteSessionExecutable::RunStep(
-    const runtime::NamedTensors& inputs) {
+    const tensor::NamedTensors& inputs) {
   IPUPOD_ASSIGN_OR_RETURN(RunResult result, client_.Run(session_, inputs));
   return driver::StepResult{std::move(result.outputs), StepStatsOf(result.stats)};
 }

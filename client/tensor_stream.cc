@@ -8,28 +8,28 @@
 
 namespace ipupod::client {
 
-absl::StatusOr<graph::DType> DTypeFromName(absl::string_view name) {
-  for (graph::DType d :
-       {graph::DType::kFloat32, graph::DType::kInt64, graph::DType::kInt32, graph::DType::kBool}) {
-    if (graph::DTypeName(d) == name) return d;
+absl::StatusOr<tensor::DType> DTypeFromName(absl::string_view name) {
+  for (tensor::DType d : {tensor::DType::kFloat32, tensor::DType::kInt64, tensor::DType::kInt32,
+                          tensor::DType::kBool}) {
+    if (tensor::DTypeName(d) == name) return d;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown dtype '", name, "'; expected float32, int64, int32 or bool"));
 }
 
-v1::TensorHeader TensorHeaderOf(absl::string_view name, const graph::Tensor& tensor) {
+v1::TensorHeader TensorHeaderOf(absl::string_view name, const tensor::Tensor& tensor) {
   v1::TensorHeader header;
   header.set_name(std::string(name));
-  header.set_dtype(std::string(graph::DTypeName(tensor.dtype())));
+  header.set_dtype(std::string(tensor::DTypeName(tensor.dtype())));
   for (int64_t d : tensor.shape()) header.add_shape(d);
   header.set_total_bytes(tensor.byte_size());
   return header;
 }
 
-v1::TensorSpec TensorSpecOf(absl::string_view name, const graph::Tensor& tensor) {
+v1::TensorSpec TensorSpecOf(absl::string_view name, const tensor::Tensor& tensor) {
   v1::TensorSpec spec;
   spec.set_name(std::string(name));
-  spec.set_dtype(std::string(graph::DTypeName(tensor.dtype())));
+  spec.set_dtype(std::string(tensor::DTypeName(tensor.dtype())));
   for (int64_t d : tensor.shape()) spec.add_shape(d);
   return spec;
 }
@@ -44,20 +44,20 @@ bool ForEachChunk(absl::string_view bytes,
 
 absl::Status TensorAssembler::OnHeader(const v1::TensorHeader& header) {
   if (absl::Status done = CompleteCurrent(); !done.ok()) return done;
-  absl::StatusOr<graph::DType> dtype = DTypeFromName(header.dtype());
+  absl::StatusOr<tensor::DType> dtype = DTypeFromName(header.dtype());
   if (!dtype.ok()) {
     return absl::InternalError(
         absl::StrCat("ipupodd sent tensor '", header.name(), "' with ", dtype.status().message()));
   }
-  graph::Shape shape(header.shape().begin(), header.shape().end());
-  absl::StatusOr<int64_t> elements = graph::CheckedNumElements(*dtype, shape);
+  tensor::Shape shape(header.shape().begin(), header.shape().end());
+  absl::StatusOr<int64_t> elements = tensor::CheckedNumElements(*dtype, shape);
   if (!elements.ok() ||
-      static_cast<uint64_t>(*elements) * graph::DTypeSize(*dtype) != header.total_bytes()) {
+      static_cast<uint64_t>(*elements) * tensor::DTypeSize(*dtype) != header.total_bytes()) {
     return absl::InternalError(absl::StrCat("ipupodd sent tensor '", header.name(), "' of shape [",
                                             absl::StrJoin(shape, ","), "] announcing ",
                                             header.total_bytes(), " bytes"));
   }
-  absl::StatusOr<graph::Tensor> tensor = graph::Tensor::Create(*dtype, std::move(shape));
+  absl::StatusOr<tensor::Tensor> tensor = tensor::Tensor::Create(*dtype, std::move(shape));
   if (!tensor.ok()) return tensor.status();  // RESOURCE_EXHAUSTED-like: out of host memory
   current_ = header;
   tensor_ = *std::move(tensor);
@@ -83,7 +83,7 @@ absl::Status TensorAssembler::CompleteCurrent() {
                                             current_->total_bytes(), " bytes announced for '",
                                             current_->name(), "'"));
   }
-  if (tensor_->dtype() == graph::DType::kBool) {
+  if (tensor_->dtype() == tensor::DType::kBool) {
     for (char byte : tensor_->bytes()) {
       if (static_cast<unsigned char>(byte) > 1) {
         return absl::InternalError(absl::StrCat("ipupodd sent bool tensor '", current_->name(),
@@ -97,7 +97,7 @@ absl::Status TensorAssembler::CompleteCurrent() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<runtime::NamedTensors> TensorAssembler::Finish() {
+absl::StatusOr<tensor::NamedTensors> TensorAssembler::Finish() {
   if (absl::Status done = CompleteCurrent(); !done.ok()) return done;
   return std::move(done_);
 }

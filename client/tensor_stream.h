@@ -23,9 +23,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "graph/tensor.h"
 #include "ipupod/v1/execution.pb.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor.h"
+#include "tensor/tensor_files.h"
 
 namespace ipupod::client {
 
@@ -35,10 +35,10 @@ namespace v1 = ::ipupod::v1;
 inline constexpr size_t kTensorChunkBytesMax = size_t{1} << 20;
 
 // "float32", "int64", "int32", "bool".
-absl::StatusOr<graph::DType> DTypeFromName(absl::string_view name);
+absl::StatusOr<tensor::DType> DTypeFromName(absl::string_view name);
 
-v1::TensorHeader TensorHeaderOf(absl::string_view name, const graph::Tensor& tensor);
-v1::TensorSpec TensorSpecOf(absl::string_view name, const graph::Tensor& tensor);
+v1::TensorHeader TensorHeaderOf(absl::string_view name, const tensor::Tensor& tensor);
+v1::TensorSpec TensorSpecOf(absl::string_view name, const tensor::Tensor& tensor);
 
 // Calls `emit` with consecutive slices of `bytes`, each at most
 // kTensorChunkBytesMax (none for empty `bytes`); stops at the first false.
@@ -57,16 +57,16 @@ class TensorAssembler {
   absl::Status OnHeader(const v1::TensorHeader& header);
   absl::Status OnData(absl::string_view data);
   // Every tensor received, in order. REQUIRES: called once, at the end.
-  absl::StatusOr<runtime::NamedTensors> Finish();
+  absl::StatusOr<tensor::NamedTensors> Finish();
 
  private:
   absl::Status CompleteCurrent();
 
-  runtime::NamedTensors done_;
+  tensor::NamedTensors done_;
   std::optional<v1::TensorHeader> current_;
   // Allocated from the header; chunks are copied straight into it (one
   // copy per byte, no staging buffer: weights can be gigabytes).
-  std::optional<graph::Tensor> tensor_;
+  std::optional<tensor::Tensor> tensor_;
   size_t filled_ = 0;
 };
 

@@ -82,7 +82,7 @@ absl::StatusOr<absl::string_view> TakeSection(absl::string_view& rest, uint64_t 
   return section;
 }
 
-int64_t ScaledDim(const graph::Shape& shape, int64_t factor, graph::Shape* out) {
+int64_t ScaledDim(const tensor::Shape& shape, int64_t factor, tensor::Shape* out) {
   *out = shape;
   if (out->empty()) {
     if (factor > 1) out->push_back(factor);
@@ -168,13 +168,13 @@ absl::StatusOr<Executable> ReadExecutableFile(absl::string_view path) {
   return executable;
 }
 
-graph::Shape HostInputShape(const Executable& executable, const TensorSpec& input) {
-  graph::Shape shape;
+tensor::Shape HostInputShape(const Executable& executable, const TensorSpec& input) {
+  tensor::Shape shape;
   ScaledDim(input.shape, executable.batch_size_factor, &shape);
   return shape;
 }
 
-graph::Shape HostOutputShape(const Executable& executable, const TensorSpec& output) {
+tensor::Shape HostOutputShape(const Executable& executable, const TensorSpec& output) {
   int64_t micro_batches = executable.replication_factor;
   switch (executable.output_mode.kind) {
     case OutputMode::Kind::kAll:
@@ -190,7 +190,7 @@ graph::Shape HostOutputShape(const Executable& executable, const TensorSpec& out
     case OutputMode::Kind::kSum:
       break;
   }
-  graph::Shape shape;
+  tensor::Shape shape;
   ScaledDim(output.shape, micro_batches, &shape);
   return shape;
 }

@@ -52,7 +52,7 @@
 #include "compiler/checks.h"
 #include "compiler/ipu_config.h"
 #include "compiler/placement.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace ipupod::compiler {
 
@@ -69,8 +69,8 @@ absl::string_view ExecutableModeName(ExecutableMode mode);
 // A graph input or output for one micro-batch.
 struct TensorSpec {
   std::string name;
-  graph::DType dtype = graph::DType::kFloat32;
-  graph::Shape shape;
+  tensor::DType dtype = tensor::DType::kFloat32;
+  tensor::Shape shape;
   bool operator==(const TensorSpec& other) const = default;
 };
 
@@ -135,8 +135,8 @@ std::string TrainingSpecJson(const TrainingSpec& spec);
 // / N x replicas (the last micro-batch of each such iteration); final and
 // sum - one per replica. A rank-0 tensor becomes a vector of that many
 // elements (none if 1).
-graph::Shape HostInputShape(const Executable& executable, const TensorSpec& input);
-graph::Shape HostOutputShape(const Executable& executable, const TensorSpec& output);
+tensor::Shape HostInputShape(const Executable& executable, const TensorSpec& input);
+tensor::Shape HostOutputShape(const Executable& executable, const TensorSpec& output);
 
 }  // namespace ipupod::compiler
 

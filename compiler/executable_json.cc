@@ -16,14 +16,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr graph::DType kDTypes[] = {graph::DType::kFloat32, graph::DType::kInt64,
-                                    graph::DType::kInt32, graph::DType::kBool};
-
 Json SpecsJson(const std::vector<TensorSpec>& specs) {
   Json list = Json::array();
   for (const TensorSpec& s : specs) {
     list.push_back(
-        {{"name", s.name}, {"dtype", std::string(graph::DTypeName(s.dtype))}, {"shape", s.shape}});
+        {{"name", s.name}, {"dtype", std::string(tensor::DTypeName(s.dtype))}, {"shape", s.shape}});
   }
   return list;
 }
@@ -102,20 +99,13 @@ Json MetadataDoc(const Executable& e) {
   return doc;
 }
 
-absl::StatusOr<graph::DType> DTypeFromName(const std::string& name) {
-  for (graph::DType d : kDTypes) {
-    if (graph::DTypeName(d) == name) return d;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", name, "'"));
-}
-
 absl::StatusOr<std::vector<TensorSpec>> ReadSpecs(const Json& list) {
   std::vector<TensorSpec> specs;
   for (const Json& item : list) {
     TensorSpec s;
     s.name = item.at("name").get<std::string>();
-    IPUPOD_ASSIGN_OR_RETURN(s.dtype, DTypeFromName(item.at("dtype").get<std::string>()));
-    s.shape = item.at("shape").get<graph::Shape>();
+    IPUPOD_ASSIGN_OR_RETURN(s.dtype, tensor::ParseDTypeName(item.at("dtype").get<std::string>()));
+    s.shape = item.at("shape").get<tensor::Shape>();
     for (int64_t d : s.shape) {
       if (d < 0)
         return absl::InvalidArgumentError(absl::StrCat("'", s.name, "' has a negative dim"));

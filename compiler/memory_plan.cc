@@ -27,13 +27,13 @@ struct ValueUse {
 
 bool IsFloat(const graph::Graph& g, const std::string& value) {
   const graph::TensorType* type = g.FindType(value);
-  return type != nullptr && type->dtype == graph::DType::kFloat32;
+  return type != nullptr && type->dtype == tensor::DType::kFloat32;
 }
 
 int64_t TypeBytes(const graph::Graph& g, const std::string& value) {
   const graph::TensorType* type = g.FindType(value);
   if (type == nullptr) return 0;
-  int64_t n = static_cast<int64_t>(graph::DTypeSize(type->dtype));
+  int64_t n = static_cast<int64_t>(tensor::DTypeSize(type->dtype));
   for (int64_t d : type->shape) {
     if (d < 0) return 0;
     n *= d;
@@ -121,7 +121,7 @@ void AddWeights(const graph::Graph& g, const Placement& p, const PlanOptions& o,
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const int64_t ipu = p.NodeIpu(i);
     for (const std::string& v : g.nodes[i].inputs) {
-      const graph::Tensor* w = v.empty() ? nullptr : g.FindInitializer(v);
+      const tensor::Tensor* w = v.empty() ? nullptr : g.FindInitializer(v);
       if (w == nullptr || !seen[ipu].insert(v).second) continue;
       const int64_t bytes = static_cast<int64_t>(w->byte_size());
       ipus[ipu].weight_bytes += bytes;

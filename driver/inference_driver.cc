@@ -6,14 +6,14 @@
 
 namespace ipupod::driver {
 
-absl::StatusOr<runtime::NamedTensors> RunInference(SessionExecutable& executable,
-                                                   const StepPlan& data,
-                                                   const InferenceCallbacks& callbacks) {
+absl::StatusOr<tensor::NamedTensors> RunInference(SessionExecutable& executable,
+                                                  const StepPlan& data,
+                                                  const InferenceCallbacks& callbacks) {
   auto stopped = [&] { return callbacks.stop_requested && callbacks.stop_requested(); };
   OutputAccumulator outputs;
   for (int64_t step = 0; step < data.steps; ++step) {
     if (stopped()) break;
-    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors inputs, StepInputs(data, step));
+    IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors inputs, StepInputs(data, step));
     const absl::Time start = absl::Now();
     absl::StatusOr<StepResult> result = executable.RunStep(inputs);
     if (stopped()) break;

@@ -5,7 +5,7 @@
 // without --train; a server-side job runner reuses it through its own
 // SessionExecutable, driver/session_executable.h).
 //
-//   absl::StatusOr<runtime::NamedTensors> outputs =
+//   absl::StatusOr<tensor::NamedTensors> outputs =
 //       driver::RunInference(executable, plan, {.on_step = ...});
 //
 // There is no recovery: an inference step changes no state, so after a
@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "driver/session_executable.h"
 #include "driver/steps.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 
 namespace ipupod::driver {
 
@@ -33,9 +33,9 @@ struct InferenceCallbacks {
 };
 
 // REQUIRES: data.steps > 0.
-absl::StatusOr<runtime::NamedTensors> RunInference(SessionExecutable& executable,
-                                                   const StepPlan& data,
-                                                   const InferenceCallbacks& callbacks);
+absl::StatusOr<tensor::NamedTensors> RunInference(SessionExecutable& executable,
+                                                  const StepPlan& data,
+                                                  const InferenceCallbacks& callbacks);
 
 }  // namespace ipupod::driver
 

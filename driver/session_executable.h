@@ -31,7 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 
 namespace ipupod::driver {
 
@@ -50,7 +50,7 @@ struct StepStats {
 };
 
 struct StepResult {
-  runtime::NamedTensors outputs;  // in the executable's order
+  tensor::NamedTensors outputs;  // in the executable's order
   StepStats stats;
 };
 
@@ -72,16 +72,16 @@ class SessionExecutable {
   // executable's own until WriteWeights.
   virtual absl::Status Load() = 0;
   // By name; all-or-nothing. Also restores a ReadCheckpoint result exactly.
-  virtual absl::Status WriteWeights(const runtime::NamedTensors& weights) = 0;
-  virtual absl::StatusOr<runtime::NamedTensors> ReadWeights() = 0;
+  virtual absl::Status WriteWeights(const tensor::NamedTensors& weights) = 0;
+  virtual absl::StatusOr<tensor::NamedTensors> ReadWeights() = 0;
   // Training: weights, buffers, optimizer state and attributes, step.
-  virtual absl::StatusOr<runtime::NamedTensors> ReadCheckpoint() = 0;
+  virtual absl::StatusOr<tensor::NamedTensors> ReadCheckpoint() = 0;
   // Training: sets optimizer variables (e.g. {"lr", 1e-3}) for later
   // steps; returns the optimizer's name.
   virtual absl::StatusOr<std::string> SetOptimizer(
       const std::map<std::string, double>& variables) = 0;
   // One step: samples_per_step rows of every input.
-  virtual absl::StatusOr<StepResult> RunStep(const runtime::NamedTensors& inputs) = 0;
+  virtual absl::StatusOr<StepResult> RunStep(const tensor::NamedTensors& inputs) = 0;
   // Performs the recovery action `fault` names on the session's IPUs and
   // returns once they can be loaded again (device memory is then empty).
   // REQUIRES: IsRecoverableFault(fault).

@@ -7,19 +7,20 @@
 
 namespace ipupod::driver {
 
-absl::StatusOr<graph::Tensor> SliceRows(const graph::Tensor& tensor, int64_t begin, int64_t count) {
-  graph::Shape shape = tensor.shape();
+absl::StatusOr<tensor::Tensor> SliceRows(const tensor::Tensor& tensor, int64_t begin,
+                                         int64_t count) {
+  tensor::Shape shape = tensor.shape();
   const size_t row_bytes = shape[0] == 0 ? 0 : tensor.byte_size() / static_cast<size_t>(shape[0]);
   shape[0] = count;
-  return graph::Tensor::FromBytes(tensor.dtype(), std::move(shape),
-                                  tensor.bytes().substr(static_cast<size_t>(begin) * row_bytes,
-                                                        static_cast<size_t>(count) * row_bytes));
+  return tensor::Tensor::FromBytes(tensor.dtype(), std::move(shape),
+                                   tensor.bytes().substr(static_cast<size_t>(begin) * row_bytes,
+                                                         static_cast<size_t>(count) * row_bytes));
 }
 
-absl::StatusOr<runtime::NamedTensors> StepInputs(const StepPlan& plan, int64_t step) {
-  runtime::NamedTensors out;
+absl::StatusOr<tensor::NamedTensors> StepInputs(const StepPlan& plan, int64_t step) {
+  tensor::NamedTensors out;
   for (const auto& [name, tensor] : plan.inputs) {
-    absl::StatusOr<graph::Tensor> slice =
+    absl::StatusOr<tensor::Tensor> slice =
         SliceRows(tensor, step * plan.samples_per_step, plan.samples_per_step);
     if (!slice.ok()) return slice.status();
     out.emplace_back(name, *std::move(slice));
@@ -27,10 +28,10 @@ absl::StatusOr<runtime::NamedTensors> StepInputs(const StepPlan& plan, int64_t s
   return out;
 }
 
-absl::Status OutputAccumulator::Append(const runtime::NamedTensors& step_outputs) {
+absl::Status OutputAccumulator::Append(const tensor::NamedTensors& step_outputs) {
   if (columns_.empty()) {
     for (const auto& [name, tensor] : step_outputs) {
-      graph::Shape shape = tensor.shape();
+      tensor::Shape shape = tensor.shape();
       if (shape.empty()) shape.push_back(1);  // a scalar per step becomes one row
       columns_.push_back({name, tensor.dtype(), std::move(shape), std::string(tensor.bytes())});
     }
@@ -43,7 +44,7 @@ absl::Status OutputAccumulator::Append(const runtime::NamedTensors& step_outputs
   for (size_t i = 0; i < columns_.size(); ++i) {
     const auto& [name, tensor] = step_outputs[i];
     Column& c = columns_[i];
-    graph::Shape shape = tensor.shape();
+    tensor::Shape shape = tensor.shape();
     if (shape.empty()) shape.push_back(1);
     if (name != c.name || tensor.dtype() != c.dtype || shape.size() != c.shape.size() ||
         !std::equal(shape.begin() + 1, shape.end(), c.shape.begin() + 1)) {
@@ -55,10 +56,10 @@ absl::Status OutputAccumulator::Append(const runtime::NamedTensors& step_outputs
   return absl::OkStatus();
 }
 
-absl::StatusOr<runtime::NamedTensors> OutputAccumulator::Finish() const {
-  runtime::NamedTensors out;
+absl::StatusOr<tensor::NamedTensors> OutputAccumulator::Finish() const {
+  tensor::NamedTensors out;
   for (const Column& c : columns_) {
-    absl::StatusOr<graph::Tensor> t = graph::Tensor::FromBytes(c.dtype, c.shape, c.bytes);
+    absl::StatusOr<tensor::Tensor> t = tensor::Tensor::FromBytes(c.dtype, c.shape, c.bytes);
     if (!t.ok()) return t.status();
     out.emplace_back(c.name, *std::move(t));
   }

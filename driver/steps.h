@@ -12,7 +12,7 @@
 //
 // Thread safety: functions are pure; an OutputAccumulator is a plain value.
 // Errors: INTERNAL from OutputAccumulator when steps disagree on their
-// outputs (the executor changed its answer); what graph::Tensor::FromBytes
+// outputs (the executor changed its answer); what tensor::Tensor::FromBytes
 // returns otherwise.
 #ifndef IPUPOD_DRIVER_STEPS_H_
 #define IPUPOD_DRIVER_STEPS_H_
@@ -23,36 +23,37 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 
 namespace ipupod::driver {
 
 struct StepPlan {
-  runtime::NamedTensors inputs;  // in the executable's input order
-  int64_t samples = 0;           // dim 0 of every input
+  tensor::NamedTensors inputs;  // in the executable's input order
+  int64_t samples = 0;          // dim 0 of every input
   int64_t samples_per_step = 1;
   int64_t steps = 0;
 };
 
 // Rows [begin, begin + count) of dim 0. REQUIRES: rank >= 1.
-absl::StatusOr<graph::Tensor> SliceRows(const graph::Tensor& tensor, int64_t begin, int64_t count);
+absl::StatusOr<tensor::Tensor> SliceRows(const tensor::Tensor& tensor, int64_t begin,
+                                         int64_t count);
 
 // Step `step` (0-based) of every input. REQUIRES: step < plan.steps.
-absl::StatusOr<runtime::NamedTensors> StepInputs(const StepPlan& plan, int64_t step);
+absl::StatusOr<tensor::NamedTensors> StepInputs(const StepPlan& plan, int64_t step);
 
 class OutputAccumulator {
  public:
   // The first call fixes the names, dtypes and per-row shapes; later steps
   // must match them (INTERNAL otherwise: the server changed its answer).
-  absl::Status Append(const runtime::NamedTensors& step_outputs);
+  absl::Status Append(const tensor::NamedTensors& step_outputs);
   // The concatenation; REQUIRES: at least one Append.
-  absl::StatusOr<runtime::NamedTensors> Finish() const;
+  absl::StatusOr<tensor::NamedTensors> Finish() const;
 
  private:
   struct Column {
     std::string name;
-    graph::DType dtype = graph::DType::kFloat32;
-    graph::Shape shape;  // dim 0 grows
+    tensor::DType dtype = tensor::DType::kFloat32;
+    tensor::Shape shape;  // dim 0 grows
     std::string bytes;
   };
   std::vector<Column> columns_;

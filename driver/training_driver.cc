@@ -8,10 +8,10 @@
 #include "common/status_macros.h"
 
 namespace ipupod::driver {
-int64_t ResumedDataStep(const runtime::NamedTensors& checkpoint, int64_t device_iterations,
+int64_t ResumedDataStep(const tensor::NamedTensors& checkpoint, int64_t device_iterations,
                         int64_t data_steps) {
   for (const auto& [name, t] : checkpoint) {
-    if (name == "optimizer/step" && t.dtype() == graph::DType::kInt64 && t.num_elements() == 1) {
+    if (name == "optimizer/step" && t.dtype() == tensor::DType::kInt64 && t.num_elements() == 1) {
       return (t.data<int64_t>()[0] / std::max<int64_t>(device_iterations, 1)) %
              std::max<int64_t>(data_steps, 1);
     }
@@ -43,7 +43,7 @@ absl::Status TrainingDriver::Run() {
 }
 
 absl::StatusOr<int64_t> TrainingDriver::Step(int64_t run, bool* stopped) {
-  IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors inputs,
+  IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors inputs,
                           StepInputs(data_, (job_.first_data_step + run) % data_.steps));
   const absl::Time start = absl::Now();
   absl::StatusOr<StepResult> result = executable_.RunStep(inputs);

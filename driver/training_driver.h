@@ -54,7 +54,7 @@
 #include "common/errors.h"
 #include "driver/session_executable.h"
 #include "driver/steps.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 
 namespace ipupod::driver {
 
@@ -71,7 +71,7 @@ struct TrainingJob {
 
 // The training state on the host and how many runs it includes.
 struct HostCopy {
-  runtime::NamedTensors checkpoint;
+  tensor::NamedTensors checkpoint;
   int64_t runs_done = 0;
 };
 
@@ -95,7 +95,7 @@ struct TrainingCallbacks {
 // The data step a checkpoint taken after U weight updates goes on at: run
 // U / device_iterations, wrapping around `data_steps`. 0 when the
 // checkpoint holds no "optimizer/step".
-int64_t ResumedDataStep(const runtime::NamedTensors& checkpoint, int64_t device_iterations,
+int64_t ResumedDataStep(const tensor::NamedTensors& checkpoint, int64_t device_iterations,
                         int64_t data_steps);
 
 class TrainingDriver {
@@ -110,7 +110,7 @@ class TrainingDriver {
   absl::Status Run();
 
   // Per run, in order, when keep_outputs (the runs that counted).
-  const std::vector<runtime::NamedTensors>& outputs() const { return outputs_; }
+  const std::vector<tensor::NamedTensors>& outputs() const { return outputs_; }
   int recoveries() const { return recoveries_; }
   // The last host copy taken, if any.
   const std::optional<HostCopy>& last_copy() const { return copy_; }
@@ -129,7 +129,7 @@ class TrainingDriver {
   const StepPlan& data_;
   const TrainingJob job_;
   const TrainingCallbacks callbacks_;
-  std::vector<runtime::NamedTensors> outputs_;
+  std::vector<tensor::NamedTensors> outputs_;
   std::optional<HostCopy> copy_;
   int recoveries_ = 0;
 };

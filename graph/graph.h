@@ -25,9 +25,20 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace ipupod::graph {
+
+// The IR's values are the tensor library's value type (tensor/tensor.h);
+// graph, kernel-facing and interpreter code names them unqualified.
+using tensor::CheckedNumElements;
+using tensor::DType;
+using tensor::DTypeName;
+using tensor::DTypeOf;
+using tensor::DTypeSize;
+using tensor::kTensorBytesMax;
+using tensor::Shape;
+using tensor::Tensor;
 
 // Supported ONNX default-domain opsets. torch 1.13 exports 13 or 14 by
 // default and 17 for LayerNormalization.

@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "graph/graph.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace ipupod::graph {
 

@@ -37,11 +37,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "graph/graph.h"
-#include "graph/tensor.h"
 #include "kernels/batchnorm.h"
 #include "kernels/loss.h"
 #include "kernels/softmax.h"
 #include "kernels/view.h"
+#include "tensor/tensor.h"
 
 namespace ipupod::graph {
 

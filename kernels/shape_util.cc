@@ -7,25 +7,6 @@
 
 namespace ipupod::kernels {
 
-std::string ShapeString(Dims shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
-
-absl::StatusOr<int64_t> NumElements(Dims shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("shape ", ShapeString(shape), " has a negative dimension"));
-    }
-    // Dividing first keeps the check itself from overflowing.
-    if (d != 0 && n > kElementsMax / d) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("shape ", ShapeString(shape), " has more than 2^40 elements"));
-    }
-    n *= d;
-  }
-  return n;
-}
-
 int64_t NumElementsUnchecked(Dims shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -16,19 +16,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/view.h"
+#include "tensor/shape.h"
 
 namespace ipupod::kernels {
 
-// Largest element count any one tensor may have (2^40): keeps every product
-// of dims far from int64 overflow while allowing any realistic model.
-inline constexpr int64_t kElementsMax = int64_t{1} << 40;
-
-// "[2, 3, 4]" (or "[]" for a scalar).
-std::string ShapeString(Dims shape);
-
-// Product of the dims. INVALID_ARGUMENT if a dim is negative or the product
-// exceeds kElementsMax.
-absl::StatusOr<int64_t> NumElements(Dims shape);
+// kElementsMax, ShapeString and NumElements (checked element count) live
+// with the tensor value type.
+using tensor::kElementsMax;
+using tensor::NumElements;
+using tensor::ShapeString;
 
 // Product of the dims. REQUIRES: the shape already passed NumElements().
 int64_t NumElementsUnchecked(Dims shape);

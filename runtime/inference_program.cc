@@ -29,8 +29,8 @@ absl::StatusOr<std::vector<TensorSpec>> FindWeights(const Executable& e, const g
   }
   std::vector<TensorSpec> weights;
   for (const onnx::TensorProto& p : model.graph().initializer()) {
-    const graph::Tensor* t = g.FindInitializer(p.name());
-    if (t == nullptr || t->dtype() != graph::DType::kFloat32) continue;
+    const tensor::Tensor* t = g.FindInitializer(p.name());
+    if (t == nullptr || t->dtype() != tensor::DType::kFloat32) continue;
     weights.push_back({p.name(), t->dtype(), t->shape()});
   }
   std::sort(weights.begin(), weights.end(),
@@ -56,30 +56,30 @@ class InferenceProgram final : public Program {
 
   int64_t max_set_weights_bytes() const override { return weight_bytes() + kWeightSlackBytes; }
 
-  absl::Status SetWeights(NamedTensors weights) override {
+  absl::Status SetWeights(tensor::NamedTensors weights) override {
     IPUPOD_RETURN_IF_ERROR(CheckWeights(weights));
     return interpreter_->ReplaceInitializers(weights);
   }
 
   bool is_training() const override { return false; }
-  absl::StatusOr<NamedTensors> GetCheckpoint() const override { return NotTraining("checkpoints"); }
+  absl::StatusOr<tensor::NamedTensors> GetCheckpoint() const override { return NotTraining("checkpoints"); }
   absl::StatusOr<OptimizerState> SetOptimizer(const std::map<std::string, double>&) override {
     return NotTraining("optimizers");
   }
   absl::StatusOr<OptimizerState> GetOptimizer() const override { return NotTraining("optimizers"); }
 
  private:
-  const graph::Tensor* FindWeight(const std::string& name) const override {
+  const tensor::Tensor* FindWeight(const std::string& name) const override {
     return interpreter_->graph().FindInitializer(name);
   }
 
   // Only the micro-batches whose outputs the mode returns: inference keeps
   // no state between micro-batches, so the others cannot change the result.
-  absl::StatusOr<StepResult> Step(const std::vector<const graph::Tensor*>& inputs) override {
+  absl::StatusOr<StepResult> Step(const std::vector<const tensor::Tensor*>& inputs) override {
     const Executable& e = executable();
-    std::vector<std::vector<graph::Tensor>> results;
+    std::vector<std::vector<tensor::Tensor>> results;
     for (int64_t j : ReturnedMicroBatches(e)) {
-      IPUPOD_ASSIGN_OR_RETURN(std::vector<graph::Tensor> slice, SliceInputs(e, inputs, j));
+      IPUPOD_ASSIGN_OR_RETURN(std::vector<tensor::Tensor> slice, SliceInputs(e, inputs, j));
       auto outputs = interpreter_->Run(slice);
       if (!outputs.ok()) {
         return absl::Status(

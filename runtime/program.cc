@@ -27,7 +27,7 @@ using compiler::TensorSpec;
 constexpr const device::IpuSpec& kIpu = device::kGc200;
 
 std::string SpecString(const TensorSpec& spec) {
-  return absl::StrCat(graph::DTypeName(spec.dtype), kernels::ShapeString(spec.shape));
+  return absl::StrCat(tensor::DTypeName(spec.dtype), kernels::ShapeString(spec.shape));
 }
 
 // The executable's recorded inputs or outputs against the imported model's.
@@ -39,7 +39,7 @@ absl::Status CheckSpecs(const graph::Graph& g, const std::vector<graph::ValueInf
   }
   for (size_t i = 0; i < model.size(); ++i) {
     const graph::TensorType* type = g.FindType(model[i].name);
-    const TensorSpec actual{model[i].name, type ? type->dtype : graph::DType::kFloat32,
+    const TensorSpec actual{model[i].name, type ? type->dtype : tensor::DType::kFloat32,
                             type ? type->shape : graph::Shape{}};
     if (type == nullptr || !(actual == recorded[i])) {
       return BadExecutable(absl::StrCat(kind, " ", i, " is recorded as '", recorded[i].name, "' ",
@@ -101,19 +101,19 @@ const TensorSpec* FindSpec(const std::vector<TensorSpec>& specs, absl::string_vi
 absl::Status BadInput(const Executable& e, const TensorSpec& spec, absl::string_view what) {
   const graph::Shape host = compiler::HostInputShape(e, spec);
   return absl::InvalidArgumentError(absl::StrCat(
-      "input '", spec.name, "' ", what, "; a step takes ", graph::DTypeName(spec.dtype),
+      "input '", spec.name, "' ", what, "; a step takes ", tensor::DTypeName(spec.dtype),
       kernels::ShapeString(host), ": ", e.batch_size_factor, " micro-batches (device_iterations ",
       e.device_iterations, " x replication ", e.replication_factor, ") of ", SpecString(spec),
       " concatenated along dim 0"));
 }
 
 // The step's inputs in the executable's order.
-absl::StatusOr<std::vector<const graph::Tensor*>> ArrangeInputs(const Executable& e,
-                                                                const NamedTensors& inputs) {
-  std::vector<const graph::Tensor*> arranged(e.inputs.size(), nullptr);
-  for (const NamedTensor& input : inputs) {
+absl::StatusOr<std::vector<const tensor::Tensor*>> ArrangeInputs(const Executable& e,
+                                                                const tensor::NamedTensors& inputs) {
+  std::vector<const tensor::Tensor*> arranged(e.inputs.size(), nullptr);
+  for (const tensor::NamedTensor& input : inputs) {
     const std::string& name = input.first;
-    const graph::Tensor& t = input.second;
+    const tensor::Tensor& t = input.second;
     auto it = std::find_if(e.inputs.begin(), e.inputs.end(),
                            [&](const TensorSpec& s) { return s.name == name; });
     if (it == e.inputs.end()) {
@@ -126,7 +126,7 @@ absl::StatusOr<std::vector<const graph::Tensor*>> ArrangeInputs(const Executable
     if (t.dtype() != it->dtype || t.shape() != compiler::HostInputShape(e, *it)) {
       return BadInput(
           e, *it,
-          absl::StrCat("is ", graph::DTypeName(t.dtype()), kernels::ShapeString(t.shape())));
+          absl::StrCat("is ", tensor::DTypeName(t.dtype()), kernels::ShapeString(t.shape())));
     }
     arranged[i] = &t;
   }
@@ -235,8 +235,8 @@ std::vector<compiler::TensorSpec> Program::host_outputs() const {
 int64_t Program::weight_bytes() const {
   int64_t bytes = 0;
   for (const TensorSpec& s : weights_) {
-    bytes += static_cast<int64_t>(graph::DTypeSize(s.dtype)) *
-             graph::CheckedNumElements(s.dtype, s.shape).value_or(0);
+    bytes += static_cast<int64_t>(tensor::DTypeSize(s.dtype)) *
+             tensor::CheckedNumElements(s.dtype, s.shape).value_or(0);
   }
   return bytes;
 }
@@ -270,7 +270,7 @@ double Program::SimulatedLoadSeconds() const {
   return SimulatedHostToDeviceSeconds(bytes);
 }
 
-absl::Status Program::CheckWeights(const NamedTensors& weights) const {
+absl::Status Program::CheckWeights(const tensor::NamedTensors& weights) const {
   std::set<std::string> seen;
   for (const auto& [name, t] : weights) {
     const TensorSpec* spec = FindSpec(weights_, name);
@@ -285,20 +285,20 @@ absl::Status Program::CheckWeights(const NamedTensors& weights) const {
     if (t.dtype() != spec->dtype || t.shape() != spec->shape) {
       return absl::InvalidArgumentError(
           absl::StrCat("weight '", name, "' is ", SpecString(*spec), " but the new value is ",
-                       graph::DTypeName(t.dtype()), kernels::ShapeString(t.shape()),
+                       tensor::DTypeName(t.dtype()), kernels::ShapeString(t.shape()),
                        "; pass a tensor of the weight's dtype and shape"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<TensorRef>> Program::ViewWeights(
+absl::StatusOr<std::vector<tensor::TensorRef>> Program::ViewWeights(
     absl::Span<const std::string> names) const {
   std::vector<std::string> wanted(names.begin(), names.end());
   if (wanted.empty()) {
     for (const TensorSpec& s : weights_) wanted.push_back(s.name);
   }
-  std::vector<TensorRef> out;
+  std::vector<tensor::TensorRef> out;
   for (const std::string& name : wanted) {
     if (FindSpec(weights_, name) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("unknown weight '", name, "'",
@@ -310,17 +310,17 @@ absl::StatusOr<std::vector<TensorRef>> Program::ViewWeights(
   return out;
 }
 
-absl::StatusOr<NamedTensors> Program::GetWeights(absl::Span<const std::string> names) const {
-  IPUPOD_ASSIGN_OR_RETURN(std::vector<TensorRef> views, ViewWeights(names));
-  NamedTensors out;
+absl::StatusOr<tensor::NamedTensors> Program::GetWeights(absl::Span<const std::string> names) const {
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<tensor::TensorRef> views, ViewWeights(names));
+  tensor::NamedTensors out;
   out.reserve(views.size());
   for (const auto& [name, tensor] : views) out.emplace_back(name, *tensor);
   return out;
 }
 
-absl::StatusOr<StepResult> Program::RunStep(const NamedTensors& inputs) {
+absl::StatusOr<StepResult> Program::RunStep(const tensor::NamedTensors& inputs) {
   const absl::Time start = absl::Now();
-  IPUPOD_ASSIGN_OR_RETURN(std::vector<const graph::Tensor*> arranged,
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<const tensor::Tensor*> arranged,
                           ArrangeInputs(*executable_, inputs));
   IPUPOD_ASSIGN_OR_RETURN(StepResult step, Step(arranged));
   step.simulated = step_time_;

@@ -70,8 +70,8 @@
 #include "absl/types/span.h"
 #include "compiler/executable.h"
 #include "compiler/report.h"
-#include "graph/tensor.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor.h"
+#include "tensor/tensor_files.h"
 
 namespace ipupod::runtime {
 
@@ -84,7 +84,7 @@ struct SimulatedTime {
 };
 
 struct StepResult {
-  NamedTensors outputs;       // executable output order, host shapes
+  tensor::NamedTensors outputs;       // executable output order, host shapes
   std::vector<float> losses;  // training: one per weight update (device iteration)
   int64_t step = 0;           // training: weight updates since the load, these included
   SimulatedTime simulated;
@@ -150,23 +150,23 @@ class Program {
   double SimulatedHostToDeviceSeconds(int64_t bytes) const;
   double SimulatedLoadSeconds() const;
 
-  virtual absl::Status SetWeights(NamedTensors weights) = 0;
+  virtual absl::Status SetWeights(tensor::NamedTensors weights) = 0;
   // `names` empty: every weight, sorted by name. Unknown names:
   // INVALID_ARGUMENT.
-  absl::StatusOr<NamedTensors> GetWeights(absl::Span<const std::string> names) const;
+  absl::StatusOr<tensor::NamedTensors> GetWeights(absl::Span<const std::string> names) const;
   // The same without copying: pointers into the program, valid until the
   // next SetWeights or the program's destruction (the caller serialises).
-  absl::StatusOr<std::vector<TensorRef>> ViewWeights(absl::Span<const std::string> names) const;
+  absl::StatusOr<std::vector<tensor::TensorRef>> ViewWeights(absl::Span<const std::string> names) const;
 
   // Inference: the outputs. Training: device_iterations weight updates
   // (runtime/training_step.h) with their losses.
-  absl::StatusOr<StepResult> RunStep(const NamedTensors& inputs);
+  absl::StatusOr<StepResult> RunStep(const tensor::NamedTensors& inputs);
 
   // Training programs only (FAILED_PRECONDITION for inference ones):
   virtual bool is_training() const = 0;
   // Weights, optimizer state and attributes (runtime/training_step.h);
   // SetWeights takes it back whole.
-  virtual absl::StatusOr<NamedTensors> GetCheckpoint() const = 0;
+  virtual absl::StatusOr<tensor::NamedTensors> GetCheckpoint() const = 0;
   // Changes variable attributes (all or nothing); FAILED_PRECONDITION for
   // a constant.
   virtual absl::StatusOr<OptimizerState> SetOptimizer(
@@ -180,15 +180,15 @@ class Program {
 
   const compiler::Report& report() const { return report_; }
   // SetWeights' checks: every name a weight, once, with its dtype and shape.
-  absl::Status CheckWeights(const NamedTensors& weights) const;
+  absl::Status CheckWeights(const tensor::NamedTensors& weights) const;
 
  private:
   // REQUIRES: `name` is in weight_specs().
-  virtual const graph::Tensor* FindWeight(const std::string& name) const = 0;
+  virtual const tensor::Tensor* FindWeight(const std::string& name) const = 0;
   // One step on inputs in the executable's order with host shapes: the
   // outputs, and for training losses, step and flops (RunStep adds the
   // rest).
-  virtual absl::StatusOr<StepResult> Step(const std::vector<const graph::Tensor*>& inputs) = 0;
+  virtual absl::StatusOr<StepResult> Step(const std::vector<const tensor::Tensor*>& inputs) = 0;
 
   const std::shared_ptr<const compiler::Executable> executable_;
   const compiler::Report report_;

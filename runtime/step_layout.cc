@@ -15,19 +15,19 @@ int64_t AccumulationSteps(const Executable& e) {
 namespace {
 
 // Adds b into a element-wise (bool: or).
-void Accumulate(graph::Tensor& a, const graph::Tensor& b) {
+void Accumulate(tensor::Tensor& a, const tensor::Tensor& b) {
   for (int64_t k = 0; k < a.num_elements(); ++k) {
     switch (a.dtype()) {
-      case graph::DType::kFloat32:
+      case tensor::DType::kFloat32:
         a.mutable_data<float>()[k] += b.data<float>()[k];
         break;
-      case graph::DType::kInt64:
+      case tensor::DType::kInt64:
         a.mutable_data<int64_t>()[k] += b.data<int64_t>()[k];
         break;
-      case graph::DType::kInt32:
+      case tensor::DType::kInt32:
         a.mutable_data<int32_t>()[k] += b.data<int32_t>()[k];
         break;
-      case graph::DType::kBool:
+      case tensor::DType::kBool:
         a.mutable_data<bool>()[k] = a.data<bool>()[k] || b.data<bool>()[k];
         break;
     }
@@ -37,14 +37,14 @@ void Accumulate(graph::Tensor& a, const graph::Tensor& b) {
 }  // namespace
 
 // Micro-batch j's slice of every input.
-absl::StatusOr<std::vector<graph::Tensor>> SliceInputs(
-    const Executable& e, const std::vector<const graph::Tensor*>& inputs, int64_t j) {
-  std::vector<graph::Tensor> out;
+absl::StatusOr<std::vector<tensor::Tensor>> SliceInputs(
+    const Executable& e, const std::vector<const tensor::Tensor*>& inputs, int64_t j) {
+  std::vector<tensor::Tensor> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const size_t n = inputs[i]->byte_size() / static_cast<size_t>(e.batch_size_factor);
-    IPUPOD_ASSIGN_OR_RETURN(graph::Tensor t,
-                            graph::Tensor::FromBytes(e.inputs[i].dtype, e.inputs[i].shape,
-                                                     inputs[i]->bytes().substr(j * n, n)));
+    IPUPOD_ASSIGN_OR_RETURN(tensor::Tensor t,
+                            tensor::Tensor::FromBytes(e.inputs[i].dtype, e.inputs[i].shape,
+                                                      inputs[i]->bytes().substr(j * n, n)));
     out.push_back(std::move(t));
   }
   return out;
@@ -82,8 +82,8 @@ std::vector<int64_t> ReturnedMicroBatches(const Executable& e) {
 
 // results[k][o]: output o of the k-th returned micro-batch. Sum mode folds
 // device iterations per replica first (in iteration order).
-std::vector<std::vector<graph::Tensor>> ReduceForOutputMode(
-    const Executable& e, std::vector<std::vector<graph::Tensor>> results) {
+std::vector<std::vector<tensor::Tensor>> ReduceForOutputMode(
+    const Executable& e, std::vector<std::vector<tensor::Tensor>> results) {
   if (e.output_mode.kind != compiler::OutputMode::Kind::kSum) return results;
   const size_t r = static_cast<size_t>(e.replication_factor);
   for (size_t k = r; k < results.size(); ++k) {
@@ -93,17 +93,17 @@ std::vector<std::vector<graph::Tensor>> ReduceForOutputMode(
   return results;
 }
 
-absl::StatusOr<NamedTensors> Concatenate(const Executable& e,
-                                         const std::vector<std::vector<graph::Tensor>>& results) {
-  NamedTensors out;
+absl::StatusOr<tensor::NamedTensors> Concatenate(
+    const Executable& e, const std::vector<std::vector<tensor::Tensor>>& results) {
+  tensor::NamedTensors out;
   for (size_t o = 0; o < e.outputs.size(); ++o) {
     std::string bytes;
     for (const auto& micro_batch : results)
       bytes.append(micro_batch[o].bytes().data(), micro_batch[o].bytes().size());
     IPUPOD_ASSIGN_OR_RETURN(
-        graph::Tensor t,
-        graph::Tensor::FromBytes(e.outputs[o].dtype, compiler::HostOutputShape(e, e.outputs[o]),
-                                 bytes));
+        tensor::Tensor t,
+        tensor::Tensor::FromBytes(e.outputs[o].dtype, compiler::HostOutputShape(e, e.outputs[o]),
+                                  bytes));
     out.emplace_back(e.outputs[o].name, std::move(t));
   }
   return out;

@@ -24,8 +24,8 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/executable.h"
-#include "graph/tensor.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor.h"
+#include "tensor/tensor_files.h"
 
 namespace ipupod::runtime {
 
@@ -34,20 +34,20 @@ int64_t AccumulationSteps(const compiler::Executable& e);
 
 // Micro-batch j's slice of every input. REQUIRES: `inputs` in the
 // executable's order with their host shapes; j < batch_size_factor.
-absl::StatusOr<std::vector<graph::Tensor>> SliceInputs(
-    const compiler::Executable& e, const std::vector<const graph::Tensor*>& inputs, int64_t j);
+absl::StatusOr<std::vector<tensor::Tensor>> SliceInputs(
+    const compiler::Executable& e, const std::vector<const tensor::Tensor*>& inputs, int64_t j);
 
 // The micro-batches whose outputs the host receives, in host order.
 std::vector<int64_t> ReturnedMicroBatches(const compiler::Executable& e);
 
 // results[k][o]: output o of the k-th returned micro-batch. Sum mode folds
 // them per replica; other modes return them unchanged.
-std::vector<std::vector<graph::Tensor>> ReduceForOutputMode(
-    const compiler::Executable& e, std::vector<std::vector<graph::Tensor>> results);
+std::vector<std::vector<tensor::Tensor>> ReduceForOutputMode(
+    const compiler::Executable& e, std::vector<std::vector<tensor::Tensor>> results);
 
 // Each output's micro-batches concatenated along dim 0 (host shapes).
-absl::StatusOr<NamedTensors> Concatenate(const compiler::Executable& e,
-                                         const std::vector<std::vector<graph::Tensor>>& results);
+absl::StatusOr<tensor::NamedTensors> Concatenate(
+    const compiler::Executable& e, const std::vector<std::vector<tensor::Tensor>>& results);
 
 }  // namespace ipupod::runtime
 

@@ -60,7 +60,7 @@ class TrainingProgram final : public Program {
     return weight_bytes() * kCheckpointWeightMultiple + kWeightSlackBytes;
   }
 
-  absl::Status SetWeights(NamedTensors weights) override {
+  absl::Status SetWeights(tensor::NamedTensors weights) override {
     if (IsCheckpoint(weights)) return ImportCheckpoint(*trainer_, weights);
     IPUPOD_RETURN_IF_ERROR(CheckWeights(weights));
     training::TensorMap map;
@@ -69,7 +69,7 @@ class TrainingProgram final : public Program {
   }
 
   bool is_training() const override { return true; }
-  absl::StatusOr<NamedTensors> GetCheckpoint() const override {
+  absl::StatusOr<tensor::NamedTensors> GetCheckpoint() const override {
     return ExportCheckpoint(*trainer_);
   }
   absl::StatusOr<OptimizerState> SetOptimizer(
@@ -82,10 +82,10 @@ class TrainingProgram final : public Program {
   }
 
  private:
-  const graph::Tensor* FindWeight(const std::string& name) const override {
+  const tensor::Tensor* FindWeight(const std::string& name) const override {
     return trainer_->FindState(name);
   }
-  absl::StatusOr<StepResult> Step(const std::vector<const graph::Tensor*>& inputs) override {
+  absl::StatusOr<StepResult> Step(const std::vector<const tensor::Tensor*>& inputs) override {
     return TrainStep(executable(), *trainer_, inputs);
   }
 

@@ -16,13 +16,13 @@ constexpr absl::string_view kOptimizerPrefix = "optimizer/";
 constexpr absl::string_view kAttributePrefix = "optimizer_attr/";
 
 // The micro-batches of update i, in Trainer::Step's order (replica-major).
-absl::StatusOr<std::vector<std::vector<graph::Tensor>>> UpdateInputs(
-    const Executable& e, const std::vector<const graph::Tensor*>& inputs, int64_t i) {
+absl::StatusOr<std::vector<std::vector<tensor::Tensor>>> UpdateInputs(
+    const Executable& e, const std::vector<const tensor::Tensor*>& inputs, int64_t i) {
   const int64_t r = e.replication_factor, a = AccumulationSteps(e);
-  std::vector<std::vector<graph::Tensor>> out;
+  std::vector<std::vector<tensor::Tensor>> out;
   for (int64_t replica = 0; replica < r; ++replica) {
     for (int64_t m = 0; m < a; ++m) {
-      IPUPOD_ASSIGN_OR_RETURN(std::vector<graph::Tensor> slice,
+      IPUPOD_ASSIGN_OR_RETURN(std::vector<tensor::Tensor> slice,
                               SliceInputs(e, inputs, (i * a + m) * r + replica));
       out.push_back(std::move(slice));
     }
@@ -36,8 +36,8 @@ float MeanLoss(const std::vector<float>& losses) {
   return losses.empty() ? 0.0f : static_cast<float>(sum / static_cast<double>(losses.size()));
 }
 
-absl::StatusOr<graph::Tensor> Scalar(float value) {
-  IPUPOD_ASSIGN_OR_RETURN(graph::Tensor t, graph::Tensor::Create(graph::DType::kFloat32, {}));
+absl::StatusOr<tensor::Tensor> Scalar(float value) {
+  IPUPOD_ASSIGN_OR_RETURN(tensor::Tensor t, tensor::Tensor::Create(tensor::DType::kFloat32, {}));
   t.mutable_data<float>()[0] = value;
   return t;
 }
@@ -76,13 +76,13 @@ absl::StatusOr<std::unique_ptr<training::Trainer>> CreateTrainer(const Executabl
 }
 
 absl::StatusOr<StepResult> TrainStep(const Executable& e, training::Trainer& trainer,
-                                     const std::vector<const graph::Tensor*>& inputs) {
+                                     const std::vector<const tensor::Tensor*>& inputs) {
   const int64_t r = e.replication_factor, a = AccumulationSteps(e);
   // outputs[j]: micro-batch j's outputs (host order), kept only if returned.
   std::vector<int64_t> returned = ReturnedMicroBatches(e);
   std::vector<bool> keep(static_cast<size_t>(e.batch_size_factor), false);
   for (int64_t j : returned) keep[static_cast<size_t>(j)] = true;
-  std::vector<std::vector<graph::Tensor>> by_index(keep.size());
+  std::vector<std::vector<tensor::Tensor>> by_index(keep.size());
   StepResult step;
   for (int64_t i = 0; i < e.device_iterations; ++i) {
     IPUPOD_ASSIGN_OR_RETURN(auto micro_batches, UpdateInputs(e, inputs, i));
@@ -101,13 +101,13 @@ absl::StatusOr<StepResult> TrainStep(const Executable& e, training::Trainer& tra
     step.flops += update->forward_flops + update->backward_flops;
     step.step = update->step;
   }
-  std::vector<std::vector<graph::Tensor>> results;
+  std::vector<std::vector<tensor::Tensor>> results;
   for (int64_t j : returned) results.push_back(std::move(by_index[static_cast<size_t>(j)]));
   IPUPOD_ASSIGN_OR_RETURN(step.outputs, Concatenate(e, ReduceForOutputMode(e, std::move(results))));
   return step;
 }
 
-bool IsCheckpoint(const NamedTensors& tensors) {
+bool IsCheckpoint(const tensor::NamedTensors& tensors) {
   for (const auto& [name, t] : tensors) {
     if (absl::StartsWith(name, kOptimizerPrefix) || absl::StartsWith(name, kAttributePrefix)) {
       return true;
@@ -116,17 +116,17 @@ bool IsCheckpoint(const NamedTensors& tensors) {
   return false;
 }
 
-NamedTensors ExportCheckpoint(const training::Trainer& trainer) {
-  NamedTensors out;
+tensor::NamedTensors ExportCheckpoint(const training::Trainer& trainer) {
+  tensor::NamedTensors out;
   for (auto& [name, t] : trainer.ExportState()) out.emplace_back(name, std::move(t));
   for (const auto& [name, attr] : trainer.optimizer().spec().attributes()) {
-    absl::StatusOr<graph::Tensor> value = Scalar(static_cast<float>(attr.value));
+    absl::StatusOr<tensor::Tensor> value = Scalar(static_cast<float>(attr.value));
     if (value.ok()) out.emplace_back(absl::StrCat(kAttributePrefix, name), *std::move(value));
   }
   return out;
 }
 
-absl::Status ImportCheckpoint(training::Trainer& trainer, const NamedTensors& checkpoint) {
+absl::Status ImportCheckpoint(training::Trainer& trainer, const tensor::NamedTensors& checkpoint) {
   training::TensorMap state;
   std::map<std::string, double> variables;
   const auto& attrs = trainer.optimizer().spec().attributes();
@@ -140,7 +140,7 @@ absl::Status ImportCheckpoint(training::Trainer& trainer, const NamedTensors& ch
     }
     const std::string attr = name.substr(kAttributePrefix.size());
     auto it = attrs.find(attr);
-    if (it == attrs.end() || t.dtype() != graph::DType::kFloat32 || t.num_elements() != 1) {
+    if (it == attrs.end() || t.dtype() != tensor::DType::kFloat32 || t.num_elements() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "checkpoint tensor '", name, "' is not a float32 scalar attribute of this ",
           training::OptimizerKindName(trainer.optimizer().spec().kind()), " optimizer"));

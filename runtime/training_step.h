@@ -53,12 +53,12 @@ absl::StatusOr<std::unique_ptr<training::Trainer>> CreateTrainer(const compiler:
 
 // REQUIRES: `inputs` arranged in the executable's order with host shapes.
 absl::StatusOr<StepResult> TrainStep(const compiler::Executable& e, training::Trainer& trainer,
-                                     const std::vector<const graph::Tensor*>& inputs);
+                                     const std::vector<const tensor::Tensor*>& inputs);
 
 // True if `tensors` holds optimizer state (a checkpoint, not just weights).
-bool IsCheckpoint(const NamedTensors& tensors);
-NamedTensors ExportCheckpoint(const training::Trainer& trainer);
-absl::Status ImportCheckpoint(training::Trainer& trainer, const NamedTensors& checkpoint);
+bool IsCheckpoint(const tensor::NamedTensors& tensors);
+tensor::NamedTensors ExportCheckpoint(const training::Trainer& trainer);
+absl::Status ImportCheckpoint(training::Trainer& trainer, const tensor::NamedTensors& checkpoint);
 
 // All or nothing.
 absl::Status SetOptimizerVariables(training::Optimizer& optimizer,

@@ -218,7 +218,7 @@ absl::StatusOr<std::string> ReadSession(Reader* reader, Request* first) {
 
 // Reads headers and chunks until the client closes its side.
 template <typename Request, typename Reader>
-absl::StatusOr<runtime::NamedTensors> ReadTensors(Reader* reader, TensorAssembler& assembler) {
+absl::StatusOr<tensor::NamedTensors> ReadTensors(Reader* reader, TensorAssembler& assembler) {
   Request message;
   while (reader->Read(&message)) {
     switch (message.part_case()) {
@@ -239,13 +239,13 @@ absl::StatusOr<runtime::NamedTensors> ReadTensors(Reader* reader, TensorAssemble
 int64_t HostBytes(const std::vector<compiler::TensorSpec>& specs) {
   int64_t bytes = 0;
   for (const auto& spec : specs) {
-    absl::StatusOr<int64_t> n = graph::CheckedNumElements(spec.dtype, spec.shape);
-    if (n.ok()) bytes += *n * static_cast<int64_t>(graph::DTypeSize(spec.dtype));
+    absl::StatusOr<int64_t> n = tensor::CheckedNumElements(spec.dtype, spec.shape);
+    if (n.ok()) bytes += *n * static_cast<int64_t>(tensor::DTypeSize(spec.dtype));
   }
   return bytes;
 }
 
-int64_t TensorBytes(const runtime::NamedTensors& tensors) {
+int64_t TensorBytes(const tensor::NamedTensors& tensors) {
   int64_t bytes = 0;
   for (const auto& [name, tensor] : tensors) bytes += static_cast<int64_t>(tensor.byte_size());
   return bytes;
@@ -272,7 +272,7 @@ absl::Status WriteTensors(const Tensors& tensors, Writer* writer) {
 absl::StatusOr<runtime::StepResult> RunStepInTurn(runtime::ComputeGate& compute,
                                                   grpc::ServerContext& context,
                                                   runtime::Program& program,
-                                                  const runtime::NamedTensors& inputs) {
+                                                  const tensor::NamedTensors& inputs) {
   IPUPOD_ASSIGN_OR_RETURN(
       runtime::ComputeGate::Slot slot,
       compute.Acquire(kComputeWait, [&context] { return context.IsCancelled(); }));
@@ -358,7 +358,7 @@ grpc::Status ExecutionServiceImpl::WriteWeights(grpc::ServerContext* context,
                             SessionOp::Begin(env_, *programs_, caller, session));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
     TensorAssembler assembler("weights", state.program->max_set_weights_bytes());
-    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights,
+    IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors weights,
                             ReadTensors<v1::WriteWeightsRequest>(reader, assembler));
     const int64_t bytes = TensorBytes(weights);
     std::vector<std::string> names;
@@ -383,13 +383,13 @@ grpc::Status ExecutionServiceImpl::ReadWeights(
         return absl::InvalidArgumentError(
             "a checkpoint is every weight and the optimizer state; ask for no names with it");
       }
-      IPUPOD_ASSIGN_OR_RETURN(const runtime::NamedTensors checkpoint,
+      IPUPOD_ASSIGN_OR_RETURN(const tensor::NamedTensors checkpoint,
                               state.program->GetCheckpoint());
       return WriteTensors<v1::ReadWeightsResponse>(checkpoint, writer);
     }
     // Streamed from the program itself: the operation holds the session,
     // so no SetWeights can overlap, and a gigabyte is never copied first.
-    IPUPOD_ASSIGN_OR_RETURN(const std::vector<runtime::TensorRef> weights,
+    IPUPOD_ASSIGN_OR_RETURN(const std::vector<tensor::TensorRef> weights,
                             state.program->ViewWeights(names));
     return WriteTensors<v1::ReadWeightsResponse>(weights, writer);
   });
@@ -405,7 +405,7 @@ grpc::Status ExecutionServiceImpl::Run(
                             SessionOp::Begin(env_, *programs_, caller, session));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
     TensorAssembler assembler("inputs", HostBytes(state.program->host_inputs()));
-    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors inputs,
+    IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors inputs,
                             ReadTensors<v1::RunRequest>(stream, assembler));
     IPUPOD_ASSIGN_OR_RETURN(const runtime::StepResult step,
                             RunStepInTurn(*compute_, *context, *state.program, inputs));

@@ -16,7 +16,7 @@ void ToProto(const compiler::Executable& exe, int64_t size_bytes, bool cache_hit
 
 void ToProto(const compiler::TensorSpec& spec, v1::TensorSpec* out) {
   out->set_name(spec.name);
-  out->set_dtype(std::string(graph::DTypeName(spec.dtype)));
+  out->set_dtype(std::string(tensor::DTypeName(spec.dtype)));
   for (int64_t d : spec.shape) out->add_shape(d);
 }
 

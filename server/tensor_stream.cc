@@ -10,27 +10,27 @@
 namespace ipupod::server {
 namespace {
 
-constexpr graph::DType kDTypes[] = {graph::DType::kFloat32, graph::DType::kInt64,
-                                    graph::DType::kInt32, graph::DType::kBool};
+constexpr tensor::DType kDTypes[] = {tensor::DType::kFloat32, tensor::DType::kInt64,
+                                     tensor::DType::kInt32, tensor::DType::kBool};
 
-std::string ShapeText(const graph::Shape& shape) {
+std::string ShapeText(const tensor::Shape& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
 }  // namespace
 
-absl::StatusOr<graph::DType> ParseDType(absl::string_view name) {
-  for (graph::DType dtype : kDTypes) {
-    if (graph::DTypeName(dtype) == name) return dtype;
+absl::StatusOr<tensor::DType> ParseDType(absl::string_view name) {
+  for (tensor::DType dtype : kDTypes) {
+    if (tensor::DTypeName(dtype) == name) return dtype;
   }
   return absl::InvalidArgumentError(
       absl::StrFormat("dtype \"%s\" is not supported; use float32, int64, int32 or bool", name));
 }
 
-v1::TensorHeader HeaderOf(const std::string& name, const graph::Tensor& tensor) {
+v1::TensorHeader HeaderOf(const std::string& name, const tensor::Tensor& tensor) {
   v1::TensorHeader header;
   header.set_name(name);
-  header.set_dtype(std::string(graph::DTypeName(tensor.dtype())));
+  header.set_dtype(std::string(tensor::DTypeName(tensor.dtype())));
   for (int64_t d : tensor.shape()) header.add_shape(d);
   header.set_total_bytes(tensor.byte_size());
   return header;
@@ -40,7 +40,7 @@ TensorAssembler::TensorAssembler(std::string what, int64_t bytes_max)
     : what_(std::move(what)), bytes_max_(bytes_max) {}
 
 absl::Status TensorAssembler::CheckHeader(const v1::TensorHeader& header,
-                                          graph::DType* dtype) const {
+                                          tensor::DType* dtype) const {
   const std::string& name = header.name();
   if (name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("a tensor of the ", what_, " has no name"));
@@ -51,16 +51,16 @@ absl::Status TensorAssembler::CheckHeader(const v1::TensorHeader& header,
           absl::StrFormat("tensor %s is sent twice in the %s; send each once", name, what_));
     }
   }
-  absl::StatusOr<graph::DType> parsed = ParseDType(header.dtype());
+  absl::StatusOr<tensor::DType> parsed = ParseDType(header.dtype());
   if (!parsed.ok())
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", parsed.status().message()));
   *dtype = *parsed;
-  const graph::Shape shape(header.shape().begin(), header.shape().end());
-  absl::StatusOr<int64_t> elements = graph::CheckedNumElements(*dtype, shape);
+  const tensor::Shape shape(header.shape().begin(), header.shape().end());
+  absl::StatusOr<int64_t> elements = tensor::CheckedNumElements(*dtype, shape);
   if (!elements.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", elements.status().message()));
   }
-  const uint64_t expected = static_cast<uint64_t>(*elements) * graph::DTypeSize(*dtype);
+  const uint64_t expected = static_cast<uint64_t>(*elements) * tensor::DTypeSize(*dtype);
   if (header.total_bytes() != expected) {
     return absl::InvalidArgumentError(
         absl::StrFormat("tensor %s: total_bytes is %d but %s%s holds %d bytes", name,
@@ -82,7 +82,7 @@ absl::Status TensorAssembler::AddHeader(const v1::TensorHeader& header) {
         "tensor's bytes before the next header",
         header.name(), pending_->name, pending_->bytes.size(), pending_->total_bytes));
   }
-  graph::DType dtype = graph::DType::kFloat32;
+  tensor::DType dtype = tensor::DType::kFloat32;
   IPUPOD_RETURN_IF_ERROR(CheckHeader(header, &dtype));
   Pending p;
   p.name = header.name();
@@ -120,7 +120,7 @@ absl::Status TensorAssembler::AddData(absl::string_view data) {
 absl::Status TensorAssembler::CompletePending() {
   Pending p = std::move(*pending_);
   pending_.reset();
-  absl::StatusOr<graph::Tensor> tensor = graph::Tensor::FromBytes(p.dtype, p.shape, p.bytes);
+  absl::StatusOr<tensor::Tensor> tensor = tensor::Tensor::FromBytes(p.dtype, p.shape, p.bytes);
   if (!tensor.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor ", p.name, ": ", tensor.status().message()));
@@ -129,7 +129,7 @@ absl::Status TensorAssembler::CompletePending() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<runtime::NamedTensors> TensorAssembler::Finish() {
+absl::StatusOr<tensor::NamedTensors> TensorAssembler::Finish() {
   if (pending_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the %s ended inside tensor %s: %d of %d bytes arrived; send all of its bytes", what_,
@@ -138,16 +138,16 @@ absl::StatusOr<runtime::NamedTensors> TensorAssembler::Finish() {
   return std::move(done_);
 }
 
-absl::Status StreamTensors(const runtime::NamedTensors& tensors,
+absl::Status StreamTensors(const tensor::NamedTensors& tensors,
                            const std::function<bool(const v1::TensorHeader&)>& on_header,
                            const std::function<bool(absl::string_view)>& on_data) {
-  std::vector<runtime::TensorRef> refs;
+  std::vector<tensor::TensorRef> refs;
   refs.reserve(tensors.size());
   for (const auto& [name, tensor] : tensors) refs.emplace_back(name, &tensor);
   return StreamTensors(refs, on_header, on_data);
 }
 
-absl::Status StreamTensors(const std::vector<runtime::TensorRef>& tensors,
+absl::Status StreamTensors(const std::vector<tensor::TensorRef>& tensors,
                            const std::function<bool(const v1::TensorHeader&)>& on_header,
                            const std::function<bool(absl::string_view)>& on_data) {
   const absl::Status gone = absl::CancelledError("the client stopped reading; the call ended");

@@ -4,7 +4,7 @@
 // followed by its bytes in TensorData chunks of at most kTensorChunkBytes.
 //
 //   TensorAssembler  receives headers and chunks in stream order and builds
-//                    runtime::NamedTensors, checking as it goes: a known
+//                    tensor::NamedTensors, checking as it goes: a known
 //                    dtype name, non-negative dims, total_bytes equal to the
 //                    shape's element count x dtype size, no data before a
 //                    header, no chunk over 1 MiB, no more bytes than the
@@ -30,16 +30,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "graph/tensor.h"
 #include "ipupod/v1/execution.pb.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor.h"
+#include "tensor/tensor_files.h"
 
 namespace ipupod::server {
 
 inline constexpr size_t kTensorChunkBytes = size_t{1} << 20;  // 1 MiB
 
 // "float32", "int64", "int32", "bool"; INVALID_ARGUMENT listing them.
-absl::StatusOr<graph::DType> ParseDType(absl::string_view name);
+absl::StatusOr<tensor::DType> ParseDType(absl::string_view name);
 
 class TensorAssembler {
  public:
@@ -52,37 +52,37 @@ class TensorAssembler {
   absl::Status AddData(absl::string_view data);
   // Every tensor, in stream order. INVALID_ARGUMENT if the last one is
   // incomplete. REQUIRES: called once.
-  absl::StatusOr<runtime::NamedTensors> Finish();
+  absl::StatusOr<tensor::NamedTensors> Finish();
 
  private:
   struct Pending {
     std::string name;
-    graph::DType dtype = graph::DType::kFloat32;
-    graph::Shape shape;
+    tensor::DType dtype = tensor::DType::kFloat32;
+    tensor::Shape shape;
     std::string bytes;
     uint64_t total_bytes = 0;
   };
-  absl::Status CheckHeader(const v1::TensorHeader& header, graph::DType* dtype) const;
+  absl::Status CheckHeader(const v1::TensorHeader& header, tensor::DType* dtype) const;
   absl::Status CompletePending();
 
   const std::string what_;
   const int64_t bytes_max_;
   int64_t bytes_declared_ = 0;
   std::optional<Pending> pending_;
-  runtime::NamedTensors done_;
+  tensor::NamedTensors done_;
 };
 
 // Calls on_header, then on_data for each chunk (none for an empty tensor),
 // for every tensor in order. A callback returning false stops with CANCELLED.
-absl::Status StreamTensors(const std::vector<runtime::TensorRef>& tensors,
+absl::Status StreamTensors(const std::vector<tensor::TensorRef>& tensors,
                            const std::function<bool(const v1::TensorHeader&)>& on_header,
                            const std::function<bool(absl::string_view)>& on_data);
-absl::Status StreamTensors(const runtime::NamedTensors& tensors,
+absl::Status StreamTensors(const tensor::NamedTensors& tensors,
                            const std::function<bool(const v1::TensorHeader&)>& on_header,
                            const std::function<bool(absl::string_view)>& on_data);
 
 // The header of `tensor` named `name`.
-v1::TensorHeader HeaderOf(const std::string& name, const graph::Tensor& tensor);
+v1::TensorHeader HeaderOf(const std::string& name, const tensor::Tensor& tensor);
 
 }  // namespace ipupod::server
 

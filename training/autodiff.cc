@@ -14,8 +14,8 @@
 
 namespace ipupod::training {
 
-using graph::Tensor;
 using graph::TensorType;
+using tensor::Tensor;
 
 // One node resolved to slots (-1: omitted operand).
 struct Autodiff::Step {
@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<Autodiff>> Autodiff::Create(graph::Graph graph, s
                                                            BufferUpdates buffers) {
   if (weights.empty()) {
     for (const auto& [name, t] : graph.initializers) {
-      if (t.dtype() == graph::DType::kFloat32 && t.rank() >= 1 && !buffers.contains(name)) {
+      if (t.dtype() == tensor::DType::kFloat32 && t.rank() >= 1 && !buffers.contains(name)) {
         weights.push_back(name);
       }
     }
@@ -96,7 +96,7 @@ absl::Status Autodiff::Plan() {
   }
   loss_slot_ = loss->second;
   const TensorType& lt = *slot_types_[loss_slot_];
-  if (lt.dtype != graph::DType::kFloat32 || graph::NumElementsOf(lt) != 1) {
+  if (lt.dtype != tensor::DType::kFloat32 || graph::NumElementsOf(lt) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("loss '", loss_, "' is ", graph::TypeString(lt),
                                                    "; it must be a float32 scalar (one element)"));
   }
@@ -112,7 +112,7 @@ absl::Status Autodiff::PlanSlots() {
   }
   for (const std::string& w : weights_) {
     const Tensor* t = graph_.FindInitializer(w);
-    if (t == nullptr || t->dtype() != graph::DType::kFloat32) {
+    if (t == nullptr || t->dtype() != tensor::DType::kFloat32) {
       return absl::InvalidArgumentError(
           absl::StrCat("trainable weight '", w, "' is not a float32 initializer of the graph"));
     }
@@ -220,7 +220,7 @@ absl::Status Autodiff::PlanGradientPath() {
     bool any = false;
     for (int s : step.inputs) any = any || (s >= 0 && requires_grad_[s]);
     for (int s : step.outputs) {
-      if (s >= 0 && any) requires_grad_[s] = slot_types_[s]->dtype == graph::DType::kFloat32;
+      if (s >= 0 && any) requires_grad_[s] = slot_types_[s]->dtype == tensor::DType::kFloat32;
     }
   }
   std::vector<bool> needed(slot_types_.size(), false);
@@ -453,7 +453,7 @@ absl::Status Autodiff::DeferProduct(const Step& step, size_t input, ProductGrad 
 absl::Status Autodiff::RunBackward(Tape& tape, GradientResult& result) const {
   if (!requires_grad_[loss_slot_]) return absl::OkStatus();  // no weight reaches the loss
   IPUPOD_ASSIGN_OR_RETURN(Tensor seed,
-                          Tensor::Create(graph::DType::kFloat32, slot_types_[loss_slot_]->shape));
+                          Tensor::Create(tensor::DType::kFloat32, slot_types_[loss_slot_]->shape));
   seed.mutable_data<float>()[0] = 1.0f;
   tape.grad[loss_slot_] = std::move(seed);
   for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {

@@ -51,20 +51,20 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "graph/graph.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace ipupod::training {
 
 struct ProductGrad;  // grad_rules.h
 
 // Weights by initializer name.
-using TensorMap = std::map<std::string, graph::Tensor>;
+using TensorMap = std::map<std::string, tensor::Tensor>;
 // Buffer (initializer) name -> the graph value that replaces it after each
 // forward pass.
 using BufferUpdates = std::map<std::string, std::string>;
 
 struct GradientResult {
-  std::vector<graph::Tensor> outputs;  // graph outputs, in graph order
+  std::vector<tensor::Tensor> outputs;  // graph outputs, in graph order
   float loss = 0.0f;
   TensorMap gradients;  // one per weight that reaches the loss, weight's shape
   TensorMap buffers;    // every buffer's new value
@@ -105,7 +105,7 @@ class Autodiff {
   // Forward and backward. `inputs` follow graph().inputs order with their
   // exact dtype and shape; `weights` holds every weight by name and
   // `buffers` every buffer (others are rejected).
-  absl::StatusOr<GradientResult> Run(absl::Span<const graph::Tensor> inputs,
+  absl::StatusOr<GradientResult> Run(absl::Span<const tensor::Tensor> inputs,
                                      const TensorMap& weights, const TensorMap& buffers = {}) const;
 
   // Forward, backward and a plain SGD step in one call: every weight with a
@@ -119,15 +119,15 @@ class Autodiff {
   // their materialised gradient. The weights change only after the forward
   // and backward passes have succeeded (shapes are checked before the first
   // update); on any error they are as they were.
-  absl::StatusOr<GradientResult> RunSgdStep(absl::Span<const graph::Tensor> inputs,
+  absl::StatusOr<GradientResult> RunSgdStep(absl::Span<const tensor::Tensor> inputs,
                                             TensorMap& weights, const TensorMap& buffers,
                                             double lr) const;
 
   // Forward only (no tape): the graph outputs with these weights and
   // buffers (whose updates are dropped).
-  absl::StatusOr<std::vector<graph::Tensor>> Forward(absl::Span<const graph::Tensor> inputs,
-                                                     const TensorMap& weights,
-                                                     const TensorMap& buffers = {}) const;
+  absl::StatusOr<std::vector<tensor::Tensor>> Forward(absl::Span<const tensor::Tensor> inputs,
+                                                      const TensorMap& weights,
+                                                      const TensorMap& buffers = {}) const;
 
  private:
   struct Step;
@@ -140,9 +140,9 @@ class Autodiff {
   absl::Status PlanStep(const graph::Node& node);
   absl::Status PlanGradientPath();
   void PlanLiveness();
-  absl::Status CheckCall(absl::Span<const graph::Tensor> inputs, const TensorMap& weights,
+  absl::Status CheckCall(absl::Span<const tensor::Tensor> inputs, const TensorMap& weights,
                          const TensorMap& buffers) const;
-  Tape NewTape(absl::Span<const graph::Tensor> inputs, const TensorMap& weights,
+  Tape NewTape(absl::Span<const tensor::Tensor> inputs, const TensorMap& weights,
                const TensorMap& buffers, bool with_gradients) const;
   absl::Status RunForward(Tape& tape, bool keep_for_backward) const;
   absl::Status RunBackward(Tape& tape, GradientResult& result) const;
@@ -158,7 +158,7 @@ class Autodiff {
   BufferUpdates buffers_;
   std::map<std::string, int> slot_of_;
   std::vector<const graph::TensorType*> slot_types_;
-  std::vector<const graph::Tensor*> constants_;    // per slot; initializers except weights
+  std::vector<const tensor::Tensor*> constants_;   // per slot; initializers except weights
   std::vector<int> weight_slots_;                  // parallel to weights_
   std::vector<std::pair<int, int>> buffer_slots_;  // (buffer, update) in buffers_ order
   std::vector<int> input_slots_;

@@ -32,14 +32,14 @@
 #include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "graph/ops.h"
-#include "graph/tensor.h"
 #include "kernels/elementwise.h"
+#include "tensor/tensor.h"
 
 namespace ipupod::training {
 
-using graph::DType;
-using graph::Shape;
-using graph::Tensor;
+using tensor::DType;
+using tensor::Shape;
+using tensor::Tensor;
 
 // A gradient left unevaluated as one matrix product, alpha op(A) op(B)
 // (op: optional transposition), with A and B viewed as the given 2-D

@@ -12,8 +12,8 @@
 namespace ipupod::training {
 namespace {
 
-using graph::DType;
-using graph::Tensor;
+using tensor::DType;
+using tensor::Tensor;
 using Slots = std::map<std::string, Tensor>;
 
 struct AttrDefault {

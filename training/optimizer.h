@@ -52,7 +52,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 #include "training/autodiff.h"
 
 namespace ipupod::training {
@@ -129,10 +129,10 @@ class Optimizer {
   absl::Status ImportState(const TensorMap& state);
 
  private:
-  using Slots = std::map<std::string, graph::Tensor>;  // slot name -> tensor
+  using Slots = std::map<std::string, tensor::Tensor>;  // slot name -> tensor
   explicit Optimizer(OptimizerSpec spec) : spec_(std::move(spec)) {}
   absl::Status CheckStep(const TensorMap& weights, const TensorMap& gradients) const;
-  absl::Status Update(graph::Tensor& w, const graph::Tensor& g, Slots& slots);
+  absl::Status Update(tensor::Tensor& w, const tensor::Tensor& g, Slots& slots);
   absl::Status CheckSlotName(absl::string_view slot) const;
 
   OptimizerSpec spec_;

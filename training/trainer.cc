@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(graph::Graph graph,
 }
 
 absl::StatusOr<TensorMap> Trainer::MeanGradients(
-    absl::Span<const std::vector<graph::Tensor>> micro_batches, TensorMap& buffers,
+    absl::Span<const std::vector<tensor::Tensor>> micro_batches, TensorMap& buffers,
     StepResult& result) const {
   std::map<std::string, std::vector<double>> sums;
   result.losses.resize(micro_batches.size());
@@ -89,8 +89,8 @@ absl::StatusOr<TensorMap> Trainer::MeanGradients(
   TensorMap mean;
   const double scale = 1.0 / static_cast<double>(micro_batches.size());
   for (const auto& [name, sum] : sums) {
-    IPUPOD_ASSIGN_OR_RETURN(
-        graph::Tensor t, graph::Tensor::Create(graph::DType::kFloat32, weights_.at(name).shape()));
+    IPUPOD_ASSIGN_OR_RETURN(tensor::Tensor t, tensor::Tensor::Create(tensor::DType::kFloat32,
+                                                                     weights_.at(name).shape()));
     float* p = t.mutable_data<float>();
     for (size_t k = 0; k < sum.size(); ++k) p[k] = static_cast<float>(sum[k] * scale);
     mean.emplace(name, std::move(t));
@@ -99,7 +99,7 @@ absl::StatusOr<TensorMap> Trainer::MeanGradients(
 }
 
 absl::StatusOr<StepResult> Trainer::Step(
-    absl::Span<const std::vector<graph::Tensor>> micro_batches) {
+    absl::Span<const std::vector<tensor::Tensor>> micro_batches) {
   if (static_cast<int64_t>(micro_batches.size()) != micro_batches_per_step()) {
     return absl::InvalidArgumentError(
         absl::StrCat("one step takes gradient_accumulation_steps x replicas = ",
@@ -119,7 +119,7 @@ absl::StatusOr<StepResult> Trainer::Step(
   return result;
 }
 
-absl::StatusOr<StepResult> Trainer::FusedSgdStep(const std::vector<graph::Tensor>& inputs,
+absl::StatusOr<StepResult> Trainer::FusedSgdStep(const std::vector<tensor::Tensor>& inputs,
                                                  double lr) {
   auto run = autodiff_->RunSgdStep(inputs, weights_, buffers_, lr);
   if (!run.ok()) {
@@ -137,12 +137,12 @@ absl::StatusOr<StepResult> Trainer::FusedSgdStep(const std::vector<graph::Tensor
   return result;
 }
 
-absl::StatusOr<std::vector<graph::Tensor>> Trainer::Forward(
-    absl::Span<const graph::Tensor> inputs) const {
+absl::StatusOr<std::vector<tensor::Tensor>> Trainer::Forward(
+    absl::Span<const tensor::Tensor> inputs) const {
   return autodiff_->Forward(inputs, weights_, buffers_);
 }
 
-const graph::Tensor* Trainer::FindState(const std::string& name) const {
+const tensor::Tensor* Trainer::FindState(const std::string& name) const {
   auto w = weights_.find(name);
   if (w != weights_.end()) return &w->second;
   auto b = buffers_.find(name);
@@ -151,7 +151,7 @@ const graph::Tensor* Trainer::FindState(const std::string& name) const {
 
 absl::Status Trainer::SetWeights(const TensorMap& weights) {
   for (const auto& [name, t] : weights) {
-    const graph::Tensor* current = FindState(name);
+    const tensor::Tensor* current = FindState(name);
     if (current == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", name, "' is not a trainable weight or buffer of this model"));

@@ -69,7 +69,7 @@ struct StepResult {
   // One loss per micro-batch, in the order they were given.
   std::vector<float> losses;
   // The graph outputs of every micro-batch (before the update), same order.
-  std::vector<std::vector<graph::Tensor>> outputs;
+  std::vector<std::vector<tensor::Tensor>> outputs;
   int64_t step = 0;  // updates done so far, this one included
   int64_t forward_flops = 0;
   int64_t backward_flops = 0;
@@ -89,15 +89,16 @@ class Trainer {
 
   // One weight update. micro_batches[r * gradient_accumulation_steps + m]
   // is replica r's m-th micro-batch: tensors in graph inputs order.
-  absl::StatusOr<StepResult> Step(absl::Span<const std::vector<graph::Tensor>> micro_batches);
+  absl::StatusOr<StepResult> Step(absl::Span<const std::vector<tensor::Tensor>> micro_batches);
 
   // The graph outputs for `inputs` with the current weights.
-  absl::StatusOr<std::vector<graph::Tensor>> Forward(absl::Span<const graph::Tensor> inputs) const;
+  absl::StatusOr<std::vector<tensor::Tensor>> Forward(
+      absl::Span<const tensor::Tensor> inputs) const;
 
   const TensorMap& weights() const { return weights_; }
   const TensorMap& buffers() const { return buffers_; }
   // A weight's or buffer's current value, or nullptr.
-  const graph::Tensor* FindState(const std::string& name) const;
+  const tensor::Tensor* FindState(const std::string& name) const;
   int64_t step() const { return optimizer_->step(); }
   Optimizer& optimizer() { return *optimizer_; }
   const Optimizer& optimizer() const { return *optimizer_; }
@@ -115,11 +116,11 @@ class Trainer {
           std::unique_ptr<Optimizer> optimizer);
   // Runs every micro-batch, leaving the buffers' new values in `buffers`.
   absl::StatusOr<TensorMap> MeanGradients(
-      absl::Span<const std::vector<graph::Tensor>> micro_batches, TensorMap& buffers,
+      absl::Span<const std::vector<tensor::Tensor>> micro_batches, TensorMap& buffers,
       StepResult& result) const;
 
   // Step for one micro-batch with plain SGD at `lr`, fused.
-  absl::StatusOr<StepResult> FusedSgdStep(const std::vector<graph::Tensor>& inputs, double lr);
+  absl::StatusOr<StepResult> FusedSgdStep(const std::vector<tensor::Tensor>& inputs, double lr);
 
   // Moves the buffers out of a checkpoint's `state`.
   absl::StatusOr<TensorMap> TakeBuffers(TensorMap& state) const;

@@ -130,7 +130,7 @@ Json SpecsJson(const compiler::Executable& e, const std::vector<compiler::Tensor
   Json list = Json::array();
   for (const compiler::TensorSpec& spec : specs) {
     list.push_back({{"name", spec.name},
-                    {"dtype", std::string(graph::DTypeName(spec.dtype))},
+                    {"dtype", std::string(tensor::DTypeName(spec.dtype))},
                     {"shape", inputs ? compiler::HostInputShape(e, spec)
                                      : compiler::HostOutputShape(e, spec)}});
   }
@@ -142,9 +142,9 @@ std::vector<std::string> SpecLines(const compiler::Executable& e,
                                    const std::vector<compiler::TensorSpec>& specs, bool inputs) {
   std::vector<std::string> parts;
   for (const compiler::TensorSpec& spec : specs) {
-    graph::Shape shape =
+    tensor::Shape shape =
         inputs ? compiler::HostInputShape(e, spec) : compiler::HostOutputShape(e, spec);
-    parts.push_back(absl::StrCat(spec.name, " ", graph::DTypeName(spec.dtype), "[",
+    parts.push_back(absl::StrCat(spec.name, " ", tensor::DTypeName(spec.dtype), "[",
                                  absl::StrJoin(shape, ","), "]"));
   }
   return parts;
@@ -345,7 +345,7 @@ Json WeightsJson(const std::vector<compiler::TensorSpec>& weights) {
   Json list = Json::array();
   for (const compiler::TensorSpec& w : weights) {
     list.push_back(
-        {{"name", w.name}, {"dtype", std::string(graph::DTypeName(w.dtype))}, {"shape", w.shape}});
+        {{"name", w.name}, {"dtype", std::string(tensor::DTypeName(w.dtype))}, {"shape", w.shape}});
   }
   return list;
 }
@@ -393,7 +393,7 @@ std::string InspectText(const InspectArgs& args, const compiler::Executable& e,
                         const std::vector<compiler::TensorSpec>& weights) {
   std::vector<std::string> weight_lines;
   for (const compiler::TensorSpec& w : weights) {
-    weight_lines.push_back(absl::StrCat(w.name, " ", graph::DTypeName(w.dtype), "[",
+    weight_lines.push_back(absl::StrCat(w.name, " ", tensor::DTypeName(w.dtype), "[",
                                         absl::StrJoin(w.shape, ","), "]"));
   }
   std::string text = absl::StrCat(

@@ -38,7 +38,8 @@
 #include "compiler/report.h"
 #include "driver/inference_driver.h"
 #include "driver/training_driver.h"
-#include "runtime/tensor_files.h"
+#include "runtime/onnx_model.h"
+#include "tensor/tensor_files.h"
 #include <unistd.h>
 
 namespace ipupod::cli {
@@ -71,11 +72,11 @@ struct RunFiles {
   std::string ipx_bytes;
   compiler::Executable executable;
   StepPlan plan;
-  std::optional<runtime::NamedTensors> weights;
+  std::optional<tensor::NamedTensors> weights;
   bool weights_from_onnx = false;
-  std::optional<runtime::NamedTensors> resume;  // --resume checkpoint
-  int64_t runs = 0;                             // Run calls (training: from --epochs/--steps)
-  int64_t first_data_step = 0;                  // --resume: where its data position was
+  std::optional<tensor::NamedTensors> resume;  // --resume checkpoint
+  int64_t runs = 0;                            // Run calls (training: from --epochs/--steps)
+  int64_t first_data_step = 0;                 // --resume: where its data position was
 };
 
 using driver::WithContext;
@@ -96,7 +97,7 @@ absl::Status ReadTrainingFiles(const RunArgs& args, RunFiles& files) {
     files.runs = t.steps / e.device_iterations;
   }
   if (!t.resume.empty()) {
-    absl::StatusOr<runtime::NamedTensors> resume = runtime::ReadTensorFile(t.resume);
+    absl::StatusOr<tensor::NamedTensors> resume = tensor::ReadTensorFile(t.resume);
     if (!resume.ok()) return WithContext(resume.status(), absl::StrCat("--resume ", t.resume));
     files.resume = *std::move(resume);
     files.first_data_step =
@@ -127,17 +128,17 @@ absl::StatusOr<RunFiles> ReadRunFiles(const RunArgs& args) {
   if (!e.ok()) return WithContext(e.status(), args.executable);
   files.executable = *std::move(e);
   IPUPOD_RETURN_IF_ERROR(CheckMode(args, files.executable));
-  absl::StatusOr<runtime::NamedTensors> inputs = runtime::ReadTensorFile(args.inputs);
+  absl::StatusOr<tensor::NamedTensors> inputs = tensor::ReadTensorFile(args.inputs);
   if (!inputs.ok()) return WithContext(inputs.status(), absl::StrCat("--inputs ", args.inputs));
   IPUPOD_ASSIGN_OR_RETURN(files.plan, PlanSteps(files.executable, *std::move(inputs), args.inputs));
   if (!args.weights.empty()) {
-    absl::StatusOr<runtime::TensorFileFormat> format = runtime::TensorFileFormatOf(args.weights);
+    absl::StatusOr<tensor::TensorFileFormat> format = runtime::TensorFileFormatOf(args.weights);
     if (!format.ok()) return WithContext(format.status(), "--weights");
-    absl::StatusOr<runtime::NamedTensors> weights = runtime::ReadTensorFile(args.weights);
+    absl::StatusOr<tensor::NamedTensors> weights = tensor::ReadTensorFile(args.weights);
     if (!weights.ok())
       return WithContext(weights.status(), absl::StrCat("--weights ", args.weights));
     files.weights = *std::move(weights);
-    files.weights_from_onnx = *format == runtime::TensorFileFormat::kOnnx;
+    files.weights_from_onnx = *format == tensor::TensorFileFormat::kOnnx;
   }
   files.runs = files.plan.steps;
   if (args.training.train) IPUPOD_RETURN_IF_ERROR(ReadTrainingFiles(args, files));
@@ -169,9 +170,9 @@ absl::Status CheckOutputNames(const RunArgs& args) {
   }
   for (const std::string* path : {&args.outputs, &args.save_weights, &t.checkpoint}) {
     if (path->empty()) continue;
-    absl::StatusOr<runtime::TensorFileFormat> format = runtime::TensorFileFormatOf(*path);
+    absl::StatusOr<tensor::TensorFileFormat> format = runtime::TensorFileFormatOf(*path);
     if (!format.ok()) return format.status();
-    if (*format == runtime::TensorFileFormat::kOnnx) {
+    if (*format == tensor::TensorFileFormat::kOnnx) {
       return absl::InvalidArgumentError(
           absl::StrCat("cannot write tensors to '", *path, "': use .npz or .safetensors"));
     }
@@ -278,21 +279,21 @@ struct RunSession {
   std::string ipus;  // "0-3", for messages
 };
 
-std::string TensorsText(const runtime::NamedTensors& tensors) {
+std::string TensorsText(const tensor::NamedTensors& tensors) {
   std::vector<std::string> parts;
   for (const auto& [name, t] : tensors) {
-    parts.push_back(absl::StrCat(name, " ", graph::DTypeName(t.dtype()), "[",
+    parts.push_back(absl::StrCat(name, " ", tensor::DTypeName(t.dtype()), "[",
                                  absl::StrJoin(t.shape(), ","), "]"));
   }
   return absl::StrJoin(parts, ", ");
 }
 
 Json SummaryJson(const RunArgs& args, const RunSession& s, const StepPlan& plan, const Totals& t,
-                 const runtime::NamedTensors& outputs) {
+                 const tensor::NamedTensors& outputs) {
   Json out_list = Json::array();
   for (const auto& [name, tensor] : outputs) {
     out_list.push_back({{"name", name},
-                        {"dtype", std::string(graph::DTypeName(tensor.dtype()))},
+                        {"dtype", std::string(tensor::DTypeName(tensor.dtype()))},
                         {"shape", tensor.shape()}});
   }
   Json summary = {
@@ -307,7 +308,7 @@ Json SummaryJson(const RunArgs& args, const RunSession& s, const StepPlan& plan,
 }
 
 std::string SummaryText(const RunArgs& args, const RunSession& s, const StepPlan& plan,
-                        const Totals& t, const runtime::NamedTensors& outputs) {
+                        const Totals& t, const tensor::NamedTensors& outputs) {
   std::string text = absl::StrFormat(
       "ran %d steps x %d samples = %d samples on session %s (IPUs %s)\n"
       "wall %s (%.0f samples/s); simulated device time %s: compute %s, pipeline ramp %s, "
@@ -324,9 +325,9 @@ std::string SummaryText(const RunArgs& args, const RunSession& s, const StepPlan
 
 // Weights from an .onnx file are all its initializers; only those the
 // loaded program can take are weights (the rest are constants).
-runtime::NamedTensors WeightsToWrite(const RunFiles& files, const v1::LoadedProgram& loaded) {
+tensor::NamedTensors WeightsToWrite(const RunFiles& files, const v1::LoadedProgram& loaded) {
   if (!files.weights_from_onnx) return *files.weights;
-  runtime::NamedTensors kept;
+  tensor::NamedTensors kept;
   for (const auto& [name, tensor] : *files.weights) {
     for (const v1::TensorSpec& spec : loaded.weights()) {
       if (spec.name() == name) kept.emplace_back(name, tensor);
@@ -404,7 +405,7 @@ driver::TrainingCallbacks TrainingCallbacksOf(Context& ctx, const RunArgs& args,
           .on_host_copy = [&args](const driver::HostCopy& copy) -> absl::Status {
             const std::string& path = args.training.checkpoint;
             if (path.empty()) return absl::OkStatus();
-            return WithContext(runtime::WriteTensorFile(path, copy.checkpoint),
+            return WithContext(tensor::WriteTensorFile(path, copy.checkpoint),
                                absl::StrCat("writing ", path));
           },
           .on_recovery = [&ctx](const driver::Recovery& r) { NoteRecovery(ctx, r); },
@@ -426,32 +427,32 @@ absl::Status Failed(absl::Status error, const RunArgs& args,
 // --outputs, --save-weights, --save-model and the final --checkpoint.
 absl::Status SaveTrainingResults(driver::SessionExecutable& executable, const RunArgs& args,
                                  const RunFiles& files,
-                                 const std::vector<runtime::NamedTensors>& outputs) {
+                                 const std::vector<tensor::NamedTensors>& outputs) {
   if (!args.outputs.empty() && !outputs.empty()) {
     driver::OutputAccumulator all;
-    for (const runtime::NamedTensors& o : outputs) IPUPOD_RETURN_IF_ERROR(all.Append(o));
-    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors joined, all.Finish());
-    IPUPOD_RETURN_IF_ERROR(WithContext(runtime::WriteTensorFile(args.outputs, joined),
+    for (const tensor::NamedTensors& o : outputs) IPUPOD_RETURN_IF_ERROR(all.Append(o));
+    IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors joined, all.Finish());
+    IPUPOD_RETURN_IF_ERROR(WithContext(tensor::WriteTensorFile(args.outputs, joined),
                                        absl::StrCat("writing ", args.outputs)));
   }
   if (!args.save_weights.empty() || !args.training.save_model.empty()) {
-    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors weights, executable.ReadWeights());
+    IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors weights, executable.ReadWeights());
     if (!args.save_weights.empty()) {
-      IPUPOD_RETURN_IF_ERROR(WithContext(runtime::WriteTensorFile(args.save_weights, weights),
+      IPUPOD_RETURN_IF_ERROR(WithContext(tensor::WriteTensorFile(args.save_weights, weights),
                                          absl::StrCat("writing ", args.save_weights)));
     }
     if (!args.training.save_model.empty()) {
       IPUPOD_ASSIGN_OR_RETURN(std::string model, runtime::ReplaceOnnxInitializers(
                                                      files.executable.model_bytes, weights));
       IPUPOD_RETURN_IF_ERROR(
-          WithContext(runtime::WriteFileAtomically(args.training.save_model, model),
+          WithContext(tensor::WriteFileAtomically(args.training.save_model, model),
                       absl::StrCat("writing ", args.training.save_model)));
     }
   }
   if (!args.training.checkpoint.empty()) {
-    IPUPOD_ASSIGN_OR_RETURN(runtime::NamedTensors checkpoint, executable.ReadCheckpoint());
+    IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors checkpoint, executable.ReadCheckpoint());
     IPUPOD_RETURN_IF_ERROR(
-        WithContext(runtime::WriteTensorFile(args.training.checkpoint, checkpoint),
+        WithContext(tensor::WriteTensorFile(args.training.checkpoint, checkpoint),
                     absl::StrCat("writing ", args.training.checkpoint)));
   }
   return absl::OkStatus();
@@ -528,10 +529,10 @@ int ExecuteTraining(Context& ctx, driver::SessionExecutable& executable, const R
                    TrainingSummaryText(args, s, files, progress));
 }
 
-absl::StatusOr<runtime::NamedTensors> RunInference(driver::SessionExecutable& executable,
-                                                   const StepPlan& plan, Progress& progress,
-                                                   SignalWatcher& signals) {
-  absl::StatusOr<runtime::NamedTensors> outputs =
+absl::StatusOr<tensor::NamedTensors> RunInference(driver::SessionExecutable& executable,
+                                                  const StepPlan& plan, Progress& progress,
+                                                  SignalWatcher& signals) {
+  absl::StatusOr<tensor::NamedTensors> outputs =
       driver::RunInference(executable, plan,
                            {.on_step =
                                 [&progress](const driver::RunProgress& p) {
@@ -553,16 +554,16 @@ int Execute(Context& ctx, client::Client& client, const RunSession& s, const Run
   client::RemoteSessionExecutable executable(client, s.id, *sha256);
   if (args.training.train) return ExecuteTraining(ctx, executable, s, args, files, signals);
   Progress progress(ctx, files.plan.steps);
-  absl::StatusOr<runtime::NamedTensors> outputs =
+  absl::StatusOr<tensor::NamedTensors> outputs =
       RunInference(executable, files.plan, progress, signals);
   if (!outputs.ok()) return ctx.Fail(outputs.status(), hint);
-  if (absl::Status w = runtime::WriteTensorFile(args.outputs, *outputs); !w.ok()) {
+  if (absl::Status w = tensor::WriteTensorFile(args.outputs, *outputs); !w.ok()) {
     return ctx.Fail(WithContext(w, absl::StrCat("writing ", args.outputs)), hint);
   }
   if (!args.save_weights.empty()) {
-    absl::StatusOr<runtime::NamedTensors> weights = executable.ReadWeights();
+    absl::StatusOr<tensor::NamedTensors> weights = executable.ReadWeights();
     if (!weights.ok()) return ctx.Fail(weights.status(), hint);
-    if (absl::Status w = runtime::WriteTensorFile(args.save_weights, *weights); !w.ok()) {
+    if (absl::Status w = tensor::WriteTensorFile(args.save_weights, *weights); !w.ok()) {
       return ctx.Fail(WithContext(w, absl::StrCat("writing ", args.save_weights)), hint);
     }
   }

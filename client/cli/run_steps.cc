@@ -13,13 +13,13 @@ std::string ShapeText(const graph::Shape& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-std::string Names(const runtime::NamedTensors& tensors) {
+std::string Names(const tensor::NamedTensors& tensors) {
   std::vector<std::string> names;
   for (const auto& [name, tensor] : tensors) names.push_back(name);
   return names.empty() ? "none" : absl::StrJoin(names, ", ");
 }
 
-const graph::Tensor* Find(const runtime::NamedTensors& tensors, absl::string_view name) {
+const tensor::Tensor* Find(const tensor::NamedTensors& tensors, absl::string_view name) {
   for (const auto& [n, tensor] : tensors) {
     if (n == name) return &tensor;
   }
@@ -28,7 +28,7 @@ const graph::Tensor* Find(const runtime::NamedTensors& tensors, absl::string_vie
 
 // Dtype and every dim but 0 must be those of one step's host shape.
 absl::Status CheckInput(const compiler::Executable& e, const compiler::TensorSpec& spec,
-                        const graph::Tensor& tensor, absl::string_view file) {
+                        const tensor::Tensor& tensor, absl::string_view file) {
   graph::Shape want = compiler::HostInputShape(e, spec);
   graph::Shape got = tensor.shape();
   const bool shape_ok = !got.empty() && got.size() == want.size() &&
@@ -39,8 +39,8 @@ absl::Status CheckInput(const compiler::Executable& e, const compiler::TensorSpe
           ? "[N]"
           : absl::StrCat("[N, ", absl::StrJoin(want.begin() + 1, want.end(), ", "), "]");
   return absl::InvalidArgumentError(absl::StrCat(
-      "input '", spec.name, "' in ", file, " is ", graph::DTypeName(tensor.dtype()), ShapeText(got),
-      " but the model takes ", graph::DTypeName(spec.dtype), per_sample, " (N samples, ",
+      "input '", spec.name, "' in ", file, " is ", tensor::DTypeName(tensor.dtype()), ShapeText(got),
+      " but the model takes ", tensor::DTypeName(spec.dtype), per_sample, " (N samples, ",
       want.empty() ? 1 : want[0], " per step); save it with that shape"));
 }
 
@@ -55,7 +55,7 @@ std::string StepSizeText(const compiler::Executable& e) {
                       e.device_iterations, " x replication ", e.replication_factor);
 }
 
-absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, runtime::NamedTensors inputs,
+absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, tensor::NamedTensors inputs,
                                    absl::string_view file) {
   StepPlan plan;
   plan.samples_per_step = e.micro_batch_size * e.batch_size_factor;
@@ -68,7 +68,7 @@ absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, runtime::Named
         "updates a buffer); give the model an input, e.g. a batch dimension its buffer update "
         "ignores (docs/differences.md, Buffers)");
   }
-  for (const runtime::NamedTensor& given : inputs) {
+  for (const tensor::NamedTensor& given : inputs) {
     const std::string& name = given.first;  // (clang 14 cannot capture a structured binding)
     auto is_input = [&name](const compiler::TensorSpec& s) { return s.name == name; };
     if (std::none_of(e.inputs.begin(), e.inputs.end(), is_input)) {
@@ -81,7 +81,7 @@ absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, runtime::Named
     }
   }
   for (const compiler::TensorSpec& spec : e.inputs) {
-    const graph::Tensor* tensor = Find(inputs, spec.name);
+    const tensor::Tensor* tensor = Find(inputs, spec.name);
     if (tensor == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("input '", spec.name, "' is missing from ",
                                                      file, " (it holds: ", Names(inputs), ")"));

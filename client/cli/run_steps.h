@@ -21,7 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "compiler/executable.h"
 #include "driver/steps.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 
 namespace ipupod::cli {
 
@@ -32,7 +32,7 @@ std::string StepSizeText(const compiler::Executable& executable);
 
 // `file` names the inputs file in messages.
 absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& executable,
-                                   runtime::NamedTensors inputs, absl::string_view file);
+                                   tensor::NamedTensors inputs, absl::string_view file);
 
 }  // namespace ipupod::cli
 

@@ -10,12 +10,12 @@
 namespace ipupod::cli {
 namespace {
 
-graph::Tensor Iota(graph::Shape shape) {
+tensor::Tensor Iota(tensor::Shape shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
-  return *graph::Tensor::FromValues<float>(std::move(shape), v);
+  return *tensor::Tensor::FromValues<float>(std::move(shape), v);
 }
 
 // micro-batch 2, 2 device iterations, 2 replicas: 8 samples per step.
@@ -25,7 +25,7 @@ compiler::Executable TwoInputs() {
   e.device_iterations = 2;
   e.replication_factor = 2;
   e.batch_size_factor = 4;
-  e.inputs = {{"a", graph::DType::kFloat32, {2, 3}}, {"b", graph::DType::kFloat32, {2}}};
+  e.inputs = {{"a", tensor::DType::kFloat32, {2, 3}}, {"b", tensor::DType::kFloat32, {2}}};
   return e;
 }
 
@@ -37,7 +37,7 @@ TEST(PlanStepsTest, SplitsWholeStepsInExecutableOrder) {
   EXPECT_EQ(plan->inputs[0].first, "a");
   auto step = StepInputs(*plan, 1);
   ASSERT_TRUE(step.ok());
-  EXPECT_EQ((*step)[0].second.shape(), (graph::Shape{8, 3}));
+  EXPECT_EQ((*step)[0].second.shape(), (tensor::Shape{8, 3}));
   EXPECT_EQ((*step)[0].second.values<float>()[0], 24.0f);  // row 8 of a
   EXPECT_EQ((*step)[1].second.values<float>()[7], 15.0f);
 }
@@ -75,7 +75,7 @@ TEST(PlanStepsTest, AModelWithoutInputsIsRefusedSayingWhy) {
 }
 
 TEST(TensorStreamTest, ChunksAndReassembles) {
-  graph::Tensor big = Iota({300000});  // 1.2 MB: two chunks
+  tensor::Tensor big = Iota({300000});  // 1.2 MB: two chunks
   int chunks = 0;
   client::TensorAssembler assembler;
   ASSERT_TRUE(assembler.OnHeader(client::TensorHeaderOf("big", big)).ok());

@@ -49,8 +49,8 @@ TEST(CompileTest, DefaultConfigRunsOnOneIpu) {
   EXPECT_EQ(exe->batch_size_factor, 1);
   EXPECT_EQ(exe->output_mode.kind, OutputMode::Kind::kAll);
   ASSERT_EQ(exe->inputs.size(), 1u);
-  EXPECT_EQ(exe->inputs[0], (TensorSpec{"ids", graph::DType::kInt64, {2, 4}}));
-  EXPECT_EQ(exe->outputs[0], (TensorSpec{"logits", graph::DType::kFloat32, {2, 4, 16}}));
+  EXPECT_EQ(exe->inputs[0], (TensorSpec{"ids", tensor::DType::kInt64, {2, 4}}));
+  EXPECT_EQ(exe->outputs[0], (TensorSpec{"logits", tensor::DType::kFloat32, {2, 4, 16}}));
   EXPECT_EQ(exe->content_hash.size(), 64u);
   EXPECT_EQ(report.ipus.size(), 1u);
   EXPECT_EQ(exe->report_json, report.Json());
@@ -116,8 +116,8 @@ TEST(CompileTest, ReplicationMultipliesTheHostBatch) {
   ASSERT_TRUE(exe.ok()) << exe.status();
   EXPECT_EQ(exe->ipus.needed, 4);
   EXPECT_EQ(exe->batch_size_factor, 6);
-  EXPECT_EQ(HostInputShape(*exe, exe->inputs[0]), (graph::Shape{12, 4}));
-  EXPECT_EQ(HostOutputShape(*exe, exe->outputs[0]), (graph::Shape{12, 4, 16}));
+  EXPECT_EQ(HostInputShape(*exe, exe->inputs[0]), (tensor::Shape{12, 4}));
+  EXPECT_EQ(HostOutputShape(*exe, exe->outputs[0]), (tensor::Shape{12, 4, 16}));
 }
 
 TEST(CompileTest, ModuleMapPlacesAndWarnsAboutIgnoredConfig) {

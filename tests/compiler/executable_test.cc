@@ -38,9 +38,9 @@ Executable Sample() {
   e.placement.stage_ipu = {0, 1};
   e.placement.ipus_per_replica = 2;
   e.placement.notes = {"IPU 0: layer 0"};
-  e.inputs = {{"ids", graph::DType::kInt64, {2, 8}}};
-  e.outputs = {{"logits", graph::DType::kFloat32, {2, 8, 50}},
-               {"loss", graph::DType::kFloat32, {}}};
+  e.inputs = {{"ids", tensor::DType::kInt64, {2, 8}}};
+  e.outputs = {{"logits", tensor::DType::kFloat32, {2, 8, 50}},
+               {"loss", tensor::DType::kFloat32, {}}};
   e.report_json = R"({"step_s":0.5})";
   e.warnings = {"ignored 'profile_dir'"};
   e.model_bytes = std::string("\x08\x08\x00\xff model bytes", 16);
@@ -229,16 +229,16 @@ TEST(ExecutableTest, FilesRoundTripAndReportPaths) {
 
 TEST(ExecutableTest, HostShapesFollowBatchFactorAndOutputMode) {
   Executable e = Sample();  // micro-batch 2, 4 iterations, 2 replicas, every_n:2
-  EXPECT_EQ(HostInputShape(e, e.inputs[0]), (graph::Shape{16, 8}));
-  EXPECT_EQ(HostOutputShape(e, e.outputs[0]), (graph::Shape{8, 8, 50}));
-  EXPECT_EQ(HostOutputShape(e, e.outputs[1]), (graph::Shape{4}));
+  EXPECT_EQ(HostInputShape(e, e.inputs[0]), (tensor::Shape{16, 8}));
+  EXPECT_EQ(HostOutputShape(e, e.outputs[0]), (tensor::Shape{8, 8, 50}));
+  EXPECT_EQ(HostOutputShape(e, e.outputs[1]), (tensor::Shape{4}));
   e.output_mode = {OutputMode::Kind::kAll, 1};
-  EXPECT_EQ(HostOutputShape(e, e.outputs[0]), (graph::Shape{16, 8, 50}));
+  EXPECT_EQ(HostOutputShape(e, e.outputs[0]), (tensor::Shape{16, 8, 50}));
   e.output_mode = {OutputMode::Kind::kFinal, 1};
-  EXPECT_EQ(HostOutputShape(e, e.outputs[0]), (graph::Shape{4, 8, 50}));
+  EXPECT_EQ(HostOutputShape(e, e.outputs[0]), (tensor::Shape{4, 8, 50}));
   e.replication_factor = 1;
   e.output_mode = {OutputMode::Kind::kSum, 1};
-  EXPECT_EQ(HostOutputShape(e, e.outputs[1]), graph::Shape{});
+  EXPECT_EQ(HostOutputShape(e, e.outputs[1]), tensor::Shape{});
 }
 
 TEST(ExecutableTest, ModeNames) {

@@ -138,7 +138,7 @@ inline std::string HugeActivationBytes(const std::vector<int64_t>& dims) {
 inline graph::Graph ChainGraph(const std::vector<std::string>& module_paths) {
   graph::Graph g;
   std::string prev = "in";
-  g.inputs.push_back({"in", {graph::DType::kFloat32, {1}}});
+  g.inputs.push_back({"in", {tensor::DType::kFloat32, {1}}});
   for (size_t i = 0; i < module_paths.size(); ++i) {
     graph::Node n;
     n.name = absl::StrCat("n", i);
@@ -149,7 +149,7 @@ inline graph::Graph ChainGraph(const std::vector<std::string>& module_paths) {
     n.outputs = {prev};
     g.nodes.push_back(n);
   }
-  g.outputs.push_back({prev, {graph::DType::kFloat32, {1}}});
+  g.outputs.push_back({prev, {tensor::DType::kFloat32, {1}}});
   return g;
 }
 

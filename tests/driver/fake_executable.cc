@@ -30,7 +30,7 @@ absl::Status FakeExecutable::Load() {
   return absl::OkStatus();
 }
 
-absl::Status FakeExecutable::WriteWeights(const runtime::NamedTensors& weights) {
+absl::Status FakeExecutable::WriteWeights(const tensor::NamedTensors& weights) {
   if (absl::Status health = Health(); !health.ok()) return health;
   for (const auto& [name, t] : weights) {
     if (name == "w") w_ = t.data<float>()[0];
@@ -39,20 +39,20 @@ absl::Status FakeExecutable::WriteWeights(const runtime::NamedTensors& weights) 
   return absl::OkStatus();
 }
 
-absl::StatusOr<runtime::NamedTensors> FakeExecutable::ReadWeights() {
+absl::StatusOr<tensor::NamedTensors> FakeExecutable::ReadWeights() {
   if (absl::Status health = Health(); !health.ok()) return health;
-  return runtime::NamedTensors{{"w", *graph::Tensor::FromValues<float>({1}, {w_})}};
+  return tensor::NamedTensors{{"w", *tensor::Tensor::FromValues<float>({1}, {w_})}};
 }
 
-absl::StatusOr<runtime::NamedTensors> FakeExecutable::ReadCheckpoint() {
+absl::StatusOr<tensor::NamedTensors> FakeExecutable::ReadCheckpoint() {
   if (auto it = checkpoint_faults.find(++checkpoint_calls_); it != checkpoint_faults.end()) {
     if (driver::IsRecoverableFault(it->second)) error_ = it->second;
     return it->second;
   }
   if (absl::Status health = Health(); !health.ok()) return health;
-  return runtime::NamedTensors{
-      {"w", *graph::Tensor::FromValues<float>({1}, {w_})},
-      {"optimizer/step", *graph::Tensor::FromValues<int64_t>({1}, {step_})}};
+  return tensor::NamedTensors{
+      {"w", *tensor::Tensor::FromValues<float>({1}, {w_})},
+      {"optimizer/step", *tensor::Tensor::FromValues<int64_t>({1}, {step_})}};
 }
 
 absl::StatusOr<std::string> FakeExecutable::SetOptimizer(const std::map<std::string, double>&) {
@@ -60,7 +60,7 @@ absl::StatusOr<std::string> FakeExecutable::SetOptimizer(const std::map<std::str
   return std::string("sgd");
 }
 
-absl::StatusOr<StepResult> FakeExecutable::RunStep(const runtime::NamedTensors& inputs) {
+absl::StatusOr<StepResult> FakeExecutable::RunStep(const tensor::NamedTensors& inputs) {
   if (auto it = run_faults.find(++run_calls_); it != run_faults.end()) {
     if (driver::IsRecoverableFault(it->second)) error_ = it->second;
     return it->second;
@@ -71,7 +71,7 @@ absl::StatusOr<StepResult> FakeExecutable::RunStep(const runtime::NamedTensors& 
   w_ += x + 1;
   ++step_;
   StepResult result;
-  result.outputs = {{"y", *graph::Tensor::FromValues<float>({1}, {x})}};
+  result.outputs = {{"y", *tensor::Tensor::FromValues<float>({1}, {x})}};
   result.stats.samples = 1;
   result.stats.losses = {w_};
   result.stats.weight_updates = step_;

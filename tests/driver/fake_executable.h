@@ -30,11 +30,11 @@ class FakeExecutable : public SessionExecutable {
 
   std::string session() const override { return "s1-1"; }
   absl::Status Load() override;
-  absl::Status WriteWeights(const runtime::NamedTensors& weights) override;
-  absl::StatusOr<runtime::NamedTensors> ReadWeights() override;
-  absl::StatusOr<runtime::NamedTensors> ReadCheckpoint() override;
+  absl::Status WriteWeights(const tensor::NamedTensors& weights) override;
+  absl::StatusOr<tensor::NamedTensors> ReadWeights() override;
+  absl::StatusOr<tensor::NamedTensors> ReadCheckpoint() override;
   absl::StatusOr<std::string> SetOptimizer(const std::map<std::string, double>& variables) override;
-  absl::StatusOr<StepResult> RunStep(const runtime::NamedTensors& inputs) override;
+  absl::StatusOr<StepResult> RunStep(const tensor::NamedTensors& inputs) override;
   absl::Status Reset(const absl::Status& fault) override;
 
   // Scripts `error` for the n-th (1-based) call of RunStep / ReadCheckpoint

@@ -17,7 +17,7 @@ using testing::Fault;
 StepPlan Data(int64_t steps) {
   std::vector<float> values;
   for (int64_t k = 0; k < steps; ++k) values.push_back(static_cast<float>(k));
-  return {{{"x", *graph::Tensor::FromValues<float>({steps, 1}, values)}}, steps, 1, steps};
+  return {{{"x", *tensor::Tensor::FromValues<float>({steps, 1}, values)}}, steps, 1, steps};
 }
 
 TEST(InferenceDriverTest, RunsEveryStepAndConcatenates) {
@@ -31,7 +31,7 @@ TEST(InferenceDriverTest, RunsEveryStepAndConcatenates) {
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   EXPECT_EQ(steps, (std::vector<int64_t>{0, 1, 2}));
   ASSERT_EQ(outputs->size(), 1u);
-  EXPECT_EQ((*outputs)[0].second.shape(), (graph::Shape{3}));
+  EXPECT_EQ((*outputs)[0].second.shape(), (tensor::Shape{3}));
   EXPECT_EQ((*outputs)[0].second.data<float>()[2], 2.0f);
 }
 

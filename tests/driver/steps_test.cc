@@ -7,12 +7,12 @@
 namespace ipupod::driver {
 namespace {
 
-graph::Tensor Iota(graph::Shape shape) {
+tensor::Tensor Iota(tensor::Shape shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
-  return *graph::Tensor::FromValues<float>(std::move(shape), v);
+  return *tensor::Tensor::FromValues<float>(std::move(shape), v);
 }
 
 TEST(StepInputsTest, CutsOneStepOfEveryInput) {
@@ -20,7 +20,7 @@ TEST(StepInputsTest, CutsOneStepOfEveryInput) {
   auto step = StepInputs(plan, 1);
   ASSERT_TRUE(step.ok()) << step.status();
   ASSERT_EQ(step->size(), 2u);
-  EXPECT_EQ((*step)[0].second.shape(), (graph::Shape{2, 2}));
+  EXPECT_EQ((*step)[0].second.shape(), (tensor::Shape{2, 2}));
   EXPECT_EQ((*step)[0].second.values<float>()[0], 4.0f);
   EXPECT_EQ((*step)[1].second.values<float>()[1], 3.0f);
 }
@@ -31,7 +31,7 @@ TEST(OutputAccumulatorTest, ConcatenatesAlongDimZero) {
   ASSERT_TRUE(acc.Append({{"y", Iota({2, 2})}}).ok());
   auto out = acc.Finish();
   ASSERT_TRUE(out.ok());
-  EXPECT_EQ((*out)[0].second.shape(), (graph::Shape{4, 2}));
+  EXPECT_EQ((*out)[0].second.shape(), (tensor::Shape{4, 2}));
   EXPECT_EQ((*out)[0].second.values<float>()[5], 1.0f);
   EXPECT_EQ(acc.Append({{"y", Iota({2, 3})}}).code(), absl::StatusCode::kInternal);
   EXPECT_EQ(acc.Append({{"z", Iota({2, 2})}}).code(), absl::StatusCode::kInternal);

@@ -19,7 +19,7 @@ using testing::Fault;
 StepPlan Data(int64_t steps) {
   std::vector<float> values;
   for (int64_t k = 0; k < steps; ++k) values.push_back(static_cast<float>(k));
-  return {{{"x", *graph::Tensor::FromValues<float>({steps, 1}, values)}}, steps, 1, steps};
+  return {{{"x", *tensor::Tensor::FromValues<float>({steps, 1}, values)}}, steps, 1, steps};
 }
 
 // What a fault-free run of the same job leaves in `w`.
@@ -192,9 +192,9 @@ TEST(TrainingDriverTest, StopRequestedEndsCancelled) {
 }
 
 TEST(TrainingDriverTest, ResumedDataStepFollowsTheCheckpointsStep) {
-  runtime::NamedTensors checkpoint = {
-      {"w", *graph::Tensor::FromValues<float>({1}, {1.0f})},
-      {"optimizer/step", *graph::Tensor::FromValues<int64_t>({1}, {int64_t{10}})}};
+  tensor::NamedTensors checkpoint = {
+      {"w", *tensor::Tensor::FromValues<float>({1}, {1.0f})},
+      {"optimizer/step", *tensor::Tensor::FromValues<int64_t>({1}, {int64_t{10}})}};
   EXPECT_EQ(ResumedDataStep(checkpoint, 2, 3), 2);  // run 5 of a 3-step data set
   EXPECT_EQ(ResumedDataStep(checkpoint, 1, 4), 2);
   EXPECT_EQ(ResumedDataStep({checkpoint[0]}, 2, 3), 0);

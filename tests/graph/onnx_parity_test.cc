@@ -16,9 +16,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/interpreter.h"
-#include "graph/npy.h"
 #include "graph/onnx_import.h"
 #include "onnx/onnx_pb.h"
+#include "tensor/npy.h"
 #include <sys/wait.h>
 
 namespace ipupod::graph {

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 #include "tests/integration/harness.h"
 #include <sys/wait.h>
 
@@ -40,9 +40,9 @@ CliResult LongCli(const std::string& server, const std::vector<std::string>& arg
 }
 
 // Compares one output; reports the worst element relative to the tolerance.
-void ExpectClose(const std::string& what, const graph::Tensor& got, const graph::Tensor& want) {
+void ExpectClose(const std::string& what, const tensor::Tensor& got, const tensor::Tensor& want) {
   ASSERT_EQ(got.shape(), want.shape()) << what;
-  ASSERT_EQ(got.dtype(), graph::DType::kFloat32) << what;
+  ASSERT_EQ(got.dtype(), tensor::DType::kFloat32) << what;
   double worst_ratio = 0;
   int64_t worst = 0;
   for (int64_t i = 0; i < got.num_elements(); ++i) {
@@ -93,8 +93,8 @@ TEST(RunParityTest, CompiledAndRunModelsMatchTorch) {
                                                "--outputs", c + "out.npz"});
     ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
     std::printf("%s", run.out.c_str());
-    auto got = runtime::ReadTensorFile(c + "out.npz");
-    auto want = runtime::ReadTensorFile(c + "expected.npz");
+    auto got = tensor::ReadTensorFile(c + "out.npz");
+    auto want = tensor::ReadTensorFile(c + "expected.npz");
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_TRUE(want.ok()) << want.status();
     ASSERT_EQ(got->size(), want->size());

@@ -13,7 +13,7 @@
 
 #include "graph/interpreter.h"
 #include "graph/onnx_import.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 #include "tests/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 
@@ -46,18 +46,18 @@ std::string MlpModel(float scale) {
   return b.Bytes();
 }
 
-graph::Tensor Floats(graph::Shape shape, const std::vector<float>& values) {
-  return *graph::Tensor::FromValues<float>(std::move(shape), values);
+tensor::Tensor Floats(tensor::Shape shape, const std::vector<float>& values) {
+  return *tensor::Tensor::FromValues<float>(std::move(shape), values);
 }
 
 // The model run micro-batch by micro-batch in-process.
-graph::Tensor Expected(const std::string& model, const graph::Tensor& x) {
+tensor::Tensor Expected(const std::string& model, const tensor::Tensor& x) {
   auto imported = graph::ImportOnnx(model);
   EXPECT_TRUE(imported.ok()) << imported.status();
-  if (!imported.ok()) return graph::Tensor();
+  if (!imported.ok()) return tensor::Tensor();
   auto interp = graph::Interpreter::Create(*std::move(imported));
   EXPECT_TRUE(interp.ok()) << interp.status();
-  if (!interp.ok()) return graph::Tensor();
+  if (!interp.ok()) return tensor::Tensor();
   std::vector<float> out;
   const int64_t samples = x.shape()[0];
   for (int64_t b = 0; b < samples; b += kMicroBatch) {
@@ -76,7 +76,7 @@ void WriteBytes(const std::string& path, const std::string& bytes) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-void ExpectClose(const graph::Tensor& got, const graph::Tensor& want) {
+void ExpectClose(const tensor::Tensor& got, const tensor::Tensor& want) {
   ASSERT_EQ(got.shape(), want.shape());
   for (int64_t i = 0; i < got.num_elements(); ++i) {
     ASSERT_NEAR(got.values<float>()[i], want.values<float>()[i],
@@ -97,8 +97,8 @@ class RunTest : public ::testing::Test {
     WriteInputs("in.npz", {{"x", x_}});
   }
   std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
-  void WriteInputs(const std::string& name, const runtime::NamedTensors& tensors) {
-    WriteBytes(Path(name), runtime::SerializeNpz(tensors));
+  void WriteInputs(const std::string& name, const tensor::NamedTensors& tensors) {
+    WriteBytes(Path(name), tensor::SerializeNpz(tensors));
   }
   CliResult Cli(const std::vector<std::string>& args,
                 const std::map<std::string, std::string>& env = {}) {
@@ -111,10 +111,10 @@ class RunTest : public ::testing::Test {
     args.insert(args.end(), extra.begin(), extra.end());
     return Cli(args, env);
   }
-  graph::Tensor Output() {
-    auto out = runtime::ReadTensorFile(Path("out.npz"));
+  tensor::Tensor Output() {
+    auto out = tensor::ReadTensorFile(Path("out.npz"));
     EXPECT_TRUE(out.ok()) << out.status();
-    if (!out.ok() || out->empty()) return graph::Tensor();
+    if (!out.ok() || out->empty()) return tensor::Tensor();
     EXPECT_EQ((*out)[0].first, "y");
     return (*out)[0].second;
   }
@@ -134,7 +134,7 @@ class RunTest : public ::testing::Test {
   ServerUnderTest server_;
   TempDir dir_;
   std::string model_;
-  graph::Tensor x_;
+  tensor::Tensor x_;
 };
 
 TEST_F(RunTest, OutputsMatchTheInterpreterAndTheSessionIsReleased) {
@@ -175,17 +175,17 @@ TEST_F(RunTest, JsonPrintsOneLinePerStepAndASummary) {
 
 TEST_F(RunTest, WeightsFromEveryFormatChangeTheOutputs) {
   const std::string other = MlpModel(-0.25f);
-  auto weights = runtime::ParseOnnxInitializers(other);
+  auto weights = tensor::ParseOnnxInitializers(other);
   ASSERT_TRUE(weights.ok()) << weights.status();
-  const graph::Tensor want = Expected(other, x_);
-  WriteBytes(Path("w.npz"), runtime::SerializeNpz(*weights));
-  WriteBytes(Path("w.safetensors"), runtime::SerializeSafetensors(*weights));
+  const tensor::Tensor want = Expected(other, x_);
+  WriteBytes(Path("w.npz"), tensor::SerializeNpz(*weights));
+  WriteBytes(Path("w.safetensors"), tensor::SerializeSafetensors(*weights));
   WriteBytes(Path("w.onnx"), other);
   for (const char* file : {"w.npz", "w.safetensors", "w.onnx"}) {
     CliResult r = Run({"--weights", Path(file), "--save-weights", Path("saved.npz")});
     ASSERT_EQ(r.exit_code, 0) << file << ": " << r.err;
     ExpectClose(Output(), want);
-    auto saved = runtime::ReadTensorFile(Path("saved.npz"));
+    auto saved = tensor::ReadTensorFile(Path("saved.npz"));
     ASSERT_TRUE(saved.ok()) << saved.status();
     ASSERT_EQ(saved->size(), 2u);
     for (const auto& [name, tensor] : *saved) {
@@ -249,7 +249,7 @@ TEST_F(RunTest, MissingFilesExit3AndBadOutputNamesExit2) {
 }
 
 TEST_F(RunTest, UnknownWeightIsRefusedByTheServer) {
-  WriteBytes(Path("w.npz"), runtime::SerializeNpz({{"no_such_weight", Floats({2}, {1.0f, 2.0f})}}));
+  WriteBytes(Path("w.npz"), tensor::SerializeNpz({{"no_such_weight", Floats({2}, {1.0f, 2.0f})}}));
   CliResult r = Run({"--weights", Path("w.npz")});
   EXPECT_EQ(r.exit_code, 9) << r.err;
   EXPECT_NE(r.err.find("no_such_weight"), std::string::npos) << r.err;

@@ -21,8 +21,8 @@
 
 #include <gtest/gtest.h>
 
-#include "graph/npy.h"
-#include "runtime/tensor_files.h"
+#include "tensor/npy.h"
+#include "tensor/tensor_files.h"
 #include "tests/integration/harness.h"
 #include <sys/wait.h>
 
@@ -62,8 +62,8 @@ void ExpectClose(const std::string& what, const float* got, const float* want, i
               static_cast<long long>(n), worst_ratio);
 }
 
-void ExpectTensorsClose(const std::string& what, const runtime::NamedTensors& got,
-                        const runtime::NamedTensors& want) {
+void ExpectTensorsClose(const std::string& what, const tensor::NamedTensors& got,
+                        const tensor::NamedTensors& want) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (const auto& [name, w] : want) {
     auto it = std::find_if(got.begin(), got.end(), [&](const auto& g) { return g.first == name; });
@@ -104,17 +104,17 @@ std::vector<std::string> CompileArgs(const std::string& c) {
 // torch's trained output.
 void CheckSavedModel(const std::string& server, const std::string& c) {
   const std::string check = c + "check.npz";
-  auto inputs = runtime::ReadTensorFile(check);
+  auto inputs = tensor::ReadTensorFile(check);
   ASSERT_TRUE(inputs.ok()) << inputs.status();
-  runtime::NamedTensors in, want;
+  tensor::NamedTensors in, want;
   for (auto& [name, t] : *inputs) (name == "out" ? want : in).emplace_back(name, t);
-  ASSERT_TRUE(runtime::WriteTensorFile(c + "check_in.npz", in).ok());
+  ASSERT_TRUE(tensor::WriteTensorFile(c + "check_in.npz", in).ok());
   CliResult compiled = LongCli(server, {"compile", c + "trained.onnx", "-o", c + "trained.ipx"});
   ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
   CliResult run = LongCli(server, {"run", c + "trained.ipx", "--inputs", c + "check_in.npz",
                                    "--outputs", c + "check_out.npz"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  auto got = runtime::ReadTensorFile(c + "check_out.npz");
+  auto got = tensor::ReadTensorFile(c + "check_out.npz");
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->front().first, "out");
   ExpectClose("trained model output", got->front().second.data<float>(),
@@ -147,12 +147,12 @@ TEST(TrainParityTest, TrainedThroughServerAndCliMatchesTorch) {
                            "--save-model", c + "trained.onnx"});
     ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
     const std::vector<float> losses = Losses(run.out);
-    auto want_losses = graph::ReadNpyFile(c + "losses.npy");
+    auto want_losses = tensor::ReadNpyFile(c + "losses.npy");
     ASSERT_TRUE(want_losses.ok()) << want_losses.status();
     ASSERT_EQ(static_cast<int64_t>(losses.size()), updates) << run.out;
     ExpectClose(name + " losses", losses.data(), want_losses->data<float>(), updates);
-    auto got = runtime::ReadTensorFile(c + "trained.npz");
-    auto want = runtime::ReadTensorFile(c + "expected.npz");
+    auto got = tensor::ReadTensorFile(c + "trained.npz");
+    auto want = tensor::ReadTensorFile(c + "expected.npz");
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_TRUE(want.ok()) << want.status();
     ExpectTensorsClose(name + " weights", *got, *want);

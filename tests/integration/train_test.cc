@@ -6,16 +6,16 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 #include "tests/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 
 namespace ipupod::testing {
 namespace {
 
-using graph::Tensor;
 using graph::testing::kFloat;
 using graph::testing::OnnxBuilder;
+using tensor::Tensor;
 
 // y = tanh(x W + b), loss = mean((y - t)^2); micro-batch 2.
 std::string Regressor() {
@@ -59,9 +59,9 @@ std::vector<float> Wave(int64_t n, float seed) {
 class TrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(runtime::WriteFileAtomically(Path("m.onnx"), Regressor()).ok());
+    ASSERT_TRUE(tensor::WriteFileAtomically(Path("m.onnx"), Regressor()).ok());
     // 4 runs of 2 x 2 samples (micro-batch 2 x accumulation 2 x 1 iteration).
-    ASSERT_TRUE(runtime::WriteTensorFile(
+    ASSERT_TRUE(tensor::WriteTensorFile(
                     Path("data.npz"), {{"x", *Tensor::FromValues<float>({16, 3}, Wave(48, 0.3f))},
                                        {"t", *Tensor::FromValues<float>({16, 2}, Wave(32, 1.7f))}})
                     .ok());
@@ -75,10 +75,10 @@ class TrainTest : public ::testing::Test {
   CliResult Cli(const std::vector<std::string>& args) {
     return RunCli(server_.address(), "alice", args);
   }
-  runtime::NamedTensors Read(const std::string& name) {
-    auto t = runtime::ReadTensorFile(Path(name));
+  tensor::NamedTensors Read(const std::string& name) {
+    auto t = tensor::ReadTensorFile(Path(name));
     EXPECT_TRUE(t.ok()) << t.status();
-    return t.ok() ? *t : runtime::NamedTensors{};
+    return t.ok() ? *t : tensor::NamedTensors{};
   }
 
   TempDir dir_;
@@ -97,14 +97,14 @@ TEST_F(TrainTest, CheckpointResumesExactlyAfterServerRestart) {
       Cli({"--json", "run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"), "--steps", "3",
            "--resume", Path("ck.npz"), "--save-weights", Path("resumed.npz")});
   ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
-  const runtime::NamedTensors a = Read("whole.npz"), b = Read("resumed.npz");
+  const tensor::NamedTensors a = Read("whole.npz"), b = Read("resumed.npz");
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), a.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].first, b[i].first);
     EXPECT_EQ(a[i].second.bytes(), b[i].second.bytes()) << a[i].first << " differs";
   }
-  const runtime::NamedTensors checkpoint = Read("ck.npz");
+  const tensor::NamedTensors checkpoint = Read("ck.npz");
   bool has_state = false;
   for (const auto& [name, t] : checkpoint) has_state |= name == "optimizer/W/exp_avg";
   EXPECT_TRUE(has_state) << "the checkpoint lacks Adam's state";
@@ -128,7 +128,7 @@ TEST_F(TrainTest, TrainingUsageErrors) {
 // A buffer keeps its value from run to run (each micro-batch adds one) and
 // travels with checkpoints, as PopTorch's buffers do.
 TEST_F(TrainTest, BuffersPersistAcrossRunsAndCheckpoints) {
-  ASSERT_TRUE(runtime::WriteFileAtomically(Path("counter.onnx"), Counter()).ok());
+  ASSERT_TRUE(tensor::WriteFileAtomically(Path("counter.onnx"), Counter()).ok());
   const std::vector<std::string> compile = {"compile",
                                             Path("counter.onnx"),
                                             "--train",
@@ -192,7 +192,7 @@ TEST_F(TrainTest, RecoverGoesOnAfterFaultsWithTheSameResult) {
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.err.find("\"recovering\""), std::string::npos) << "no fault was hit:\n" << run.err;
   EXPECT_EQ(run.out.find("\"recoveries\":0"), std::string::npos) << run.out;
-  const runtime::NamedTensors a = Read("clean.npz"), b = Read("recovered.npz");
+  const tensor::NamedTensors a = Read("clean.npz"), b = Read("recovered.npz");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].second.bytes(), b[i].second.bytes()) << a[i].first << " differs";
@@ -225,7 +225,7 @@ TEST_F(TrainTest, RecoverWaitsForAnAdminsPodResetAfterAFullResetFault) {
   ASSERT_EQ(reset.exit_code, 0) << reset.out << reset.err;
   ASSERT_EQ(run.Wait(std::chrono::seconds(60)), 0) << run.stdout_text() << run.stderr_text();
   EXPECT_NE(run.stdout_text().find("\"recoveries\":1"), std::string::npos) << run.stdout_text();
-  const runtime::NamedTensors a = Read("clean.npz"), b = Read("recovered.npz");
+  const tensor::NamedTensors a = Read("clean.npz"), b = Read("recovered.npz");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].second.bytes(), b[i].second.bytes()) << a[i].first << " differs";

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/compile.h"
 #include "runtime/program.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 #include <sys/wait.h>
 
 namespace ipupod::runtime {
@@ -40,7 +40,7 @@ std::string ScriptPath() {
   return IPUPOD_PARITY_SCRIPT;
 }
 
-void ExpectClose(const std::string& what, const graph::Tensor& got, const graph::Tensor& want) {
+void ExpectClose(const std::string& what, const tensor::Tensor& got, const tensor::Tensor& want) {
   ASSERT_EQ(got.shape(), want.shape()) << what;
   const auto g = got.values<float>();
   const auto w = want.values<float>();
@@ -77,9 +77,9 @@ TEST(RuntimeParityTest, PipelinedReplicatedStepMatchesTorch) {
   auto program = Program::Create(std::make_shared<const compiler::Executable>(*compiled));
   ASSERT_TRUE(program.ok()) << program.status();
 
-  auto inputs = ReadTensorFile(dir + "/gelu_classifier.step_in.npz");  // numpy.savez
+  auto inputs = tensor::ReadTensorFile(dir + "/gelu_classifier.step_in.npz");  // numpy.savez
   ASSERT_TRUE(inputs.ok()) << inputs.status();
-  auto want = ReadTensorFile(dir + "/gelu_classifier.step_out.npz");  // savez_compressed
+  auto want = tensor::ReadTensorFile(dir + "/gelu_classifier.step_out.npz");  // savez_compressed
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_EQ(want->size(), 2u);
   auto step = (*program)->RunStep(*inputs);

@@ -17,7 +17,7 @@ namespace ipupod::runtime {
 namespace {
 
 using compiler::Executable;
-using graph::Tensor;
+using tensor::Tensor;
 using ::testing::HasSubstr;
 
 // 4 layers of d=8; micro-batch ids[2, 4] -> logits[2, 4, 16].
@@ -46,8 +46,8 @@ std::shared_ptr<const Executable> Compiled(
 }
 
 // Deterministic, distinct values for every weight.
-NamedTensors RandomWeights(const Program& p, float seed) {
-  NamedTensors out;
+tensor::NamedTensors RandomWeights(const Program& p, float seed) {
+  tensor::NamedTensors out;
   for (const compiler::TensorSpec& s : p.weight_specs()) {
     Tensor t = *Tensor::Create(s.dtype, s.shape);
     float* v = t.mutable_data<float>();
@@ -67,24 +67,24 @@ std::unique_ptr<Program> Loaded(const std::string& mode, float seed = 1) {
 }
 
 // ids for 8 micro-batches of [2, 4]: micro-batch j holds tokens (j + k) % 16.
-NamedTensors StepInputs() {
+tensor::NamedTensors StepInputs() {
   std::vector<int64_t> ids(16 * 4);
   for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>((k / 8 + k * 3) % 16);
-  NamedTensors in;
+  tensor::NamedTensors in;
   in.emplace_back("ids", *Tensor::FromValues<int64_t>({16, 4}, ids));
   return in;
 }
 
 // The unsplit model, one micro-batch at a time, with the same weights.
-std::vector<Tensor> Reference(const NamedTensors& weights) {
+std::vector<Tensor> Reference(const tensor::NamedTensors& weights) {
   graph::Graph g = *graph::ImportOnnx(Gpt4());
   for (const auto& [name, t] : weights) g.initializers[name] = t;
   auto interp = *graph::Interpreter::Create(std::move(g));
-  const NamedTensors in = StepInputs();
+  const tensor::NamedTensors in = StepInputs();
   const Tensor& ids = in[0].second;
   std::vector<Tensor> out;
   for (int j = 0; j < 8; ++j) {
-    Tensor mb = *Tensor::FromBytes(graph::DType::kInt64, {2, 4}, ids.bytes().substr(j * 64, 64));
+    Tensor mb = *Tensor::FromBytes(tensor::DType::kInt64, {2, 4}, ids.bytes().substr(j * 64, 64));
     out.push_back((*interp->Run({mb}))[0]);
   }
   return out;
@@ -113,7 +113,7 @@ TEST(ProgramTest, OutputModesHavePopartShapesAndSampleOrder) {
   for (const Case& c : {Case{"all", 8, {0, 1, 2, 3, 4, 5, 6, 7}}, Case{"final", 2, {6, 7}},
                         Case{"every_n:2", 4, {2, 3, 6, 7}}}) {
     auto p = Loaded(c.mode);
-    ASSERT_EQ(p->host_outputs().at(0).shape, (graph::Shape{2 * c.micro_batches, 4, 16}));
+    ASSERT_EQ(p->host_outputs().at(0).shape, (tensor::Shape{2 * c.micro_batches, 4, 16}));
     auto r = p->RunStep(StepInputs());
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->outputs.at(0).first, "logits");
@@ -127,7 +127,7 @@ TEST(ProgramTest, SumModeAddsDeviceIterationsPerReplica) {
   auto p = Loaded("sum");
   auto r = p->RunStep(StepInputs());
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->outputs.at(0).second.shape(), (graph::Shape{4, 4, 16}));
+  ASSERT_EQ(r->outputs.at(0).second.shape(), (tensor::Shape{4, 4, 16}));
   const std::vector<float> got = Values(*r);
   for (int replica = 0; replica < 2; ++replica) {
     for (int k = 0; k < 2 * 4 * 16; ++k) {
@@ -142,7 +142,7 @@ TEST(ProgramTest, RunShapeAndCounts) {
   auto p = Loaded("all");
   EXPECT_EQ(p->samples_per_step(), 16);
   ASSERT_EQ(p->host_inputs().size(), 1u);
-  EXPECT_EQ(p->host_inputs()[0].shape, (graph::Shape{16, 4}));
+  EXPECT_EQ(p->host_inputs()[0].shape, (tensor::Shape{16, 4}));
   auto r = p->RunStep(StepInputs());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->samples, 16);
@@ -160,7 +160,7 @@ TEST(ProgramTest, WeightsAreTheModelsFloatInitializers) {
   EXPECT_TRUE(std::is_sorted(specs.begin(), specs.end(),
                              [](const auto& a, const auto& b) { return a.name < b.name; }));
   EXPECT_EQ((*p)->weight_bytes(), 4 * (4 * (64 + 256 + 256) + 16 * 8 + 8 + 8 * 16));
-  const NamedTensors w = RandomWeights(**p, 2);
+  const tensor::NamedTensors w = RandomWeights(**p, 2);
   ASSERT_TRUE((*p)->SetWeights(w).ok());
   auto all = (*p)->GetWeights({});
   ASSERT_TRUE(all.ok()) << all.status();
@@ -178,28 +178,28 @@ TEST(ProgramTest, WeightsAreTheModelsFloatInitializers) {
 
 TEST(ProgramTest, SetWeightsErrorsChangeNothing) {
   auto p = Loaded("all");
-  const NamedTensors before = *p->GetWeights({});
-  const auto expect_rejected = [&](NamedTensors w, const std::string& message) {
+  const tensor::NamedTensors before = *p->GetWeights({});
+  const auto expect_rejected = [&](tensor::NamedTensors w, const std::string& message) {
     const absl::Status s = p->SetWeights(std::move(w));
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << message;
     EXPECT_THAT(std::string(s.message()), HasSubstr(message));
     EXPECT_EQ(*p->GetWeights({}), before);
   };
-  const Tensor good = *Tensor::Create(graph::DType::kFloat32, {8, 8});
+  const Tensor good = *Tensor::Create(tensor::DType::kFloat32, {8, 8});
   expect_rejected({{"h.0.attn.w", good}, {"h.0.atn.w", good}},
                   "unknown weight 'h.0.atn.w' (did you mean 'h.0.attn.w'?)");
   expect_rejected(
-      {{"h.0.attn.w", good}, {"h.1.attn.w", *Tensor::Create(graph::DType::kFloat32, {8, 9})}},
+      {{"h.0.attn.w", good}, {"h.1.attn.w", *Tensor::Create(tensor::DType::kFloat32, {8, 9})}},
       "weight 'h.1.attn.w' is float32[8, 8] but the new value is float32[8, 9]");
   expect_rejected(
-      {{"h.0.attn.w", good}, {"h.1.attn.w", *Tensor::Create(graph::DType::kInt32, {8, 8})}},
+      {{"h.0.attn.w", good}, {"h.1.attn.w", *Tensor::Create(tensor::DType::kInt32, {8, 8})}},
       "but the new value is int32[8, 8]");
   expect_rejected({{"h.0.attn.w", good}, {"h.0.attn.w", good}}, "'h.0.attn.w' is given twice");
 }
 
 TEST(ProgramTest, RunStepRejectsBadInputs) {
   auto p = Loaded("all");
-  const auto expect_rejected = [&](const NamedTensors& in, const std::string& message) {
+  const auto expect_rejected = [&](const tensor::NamedTensors& in, const std::string& message) {
     const absl::Status s = p->RunStep(in).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << message;
     EXPECT_THAT(std::string(s.message()), HasSubstr(message));
@@ -208,15 +208,15 @@ TEST(ProgramTest, RunStepRejectsBadInputs) {
       "a step takes int64[16, 4]: 8 micro-batches (device_iterations 4 x replication 2) of "
       "int64[2, 4] concatenated along dim 0";
   expect_rejected({}, "input 'ids' is missing; " + how);
-  NamedTensors in = StepInputs();
+  tensor::NamedTensors in = StepInputs();
   in.emplace_back("idz", in[0].second);
   expect_rejected(in, "unknown input 'idz' (did you mean 'ids'?)");
   expect_rejected(in, "`ipupod inspect FILE.ipx` lists the executable's inputs");
   in[1].first = "ids";
   expect_rejected(in, "input 'ids' is given twice");
-  expect_rejected({{"ids", *Tensor::Create(graph::DType::kInt64, {2, 4})}},
+  expect_rejected({{"ids", *Tensor::Create(tensor::DType::kInt64, {2, 4})}},
                   "input 'ids' is int64[2, 4]; " + how);
-  expect_rejected({{"ids", *Tensor::Create(graph::DType::kFloat32, {16, 4})}},
+  expect_rejected({{"ids", *Tensor::Create(tensor::DType::kFloat32, {16, 4})}},
                   "input 'ids' is float32[16, 4]");
   Tensor out_of_range = StepInputs()[0].second;
   out_of_range.mutable_data<int64_t>()[3 * 8] = 99;  // micro-batch 3

@@ -17,9 +17,9 @@
 namespace ipupod::runtime {
 namespace {
 
-using graph::Tensor;
 using graph::testing::kFloat;
 using graph::testing::OnnxBuilder;
+using tensor::Tensor;
 using ::testing::HasSubstr;
 
 std::vector<float> Wave(int64_t n, float seed) {
@@ -65,7 +65,7 @@ std::unique_ptr<Program> TrainingProgram(const std::string& extra = "") {
   return *std::move(p);
 }
 
-NamedTensors StepInputs(float seed) {
+tensor::NamedTensors StepInputs(float seed) {
   return {{"x", *Tensor::FromValues<float>({kSamples, 3}, Wave(kSamples * 3, seed))},
           {"t", *Tensor::FromValues<float>({kSamples, 2}, Wave(kSamples * 2, seed + 5))}};
 }
@@ -78,7 +78,7 @@ Tensor Rows(const Tensor& t, int64_t begin, int64_t count) {
 
 TEST(TrainingProgramTest, StepEqualsLargeBatchTraining) {
   std::unique_ptr<Program> program = TrainingProgram();
-  const NamedTensors inputs = StepInputs(0.5f);
+  const tensor::NamedTensors inputs = StepInputs(0.5f);
   auto step = program->RunStep(inputs);
   ASSERT_TRUE(step.ok()) << step.status();
   ASSERT_EQ(step->losses.size(), 3u);
@@ -120,15 +120,15 @@ TEST(TrainingProgramTest, OutputModesCountAccumulation) {
   std::unique_ptr<Program> final_mode = TrainingProgram();
   auto step = final_mode->RunStep(StepInputs(0.1f));
   ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_EQ(step->outputs[0].second.shape(), (graph::Shape{kReplicas * kMicroBatch, 2}));
-  EXPECT_EQ(step->outputs[1].second.shape(), (graph::Shape{kReplicas}));
+  EXPECT_EQ(step->outputs[0].second.shape(), (tensor::Shape{kReplicas * kMicroBatch, 2}));
+  EXPECT_EQ(step->outputs[1].second.shape(), (tensor::Shape{kReplicas}));
 
   std::unique_ptr<Program> all_mode = TrainingProgram(",output_mode=all");
-  const NamedTensors inputs = StepInputs(0.1f);
+  const tensor::NamedTensors inputs = StepInputs(0.1f);
   auto all = all_mode->RunStep(inputs);
   ASSERT_TRUE(all.ok()) << all.status();
-  EXPECT_EQ(all->outputs[0].second.shape(), (graph::Shape{kSamples, 2}));
-  ASSERT_EQ(all->outputs[1].second.shape(), (graph::Shape{kSamples / kMicroBatch}));
+  EXPECT_EQ(all->outputs[0].second.shape(), (tensor::Shape{kSamples, 2}));
+  ASSERT_EQ(all->outputs[1].second.shape(), (tensor::Shape{kSamples / kMicroBatch}));
   // final = the last micro-batch of each replica in the last iteration.
   const float* all_y = all->outputs[0].second.data<float>();
   const float* final_y = step->outputs[0].second.data<float>();
@@ -164,12 +164,12 @@ TEST(TrainingProgramTest, BadCheckpointChangesNothing) {
   std::unique_ptr<Program> p = TrainingProgram();
   auto checkpoint = *p->GetCheckpoint();
   const auto before = *p->GetWeights({});
-  NamedTensors partial;
+  tensor::NamedTensors partial;
   for (auto& [name, t] : checkpoint) {
     if (name != "W") partial.emplace_back(name, t);
   }
   EXPECT_THAT(p->SetWeights(partial).message(), HasSubstr("lacks weight 'W'"));
-  NamedTensors foreign = checkpoint;
+  tensor::NamedTensors foreign = checkpoint;
   foreign.emplace_back("optimizer_attr/dampening", *Tensor::FromValues<float>({}, {0.5f}));
   EXPECT_THAT(p->SetWeights(foreign).message(), HasSubstr("fixed dampening=0 at compile time"));
   const auto after = *p->GetWeights({});
@@ -195,7 +195,7 @@ TEST(TrainingProgramTest, SetWeightsTakesAWholeCheckpoint) {
   auto p = TrainingProgram();
   EXPECT_EQ(p->max_set_weights_bytes(),
             p->weight_bytes() * kCheckpointWeightMultiple + kWeightSlackBytes);
-  absl::StatusOr<NamedTensors> checkpoint = p->GetCheckpoint();
+  absl::StatusOr<tensor::NamedTensors> checkpoint = p->GetCheckpoint();
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   int64_t checkpoint_bytes = 0;
   for (const auto& [name, t] : *checkpoint) {

@@ -99,8 +99,8 @@ Compiled CompileMlp(int64_t hidden) {
   return c;
 }
 
-graph::Tensor Floats(graph::Shape shape, const std::vector<float>& values) {
-  return *graph::Tensor::FromValues<float>(std::move(shape), values);
+tensor::Tensor Floats(tensor::Shape shape, const std::vector<float>& values) {
+  return *tensor::Tensor::FromValues<float>(std::move(shape), values);
 }
 
 std::string Trailer(const grpc::ClientContext& context, const std::string& key) {
@@ -110,7 +110,7 @@ std::string Trailer(const grpc::ClientContext& context, const std::string& key) 
 }
 
 template <typename Request>
-void SendTensors(const runtime::NamedTensors& tensors,
+void SendTensors(const tensor::NamedTensors& tensors,
                  const std::function<bool(const Request&)>& write) {
   absl::Status sent = StreamTensors(
       tensors,
@@ -139,7 +139,7 @@ class Collector {
     }
     return true;
   }
-  runtime::NamedTensors Finish() { return *assembler_.Finish(); }
+  tensor::NamedTensors Finish() { return *assembler_.Finish(); }
 
  private:
   TensorAssembler assembler_{"responses", int64_t{1} << 32};
@@ -203,7 +203,7 @@ class Caller {
     auto context = Context();
     return exec_->GetLoaded(context.get(), request, loaded);
   }
-  grpc::Status WriteWeights(const std::string& session, const runtime::NamedTensors& tensors,
+  grpc::Status WriteWeights(const std::string& session, const tensor::NamedTensors& tensors,
                             v1::WriteWeightsResponse* response = nullptr) {
     v1::WriteWeightsResponse unused;
     auto context = Context();
@@ -218,7 +218,7 @@ class Caller {
     return writer->Finish();
   }
   grpc::Status ReadWeights(const std::string& session, const std::vector<std::string>& names,
-                           runtime::NamedTensors* out) {
+                           tensor::NamedTensors* out) {
     v1::ReadWeightsRequest request;
     request.set_session(session);
     for (const auto& n : names) request.add_names(n);
@@ -237,8 +237,8 @@ class Caller {
     return status;
   }
   // One step; `context` (optional) receives the trailers.
-  grpc::Status Run(const std::string& session, const runtime::NamedTensors& inputs,
-                   runtime::NamedTensors* outputs, v1::RunStats* stats,
+  grpc::Status Run(const std::string& session, const tensor::NamedTensors& inputs,
+                   tensor::NamedTensors* outputs, v1::RunStats* stats,
                    grpc::ClientContext* context = nullptr) {
     auto own = Context();
     auto stream = exec_->Run(context ? context : own.get());
@@ -346,9 +346,9 @@ class ExecutionServiceTest : public ::testing::Test {
     grpc::Status s = alice_->Load(session.id(), c.sha256, loaded);
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
-  runtime::NamedTensors Inputs() { return {{"x", Floats({4, 8}, Ramp(32, 0.3f))}}; }
+  tensor::NamedTensors Inputs() { return {{"x", Floats({4, 8}, Ramp(32, 0.3f))}}; }
   // y from the interpreter on the model's own graph.
-  graph::Tensor Reference(const std::string& onnx, const graph::Tensor& x) {
+  tensor::Tensor Reference(const std::string& onnx, const tensor::Tensor& x) {
     absl::StatusOr<graph::Graph> g = graph::ImportOnnx(onnx);
     EXPECT_TRUE(g.ok()) << g.status();
     auto interpreter = graph::Interpreter::Create(*std::move(g));
@@ -456,7 +456,7 @@ TEST_F(ExecutionServiceTest, CallsNeedAUser) {
 
 TEST_F(ExecutionServiceTest, OperationsNeedALoadAndTheirOwnSession) {
   Attached session(*alice_, 1);
-  runtime::NamedTensors out;
+  tensor::NamedTensors out;
   v1::RunStats stats;
   grpc::Status s = alice_->Run(session.id(), Inputs(), &out, &stats);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
@@ -503,7 +503,7 @@ TEST_F(ExecutionServiceTest, LoadAndRunMatchTheInterpreter) {
   EXPECT_GT(loaded.simulated_load_seconds(), 0);
   EXPECT_THAT(alice_->MemoryUsed(session.ipus()), ElementsAre(loaded.memory(0).used_bytes()));
 
-  runtime::NamedTensors out;
+  tensor::NamedTensors out;
   v1::RunStats stats;
   grpc::Status s = alice_->Run(session.id(), Inputs(), &out, &stats);
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -527,11 +527,11 @@ TEST_F(ExecutionServiceTest, ConcurrentSessionsShareComputeAndAllFinish) {
   Attached second(*bob_, 1);
   MustLoad(first, *mlp_);
   ASSERT_TRUE(bob_->Load(second.id(), mlp_->sha256, nullptr).ok());
-  const graph::Tensor want = Reference(mlp_->onnx, Inputs()[0].second);
+  const tensor::Tensor want = Reference(mlp_->onnx, Inputs()[0].second);
   std::atomic<int> ok{0};
   auto steps = [&](Caller& caller, const std::string& session) {
     for (int i = 0; i < 5; ++i) {
-      runtime::NamedTensors out;
+      tensor::NamedTensors out;
       v1::RunStats stats;
       grpc::Status s = caller.Run(session, Inputs(), &out, &stats);
       if (s.ok() && out.size() == 1 && out[0].second == want) ++ok;
@@ -582,14 +582,14 @@ TEST_F(ExecutionServiceTest, DetachFreesTheMemoryOfTheLoad) {
 TEST_F(ExecutionServiceTest, WeightsRoundTripInChunks) {
   Attached session(*alice_, 1);
   MustLoad(session, *big_);
-  const graph::Tensor fc1 = Floats({8, 160'000}, Ramp(8 * 160'000, -0.25f));
+  const tensor::Tensor fc1 = Floats({8, 160'000}, Ramp(8 * 160'000, -0.25f));
   ASSERT_GT(fc1.byte_size(), 4 * kChunk);
   v1::WriteWeightsResponse written;
   grpc::Status s = alice_->WriteWeights(session.id(), {{"fc1.w", fc1}}, &written);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_THAT(written.written(), ElementsAre("fc1.w"));
   EXPECT_GT(written.simulated_seconds(), 0);
-  runtime::NamedTensors read;
+  tensor::NamedTensors read;
   ASSERT_TRUE(alice_->ReadWeights(session.id(), {"fc1.w"}, &read).ok());
   ASSERT_EQ(read.size(), 1u);
   EXPECT_EQ(read[0].first, "fc1.w");
@@ -603,12 +603,12 @@ TEST_F(ExecutionServiceTest, WeightsRoundTripInChunks) {
 TEST_F(ExecutionServiceTest, WeightErrorsChangeNothing) {
   Attached session(*alice_, 1);
   MustLoad(session, *mlp_);
-  runtime::NamedTensors before;
+  tensor::NamedTensors before;
   ASSERT_TRUE(alice_->ReadWeights(session.id(), {}, &before).ok());
-  const graph::Tensor good = Floats({16, 4}, Ramp(64, 2));
-  const std::vector<std::pair<runtime::NamedTensors, std::string>> cases = {
+  const tensor::Tensor good = Floats({16, 4}, Ramp(64, 2));
+  const std::vector<std::pair<tensor::NamedTensors, std::string>> cases = {
       {{{"fc2.w", good}, {"fc1.w", Floats({8, 15}, Ramp(120, 1))}}, "fc1.w"},
-      {{{"fc2.w", good}, {"fc1.w", graph::Tensor::Scalar<int64_t>(3)}}, "fc1.w"},
+      {{{"fc2.w", good}, {"fc1.w", tensor::Tensor::Scalar<int64_t>(3)}}, "fc1.w"},
       {{{"fc2.w", good}, {"fc9.w", Floats({8, 16}, Ramp(128, 1))}}, "fc9.w"},
   };
   for (const auto& [tensors, name] : cases) {
@@ -616,7 +616,7 @@ TEST_F(ExecutionServiceTest, WeightErrorsChangeNothing) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name;
     EXPECT_THAT(s.error_message(), HasSubstr(name));
   }
-  runtime::NamedTensors after;
+  tensor::NamedTensors after;
   ASSERT_TRUE(alice_->ReadWeights(session.id(), {}, &after).ok());
   EXPECT_EQ(after, before);
   EXPECT_EQ(alice_->ReadWeights(session.id(), {"nope"}, &after).error_code(),
@@ -652,7 +652,7 @@ TEST_F(ExecutionServiceTest, AResetNeedsALoadAgain) {
   MustLoad(session, *mlp_);
   ASSERT_TRUE(ResetSession(session.id()).ok());
   EXPECT_THAT(alice_->MemoryUsed(session.ipus()), ElementsAre(0u));
-  runtime::NamedTensors out;
+  tensor::NamedTensors out;
   v1::RunStats stats;
   grpc::Status s = alice_->Run(session.id(), Inputs(), &out, &stats);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
@@ -671,7 +671,7 @@ TEST_F(ExecutionServiceTest, AnInjectedFaultSurfacesOnTheNextRun) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
   context.AddMetadata("x-ipupod-user", "alice");
-  runtime::NamedTensors out;
+  tensor::NamedTensors out;
   v1::RunStats stats;
   grpc::Status s = alice_->Run(session.id(), Inputs(), &out, &stats, &context);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED);
@@ -688,14 +688,14 @@ TEST_F(ExecutionServiceTest, ALoneClientIsNeverRefusedAtTheSmallestBounds) {
     config.max_execution_threads = threads;
     StartServer(config);
     Attached session(*alice_, 1);
-    const graph::Tensor want = Reference(mlp_->onnx, Inputs()[0].second);
+    const tensor::Tensor want = Reference(mlp_->onnx, Inputs()[0].second);
     for (int i = 0; i < 5; ++i) {
       v1::ExecutableRef ref;
       grpc::Status s = alice_->Upload(mlp_->ipx, mlp_->sha256, &ref);
       ASSERT_TRUE(s.ok()) << threads << " threads, round " << i << ": " << s.error_message();
       s = alice_->Load(session.id(), mlp_->sha256);
       ASSERT_TRUE(s.ok()) << threads << " threads, round " << i << ": " << s.error_message();
-      runtime::NamedTensors out;
+      tensor::NamedTensors out;
       v1::RunStats stats;
       s = alice_->Run(session.id(), Inputs(), &out, &stats);
       ASSERT_TRUE(s.ok()) << threads << " threads, round " << i << ": " << s.error_message();

@@ -48,7 +48,7 @@ TEST(ProtoConvertExecutionTest, OptimizerKeepsVariablesApartFromConstants) {
 
 TEST(ProtoConvertExecutionTest, TensorSpecAndExecutableRef) {
   v1::TensorSpec spec;
-  ToProto(compiler::TensorSpec{"x", graph::DType::kFloat32, {4, 8}}, &spec);
+  ToProto(compiler::TensorSpec{"x", tensor::DType::kFloat32, {4, 8}}, &spec);
   EXPECT_EQ(spec.name(), "x");
   EXPECT_EQ(spec.dtype(), "float32");
   ASSERT_EQ(spec.shape_size(), 2);

@@ -24,17 +24,17 @@ v1::TensorHeader Header(const std::string& name, const std::string& dtype,
   return h;
 }
 
-graph::Tensor Big(int64_t n) {
+tensor::Tensor Big(int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
-  return *graph::Tensor::FromValues<float>({n}, v);
+  return *tensor::Tensor::FromValues<float>({n}, v);
 }
 
 TEST(TensorStreamTest, RoundTripsInChunksOfAtMostOneMiB) {
-  const runtime::NamedTensors tensors = {
+  const tensor::NamedTensors tensors = {
       {"a", Big(700'000)},
-      {"empty", *graph::Tensor::Create(graph::DType::kInt64, {0})},
-      {"s", graph::Tensor::Scalar<int32_t>(7)}};
+      {"empty", *tensor::Tensor::Create(tensor::DType::kInt64, {0})},
+      {"s", tensor::Tensor::Scalar<int32_t>(7)}};
   TensorAssembler assembler("weights", int64_t{1} << 30);
   size_t chunks = 0;
   absl::Status s = StreamTensors(
@@ -46,7 +46,7 @@ TEST(TensorStreamTest, RoundTripsInChunksOfAtMostOneMiB) {
       });
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(chunks, 4u);  // 2.8 MB in three chunks, the scalar in one, nothing for empty
-  absl::StatusOr<runtime::NamedTensors> back = assembler.Finish();
+  absl::StatusOr<tensor::NamedTensors> back = assembler.Finish();
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, tensors);
 }
@@ -93,10 +93,10 @@ TEST(TensorStreamTest, BoolsMustBeZeroOrOne) {
 }
 
 TEST(TensorStreamTest, ParseDTypeKnowsTheFour) {
-  EXPECT_EQ(*ParseDType("float32"), graph::DType::kFloat32);
-  EXPECT_EQ(*ParseDType("int64"), graph::DType::kInt64);
-  EXPECT_EQ(*ParseDType("int32"), graph::DType::kInt32);
-  EXPECT_EQ(*ParseDType("bool"), graph::DType::kBool);
+  EXPECT_EQ(*ParseDType("float32"), tensor::DType::kFloat32);
+  EXPECT_EQ(*ParseDType("int64"), tensor::DType::kInt64);
+  EXPECT_EQ(*ParseDType("int32"), tensor::DType::kInt32);
+  EXPECT_EQ(*ParseDType("bool"), tensor::DType::kBool);
   EXPECT_EQ(ParseDType("f32").status().code(), kInvalid);
 }
 

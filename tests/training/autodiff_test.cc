@@ -524,7 +524,7 @@ TEST(AutodiffTest, RejectsBadInputsAndWeightsAtRun) {
   TensorMap missing;
   EXPECT_EQ((*ad)->Run(c.inputs(), missing).status().code(), absl::StatusCode::kInvalidArgument);
   TensorMap wrong = weights;
-  wrong.at("x") = *graph::Tensor::Create(graph::DType::kFloat32, {3, 2});
+  wrong.at("x") = *tensor::Tensor::Create(tensor::DType::kFloat32, {3, 2});
   EXPECT_THAT((*ad)->Run(c.inputs(), wrong).status().message(), HasSubstr("weight 'x'"));
   TensorMap extra = weights;
   extra.emplace("r", weights.at("x"));
@@ -568,15 +568,15 @@ graph::Graph TwoLayerRegressor(bool tied) {
   return *graph::ImportOnnx(b.Bytes(), graph::FoldOptions{.keep_weights = true});
 }
 
-std::vector<graph::Tensor> RegressorBatch() {
-  return {*graph::Tensor::FromValues<float>({4, 3}, testing::RandomValues(12, -1, 1, 4)),
-          *graph::Tensor::FromValues<float>({2, 2, 3}, testing::RandomValues(12, -1, 1, 5))};
+std::vector<tensor::Tensor> RegressorBatch() {
+  return {*tensor::Tensor::FromValues<float>({4, 3}, testing::RandomValues(12, -1, 1, 4)),
+          *tensor::Tensor::FromValues<float>({2, 2, 3}, testing::RandomValues(12, -1, 1, 5))};
 }
 
 // Runs `ad` both ways from its initial weights: RunSgdStep against Run
 // followed by w + (-lr) g. Returns RunSgdStep's result.
 GradientResult ExpectSgdStepMatchesRunThenUpdate(const Autodiff& ad,
-                                                 const std::vector<graph::Tensor>& inputs) {
+                                                 const std::vector<tensor::Tensor>& inputs) {
   constexpr double kLr = 0.5;
   const TensorMap start = ad.InitialWeights();
   auto plain = ad.Run(inputs, start);
@@ -589,8 +589,8 @@ GradientResult ExpectSgdStepMatchesRunThenUpdate(const Autodiff& ad,
   EXPECT_TRUE(fused->gradients.empty());
   for (const auto& [name, w0] : start) {
     SCOPED_TRACE(name);
-    const graph::Tensor& g = plain->gradients.at(name);
-    const graph::Tensor& w = fused_weights.at(name);
+    const tensor::Tensor& g = plain->gradients.at(name);
+    const tensor::Tensor& w = fused_weights.at(name);
     for (int64_t i = 0; i < w0.num_elements(); ++i) {
       const float want = w0.data<float>()[i] + static_cast<float>(-kLr) * g.data<float>()[i];
       EXPECT_NEAR(w.data<float>()[i], want, 1e-6f * (1.0f + std::abs(want))) << i;
@@ -629,7 +629,7 @@ TEST(AutodiffTest, RunSgdStepEvaluatesProductsThatReadAWeightBeforeUpdating) {
       *graph::ImportOnnx(b.Bytes(), graph::FoldOptions{.keep_weights = true}), "loss", {});
   ASSERT_TRUE(ad.ok()) << ad.status();
   const GradientResult r = ExpectSgdStepMatchesRunThenUpdate(
-      **ad, {*graph::Tensor::FromValues<float>({2, 3}, testing::RandomValues(6, -1, 1, 8))});
+      **ad, {*tensor::Tensor::FromValues<float>({2, 3}, testing::RandomValues(6, -1, 1, 8))});
   EXPECT_EQ(r.fused_products, 0);
 }
 
@@ -637,8 +637,8 @@ TEST(AutodiffTest, RunSgdStepLeavesTheWeightsAloneOnError) {
   auto ad = Autodiff::Create(TwoLayerRegressor(false), "loss", {});
   ASSERT_TRUE(ad.ok()) << ad.status();
   TensorMap weights = (*ad)->InitialWeights();
-  std::vector<graph::Tensor> bad = RegressorBatch();
-  bad[1] = *graph::Tensor::Create(graph::DType::kFloat32, {2, 3});
+  std::vector<tensor::Tensor> bad = RegressorBatch();
+  bad[1] = *tensor::Tensor::Create(tensor::DType::kFloat32, {2, 3});
   auto r = (*ad)->RunSgdStep(bad, weights, {}, 0.5);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("input 1 ('t')"));

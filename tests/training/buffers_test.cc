@@ -91,9 +91,9 @@ TEST(BuffersTest, AutodiffRunTakesAndReturnsBuffers) {
   const graph::Graph g = BatchNormModel(1, true);
   auto ad = Autodiff::Create(g, "loss", {}, *ImplicitBufferUpdates(g));
   ASSERT_TRUE(ad.ok()) << ad.status();
-  auto x = graph::Tensor::FromValues<float>(
+  auto x = tensor::Tensor::FromValues<float>(
       {4, 3}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
-  std::vector<graph::Tensor> inputs = {*x};
+  std::vector<tensor::Tensor> inputs = {*x};
   EXPECT_THAT((*ad)->Run(inputs, (*ad)->InitialWeights()).status().message(),
               HasSubstr("buffer 'bn.running_mean' is missing"));
   auto run = (*ad)->Run(inputs, (*ad)->InitialWeights(), (*ad)->InitialBuffers());

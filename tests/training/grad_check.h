@@ -49,7 +49,7 @@ class GradCase {
  public:
   explicit GradCase(int64_t opset) : b_(opset) {
     b_.Input("one", kFloat, {1});
-    inputs_.push_back(*graph::Tensor::FromValues<float>({1}, std::vector<float>{1.0f}));
+    inputs_.push_back(*tensor::Tensor::FromValues<float>({1}, std::vector<float>{1.0f}));
   }
 
   OnnxBuilder& builder() { return b_; }
@@ -71,7 +71,7 @@ class GradCase {
   void IntInput(const std::string& name, const std::vector<int64_t>& shape,
                 const std::vector<int64_t>& values) {
     b_.Input(name, kInt64, shape);
-    inputs_.push_back(*graph::Tensor::FromValues<int64_t>(shape, values));
+    inputs_.push_back(*tensor::Tensor::FromValues<int64_t>(shape, values));
   }
 
   // loss = ReduceSum(y * r): the op's output `y` of `shape` weighted by r.
@@ -84,21 +84,21 @@ class GradCase {
   }
 
   const std::vector<std::string>& weights() const { return weights_; }
-  const std::vector<graph::Tensor>& inputs() const { return inputs_; }
+  const std::vector<tensor::Tensor>& inputs() const { return inputs_; }
 
  private:
   OnnxBuilder b_;
   std::vector<std::string> weights_;
-  std::vector<graph::Tensor> inputs_;
+  std::vector<tensor::Tensor> inputs_;
 };
 
 // sum(y * r) in double from the forward outputs (y is output 0).
-inline double WeightedSum(const Autodiff& ad, const std::vector<graph::Tensor>& inputs,
+inline double WeightedSum(const Autodiff& ad, const std::vector<tensor::Tensor>& inputs,
                           const TensorMap& weights) {
   auto out = ad.Forward(inputs, weights);
   EXPECT_TRUE(out.ok()) << out.status();
   if (!out.ok()) return NAN;
-  const graph::Tensor& r = ad.graph().initializers.at("r");
+  const tensor::Tensor& r = ad.graph().initializers.at("r");
   double sum = 0;
   for (int64_t i = 0; i < r.num_elements(); ++i) {
     sum += double{(*out)[0].data<float>()[i]} * r.data<float>()[i];
@@ -121,7 +121,7 @@ inline void ExpectGradientsMatch(GradCase& c, double eps = 1e-2) {
               1e-4 + 1e-5 * std::fabs(result->loss));
   for (const std::string& name : c.weights()) {
     ASSERT_TRUE(result->gradients.contains(name)) << name << " got no gradient";
-    const graph::Tensor& grad = result->gradients.at(name);
+    const tensor::Tensor& grad = result->gradients.at(name);
     ASSERT_EQ(grad.shape(), weights.at(name).shape()) << name;
     const int64_t n = grad.num_elements();
     const int64_t stride = n > 48 ? n / 48 : 1;

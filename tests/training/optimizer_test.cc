@@ -10,7 +10,7 @@
 namespace ipupod::training {
 namespace {
 
-using graph::Tensor;
+using tensor::Tensor;
 using ::testing::HasSubstr;
 
 Tensor F(std::vector<float> v) {

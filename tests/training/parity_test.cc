@@ -20,8 +20,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "graph/npy.h"
 #include "graph/onnx_import.h"
+#include "tensor/npy.h"
 #include "training/autodiff.h"
 #include "training/trainer.h"
 #include <sys/wait.h>
@@ -30,7 +30,7 @@ namespace ipupod::training {
 namespace {
 
 namespace fs = std::filesystem;
-using graph::Tensor;
+using tensor::Tensor;
 
 std::string ScriptPath() {
   if (const char* src = std::getenv("IPUPOD_SOURCE_DIR")) {
@@ -60,13 +60,13 @@ double WorstError(const Tensor& got, const Tensor& want, double rtol, double ato
 
 // Row `i` of a [n, ...] tensor, rows [begin, end) of its dim 1 (all if end < 0).
 Tensor Rows(const Tensor& t, int64_t i, int64_t begin = 0, int64_t end = -1) {
-  graph::Shape shape(t.shape().begin() + 1, t.shape().end());
+  tensor::Shape shape(t.shape().begin() + 1, t.shape().end());
   int64_t row = 1;
   for (int64_t d : shape) row *= d;
   if (end < 0) end = shape[0];
   const int64_t inner = row / shape[0];
   shape[0] = end - begin;
-  const size_t size = graph::DTypeSize(t.dtype());
+  const size_t size = tensor::DTypeSize(t.dtype());
   const char* base = static_cast<const char*>(t.raw_data()) + (i * row + begin * inner) * size;
   return *Tensor::FromBytes(t.dtype(), shape,
                             absl::string_view(base, (end - begin) * inner * size));
@@ -104,7 +104,7 @@ class TrainingParityTest : public ::testing::Test {
   }
 
   static Tensor Npy(const std::string& file) {
-    auto t = graph::ReadNpyFile(dir_ + "/" + file);
+    auto t = tensor::ReadNpyFile(dir_ + "/" + file);
     EXPECT_TRUE(t.ok()) << t.status();
     return t.ok() ? *std::move(t) : Tensor();
   }

@@ -12,9 +12,9 @@
 namespace ipupod::training {
 namespace {
 
-using graph::Tensor;
 using graph::testing::kFloat;
 using graph::testing::OnnxBuilder;
+using tensor::Tensor;
 using ::testing::HasSubstr;
 
 // loss = mean((tanh(x W + b) - t)^2) for a batch of `rows`.
@@ -168,9 +168,9 @@ TEST(TrainerTest, RejectsBadConfigurationAndMicroBatches) {
   auto tr = Trainer::Create(Regressor(2), Options(2, 1));
   ASSERT_TRUE(tr.ok());
   const TensorMap before = (*tr)->weights();
-  const std::vector<Tensor> good = {*Tensor::Create(graph::DType::kFloat32, {2, 3}),
-                                    *Tensor::Create(graph::DType::kFloat32, {2, 2})};
-  const std::vector<Tensor> bad = {*Tensor::Create(graph::DType::kFloat32, {3, 3}), good[1]};
+  const std::vector<Tensor> good = {*Tensor::Create(tensor::DType::kFloat32, {2, 3}),
+                                    *Tensor::Create(tensor::DType::kFloat32, {2, 2})};
+  const std::vector<Tensor> bad = {*Tensor::Create(tensor::DType::kFloat32, {3, 3}), good[1]};
   EXPECT_EQ((*tr)->Step({good}).status().code(), absl::StatusCode::kInvalidArgument);
   auto step = (*tr)->Step({good, bad});
   ASSERT_FALSE(step.ok());
@@ -255,7 +255,7 @@ TEST(TrainerTest, BuffersTravelWithCheckpointsAndWeightsAndSurviveFailedSteps) {
   EXPECT_EQ((*b)->FindState("count"), &(*b)->buffers().at("count"));
 
   std::vector<std::vector<Tensor>> bad = CounterBatches(2);
-  bad[1][0] = *Tensor::Create(graph::DType::kFloat32, {5, 3});  // after the first ran
+  bad[1][0] = *Tensor::Create(tensor::DType::kFloat32, {5, 3});  // after the first ran
   EXPECT_FALSE((*b)->Step(bad).ok());
   EXPECT_EQ(Count(**b), 10.0f) << "a failed step changes no buffer";
   ASSERT_TRUE((*b)->Step(CounterBatches(2)).ok());

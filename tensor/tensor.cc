@@ -1,15 +1,15 @@
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "kernels/shape_util.h"
 
-namespace ipupod::graph {
+namespace ipupod::tensor {
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
@@ -23,6 +23,14 @@ absl::string_view DTypeName(DType dtype) {
       return "bool";
   }
   return "unknown";
+}
+
+absl::StatusOr<DType> ParseDTypeName(absl::string_view name) {
+  for (DType dtype : {DType::kFloat32, DType::kInt64, DType::kInt32, DType::kBool}) {
+    if (DTypeName(dtype) == name) return dtype;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("dtype \"%s\" is not supported; use float32, int64, int32 or bool", name));
 }
 
 size_t DTypeSize(DType dtype) {
@@ -40,10 +48,10 @@ size_t DTypeSize(DType dtype) {
 }
 
 absl::StatusOr<int64_t> CheckedNumElements(DType dtype, absl::Span<const int64_t> shape) {
-  IPUPOD_ASSIGN_OR_RETURN(int64_t n, kernels::NumElements(shape));
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, NumElements(shape));
   if (n > kTensorBytesMax / static_cast<int64_t>(DTypeSize(dtype))) {
-    return absl::InvalidArgumentError(absl::StrCat(DTypeName(dtype), kernels::ShapeString(shape),
-                                                   " exceeds the 4 GiB tensor limit"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(DTypeName(dtype), ShapeString(shape), " exceeds the 4 GiB tensor limit"));
   }
   return n;
 }
@@ -71,8 +79,8 @@ absl::StatusOr<Tensor> Tensor::FromBytes(DType dtype, Shape shape, absl::string_
   IPUPOD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(dtype, shape));
   const size_t want = static_cast<size_t>(n) * DTypeSize(dtype);
   if (bytes.size() != want) {
-    return absl::InvalidArgumentError(absl::StrCat(DTypeName(dtype), kernels::ShapeString(shape),
-                                                   " needs ", want, " bytes, got ", bytes.size()));
+    return absl::InvalidArgumentError(absl::StrCat(DTypeName(dtype), ShapeString(shape), " needs ",
+                                                   want, " bytes, got ", bytes.size()));
   }
   if (dtype == DType::kBool) {
     for (char c : bytes) {
@@ -87,10 +95,10 @@ absl::StatusOr<Tensor> Tensor::FromBytes(DType dtype, Shape shape, absl::string_
 }
 
 absl::Status Tensor::Reshape(Shape shape) {
-  IPUPOD_ASSIGN_OR_RETURN(int64_t n, kernels::NumElements(shape));
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, NumElements(shape));
   if (n != num_elements_) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", kernels::ShapeString(shape_),
-                                                   " to ", kernels::ShapeString(shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reshape ", ShapeString(shape_), " to ", ShapeString(shape)));
   }
   shape_ = std::move(shape);
   return absl::OkStatus();
@@ -112,7 +120,7 @@ int64_t Tensor::IntAt(int64_t i) const {
 }
 
 std::string Tensor::DebugString() const {
-  std::string out = absl::StrCat(DTypeName(dtype_), kernels::ShapeString(shape_), " {");
+  std::string out = absl::StrCat(DTypeName(dtype_), ShapeString(shape_), " {");
   const int64_t shown = std::min<int64_t>(num_elements_, 8);
   for (int64_t i = 0; i < shown; ++i) {
     if (i > 0) out += ", ";
@@ -133,9 +141,9 @@ bool Tensor::operator==(const Tensor& other) const {
 void Tensor::CheckDType(DType want) const {
   if (want == dtype_) return;
   // A caller bug, not a data error: fail loudly rather than reinterpret bytes.
-  std::fprintf(stderr, "graph::Tensor: accessed %s tensor as %s\n",
+  std::fprintf(stderr, "tensor::Tensor: accessed %s tensor as %s\n",
                std::string(DTypeName(dtype_)).c_str(), std::string(DTypeName(want)).c_str());
   std::abort();
 }
 
-}  // namespace ipupod::graph
+}  // namespace ipupod::tensor

@@ -1,6 +1,6 @@
-// File: graph/npy.h
+// File: tensor/npy.h
 //
-// NumPy .npy reading and writing for graph::Tensor: how inputs, outputs and
+// NumPy .npy reading and writing for tensor::Tensor: how inputs, outputs and
 // reference data travel between Python (np.save) and ipupod. (.npz files are
 // zip archives of .npy members; their reader will sit on top of ParseNpy.)
 //
@@ -16,17 +16,17 @@
 // Errors: INVALID_ARGUMENT for any malformed or unsupported file (message
 // says which part); NOT_FOUND if a file to read does not exist; INTERNAL for
 // I/O failures.
-#ifndef IPUPOD_GRAPH_NPY_H_
-#define IPUPOD_GRAPH_NPY_H_
+#ifndef IPUPOD_TENSOR_NPY_H_
+#define IPUPOD_TENSOR_NPY_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
-namespace ipupod::graph {
+namespace ipupod::tensor {
 
 absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes);
 absl::StatusOr<Tensor> ReadNpyFile(absl::string_view path);
@@ -34,6 +34,6 @@ absl::StatusOr<Tensor> ReadNpyFile(absl::string_view path);
 std::string SerializeNpy(const Tensor& tensor);
 absl::Status WriteNpyFile(absl::string_view path, const Tensor& tensor);
 
-}  // namespace ipupod::graph
+}  // namespace ipupod::tensor
 
-#endif  // IPUPOD_GRAPH_NPY_H_
+#endif  // IPUPOD_TENSOR_NPY_H_

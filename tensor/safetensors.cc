@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 
-namespace ipupod::runtime {
+namespace ipupod::tensor {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
@@ -33,21 +33,20 @@ absl::Status Malformed(absl::string_view what) {
 struct Entry {
   std::string name;
   std::string dtype;
-  graph::Shape shape;
+  Shape shape;
   uint64_t begin = 0, end = 0;
 };
 
 struct SafeDType {
   const char* name;
-  graph::DType dtype;  // after widening
-  size_t file_size;    // bytes per element in the file
+  DType dtype;       // after widening
+  size_t file_size;  // bytes per element in the file
 };
 
 constexpr SafeDType kDTypes[] = {
-    {"F32", graph::DType::kFloat32, 4}, {"F64", graph::DType::kFloat32, 8},
-    {"F16", graph::DType::kFloat32, 2}, {"BF16", graph::DType::kFloat32, 2},
-    {"I64", graph::DType::kInt64, 8},   {"I32", graph::DType::kInt32, 4},
-    {"BOOL", graph::DType::kBool, 1},
+    {"F32", DType::kFloat32, 4},  {"F64", DType::kFloat32, 8}, {"F16", DType::kFloat32, 2},
+    {"BF16", DType::kFloat32, 2}, {"I64", DType::kInt64, 8},   {"I32", DType::kInt32, 4},
+    {"BOOL", DType::kBool, 1},
 };
 
 const SafeDType* FindDType(absl::string_view name) {
@@ -70,11 +69,11 @@ float HalfToFloat(uint16_t h) {
 }
 
 // Widens F64/F16/BF16 to float32; copies everything else.
-absl::StatusOr<graph::Tensor> Decode(const Entry& e, const SafeDType& d, absl::string_view data) {
-  if (d.dtype != graph::DType::kFloat32 || d.file_size == 4) {
-    return graph::Tensor::FromBytes(d.dtype, e.shape, data);
+absl::StatusOr<Tensor> Decode(const Entry& e, const SafeDType& d, absl::string_view data) {
+  if (d.dtype != DType::kFloat32 || d.file_size == 4) {
+    return Tensor::FromBytes(d.dtype, e.shape, data);
   }
-  IPUPOD_ASSIGN_OR_RETURN(graph::Tensor t, graph::Tensor::Create(d.dtype, e.shape));
+  IPUPOD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(d.dtype, e.shape));
   float* out = t.mutable_data<float>();
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     const char* p = data.data() + i * d.file_size;
@@ -142,7 +141,7 @@ absl::StatusOr<NamedTensor> ReadEntry(const Entry& e, absl::string_view data) {
         "tensor '", e.name, "' has dtype ", e.dtype,
         ", which ipupod does not read; convert it to F32, F64, F16, BF16, I64, I32 or BOOL"));
   }
-  auto n = graph::CheckedNumElements(d->dtype, e.shape);
+  auto n = CheckedNumElements(d->dtype, e.shape);
   if (!n.ok()) return Malformed(absl::StrCat("tensor '", e.name, "': ", n.status().message()));
   if (e.end - e.begin != static_cast<uint64_t>(*n) * d->file_size) {
     return Malformed(absl::StrCat("tensor '", e.name, "' has ", e.end - e.begin,
@@ -154,15 +153,15 @@ absl::StatusOr<NamedTensor> ReadEntry(const Entry& e, absl::string_view data) {
   return NamedTensor(e.name, *std::move(t));
 }
 
-const char* SafeName(graph::DType dtype) {
+const char* SafeName(DType dtype) {
   switch (dtype) {
-    case graph::DType::kFloat32:
+    case DType::kFloat32:
       return "F32";
-    case graph::DType::kInt64:
+    case DType::kInt64:
       return "I64";
-    case graph::DType::kInt32:
+    case DType::kInt32:
       return "I32";
-    case graph::DType::kBool:
+    case DType::kBool:
       return "BOOL";
   }
   return "F32";
@@ -216,4 +215,4 @@ std::string SerializeSafetensors(const NamedTensors& tensors) {
   return out;
 }
 
-}  // namespace ipupod::runtime
+}  // namespace ipupod::tensor

@@ -1,4 +1,4 @@
-#include "runtime/tensor_files.h"
+#include "tensor/tensor_files.h"
 
 #include <cstdint>
 #include <cstring>
@@ -9,18 +9,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "graph/npy.h"
+#include "tensor/npy.h"
 #include "tests/graph/onnx_builder.h"
 #include <zlib.h>
 
-namespace ipupod::runtime {
+namespace ipupod::tensor {
 namespace {
 
-using graph::DType;
-using graph::Tensor;
+using tensor::DType;
+using tensor::Tensor;
 using ::testing::HasSubstr;
 
-Tensor F(graph::Shape shape, std::vector<float> v) { return *Tensor::FromValues<float>(shape, v); }
+Tensor F(tensor::Shape shape, std::vector<float> v) { return *Tensor::FromValues<float>(shape, v); }
 
 NamedTensors Sample() {
   NamedTensors t;
@@ -102,7 +102,7 @@ TEST(TensorFilesTest, NpzRoundTripKeepsOrderAndDtypes) {
 
 TEST(TensorFilesTest, NpzReadsDeflatedMembers) {
   const Tensor t = F({64}, std::vector<float>(64, 1.5f));  // compressible
-  const std::string zip = DeflatedNpz("w.npy", graph::SerializeNpy(t));
+  const std::string zip = DeflatedNpz("w.npy", tensor::SerializeNpy(t));
   auto out = ParseNpz(zip);
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 1u);
@@ -122,7 +122,8 @@ TEST(TensorFilesTest, NpzRejectsMalformedArchives) {
   twice.emplace_back("a", F({1}, {1}));
   twice.emplace_back("a", F({1}, {2}));
   ExpectInvalid(ParseNpz(SerializeNpz(twice)).status(), "'a' appears twice");
-  std::string deflated = DeflatedNpz("w.npy", graph::SerializeNpy(F({64}, std::vector<float>(64))));
+  std::string deflated =
+      DeflatedNpz("w.npy", tensor::SerializeNpy(F({64}, std::vector<float>(64))));
   deflated[40] ^= 0x7f;  // inside the deflate stream
   EXPECT_EQ(ParseNpz(deflated).status().code(), absl::StatusCode::kInvalidArgument);
   ExpectInvalid(ParseNpz(DeflatedNpz("w.txt", "hello")).status(), "'w.txt' is not a .npy file");
@@ -261,6 +262,66 @@ TEST(TensorFilesTest, OnnxInitializersRejectBadModelsAndTypes) {
   ExpectInvalid(ParseOnnxInitializers(b.Bytes()).status(), "initializer 'u8'");
 }
 
+// Protobuf wire bytes by hand, for encodings onnx's serializer never emits.
+std::string Varint(uint64_t v) {
+  std::string out;
+  do {
+    out += static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+    v >>= 7;
+  } while (v != 0);
+  return out;
+}
+std::string Field(int number, int wire_type, const std::string& payload) {
+  std::string out = Varint(static_cast<uint64_t>(number) << 3 | static_cast<uint64_t>(wire_type));
+  if (wire_type == 2) out += Varint(payload.size());
+  return out + payload;
+}
+
+TEST(TensorFilesTest, OnnxInitializersReadPackedUnpackedAndBoolFields) {
+  // TensorProto: packed dims [2], data_type INT64, unpacked int64_data 5 and
+  // -6, name "p", plus a field ipupod does not know (99), which is skipped.
+  const std::string tensor = Field(1, 2, Varint(2)) + Field(2, 0, Varint(7)) +
+                             Field(7, 0, Varint(5)) + Field(7, 0, Varint(uint64_t(-6))) +
+                             Field(8, 2, "p") + Field(99, 2, "ignored");
+  const std::string model = Field(1, 0, Varint(8)) + Field(7, 2, Field(5, 2, tensor));
+  auto out = ParseOnnxInitializers(model);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].first, "p");
+  EXPECT_EQ((*out)[0].second, *Tensor::FromValues<int64_t>({2}, std::vector<int64_t>{5, -6}));
+
+  graph::testing::OnnxBuilder b(14);
+  onnx::TensorProto* mask = b.model().mutable_graph()->add_initializer();
+  mask->set_name("mask");
+  mask->set_data_type(onnx::TensorProto::BOOL);
+  mask->add_dims(2);
+  mask->add_int32_data(1);
+  mask->add_int32_data(0);
+  onnx::TensorProto* i32 = b.model().mutable_graph()->add_initializer();
+  i32->set_name("i32");
+  i32->set_data_type(onnx::TensorProto::INT32);
+  i32->add_int32_data(-3);
+  auto typed = ParseOnnxInitializers(b.Bytes());
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  const bool mask_values[] = {true, false};
+  EXPECT_EQ((*typed)[0].second, *Tensor::FromValues<bool>({2}, absl::MakeConstSpan(mask_values)));
+  EXPECT_EQ((*typed)[1].second, Tensor::Scalar<int32_t>(-3));
+}
+
+TEST(TensorFilesTest, OnnxInitializersRejectTruncatedAndMalformedWireData) {
+  graph::testing::OnnxBuilder b(14);
+  b.Floats("w", {2}, {1.5f, -2});
+  const std::string bytes = b.Bytes();
+  for (size_t cut : {size_t{1}, size_t{3}, size_t{9}}) {
+    ExpectInvalid(ParseOnnxInitializers(bytes.substr(0, bytes.size() - cut)).status(),
+                  "not an ONNX model");
+  }
+  // An end-group tag with no group, and a length past the end.
+  ExpectInvalid(ParseOnnxInitializers(Varint(7 << 3 | 4)).status(), "not an ONNX model");
+  ExpectInvalid(ParseOnnxInitializers(Varint(7 << 3 | 2) + Varint(50) + "x").status(),
+                "not an ONNX model");
+}
+
 TEST(TensorFilesTest, FilesByExtension) {
   const std::string dir = ::testing::TempDir();
   EXPECT_EQ(*TensorFileFormatOf("a/b.npz"), TensorFileFormat::kNpz);
@@ -289,4 +350,4 @@ TEST(TensorFilesTest, FilesByExtension) {
 }
 
 }  // namespace
-}  // namespace ipupod::runtime
+}  // namespace ipupod::tensor

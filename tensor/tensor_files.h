@@ -1,4 +1,4 @@
-// File: runtime/tensor_files.h
+// File: tensor/tensor_files.h
 //
 // Named tensors in the files users keep weights and data in:
 //   .npz          numpy.savez and numpy.savez_compressed (zip of .npy;
@@ -6,18 +6,19 @@
 //   .safetensors  Hugging Face safetensors (8-byte header length, JSON
 //                 header, raw little-endian data); F16/BF16 widen to float32
 //   .onnx         the initializers of an ONNX model (raw_data, typed
-//                 fields or external data next to the model file)
+//                 fields or external data next to the model file), read
+//                 with protobuf's wire-format reader: no ONNX library
 // Tensors keep the order they have in the file (.safetensors: the order of
 // their data; npz: the central directory's). Dtypes: float32, int64,
-// int32, bool (graph::DType); float64 widens to float32 on read, other
+// int32, bool (DType); float64 widens to float32 on read, other
 // dtypes are INVALID_ARGUMENT naming the tensor.
 //
 // Thread safety: pure functions.
 // Errors: NOT_FOUND for a missing file, INVALID_ARGUMENT for a malformed or
 // unsupported file (what is wrong, which tensor, what to do), INTERNAL for
 // I/O failures. Writers go through a temporary file and rename.
-#ifndef IPUPOD_RUNTIME_TENSOR_FILES_H_
-#define IPUPOD_RUNTIME_TENSOR_FILES_H_
+#ifndef IPUPOD_TENSOR_TENSOR_FILES_H_
+#define IPUPOD_TENSOR_TENSOR_FILES_H_
 
 #include <string>
 #include <utility>
@@ -26,14 +27,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
-namespace ipupod::runtime {
+namespace ipupod::tensor {
 
-using NamedTensor = std::pair<std::string, graph::Tensor>;
+using NamedTensor = std::pair<std::string, Tensor>;
 using NamedTensors = std::vector<NamedTensor>;
 // A named tensor owned elsewhere.
-using TensorRef = std::pair<std::string, const graph::Tensor*>;
+using TensorRef = std::pair<std::string, const Tensor*>;
 
 enum class TensorFileFormat { kNpz, kSafetensors, kOnnx };
 
@@ -52,13 +53,6 @@ std::string SerializeSafetensors(const NamedTensors& tensors);
 absl::StatusOr<NamedTensors> ParseOnnxInitializers(absl::string_view model_bytes,
                                                    absl::string_view model_dir = "");
 
-// The ONNX model `model_bytes` with the initializers named in `tensors`
-// replaced (raw_data, little-endian; PopART's modelToHost): what
-// `ipupod run --train --save-model` writes. Every tensor must name a float
-// initializer of the model with the same shape (INVALID_ARGUMENT otherwise);
-// initializers not given keep their values.
-absl::StatusOr<std::string> ReplaceOnnxInitializers(absl::string_view model_bytes,
-                                                    const NamedTensors& tensors);
 // Writes `bytes` to `path` via a temporary file and a rename.
 absl::Status WriteFileAtomically(absl::string_view path, absl::string_view bytes);
 
@@ -66,6 +60,6 @@ absl::Status WriteFileAtomically(absl::string_view path, absl::string_view bytes
 absl::StatusOr<NamedTensors> ReadTensorFile(absl::string_view path);
 absl::Status WriteTensorFile(absl::string_view path, const NamedTensors& tensors);
 
-}  // namespace ipupod::runtime
+}  // namespace ipupod::tensor
 
-#endif  // IPUPOD_RUNTIME_TENSOR_FILES_H_
+#endif  // IPUPOD_TENSOR_TENSOR_FILES_H_

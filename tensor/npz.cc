@@ -11,11 +11,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "graph/npy.h"
-#include "runtime/tensor_files.h"
+#include "tensor/npy.h"
+#include "tensor/tensor_files.h"
 #include <zlib.h>
 
-namespace ipupod::runtime {
+namespace ipupod::tensor {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "zip fields are little-endian");
@@ -183,7 +183,7 @@ absl::StatusOr<NamedTensor> ReadMember(const Reader& r, const Member& m) {
   }
   IPUPOD_ASSIGN_OR_RETURN(std::string data, MemberData(r, m));
   std::string key = m.name.substr(0, m.name.size() - 4);
-  auto tensor = graph::ParseNpy(data);
+  auto tensor = ParseNpy(data);
   if (!tensor.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", key, "' in .npz: ", tensor.status().message()));
@@ -279,7 +279,7 @@ std::string SerializeNpz(const NamedTensors& tensors) {
   std::string out, central;
   for (const auto& [key, tensor] : tensors) {
     const std::string name = key + ".npy";
-    const std::string npy = graph::SerializeNpy(tensor);
+    const std::string npy = SerializeNpy(tensor);
     const uint32_t crc = crc32_z(0, reinterpret_cast<const Bytef*>(npy.data()), npy.size());
     const uint64_t offset = out.size();
     const std::string local_extra = Zip64Extra(npy.size(), offset, false);
@@ -304,4 +304,4 @@ std::string SerializeNpz(const NamedTensors& tensors) {
   return out;
 }
 
-}  // namespace ipupod::runtime
+}  // namespace ipupod::tensor

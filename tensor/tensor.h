@@ -1,6 +1,6 @@
 // File: graph/tensor.h
 //
-// graph::Tensor: a dense, contiguous, row-major host tensor with a static
+// tensor::Tensor: a dense, contiguous, row-major host tensor with a static
 // shape - the value type of model weights, constants, graph inputs and
 // outputs, and every intermediate the Interpreter computes. It owns its
 // storage (value semantics: copies are deep, moves are cheap).
@@ -11,9 +11,10 @@
 // Thread safety: a const Tensor may be read from many threads; mutation
 // needs exclusive access.
 // Errors: INVALID_ARGUMENT for a negative dim, a byte count that does not
-// match the shape, or a tensor larger than kTensorBytesMax.
-#ifndef IPUPOD_GRAPH_TENSOR_H_
-#define IPUPOD_GRAPH_TENSOR_H_
+// match the shape, a tensor larger than kTensorBytesMax, or (ParseDTypeName)
+// a dtype name other than the four.
+#ifndef IPUPOD_TENSOR_TENSOR_H_
+#define IPUPOD_TENSOR_TENSOR_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -28,13 +29,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "tensor/shape.h"
 
-namespace ipupod::graph {
+namespace ipupod::tensor {
 
 enum class DType : uint8_t { kFloat32, kInt64, kInt32, kBool };
 
 // "float32", "int64", "int32", "bool".
 absl::string_view DTypeName(DType dtype);
+// The inverse of DTypeName: the one parser of dtype names (the wire, the
+// .ipx JSON). INVALID_ARGUMENT listing the four for anything else.
+absl::StatusOr<DType> ParseDTypeName(absl::string_view name);
 size_t DTypeSize(DType dtype);
 
 template <typename T>
@@ -44,8 +49,6 @@ constexpr DType DTypeOf() {
   if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
   if constexpr (std::is_same_v<T, bool>) return DType::kBool;
 }
-
-using Shape = std::vector<int64_t>;
 
 // The largest tensor any model may hold or produce: 4 GiB.
 inline constexpr int64_t kTensorBytesMax = int64_t{4} << 30;
@@ -160,6 +163,6 @@ Tensor Tensor::Scalar(T value) {
   return t;
 }
 
-}  // namespace ipupod::graph
+}  // namespace ipupod::tensor
 
-#endif  // IPUPOD_GRAPH_TENSOR_H_
+#endif  // IPUPOD_TENSOR_TENSOR_H_

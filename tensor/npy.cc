@@ -1,4 +1,4 @@
-#include "graph/npy.h"
+#include "tensor/npy.h"
 
 #include <fstream>
 #include <new>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
-namespace ipupod::graph {
+namespace ipupod::tensor {
 namespace {
 
 constexpr absl::string_view kMagic = "\x93NUMPY";
@@ -239,4 +239,4 @@ absl::Status WriteNpyFile(absl::string_view path, const Tensor& tensor) {
   return absl::OkStatus();
 }
 
-}  // namespace ipupod::graph
+}  // namespace ipupod::tensor

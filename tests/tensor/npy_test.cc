@@ -1,4 +1,4 @@
-#include "graph/npy.h"
+#include "tensor/npy.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace ipupod::graph {
+namespace ipupod::tensor {
 namespace {
 
 using ::testing::ElementsAre;
@@ -117,4 +117,4 @@ TEST(NpyTest, RejectsMalformedFiles) {
 }
 
 }  // namespace
-}  // namespace ipupod::graph
+}  // namespace ipupod::tensor

@@ -1,9 +1,9 @@
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace ipupod::graph {
+namespace ipupod::tensor {
 namespace {
 
 using ::testing::ElementsAre;
@@ -82,5 +82,15 @@ TEST(TensorDeathTest, WrongTypedAccessAborts) {
   EXPECT_DEATH(t.data<int64_t>(), "accessed float32 tensor as int64");
 }
 
+TEST(TensorTest, ParseDTypeNameIsTheInverseOfDTypeName) {
+  for (DType dtype : {DType::kFloat32, DType::kInt64, DType::kInt32, DType::kBool}) {
+    EXPECT_EQ(*ParseDTypeName(DTypeName(dtype)), dtype);
+  }
+  const absl::Status bad = ParseDTypeName("float16").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()),
+              ::testing::HasSubstr("use float32, int64, int32 or bool"));
+}
+
 }  // namespace
-}  // namespace ipupod::graph
+}  // namespace ipupod::tensor

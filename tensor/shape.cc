@@ -1,0 +1,30 @@
+#include "tensor/shape.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ipupod::tensor {
+
+std::string ShapeString(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<int64_t> NumElements(absl::Span<const int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape ", ShapeString(shape), " has a negative dimension"));
+    }
+    // Dividing first keeps the check itself from overflowing.
+    if (d != 0 && n > kElementsMax / d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape ", ShapeString(shape), " has more than 2^40 elements"));
+    }
+    n *= d;
+  }
+  return n;
+}
+
+}  // namespace ipupod::tensor

@@ -59,7 +59,7 @@
 // ExecutionService (implemented in client/execution.cc): executables,
 // weights and runs on an attached session's IPUs. The streaming calls
 // (UploadExecutable, WriteWeights, ReadWeights, Run) move tensors and files
-// in chunks of at most 1 MiB (client/tensor_stream.h) and have the deadline
+// in chunks of at most 1 MiB (wire/tensor_stream.h) and have the deadline
 // `ClientOptions::stream_timeout` (default 10 minutes) instead of
 // rpc_timeout, because a step of a large model can take minutes; their
 // errors are converted exactly like the unary calls' (device-error payloads

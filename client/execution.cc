@@ -10,12 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/files.h"
-#include "client/tensor_stream.h"
 #include "common/status_macros.h"
 #include "compiler/executable.h"
+#include "wire/tensor_stream.h"
 
 namespace ipupod::client {
 namespace {
+
+using wire::ForEachChunk;
+using wire::TensorAssembler;
+using wire::TensorHeaderOf;
 
 // Offsets of the .ipx header fields (compiler/executable.h).
 constexpr size_t kVersionOffset = 8;
@@ -147,18 +151,20 @@ absl::StatusOr<tensor::NamedTensors> Client::ReadTensors(const v1::ReadWeightsRe
   PrepareContext(context, options_.stream_timeout);
   std::unique_ptr<grpc::ClientReader<v1::ReadWeightsResponse>> stream =
       execution_->ReadWeights(&context, request);
-  TensorAssembler assembler;
+  TensorAssembler assembler("weights");
   absl::Status received;
   v1::ReadWeightsResponse part;
   while (stream->Read(&part)) {
     if (!received.ok()) continue;  // drain, so Finish() does not block
-    received = part.has_header() ? assembler.OnHeader(part.header())
-                                 : assembler.OnData(part.data().data());
+    received = part.has_header() ? assembler.AddHeader(part.header())
+                                 : assembler.AddData(part.data().data());
   }
   absl::Status status = StreamStatus(stream->Finish(), context, "ReadWeights");
   if (!status.ok()) return status;
-  if (!received.ok()) return received;
-  return assembler.Finish();
+  if (!received.ok()) return ServerStreamError(received);
+  absl::StatusOr<tensor::NamedTensors> tensors = assembler.Finish();
+  if (!tensors.ok()) return ServerStreamError(tensors.status());
+  return tensors;
 }
 
 absl::StatusOr<RunResult> Client::Run(absl::string_view session,
@@ -174,7 +180,7 @@ absl::StatusOr<RunResult> Client::Run(absl::string_view session,
     open = WriteTensor<v1::RunRequest>(*stream, inputs[i].first, inputs[i].second, RunParts{});
   }
   stream->WritesDone();
-  TensorAssembler assembler;
+  TensorAssembler assembler("outputs");
   absl::Status received;
   std::optional<v1::RunStats> stats;
   v1::RunResponse part;
@@ -183,16 +189,18 @@ absl::StatusOr<RunResult> Client::Run(absl::string_view session,
     if (part.has_stats()) {
       stats = part.stats();
     } else {
-      received = part.has_header() ? assembler.OnHeader(part.header())
-                                   : assembler.OnData(part.data().data());
+      received = part.has_header() ? assembler.AddHeader(part.header())
+                                   : assembler.AddData(part.data().data());
     }
   }
   absl::Status status = StreamStatus(stream->Finish(), context, "Run");
   if (!status.ok()) return status;
-  if (!received.ok()) return received;
+  if (!received.ok()) return ServerStreamError(received);
   if (!stats) return absl::InternalError("ipupodd ended the run without its stats");
+  absl::StatusOr<tensor::NamedTensors> outputs = assembler.Finish();
+  if (!outputs.ok()) return ServerStreamError(outputs.status());
   RunResult result;
-  IPUPOD_ASSIGN_OR_RETURN(result.outputs, assembler.Finish());
+  result.outputs = *std::move(outputs);
   result.stats = *std::move(stats);
   return result;
 }

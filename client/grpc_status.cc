@@ -97,6 +97,12 @@ absl::Status ConvertCallStatus(const grpc::Status& status, const GrpcMetadata& t
   return FromGrpcStatus(status, trailers);
 }
 
+absl::Status ServerStreamError(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return status;
+  return absl::InternalError(
+      absl::StrCat("ipupodd sent a malformed tensor stream: ", status.message()));
+}
+
 std::string StatusCodeName(absl::StatusCode code) { return absl::StatusCodeToString(code); }
 
 }  // namespace ipupod::client

@@ -65,6 +65,12 @@ struct CallSite {
 absl::Status ConvertCallStatus(const grpc::Status& status, const GrpcMetadata& trailers,
                                const CallSite& site);
 
+// A tensor stream from ipupodd that wire::TensorAssembler rejected
+// (INVALID_ARGUMENT from the receiver's point of view) is the server's
+// fault, not the caller's: INTERNAL "ipupodd sent a malformed tensor stream:
+// ...". Other codes (e.g. out of memory) pass through unchanged.
+absl::Status ServerStreamError(const absl::Status& status);
+
 // The canonical upper-case name of a code: "RESOURCE_EXHAUSTED".
 std::string StatusCodeName(absl::StatusCode code);
 

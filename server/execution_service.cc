@@ -16,14 +16,16 @@
 #include "compiler/checks.h"
 #include "compiler/sha256.h"
 #include "server/proto_convert_execution.h"
-#include "server/tensor_stream.h"
+#include "wire/tensor_stream.h"
 
 namespace ipupod::server {
 namespace {
 
 using scheduler::Caller;
+using wire::StreamTensors;
+using wire::TensorAssembler;
 
-constexpr size_t kExecutableChunkBytes = size_t{1} << 20;  // 1 MiB
+constexpr size_t kExecutableChunkBytes = wire::kTensorChunkBytesMax;  // 1 MiB
 // How long a step may wait for its turn to compute (runtime/compute_gate.h).
 constexpr absl::Duration kComputeWait = absl::Minutes(10);
 

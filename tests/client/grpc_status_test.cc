@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
+#include "wire/tensor_stream.h"
 
 namespace ipupod::client {
 namespace {
@@ -111,6 +112,31 @@ TEST(GrpcStatusTest, ConnectionLostSaysTheSessionEnded) {
 TEST(GrpcStatusTest, CodeNames) {
   EXPECT_EQ(StatusCodeName(absl::StatusCode::kResourceExhausted), "RESOURCE_EXHAUSTED");
   EXPECT_EQ(StatusCodeName(absl::StatusCode::kDataLoss), "DATA_LOSS");
+}
+
+// A malformed stream from ipupodd is the server's fault: INTERNAL at the
+// client edge (moved from run_steps_test's ContractViolationsAreInternal).
+TEST(GrpcStatusTest, ContractViolationsFromTheServerAreInternal) {
+  const tensor::Tensor four = *tensor::Tensor::Create(tensor::DType::kFloat32, {4});
+  const tensor::Tensor one = *tensor::Tensor::Create(tensor::DType::kFloat32, {1});
+  wire::TensorAssembler early("outputs");
+  EXPECT_EQ(ServerStreamError(early.AddData("x")).code(), absl::StatusCode::kInternal);
+  wire::TensorAssembler short_data("outputs");
+  ASSERT_TRUE(short_data.AddHeader(wire::TensorHeaderOf("t", four)).ok());
+  ASSERT_TRUE(short_data.AddData("abcd").ok());
+  EXPECT_EQ(ServerStreamError(short_data.Finish().status()).code(), absl::StatusCode::kInternal);
+  wire::TensorAssembler too_much("outputs");
+  ASSERT_TRUE(too_much.AddHeader(wire::TensorHeaderOf("t", one)).ok());
+  EXPECT_EQ(ServerStreamError(too_much.AddData("abcdefgh")).code(), absl::StatusCode::kInternal);
+  v1::TensorHeader lying = wire::TensorHeaderOf("t", four);
+  lying.set_total_bytes(3);
+  wire::TensorAssembler bad_header("outputs");
+  const absl::Status bad = ServerStreamError(bad_header.AddHeader(lying));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(bad.message()), ::testing::HasSubstr("ipupodd sent"));
+  EXPECT_EQ(ServerStreamError(absl::ResourceExhaustedError("oom")).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(tensor::ParseDTypeName("float16").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,11 +1,9 @@
 // Unit tests of `ipupod run`'s input checks (client/cli/run_steps.h; the steps
-// themselves: tests/driver/steps_test.cc) and the tensor wire helpers
-// (client/tensor_stream.h).
+// themselves: tests/driver/steps_test.cc). The tensor wire helpers are tested
+// in tests/wire/.
 #include "client/cli/run_steps.h"
 
 #include <gtest/gtest.h>
-
-#include "client/tensor_stream.h"
 
 namespace ipupod::cli {
 namespace {
@@ -72,39 +70,6 @@ TEST(PlanStepsTest, AModelWithoutInputsIsRefusedSayingWhy) {
   EXPECT_NE(plan.status().message().find("the model takes no inputs"), std::string::npos)
       << plan.status();
   EXPECT_NE(plan.status().message().find("CounterModel"), std::string::npos);
-}
-
-TEST(TensorStreamTest, ChunksAndReassembles) {
-  tensor::Tensor big = Iota({300000});  // 1.2 MB: two chunks
-  int chunks = 0;
-  client::TensorAssembler assembler;
-  ASSERT_TRUE(assembler.OnHeader(client::TensorHeaderOf("big", big)).ok());
-  client::ForEachChunk(big.bytes(), [&](absl::string_view chunk) {
-    ++chunks;
-    EXPECT_LE(chunk.size(), client::kTensorChunkBytesMax);
-    return assembler.OnData(chunk).ok();
-  });
-  EXPECT_EQ(chunks, 2);
-  auto out = assembler.Finish();
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].second, big);
-}
-
-TEST(TensorStreamTest, ContractViolationsAreInternal) {
-  client::TensorAssembler early;
-  EXPECT_EQ(early.OnData("x").code(), absl::StatusCode::kInternal);
-  client::TensorAssembler short_data;
-  ASSERT_TRUE(short_data.OnHeader(client::TensorHeaderOf("t", Iota({4}))).ok());
-  ASSERT_TRUE(short_data.OnData("abcd").ok());
-  EXPECT_EQ(short_data.Finish().status().code(), absl::StatusCode::kInternal);
-  client::TensorAssembler too_much;
-  ASSERT_TRUE(too_much.OnHeader(client::TensorHeaderOf("t", Iota({1}))).ok());
-  EXPECT_EQ(too_much.OnData("abcdefgh").code(), absl::StatusCode::kInternal);
-  v1::TensorHeader lying = client::TensorHeaderOf("t", Iota({4}));
-  lying.set_total_bytes(3);
-  client::TensorAssembler bad_header;
-  EXPECT_EQ(bad_header.OnHeader(lying).code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(client::DTypeFromName("float16").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -31,8 +31,8 @@
 #include "ipupod/v1/execution.grpc.pb.h"
 #include "ipupod/v1/pod.grpc.pb.h"
 #include "server/server.h"
-#include "server/tensor_stream.h"
 #include "tests/graph/onnx_builder.h"
+#include "wire/tensor_stream.h"
 #include <unistd.h>
 
 namespace ipupod::server {
@@ -42,6 +42,8 @@ using graph::testing::kFloat;
 using graph::testing::OnnxBuilder;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using wire::StreamTensors;
+using wire::TensorAssembler;
 
 constexpr auto kRpcTimeout = std::chrono::seconds(30);
 constexpr size_t kChunk = size_t{1} << 20;

@@ -86,6 +86,12 @@ TEST(TensorTest, ParseDTypeNameIsTheInverseOfDTypeName) {
   for (DType dtype : {DType::kFloat32, DType::kInt64, DType::kInt32, DType::kBool}) {
     EXPECT_EQ(*ParseDTypeName(DTypeName(dtype)), dtype);
   }
+  // Moved from the server's ParseDType test.
+  EXPECT_EQ(*ParseDTypeName("float32"), DType::kFloat32);
+  EXPECT_EQ(*ParseDTypeName("int64"), DType::kInt64);
+  EXPECT_EQ(*ParseDTypeName("int32"), DType::kInt32);
+  EXPECT_EQ(*ParseDTypeName("bool"), DType::kBool);
+  EXPECT_EQ(ParseDTypeName("f32").status().code(), absl::StatusCode::kInvalidArgument);
   const absl::Status bad = ParseDTypeName("float16").status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.message()),

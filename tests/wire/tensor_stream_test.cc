@@ -1,5 +1,6 @@
-// TensorAssembler and StreamTensors: chunking, and every malformed stream.
-#include "server/tensor_stream.h"
+// wire::TensorAssembler, StreamTensors and ForEachChunk: chunking, and every
+// malformed stream (INVALID_ARGUMENT from the receiver's point of view).
+#include "wire/tensor_stream.h"
 
 #include <string>
 #include <vector>
@@ -7,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace ipupod::server {
+namespace ipupod::wire {
 namespace {
 
 using ::testing::HasSubstr;
@@ -41,7 +42,7 @@ TEST(TensorStreamTest, RoundTripsInChunksOfAtMostOneMiB) {
       tensors, [&](const v1::TensorHeader& h) { return assembler.AddHeader(h).ok(); },
       [&](absl::string_view data) {
         ++chunks;
-        EXPECT_LE(data.size(), kTensorChunkBytes);
+        EXPECT_LE(data.size(), kTensorChunkBytesMax);
         return assembler.AddData(data).ok();
       });
   ASSERT_TRUE(s.ok()) << s;
@@ -79,7 +80,7 @@ TEST(TensorStreamTest, DataIsChecked) {
   TensorAssembler a("inputs", int64_t{1} << 30);
   EXPECT_THAT(a.AddData("abcd").message(), HasSubstr("without a TensorHeader"));
   ASSERT_TRUE(a.AddHeader(Header("x", "float32", {2}, 8)).ok());
-  EXPECT_THAT(a.AddData(std::string(kTensorChunkBytes + 1, 'x')).message(),
+  EXPECT_THAT(a.AddData(std::string(kTensorChunkBytesMax + 1, 'x')).message(),
               HasSubstr("over the 1 MiB limit"));
   EXPECT_THAT(a.AddData(std::string(9, 'x')).message(), HasSubstr("more data than"));
   ASSERT_TRUE(a.AddData(std::string(4, 'x')).ok());
@@ -91,14 +92,56 @@ TEST(TensorStreamTest, BoolsMustBeZeroOrOne) {
   ASSERT_TRUE(a.AddHeader(Header("m", "bool", {2}, 2)).ok());
   EXPECT_EQ(a.AddData(std::string("\x01\x02", 2)).code(), kInvalid);
 }
+tensor::Tensor Iota(tensor::Shape shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
+  return *tensor::Tensor::FromValues<float>(std::move(shape), v);
+}
 
-TEST(TensorStreamTest, ParseDTypeKnowsTheFour) {
-  EXPECT_EQ(*ParseDType("float32"), tensor::DType::kFloat32);
-  EXPECT_EQ(*ParseDType("int64"), tensor::DType::kInt64);
-  EXPECT_EQ(*ParseDType("int32"), tensor::DType::kInt32);
-  EXPECT_EQ(*ParseDType("bool"), tensor::DType::kBool);
-  EXPECT_EQ(ParseDType("f32").status().code(), kInvalid);
+// Moved from tests/client/run_steps_test.cc (the client's former assembler).
+TEST(TensorStreamTest, ChunksAndReassembles) {
+  tensor::Tensor big = Iota({300000});  // 1.2 MB: two chunks
+  int chunks = 0;
+  TensorAssembler assembler("outputs");
+  ASSERT_TRUE(assembler.AddHeader(TensorHeaderOf("big", big)).ok());
+  ForEachChunk(big.bytes(), [&](absl::string_view chunk) {
+    ++chunks;
+    EXPECT_LE(chunk.size(), kTensorChunkBytesMax);
+    return assembler.AddData(chunk).ok();
+  });
+  EXPECT_EQ(chunks, 2);
+  auto out = assembler.Finish();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].second, big);
+}
+
+// The client's contract violations, now one code for the receiver; the
+// client edge reports them as INTERNAL (tests/client/grpc_status_test.cc).
+TEST(TensorStreamTest, ContractViolationsAreInvalidArgument) {
+  TensorAssembler early("outputs");
+  EXPECT_EQ(early.AddData("x").code(), kInvalid);
+  TensorAssembler short_data("outputs");
+  ASSERT_TRUE(short_data.AddHeader(TensorHeaderOf("t", Iota({4}))).ok());
+  ASSERT_TRUE(short_data.AddData("abcd").ok());
+  EXPECT_EQ(short_data.Finish().status().code(), kInvalid);
+  TensorAssembler too_much("outputs");
+  ASSERT_TRUE(too_much.AddHeader(TensorHeaderOf("t", Iota({1}))).ok());
+  EXPECT_EQ(too_much.AddData("abcdefgh").code(), kInvalid);
+  v1::TensorHeader lying = TensorHeaderOf("t", Iota({4}));
+  lying.set_total_bytes(3);
+  TensorAssembler bad_header("outputs");
+  EXPECT_EQ(bad_header.AddHeader(lying).code(), kInvalid);
+}
+
+TEST(TensorStreamTest, HeaderDescribesTheTensor) {
+  const v1::TensorHeader h = TensorHeaderOf("x", Iota({2, 3}));
+  EXPECT_EQ(h.name(), "x");
+  EXPECT_EQ(h.dtype(), "float32");
+  EXPECT_THAT(h.shape(), ::testing::ElementsAre(2, 3));
+  EXPECT_EQ(h.total_bytes(), 24u);
 }
 
 }  // namespace
-}  // namespace ipupod::server
+}  // namespace ipupod::wire

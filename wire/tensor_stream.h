@@ -1,0 +1,107 @@
+// File: wire/tensor_stream.h
+//
+// The one codec for tensors on the ExecutionService wire
+// (proto/ipupod/v1/execution.proto), used by the client and the server
+// alike. A tensor travels as a TensorHeader (name, dtype, shape,
+// total_bytes) followed by its little-endian, row-major bytes in TensorData
+// chunks of at most kTensorChunkBytesMax (none for an empty tensor).
+//
+//   StreamTensors / ForEachChunk  the sending side: cut tensors (or any
+//                    bytes, such as an executable) into that sequence.
+//   TensorAssembler  the receiving side: rebuilds tensor::NamedTensors from
+//                    headers and chunks in stream order, checking as it
+//                    goes: a name, not seen before; a known dtype name;
+//                    non-negative dims; total_bytes equal to the shape's
+//                    element count x dtype size; at most `bytes_max` bytes
+//                    declared in all (checked on each header, before
+//                    anything is allocated); no data before a header; no
+//                    chunk over kTensorChunkBytesMax; no more bytes than
+//                    declared; no header before the previous tensor is
+//                    complete; bools 0 or 1. Chunks are copied straight
+//                    into the tensor (one copy per byte: weights can be
+//                    gigabytes).
+//
+// Thread safety: TensorAssembler is used by one thread (one per RPC); the
+// functions are pure over their callbacks.
+// Errors: a malformed stream is INVALID_ARGUMENT naming the tensor and what
+// to fix - from the receiver's point of view. The server answers that to a
+// client. The client, receiving a malformed stream from ipupodd, reports
+// it as the server's fault: client::ServerStreamError (client/grpc_status.h)
+// turns it into INTERNAL "ipupodd sent ...". StreamTensors: CANCELLED when a
+// callback returns false (the peer went away).
+#ifndef IPUPOD_WIRE_TENSOR_STREAM_H_
+#define IPUPOD_WIRE_TENSOR_STREAM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ipupod/v1/execution.pb.h"
+#include "tensor/tensor.h"
+#include "tensor/tensor_files.h"
+
+namespace ipupod::wire {
+
+namespace v1 = ::ipupod::v1;
+
+// The contract's bound on one TensorData (and one ExecutableChunk): 1 MiB.
+inline constexpr size_t kTensorChunkBytesMax = size_t{1} << 20;
+
+v1::TensorHeader TensorHeaderOf(absl::string_view name, const tensor::Tensor& tensor);
+
+// Calls `emit` with consecutive slices of `bytes`, each at most
+// kTensorChunkBytesMax (none for empty `bytes`); stops at the first false.
+// Returns false if `emit` did.
+bool ForEachChunk(absl::string_view bytes,
+                  const std::function<bool(absl::string_view chunk)>& emit);
+
+// Calls on_header, then on_data for each chunk, for every tensor in order.
+// A callback returning false stops with CANCELLED.
+absl::Status StreamTensors(const std::vector<tensor::TensorRef>& tensors,
+                           const std::function<bool(const v1::TensorHeader&)>& on_header,
+                           const std::function<bool(absl::string_view)>& on_data);
+absl::Status StreamTensors(const tensor::NamedTensors& tensors,
+                           const std::function<bool(const v1::TensorHeader&)>& on_header,
+                           const std::function<bool(absl::string_view)>& on_data);
+
+class TensorAssembler {
+ public:
+  static constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+
+  // `what` names the stream in messages ("weights", "inputs", "outputs").
+  explicit TensorAssembler(std::string what, int64_t bytes_max = kNoLimit);
+  TensorAssembler(const TensorAssembler&) = delete;
+  TensorAssembler& operator=(const TensorAssembler&) = delete;
+
+  absl::Status AddHeader(const v1::TensorHeader& header);
+  absl::Status AddData(absl::string_view data);
+  // Every tensor, in stream order. INVALID_ARGUMENT if the last one is
+  // incomplete. REQUIRES: called once, at the end.
+  absl::StatusOr<tensor::NamedTensors> Finish();
+
+ private:
+  struct Pending {
+    std::string name;
+    tensor::Tensor tensor;  // allocated from the header, filled by chunks
+    size_t filled = 0;
+  };
+  absl::StatusOr<tensor::DType> CheckHeader(const v1::TensorHeader& header) const;
+  absl::Status CompletePending();
+
+  const std::string what_;
+  const int64_t bytes_max_;
+  int64_t bytes_declared_ = 0;
+  std::optional<Pending> pending_;
+  tensor::NamedTensors done_;
+};
+
+}  // namespace ipupod::wire
+
+#endif  // IPUPOD_WIRE_TENSOR_STREAM_H_

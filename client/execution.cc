@@ -6,12 +6,11 @@
 #include <cstring>
 #include <optional>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/files.h"
+#include "client/ipx_header.h"
 #include "common/status_macros.h"
-#include "compiler/executable.h"
 #include "wire/tensor_stream.h"
 
 namespace ipupod::client {
@@ -20,36 +19,6 @@ namespace {
 using wire::ForEachChunk;
 using wire::TensorAssembler;
 using wire::TensorHeaderOf;
-
-// Offsets of the .ipx header fields (compiler/executable.h).
-constexpr size_t kVersionOffset = 8;
-constexpr size_t kHashOffset = 24;
-constexpr size_t kHashBytes = 32;
-
-uint32_t ReadLe32(absl::string_view bytes, size_t offset) {
-  uint32_t value = 0;
-  for (int i = 3; i >= 0; --i) {
-    value = (value << 8) | static_cast<unsigned char>(bytes[offset + static_cast<size_t>(i)]);
-  }
-  return value;
-}
-
-// The content hash from the header; the server verifies it against the
-// payload, so only the header is checked here.
-absl::StatusOr<std::string> HeaderHash(absl::string_view ipx) {
-  if (ipx.size() < compiler::kExecutableHeaderBytes ||
-      ipx.substr(0, compiler::kExecutableMagic.size()) != compiler::kExecutableMagic) {
-    return absl::InvalidArgumentError(
-        "not an ipupod executable (.ipx): compile the model with `ipupod compile MODEL.onnx`");
-  }
-  const uint32_t version = ReadLe32(ipx, kVersionOffset);
-  if (version != compiler::kExecutableFormatVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "executable format ", version, " but this ipupod reads ",
-        compiler::kExecutableFormatVersion, ": recompile with this version of ipupod"));
-  }
-  return absl::BytesToHexString(ipx.substr(kHashOffset, kHashBytes));
-}
 
 template <typename Request, typename Stream, typename Set>
 bool WriteTensor(Stream& stream, absl::string_view name, const tensor::Tensor& tensor, Set set) {
@@ -75,7 +44,8 @@ struct RunParts {
 }  // namespace
 
 absl::StatusOr<v1::ExecutableRef> Client::UploadExecutable(absl::string_view ipx_bytes) {
-  absl::StatusOr<std::string> hash = HeaderHash(ipx_bytes);
+  // Only the header is read here; the server verifies the hash against the payload.
+  absl::StatusOr<std::string> hash = IpxContentHash(ipx_bytes);
   if (!hash.ok()) return hash.status();
   absl::StatusOr<v1::ExecutableRef> cached = StatExecutable(*hash);
   if (cached.ok()) {

@@ -1,4 +1,4 @@
-// File: graph/tensor.h
+// File: tensor/tensor.h
 //
 // tensor::Tensor: a dense, contiguous, row-major host tensor with a static
 // shape - the value type of model weights, constants, graph inputs and

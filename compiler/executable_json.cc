@@ -8,13 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "device/hardware.h"
 
 namespace ipupod::compiler::internal {
 namespace {
 
-using Json = nlohmann::json;
+using Json = json::Json;
 
 Json SpecsJson(const std::vector<TensorSpec>& specs) {
   Json list = Json::array();
@@ -44,7 +45,9 @@ Json AttributesJson(const std::map<std::string, double>& attrs) {
   return out;
 }
 
-absl::StatusOr<std::map<std::string, double>> ReadAttributes(const Json& doc) {
+absl::StatusOr<std::map<std::string, double>> ReadAttributes(const Json& doc,
+                                                             const json::JsonPath& at) {
+  if (!doc.is_object()) return at.TypeError("an object", doc);
   std::map<std::string, double> out;
   for (const auto& [name, value] : doc.items()) {
     if (value.is_number()) {
@@ -99,17 +102,25 @@ Json MetadataDoc(const Executable& e) {
   return doc;
 }
 
-absl::StatusOr<std::vector<TensorSpec>> ReadSpecs(const Json& list) {
+absl::StatusOr<TensorSpec> ReadSpec(const Json& item, const json::JsonPath& at) {
+  IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader reader, json::ObjectReader::Open(item, at));
+  TensorSpec s;
+  IPUPOD_ASSIGN_OR_RETURN(s.name, reader.String("name"));
+  IPUPOD_ASSIGN_OR_RETURN(std::string dtype, reader.String("dtype"));
+  IPUPOD_ASSIGN_OR_RETURN(s.dtype, tensor::ParseDTypeName(dtype));
+  IPUPOD_ASSIGN_OR_RETURN(s.shape, reader.IntList("shape"));
+  for (int64_t d : s.shape) {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat("'", s.name, "' has a negative dim"));
+  }
+  return s;
+}
+
+absl::StatusOr<std::vector<TensorSpec>> ReadSpecs(json::ObjectReader& doc, absl::string_view key) {
+  IPUPOD_ASSIGN_OR_RETURN(const Json* list, doc.Get(key));
+  IPUPOD_RETURN_IF_ERROR(json::ExpectArray(*list, doc.PathOf(key)));
   std::vector<TensorSpec> specs;
-  for (const Json& item : list) {
-    TensorSpec s;
-    s.name = item.at("name").get<std::string>();
-    IPUPOD_ASSIGN_OR_RETURN(s.dtype, tensor::ParseDTypeName(item.at("dtype").get<std::string>()));
-    s.shape = item.at("shape").get<tensor::Shape>();
-    for (int64_t d : s.shape) {
-      if (d < 0)
-        return absl::InvalidArgumentError(absl::StrCat("'", s.name, "' has a negative dim"));
-    }
+  for (size_t i = 0; i < list->size(); ++i) {
+    IPUPOD_ASSIGN_OR_RETURN(TensorSpec s, ReadSpec((*list)[i], doc.PathOf(key).Index(i)));
     specs.push_back(std::move(s));
   }
   return specs;
@@ -124,14 +135,16 @@ absl::Status CheckPlacementShape(const Placement& p) {
   return absl::InvalidArgumentError("placement is inconsistent (stage or IPU out of range)");
 }
 
-absl::StatusOr<Placement> ReadPlacement(const Json& doc) {
+absl::StatusOr<Placement> ReadPlacement(json::ObjectReader& parent) {
+  IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader doc, parent.Object("placement"));
   Placement p;
-  IPUPOD_ASSIGN_OR_RETURN(p.method, ParsePlacementMethod(doc.at("method").get<std::string>()));
-  p.ipus_per_replica = doc.at("ipus_per_replica").get<int64_t>();
-  p.stage_ipu = doc.at("stage_ipus").get<std::vector<int64_t>>();
-  p.node_names = doc.at("nodes").get<std::vector<std::string>>();
-  p.node_stage = doc.at("node_stages").get<std::vector<int64_t>>();
-  p.notes = doc.at("notes").get<std::vector<std::string>>();
+  IPUPOD_ASSIGN_OR_RETURN(std::string method, doc.String("method"));
+  IPUPOD_ASSIGN_OR_RETURN(p.method, ParsePlacementMethod(method));
+  IPUPOD_ASSIGN_OR_RETURN(p.ipus_per_replica, doc.Int("ipus_per_replica"));
+  IPUPOD_ASSIGN_OR_RETURN(p.stage_ipu, doc.IntList("stage_ipus"));
+  IPUPOD_ASSIGN_OR_RETURN(p.node_names, doc.StringList("nodes"));
+  IPUPOD_ASSIGN_OR_RETURN(p.node_stage, doc.IntList("node_stages"));
+  IPUPOD_ASSIGN_OR_RETURN(p.notes, doc.StringList("notes"));
   IPUPOD_RETURN_IF_ERROR(CheckPlacementShape(p));
   return p;
 }
@@ -142,22 +155,29 @@ absl::StatusOr<ExecutableMode> ModeFromName(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown mode '", name, "'"));
 }
 
-absl::Status ReadRunShape(const Json& doc, Executable& e) {
-  e.producer = doc.at("producer").get<std::string>();
-  IPUPOD_ASSIGN_OR_RETURN(e.mode, ModeFromName(doc.at("mode").get<std::string>()));
-  IPUPOD_ASSIGN_OR_RETURN(e.strategy,
-                          ParseExecutionStrategy(doc.at("execution").get<std::string>()));
-  IPUPOD_ASSIGN_OR_RETURN(e.output_mode, ParseOutputMode(doc.at("output_mode").get<std::string>(),
-                                                         e.mode == ExecutableMode::kInference));
-  e.micro_batch_size = doc.at("micro_batch_size").get<int64_t>();
-  e.replication_factor = doc.at("replication_factor").get<int64_t>();
-  e.device_iterations = doc.at("device_iterations").get<int64_t>();
-  e.batch_size_factor = doc.at("batch_size_factor").get<int64_t>();
-  const Json& ipus = doc.at("ipus");
-  e.ipus.ipus_per_replica = ipus.at("per_replica").get<int64_t>();
+absl::Status ReadModes(json::ObjectReader& doc, Executable& e) {
+  IPUPOD_ASSIGN_OR_RETURN(e.producer, doc.String("producer"));
+  IPUPOD_ASSIGN_OR_RETURN(std::string mode, doc.String("mode"));
+  IPUPOD_ASSIGN_OR_RETURN(e.mode, ModeFromName(mode));
+  IPUPOD_ASSIGN_OR_RETURN(std::string execution, doc.String("execution"));
+  IPUPOD_ASSIGN_OR_RETURN(e.strategy, ParseExecutionStrategy(execution));
+  IPUPOD_ASSIGN_OR_RETURN(std::string output_mode, doc.String("output_mode"));
+  IPUPOD_ASSIGN_OR_RETURN(e.output_mode,
+                          ParseOutputMode(output_mode, e.mode == ExecutableMode::kInference));
+  return absl::OkStatus();
+}
+
+absl::Status ReadRunShape(json::ObjectReader& doc, Executable& e) {
+  IPUPOD_RETURN_IF_ERROR(ReadModes(doc, e));
+  IPUPOD_ASSIGN_OR_RETURN(e.micro_batch_size, doc.Int("micro_batch_size"));
+  IPUPOD_ASSIGN_OR_RETURN(e.replication_factor, doc.Int("replication_factor"));
+  IPUPOD_ASSIGN_OR_RETURN(e.device_iterations, doc.Int("device_iterations"));
+  IPUPOD_ASSIGN_OR_RETURN(e.batch_size_factor, doc.Int("batch_size_factor"));
+  IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader ipus, doc.Object("ipus"));
+  IPUPOD_ASSIGN_OR_RETURN(e.ipus.ipus_per_replica, ipus.Int("per_replica"));
   e.ipus.replication_factor = e.replication_factor;
-  e.ipus.needed = ipus.at("needed").get<int64_t>();
-  e.ipus.reserved = ipus.at("reserved").get<int64_t>();
+  IPUPOD_ASSIGN_OR_RETURN(e.ipus.needed, ipus.Int("needed"));
+  IPUPOD_ASSIGN_OR_RETURN(e.ipus.reserved, ipus.Int("reserved"));
   if (e.micro_batch_size < 1 || e.replication_factor < 1 || e.device_iterations < 1 ||
       e.batch_size_factor < 1 || e.ipus.needed < 1 || e.ipus.reserved < e.ipus.needed ||
       e.ipus.reserved > device::kMaxPodIpus) {
@@ -166,26 +186,37 @@ absl::Status ReadRunShape(const Json& doc, Executable& e) {
   return absl::OkStatus();
 }
 
-absl::Status ReadTraining(const Json& doc, Executable& e) {
-  const auto it = doc.find("training");
+absl::Status ReadTrainingSpec(json::ObjectReader& doc, TrainingSpec& t) {
+  IPUPOD_ASSIGN_OR_RETURN(t.loss, doc.String("loss"));
+  IPUPOD_ASSIGN_OR_RETURN(t.weights, doc.StringList("weights"));
+  IPUPOD_ASSIGN_OR_RETURN(t.gradient_accumulation_steps, doc.Int("gradient_accumulation_steps"));
+  IPUPOD_ASSIGN_OR_RETURN(t.optimizer, doc.String("optimizer"));
+  IPUPOD_ASSIGN_OR_RETURN(const Json* variables, doc.Get("variables"));
+  IPUPOD_ASSIGN_OR_RETURN(t.variables, ReadAttributes(*variables, doc.PathOf("variables")));
+  IPUPOD_ASSIGN_OR_RETURN(const Json* constants, doc.Get("constants"));
+  IPUPOD_ASSIGN_OR_RETURN(t.constants, ReadAttributes(*constants, doc.PathOf("constants")));
+  // Absent in executables of ipupod versions without buffers.
+  t.buffers.clear();
+  return doc.IfPresent("buffers", [&t](const Json& v, const json::JsonPath& at) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(t.buffers, json::ReadStringMap(v, at));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadTraining(json::ObjectReader& doc, Executable& e) {
+  const Json* training = doc.Find("training");
   if (e.mode != ExecutableMode::kTraining) {
-    if (it != doc.end() && !it->is_null()) {
+    if (training != nullptr && !training->is_null()) {
       return absl::InvalidArgumentError("an inference executable with a training section");
     }
     return absl::OkStatus();
   }
-  if (it == doc.end() || !it->is_object()) {
+  if (training == nullptr || !training->is_object()) {
     return absl::InvalidArgumentError("a training executable without its training section");
   }
+  IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader section, doc.Object("training"));
   TrainingSpec& t = e.training;
-  t.loss = it->at("loss").get<std::string>();
-  t.weights = it->at("weights").get<std::vector<std::string>>();
-  t.gradient_accumulation_steps = it->at("gradient_accumulation_steps").get<int64_t>();
-  t.optimizer = it->at("optimizer").get<std::string>();
-  IPUPOD_ASSIGN_OR_RETURN(t.variables, ReadAttributes(it->at("variables")));
-  IPUPOD_ASSIGN_OR_RETURN(t.constants, ReadAttributes(it->at("constants")));
-  // Absent in executables of ipupod versions without buffers.
-  t.buffers = it->value("buffers", Json::object()).get<std::map<std::string, std::string>>();
+  IPUPOD_RETURN_IF_ERROR(ReadTrainingSpec(section, t));
   if (t.loss.empty() || t.gradient_accumulation_steps < 1 ||
       e.batch_size_factor !=
           e.device_iterations * e.replication_factor * t.gradient_accumulation_steps) {
@@ -195,20 +226,25 @@ absl::Status ReadTraining(const Json& doc, Executable& e) {
   return absl::OkStatus();
 }
 
-absl::Status ReadDoc(const Json& doc, Executable& e) {
+// Unknown keys are ignored: the format version, not the key set, says what
+// a reader must understand.
+absl::Status ReadDoc(const Json& root, Executable& e) {
+  IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader doc,
+                          json::ObjectReader::Open(root, json::JsonPath("executable metadata")));
   IPUPOD_RETURN_IF_ERROR(ReadRunShape(doc, e));
   IPUPOD_RETURN_IF_ERROR(ReadTraining(doc, e));
-  IPUPOD_ASSIGN_OR_RETURN(ParsedIpuConfig config, ParseIpuConfigJson(doc.at("ipu_config").dump()));
+  IPUPOD_ASSIGN_OR_RETURN(const Json* ipu_config, doc.Get("ipu_config"));
+  IPUPOD_ASSIGN_OR_RETURN(ParsedIpuConfig config, ParseIpuConfigJson(ipu_config->dump()));
   e.config = std::move(config.config);
-  IPUPOD_ASSIGN_OR_RETURN(e.placement, ReadPlacement(doc.at("placement")));
+  IPUPOD_ASSIGN_OR_RETURN(e.placement, ReadPlacement(doc));
   if (e.placement.ipus_per_replica != e.ipus.ipus_per_replica) {
     return absl::InvalidArgumentError("placement and run shape disagree on IPUs per replica");
   }
-  IPUPOD_ASSIGN_OR_RETURN(e.inputs, ReadSpecs(doc.at("inputs")));
-  IPUPOD_ASSIGN_OR_RETURN(e.outputs, ReadSpecs(doc.at("outputs")));
-  const Json& report = doc.at("report");
-  e.report_json = report.is_null() ? "" : report.dump();
-  e.warnings = doc.at("warnings").get<std::vector<std::string>>();
+  IPUPOD_ASSIGN_OR_RETURN(e.inputs, ReadSpecs(doc, "inputs"));
+  IPUPOD_ASSIGN_OR_RETURN(e.outputs, ReadSpecs(doc, "outputs"));
+  IPUPOD_ASSIGN_OR_RETURN(const Json* report, doc.Get("report"));
+  e.report_json = report->is_null() ? "" : report->dump();
+  IPUPOD_ASSIGN_OR_RETURN(e.warnings, doc.StringList("warnings"));
   return absl::OkStatus();
 }
 
@@ -226,10 +262,15 @@ absl::StatusOr<std::string> ExecutableMetadataJson(const Executable& executable)
 
 absl::Status ReadExecutableMetadata(absl::string_view text, Executable& executable) {
   absl::Status status;
-  try {
-    status = ReadDoc(Json::parse(text.begin(), text.end()), executable);
-  } catch (const Json::exception& e) {
-    status = absl::InvalidArgumentError(e.what());
+  auto doc = json::Parse(text, "executable metadata");
+  if (!doc.ok()) {
+    status = doc.status();
+  } else {
+    try {  // dump() of a value with invalid UTF-8 throws
+      status = ReadDoc(*doc, executable);
+    } catch (const Json::exception& e) {
+      status = absl::InvalidArgumentError(e.what());
+    }
   }
   if (status.ok()) return status;
   return absl::InvalidArgumentError(absl::StrCat(

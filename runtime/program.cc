@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
+#include "common/text_match.h"
 #include "compiler/report.h"
 #include "device/hardware.h"
 #include "graph/onnx_import.h"
@@ -57,35 +58,13 @@ const compiler::IpuPlan& SlowestIpu(const compiler::Report& r) {
                            });
 }
 
-int EditDistance(absl::string_view a, absl::string_view b) {
-  std::vector<int> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    int diagonal = row[0];
-    row[0] = static_cast<int>(i);
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const int up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean 'a', 'b'?)" for the closest names within a few edits, or "".
-std::string CloseMatches(absl::string_view name, const std::vector<TensorSpec>& specs) {
-  int best = std::max<int>(2, static_cast<int>(name.size()) / 4);
-  std::vector<std::string> close;
-  for (const TensorSpec& s : specs) {
-    const int d = EditDistance(name, s.name);
-    if (d < best) close.clear();
-    if (d <= best) {
-      best = d;
-      close.push_back(s.name);
-    }
-  }
-  if (close.empty() || close.size() > 3) return "";
-  return absl::StrCat(" (did you mean '", absl::StrJoin(close, "', '"), "'?)");
+// " (did you mean 'a', 'b'?)" for the nearest names within a few edits, or "".
+std::string SpecHint(absl::string_view name, const std::vector<TensorSpec>& specs) {
+  std::vector<std::string> names;
+  for (const TensorSpec& s : specs) names.push_back(s.name);
+  const std::vector<std::string> close = ipupod::CloseMatches(
+      name, names, {.length_divisor = 4, .substrings = false, .nearest_only = true});
+  return close.empty() ? "" : absl::StrCat(" (", DidYouMean(close), ")");
 }
 
 const TensorSpec* FindSpec(const std::vector<TensorSpec>& specs, absl::string_view name) {
@@ -118,7 +97,7 @@ absl::StatusOr<std::vector<const tensor::Tensor*>> ArrangeInputs(const Executabl
                            [&](const TensorSpec& s) { return s.name == name; });
     if (it == e.inputs.end()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown input '", name, "'", CloseMatches(name, e.inputs),
+          absl::StrCat("unknown input '", name, "'", SpecHint(name, e.inputs),
                        "; `ipupod inspect FILE.ipx` lists the executable's inputs"));
     }
     const size_t i = static_cast<size_t>(it - e.inputs.begin());
@@ -276,7 +255,7 @@ absl::Status Program::CheckWeights(const tensor::NamedTensors& weights) const {
     const TensorSpec* spec = FindSpec(weights_, name);
     if (spec == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown weight '", name, "'", CloseMatches(name, weights_),
+          absl::StrCat("unknown weight '", name, "'", SpecHint(name, weights_),
                        "; the model's weights are listed by GetWeights and weight_specs"));
     }
     if (!seen.insert(name).second) {
@@ -302,7 +281,7 @@ absl::StatusOr<std::vector<tensor::TensorRef>> Program::ViewWeights(
   for (const std::string& name : wanted) {
     if (FindSpec(weights_, name) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("unknown weight '", name, "'",
-                                                     CloseMatches(name, weights_),
+                                                     SpecHint(name, weights_),
                                                      "; ask for no names to get every weight"));
     }
     out.emplace_back(name, FindWeight(name));

@@ -10,13 +10,12 @@
 #include <sstream>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_reader.h"
 #include "common/status_macros.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,7 +23,9 @@
 namespace ipupod::server {
 namespace {
 
-using Json = nlohmann::json;
+using json::Json;
+using json::JsonPath;
+using json::ObjectReader;
 
 constexpr size_t kShownValueMax = 40;  // how much of a bad value an error quotes
 constexpr size_t kListMax = 1024;      // open_mode_admins entries
@@ -33,101 +34,24 @@ constexpr size_t kFaultKindsMax = 16;
 constexpr std::array<absl::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
                                                          "error", "critical", "off"};
 
-// "a string \"abc\"", "an integer -3", ...: what the config held, shortened.
-std::string Describe(const Json& value) {
-  std::string text = value.dump(-1, ' ', true, Json::error_handler_t::replace);
-  if (text.size() > kShownValueMax) text = text.substr(0, kShownValueMax) + "...";
-  const char* type = "a value";
-  switch (value.type()) {
-    case Json::value_t::null:
-      return "null";
-    case Json::value_t::boolean:
-      type = "a boolean";
-      break;
-    case Json::value_t::string:
-      type = "a string";
-      break;
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-      type = "an integer";
-      break;
-    case Json::value_t::number_float:
-      type = "a number";
-      break;
-    case Json::value_t::object:
-      type = "an object";
-      break;
-    case Json::value_t::array:
-      type = "an array";
-      break;
-    default:
-      break;
-  }
-  return absl::StrCat(type, " ", text);
-}
-
-absl::Status Bad(absl::string_view key, absl::string_view expected, const Json& got) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("config key '", key, "' must be ", expected, "; got ", Describe(got)));
-}
-
-absl::StatusOr<std::string> GetString(const Json& v, absl::string_view key, size_t max_length) {
-  std::string expected = absl::StrCat("a non-empty string of at most ", max_length, " bytes");
-  if (!v.is_string()) return Bad(key, expected, v);
+absl::StatusOr<std::string> GetString(const Json& v, const JsonPath& at, size_t max_length) {
+  const std::string expected = absl::StrCat("a non-empty string of at most ", max_length, " bytes");
+  if (!v.is_string()) return at.TypeError(expected, v);
   const std::string& s = v.get_ref<const std::string&>();
   if (s.empty() || s.size() > max_length || s.find('\0') != std::string::npos) {
-    return Bad(key, expected, v);
+    return at.TypeError(expected, v);
   }
   return s;
 }
 
-absl::StatusOr<int64_t> GetInt(const Json& v, absl::string_view key, int64_t min, int64_t max) {
-  std::string expected = absl::StrCat("an integer from ", min, " to ", max);
-  if (!v.is_number_integer()) return Bad(key, expected, v);
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max)) {
-    return Bad(key, expected, v);
-  }
-  int64_t n = v.get<int64_t>();
-  if (n < min || n > max) return Bad(key, expected, v);
-  return n;
-}
-
-absl::StatusOr<int> GetSmallInt(const Json& v, absl::string_view key, int min, int max) {
-  IPUPOD_ASSIGN_OR_RETURN(int64_t n, GetInt(v, key, min, max));
+absl::StatusOr<int> GetSmallInt(const Json& v, const JsonPath& at, int min, int max) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, json::ReadInt(v, at, min, max));
   return static_cast<int>(n);
 }
 
-absl::Status ExpectObject(const Json& v, absl::string_view key) {
-  return v.is_object() ? absl::OkStatus() : Bad(key, "an object", v);
-}
-
-absl::Status ExpectArray(const Json& v, absl::string_view key, size_t max_size) {
-  if (v.is_array() && v.size() <= max_size) return absl::OkStatus();
-  return Bad(key, absl::StrCat("an array of at most ", max_size, " entries"), v);
-}
-
-// Handlers for the keys of one JSON object; unknown keys are errors.
-using Handler = std::function<absl::Status(const Json&, const std::string& key)>;
-
-absl::Status ForEachKey(const Json& object, absl::string_view prefix,
-                        const std::map<std::string, Handler>& handlers) {
-  for (const auto& [name, value] : object.items()) {
-    std::string key = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
-    auto it = handlers.find(name);
-    if (it == handlers.end()) {
-      std::vector<std::string> known;
-      for (const auto& h : handlers) known.push_back(h.first);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown config key '", key, "'; valid keys here: ", absl::StrJoin(known, ", ")));
-    }
-    IPUPOD_RETURN_IF_ERROR(it->second(value, key));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> GetUserName(const Json& v, absl::string_view key) {
+absl::StatusOr<std::string> GetUserName(const Json& v, const JsonPath& at) {
   if (!v.is_string() || !IsValidUserName(v.get_ref<const std::string&>())) {
-    return Bad(key, "a user name of 1-64 characters from A-Z a-z 0-9 . _ - @", v);
+    return at.TypeError("a user name of 1-64 characters from A-Z a-z 0-9 . _ - @", v);
   }
   return v.get<std::string>();
 }
@@ -139,58 +63,41 @@ bool IsTokenText(absl::string_view token) {
   return !token.empty() && token.size() <= kTokenLengthMax;
 }
 
-absl::StatusOr<TokenEntry> ParseToken(const Json& v, const std::string& key) {
-  IPUPOD_RETURN_IF_ERROR(ExpectObject(v, key));
+absl::StatusOr<TokenEntry> ParseToken(const Json& v, const JsonPath& at) {
+  IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(v, at));
+  const Json* token = reader.Find("token");
+  const Json* user = reader.Find("user");
+  const Json* role = reader.Find("role");
+  IPUPOD_RETURN_IF_ERROR(reader.RejectUnknownKeys());
+  if (token == nullptr || user == nullptr) {
+    return at.Error("needs both \"token\" and \"user\" (and optionally \"role\")");
+  }
   TokenEntry entry;
-  bool has_token = false;
-  bool has_user = false;
-  IPUPOD_RETURN_IF_ERROR(
-      ForEachKey(v, key,
-                 {
-                     {"token",
-                      [&](const Json& t, const std::string& k) -> absl::Status {
-                        if (!t.is_string() || !IsTokenText(t.get_ref<const std::string&>())) {
-                          // Never echo a token value into logs or errors.
-                          return absl::InvalidArgumentError(absl::StrCat(
-                              "config key '", k, "' must be a string of 1-", kTokenLengthMax,
-                              " visible ASCII characters (no spaces)"));
-                        }
-                        entry.token = t.get<std::string>();
-                        has_token = true;
-                        return absl::OkStatus();
-                      }},
-                     {"user",
-                      [&](const Json& u, const std::string& k) -> absl::Status {
-                        IPUPOD_ASSIGN_OR_RETURN(entry.user, GetUserName(u, k));
-                        has_user = true;
-                        return absl::OkStatus();
-                      }},
-                     {"role",
-                      [&](const Json& r, const std::string& k) -> absl::Status {
-                        if (r != "user" && r != "admin") return Bad(k, "\"user\" or \"admin\"", r);
-                        entry.admin = r == "admin";
-                        return absl::OkStatus();
-                      }},
-                 }));
-  if (!has_token || !has_user) {
-    return absl::InvalidArgumentError(absl::StrCat("config key '", key,
-                                                   "' needs both \"token\""
-                                                   " and \"user\" (and optionally \"role\")"));
+  if (!token->is_string() || !IsTokenText(token->get_ref<const std::string&>())) {
+    // Never echo a token value into logs or errors.
+    return at.Key("token").Error(absl::StrCat("expected a string of 1-", kTokenLengthMax,
+                                              " visible ASCII characters (no spaces)"));
+  }
+  entry.token = token->get<std::string>();
+  IPUPOD_ASSIGN_OR_RETURN(entry.user, GetUserName(*user, at.Key("user")));
+  if (role != nullptr) {
+    if (*role != "user" && *role != "admin") {
+      return at.Key("role").TypeError("\"user\" or \"admin\"", *role);
+    }
+    entry.admin = *role == "admin";
   }
   return entry;
 }
 
-absl::Status ParseTokens(const Json& v, const std::string& key, ServerConfig& config) {
-  IPUPOD_RETURN_IF_ERROR(ExpectArray(v, key, kTokensMax));
+absl::Status ParseTokens(const Json& v, const JsonPath& at, ServerConfig& config) {
+  IPUPOD_RETURN_IF_ERROR(json::ExpectArray(v, at, kTokensMax));
   config.tokens.clear();
   for (size_t i = 0; i < v.size(); ++i) {
-    std::string item_key = absl::StrCat(key, "[", i, "]");
-    IPUPOD_ASSIGN_OR_RETURN(TokenEntry entry, ParseToken(v[i], item_key));
+    IPUPOD_ASSIGN_OR_RETURN(TokenEntry entry, ParseToken(v[i], at.Index(i)));
     for (size_t j = 0; j < config.tokens.size(); ++j) {
       if (config.tokens[j].token == entry.token) {
-        return absl::InvalidArgumentError(absl::StrCat("config key '", item_key,
-                                                       ".token' repeats the token of ", key, "[", j,
-                                                       "]; every token must be unique"));
+        return at.Index(i).Key("token").Error(absl::StrCat("repeats the token of ", at.path(), "[",
+                                                           j, "]; every token must be unique"));
       }
     }
     config.tokens.push_back(std::move(entry));
@@ -198,17 +105,17 @@ absl::Status ParseTokens(const Json& v, const std::string& key, ServerConfig& co
   return absl::OkStatus();
 }
 
-absl::Status ParseAdmins(const Json& v, const std::string& key, ServerConfig& config) {
-  IPUPOD_RETURN_IF_ERROR(ExpectArray(v, key, kListMax));
+absl::Status ParseAdmins(const Json& v, const JsonPath& at, ServerConfig& config) {
+  IPUPOD_RETURN_IF_ERROR(json::ExpectArray(v, at, kListMax));
   config.open_mode_admins.clear();
   for (size_t i = 0; i < v.size(); ++i) {
-    IPUPOD_ASSIGN_OR_RETURN(std::string name, GetUserName(v[i], absl::StrCat(key, "[", i, "]")));
+    IPUPOD_ASSIGN_OR_RETURN(std::string name, GetUserName(v[i], at.Index(i)));
     config.open_mode_admins.push_back(std::move(name));
   }
   return absl::OkStatus();
 }
 
-absl::Status ParsePodValue(const Json& v, const std::string& key, ServerConfig& config) {
+absl::Status ParsePodValue(const Json& v, const JsonPath& at, ServerConfig& config) {
   absl::StatusOr<device::PodConfig> pod;
   if (v.is_string() && v.get_ref<const std::string&>().size() <= kShownValueMax) {
     pod = ParsePod(v.get<std::string>());
@@ -217,28 +124,25 @@ absl::Status ParsePodValue(const Json& v, const std::string& key, ServerConfig& 
               ? device::PodFromSize(int64_t{1} << 31)
               : device::PodFromSize(v.get<int64_t>());
   } else {
-    return Bad(key, "a pod name such as \"POD16\" or an IPU count such as 16", v);
+    return at.TypeError("a pod name such as \"POD16\" or an IPU count such as 16", v);
   }
-  if (!pod.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config key '", key, "': ", pod.status().message()));
-  }
+  if (!pod.ok()) return at.Error(pod.status().message());
   config.pod = *std::move(pod);
   return absl::OkStatus();
 }
 
-absl::Status ParseResetMs(const Json& v, const std::string& key, ServerConfig& config) {
-  IPUPOD_RETURN_IF_ERROR(ExpectObject(v, key));
-  auto field = [](int& out) {
-    return [&out](const Json& x, const std::string& k) -> absl::Status {
+absl::Status ParseResetMs(const Json& v, const JsonPath& at, ServerConfig& config) {
+  IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(v, at));
+  auto field = [&reader](absl::string_view key, int& out) {
+    return reader.IfPresent(key, [&out](const Json& x, const JsonPath& k) -> absl::Status {
       IPUPOD_ASSIGN_OR_RETURN(out, GetSmallInt(x, k, 0, kResetMsMax));
       return absl::OkStatus();
-    };
+    });
   };
-  return ForEachKey(v, key,
-                    {{"ipu", field(config.ipu_reset_ms)},
-                     {"partition", field(config.partition_reset_ms)},
-                     {"pod", field(config.pod_reset_ms)}});
+  IPUPOD_RETURN_IF_ERROR(field("ipu", config.ipu_reset_ms));
+  IPUPOD_RETURN_IF_ERROR(field("partition", config.partition_reset_ms));
+  IPUPOD_RETURN_IF_ERROR(field("pod", config.pod_reset_ms));
+  return reader.RejectUnknownKeys();
 }
 
 std::optional<scheduler::FaultKind> ParseFaultKindName(absl::string_view name) {
@@ -254,137 +158,113 @@ std::optional<scheduler::FaultKind> ParseFaultKindName(absl::string_view name) {
   return it->second;
 }
 
-absl::Status ParseFaultKinds(const Json& v, const std::string& key,
+absl::Status ParseFaultKinds(const Json& v, const JsonPath& at,
                              std::vector<scheduler::FaultKind>& kinds) {
-  IPUPOD_RETURN_IF_ERROR(ExpectArray(v, key, kFaultKindsMax));
-  if (v.empty()) return Bad(key, "a non-empty array of fault kinds", v);
+  IPUPOD_RETURN_IF_ERROR(json::ExpectArray(v, at, kFaultKindsMax));
+  if (v.empty()) return at.TypeError("a non-empty array of fault kinds", v);
   kinds.clear();
   for (size_t i = 0; i < v.size(); ++i) {
     auto kind = v[i].is_string() ? ParseFaultKindName(v[i].get<std::string>()) : std::nullopt;
     if (!kind) {
-      return Bad(absl::StrCat(key, "[", i, "]"),
-                 "one of \"ipu-reset\", \"link-reset\", \"partition-reset\", \"full-reset\", "
-                 "\"unrecoverable\"",
-                 v[i]);
+      return at.Index(i).TypeError(
+          "one of \"ipu-reset\", \"link-reset\", \"partition-reset\", \"full-reset\", "
+          "\"unrecoverable\"",
+          v[i]);
     }
     kinds.push_back(*kind);
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseRandomFaults(const Json& v, const std::string& key, ServerConfig& config) {
-  IPUPOD_RETURN_IF_ERROR(ExpectObject(v, key));
+absl::Status ParseRandomFaults(const Json& v, const JsonPath& at, ServerConfig& config) {
+  IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(v, at));
   scheduler::RandomFaults& faults = config.random_faults;
-  return ForEachKey(
-      v, key,
-      {
-          {"seed",
-           [&](const Json& x, const std::string& k) -> absl::Status {
-             if (!x.is_number_integer() || (!x.is_number_unsigned() && x.get<int64_t>() < 0)) {
-               return Bad(k, "a non-negative integer", x);
-             }
-             faults.seed = x.get<uint64_t>();
-             return absl::OkStatus();
-           }},
-          {"probability_per_operation",
-           [&](const Json& x, const std::string& k) -> absl::Status {
-             if (!x.is_number() || !(x.get<double>() >= 0.0 && x.get<double>() <= 1.0)) {
-               return Bad(k, "a number from 0 to 1", x);
-             }
-             faults.probability_per_operation = x.get<double>();
-             return absl::OkStatus();
-           }},
-          {"kinds", [&](const Json& x,
-                        const std::string& k) { return ParseFaultKinds(x, k, faults.kinds); }},
-      });
+  IPUPOD_RETURN_IF_ERROR(reader.IfPresent("seed", [&](const Json& x, const JsonPath& k) {
+    IPUPOD_ASSIGN_OR_RETURN(faults.seed, json::ReadUint(x, k));
+    return absl::OkStatus();
+  }));
+  IPUPOD_RETURN_IF_ERROR(
+      reader.IfPresent("probability_per_operation", [&](const Json& x, const JsonPath& k) {
+        if (!x.is_number() || !(x.get<double>() >= 0.0 && x.get<double>() <= 1.0)) {
+          return k.TypeError("a number from 0 to 1", x);
+        }
+        faults.probability_per_operation = x.get<double>();
+        return absl::OkStatus();
+      }));
+  IPUPOD_RETURN_IF_ERROR(reader.IfPresent("kinds", [&](const Json& x, const JsonPath& k) {
+    return ParseFaultKinds(x, k, faults.kinds);
+  }));
+  return reader.RejectUnknownKeys();
 }
 
+absl::Status ParseListen(const Json& v, const JsonPath& at, ServerConfig& config) {
+  IPUPOD_ASSIGN_OR_RETURN(config.listen, GetString(v, at, kStringLengthMax));
+  const absl::Status address = ParseListenAddress(config.listen).status();
+  return address.ok() ? address : at.Error(address.message());
+}
+
+absl::Status ParseLogLevel(const Json& v, const JsonPath& at, ServerConfig& config) {
+  if (!v.is_string() || !ValidateLogLevel(v.get<std::string>()).ok()) {
+    return at.TypeError(absl::StrCat("one of ", absl::StrJoin(kLogLevels, ", ")), v);
+  }
+  config.log_level = v.get<std::string>();
+  return absl::OkStatus();
+}
+
+// Reads an int key of ServerConfig within [min, max].
+template <typename Int>
+auto IntField(Int ServerConfig::*member, int64_t min, int64_t max) {
+  return [member, min, max](const Json& v, const JsonPath& at, ServerConfig& config) {
+    IPUPOD_ASSIGN_OR_RETURN(int64_t n, json::ReadInt(v, at, min, max));
+    config.*member = static_cast<Int>(n);
+    return absl::OkStatus();
+  };
+}
+
+absl::Status ParseStateDir(const Json& v, const JsonPath& at, ServerConfig& config) {
+  IPUPOD_ASSIGN_OR_RETURN(config.state_dir, GetString(v, at, kStringLengthMax));
+  return absl::OkStatus();
+}
+
+// The top-level keys, each read by its own parser; unknown keys are errors.
 absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("config must be a JSON object; got ", Describe(root)));
+        absl::StrCat("config must be a JSON object; got ", json::Describe(root)));
   }
-  auto string_key = [](std::string& out) {
-    return [&out](const Json& v, const std::string& k) -> absl::Status {
-      IPUPOD_ASSIGN_OR_RETURN(out, GetString(v, k, kStringLengthMax));
-      return absl::OkStatus();
-    };
+  using Parser = std::function<absl::Status(const Json&, const JsonPath&, ServerConfig&)>;
+  const std::pair<absl::string_view, Parser> kKeys[] = {
+      {"listen", ParseListen},
+      {"pod", ParsePodValue},
+      {"state_dir", ParseStateDir},
+      {"tokens", ParseTokens},
+      {"open_mode_admins", ParseAdmins},
+      {"session_lease_seconds",
+       IntField(&ServerConfig::session_lease_seconds, 1, kLeaseSecondsMax)},
+      {"reset_ms", ParseResetMs},
+      {"max_waiters", IntField(&ServerConfig::max_waiters, 1, kMaxWaitersMax)},
+      {"executable_cache_mb",
+       IntField(&ServerConfig::executable_cache_mb, 1, kExecutableCacheMbMax)},
+      {"max_execution_threads",
+       IntField(&ServerConfig::max_execution_threads, kExecutionThreadsMin, kExecutionThreadsMax)},
+      {"compute_threads", IntField(&ServerConfig::compute_threads, 0, kComputeThreadsMax)},
+      {"random_faults", ParseRandomFaults},
+      {"log_level", ParseLogLevel},
   };
-  auto with_config = [&config](
-                         absl::Status (*parse)(const Json&, const std::string&, ServerConfig&)) {
-    return [&config, parse](const Json& v, const std::string& k) { return parse(v, k, config); };
-  };
-  return ForEachKey(
-      root, "",
-      {
-          {"listen",
-           [&](const Json& v, const std::string& k) -> absl::Status {
-             IPUPOD_ASSIGN_OR_RETURN(config.listen, GetString(v, k, kStringLengthMax));
-             absl::Status address = ParseListenAddress(config.listen).status();
-             if (!address.ok())
-               return absl::InvalidArgumentError(
-                   absl::StrCat("config key '", k, "': ", address.message()));
-             return absl::OkStatus();
-           }},
-          {"pod", with_config(&ParsePodValue)},
-          {"state_dir", string_key(config.state_dir)},
-          {"tokens", with_config(&ParseTokens)},
-          {"open_mode_admins", with_config(&ParseAdmins)},
-          {"session_lease_seconds",
-           [&](const Json& v, const std::string& k) -> absl::Status {
-             IPUPOD_ASSIGN_OR_RETURN(config.session_lease_seconds,
-                                     GetSmallInt(v, k, 1, kLeaseSecondsMax));
-             return absl::OkStatus();
-           }},
-          {"reset_ms", with_config(&ParseResetMs)},
-          {"max_waiters",
-           [&](const Json& v, const std::string& k) -> absl::Status {
-             IPUPOD_ASSIGN_OR_RETURN(config.max_waiters, GetSmallInt(v, k, 1, kMaxWaitersMax));
-             return absl::OkStatus();
-           }},
-          {"executable_cache_mb",
-           [&](const Json& v, const std::string& k) -> absl::Status {
-             IPUPOD_ASSIGN_OR_RETURN(config.executable_cache_mb,
-                                     GetInt(v, k, 1, kExecutableCacheMbMax));
-             return absl::OkStatus();
-           }},
-          {"max_execution_threads",
-           [&](const Json& v, const std::string& k) -> absl::Status {
-             IPUPOD_ASSIGN_OR_RETURN(config.max_execution_threads,
-                                     GetSmallInt(v, k, kExecutionThreadsMin, kExecutionThreadsMax));
-             return absl::OkStatus();
-           }},
-          {"compute_threads",
-           [&](const Json& v, const std::string& k) -> absl::Status {
-             IPUPOD_ASSIGN_OR_RETURN(config.compute_threads,
-                                     GetSmallInt(v, k, 0, kComputeThreadsMax));
-             return absl::OkStatus();
-           }},
-          {"random_faults", with_config(&ParseRandomFaults)},
-          {"log_level",
-           [&](const Json& v, const std::string& k) -> absl::Status {
-             if (!v.is_string() || !ValidateLogLevel(v.get<std::string>()).ok()) {
-               return Bad(k, absl::StrCat("one of ", absl::StrJoin(kLogLevels, ", ")), v);
-             }
-             config.log_level = v.get<std::string>();
-             return absl::OkStatus();
-           }},
-      });
+  IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
+  for (const auto& [key, parse] : kKeys) {
+    IPUPOD_RETURN_IF_ERROR(reader.IfPresent(
+        key, [&](const Json& v, const JsonPath& at) { return parse(v, at, config); }));
+  }
+  return reader.RejectUnknownKeys();
 }
 
 }  // namespace
 
 absl::StatusOr<ServerConfig> ParseConfigJson(absl::string_view json_text) {
+  IPUPOD_ASSIGN_OR_RETURN(Json root, json::Parse(json_text, "config", /*comments=*/true));
   ServerConfig config;
-  try {
-    Json root = Json::parse(json_text.begin(), json_text.end(), /*cb=*/nullptr,
-                            /*allow_exceptions=*/true, /*ignore_comments=*/true);
-    IPUPOD_RETURN_IF_ERROR(ParseTopLevel(root, config));
-  } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("config is not valid JSON: ", e.what()));
-  } catch (const Json::exception& e) {  // a type mismatch we failed to check first
-    return absl::InvalidArgumentError(absl::StrCat("config is not valid: ", e.what()));
-  }
+  IPUPOD_RETURN_IF_ERROR(ParseTopLevel(root, config));
   return config;
 }
 

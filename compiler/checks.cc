@@ -93,7 +93,7 @@ absl::Status CheckPipelineDepth(int64_t num_stages, const ModeConfig& mode,
         absl::StrCat("pipelined inference over ", num_stages,
                      " stages needs inference_device_iterations >= ", num_stages, " (it is ",
                      mode.device_iterations, "): set inference_device_iterations=", num_stages,
-                     " or more, or compile with sharded execution"));
+                     " or more, or use sharded execution: sharded_execution_for_inference=true"));
   }
   const int64_t min_accumulation = 2 * num_stages - 1;
   if (!mode.for_inference && mode.gradient_accumulation_steps < min_accumulation) {

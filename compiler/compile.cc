@@ -136,6 +136,16 @@ PlanOptions MakePlanOptions(const graph::Graph& g, const IpuConfig& config, cons
   return plan;
 }
 
+// optimum-graphcore's sharded_execution_for_inference selects PopTorch's
+// ShardedExecution for inference; otherwise the options say.
+CompileOptions WithConfiguredStrategy(const IpuConfig& config, const CompileOptions& options) {
+  CompileOptions out = options;
+  if (options.for_inference && config.sharded_execution_for_inference) {
+    out.strategy = ExecutionStrategy::kSharded;
+  }
+  return out;
+}
+
 // The training options as cache-key text ("" for inference, so inference
 // keys are unchanged).
 std::string TrainingKey(const CompileOptions& options) {
@@ -152,7 +162,8 @@ std::string TrainingKey(const CompileOptions& options) {
 }  // namespace
 
 absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig& config,
-                                   const CompileOptions& options, Report* report_out) {
+                                   const CompileOptions& given, Report* report_out) {
+  const CompileOptions options = WithConfiguredStrategy(config, given);
   IPUPOD_ASSIGN_OR_RETURN(ModeConfig mode, ResolveMode(config, options.for_inference));
   IPUPOD_ASSIGN_OR_RETURN(Imported imported, Import(onnx_bytes, options.for_inference));
   const graph::Graph& g = imported.interpreter->graph();
@@ -161,7 +172,7 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
     IPUPOD_ASSIGN_OR_RETURN(
         training, MakeTrainingSpec(g, options.training, mode.gradient_accumulation_steps));
   }
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings = IgnoredKeyWarnings(config, options.for_inference);
   IPUPOD_ASSIGN_OR_RETURN(Placement placement,
                           Place(g, mode, options, imported.model.annotations, warnings));
   IPUPOD_ASSIGN_OR_RETURN(IpuCount count,

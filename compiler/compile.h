@@ -52,7 +52,8 @@ struct CompileOptions {
   TrainingOptions training;  // for_inference false only
   std::optional<ModuleMap> module_map;
   std::optional<PlacementMethod> placement;  // nullopt: chosen as described above
-  // PopTorch's default is pipelined; optimum-graphcore runs inference sharded.
+  // PopTorch's default is pipelined. For inference, the config's
+  // sharded_execution_for_inference (optimum-graphcore's key) selects sharded.
   ExecutionStrategy strategy = ExecutionStrategy::kPipelined;
 };
 

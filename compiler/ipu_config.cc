@@ -3,15 +3,15 @@
 #include <algorithm>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/json_reader.h"
 #include "common/status_macros.h"
+#include "common/text_match.h"
 #include "compiler/ipu_config_codec.h"
 #include "device/hardware.h"
 
@@ -22,28 +22,34 @@ using internal::Json;
 
 constexpr absl::string_view kOutputModes = "all, final, sum, every_n:N or default";
 
-absl::Status ParseInto(IpuConfig& config, const Json& doc, std::vector<std::string>& warnings) {
-  if (!doc.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("ipu config must be a JSON object of keys, got ",
-                                                   internal::DescribeJson(doc)));
-  }
-  for (const auto& [key, value] : doc.items()) {
-    const internal::Field* field = internal::FindField(key);
-    if (field != nullptr) {
-      // Python writes None for "use the default"; optional keys keep null.
-      const Json& given = value.is_null() ? internal::GetField(IpuConfig(), *field) : value;
-      IPUPOD_RETURN_IF_ERROR(internal::SetField(config, *field, given));
-    } else if (internal::IsForeignOptimumKey(key)) {
-      warnings.push_back(
-          absl::StrCat("ignored '", key, "': an optimum-graphcore option ipupod does not model"));
+// optimum-graphcore's files carry keys ipupod does not model: unknown keys
+// warn (a server config's unknown keys are errors).
+void WarnUnknownKeys(const json::ObjectReader& reader, std::vector<std::string>& warnings) {
+  for (const json::UnknownKey& unknown : reader.UnknownKeys()) {
+    if (internal::IsForeignOptimumKey(unknown.path)) {
+      warnings.push_back(absl::StrCat("ignored '", unknown.path,
+                                      "': an optimum-graphcore option ipupod does not model"));
     } else {
-      const std::vector<std::string> close = internal::CloseKeys(key);
-      warnings.push_back(absl::StrCat(
-          "ignored unknown key '", key, "'",
-          close.empty() ? ""
-                        : absl::StrCat(" (did you mean '", absl::StrJoin(close, "', '"), "'?)")));
+      warnings.push_back(absl::StrCat("ignored unknown key '", unknown.path, "'", unknown.Hint()));
     }
   }
+}
+
+absl::Status ParseInto(IpuConfig& config, const Json& doc, std::vector<std::string>& warnings) {
+  if (!doc.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ipu config must be a JSON object of keys, got ", json::Describe(doc)));
+  }
+  IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader reader,
+                          json::ObjectReader::Open(doc, json::JsonPath("ipu config")));
+  for (const internal::Field& field : internal::Fields()) {
+    const Json* value = reader.Find(field.key);
+    if (value == nullptr) continue;
+    // Python writes None for "use the default"; optional keys keep null.
+    const Json& given = value->is_null() ? internal::GetField(IpuConfig(), field) : *value;
+    IPUPOD_RETURN_IF_ERROR(internal::SetField(config, field, given));
+  }
+  WarnUnknownKeys(reader, warnings);
   return absl::OkStatus();
 }
 
@@ -53,10 +59,10 @@ absl::Status UnknownKeyError(absl::string_view key) {
         "ipu config key '", key, "' is an optimum-graphcore option ipupod does not model"));
   }
   const std::vector<std::string> close = internal::CloseKeys(key);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown ipu config key '", key, "'; ",
-      close.empty() ? absl::StrCat("keys are: ", absl::StrJoin(IpuConfigKeys(), ", "))
-                    : absl::StrCat("did you mean '", absl::StrJoin(close, "', '"), "'?")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown ipu config key '", key, "'; ",
+                   close.empty() ? absl::StrCat("keys are: ", absl::StrJoin(IpuConfigKeys(), ", "))
+                                 : DidYouMean(close)));
 }
 
 // Splits "a=1,b=[1, 2]" at commas outside brackets.
@@ -248,12 +254,7 @@ std::vector<std::string> IpuConfigKeys() {
 }
 
 absl::StatusOr<ParsedIpuConfig> ParseIpuConfigJson(absl::string_view text) {
-  Json doc;
-  try {
-    doc = Json::parse(text.begin(), text.end());
-  } catch (const Json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("ipu config is not valid JSON: ", e.what()));
-  }
+  IPUPOD_ASSIGN_OR_RETURN(Json doc, json::Parse(text, "ipu config"));
   ParsedIpuConfig parsed;
   IPUPOD_RETURN_IF_ERROR(ParseInto(parsed.config, doc, parsed.warnings));
   IPUPOD_RETURN_IF_ERROR(ValidateIpuConfig(parsed.config));
@@ -305,6 +306,38 @@ absl::Status ValidateIpuConfig(const IpuConfig& c) {
 absl::StatusOr<ModeConfig> ResolveMode(const IpuConfig& config, bool for_inference) {
   IPUPOD_RETURN_IF_ERROR(ValidateIpuConfig(config));
   return Resolve(config, for_inference);
+}
+
+std::vector<std::string> IgnoredKeyWarnings(const IpuConfig& config, bool for_inference) {
+  const IpuConfig defaults;
+  std::vector<std::string> out;
+  auto ignored = [&out](bool set, absl::string_view key, absl::string_view why) {
+    if (set) out.push_back(absl::StrCat("ipu config key '", key, "' is ignored: ", why));
+  };
+  ignored(config.seed.has_value(), "seed",
+          "nothing ipupod runs draws random numbers (no stochastic rounding; Dropout runs in "
+          "inference mode), so results are the same for every seed");
+  if (!for_inference) {
+    ignored(config.auto_loss_scaling, "auto_loss_scaling",
+            "ipupod trains in fp32, which needs no loss scaling; the loss is never scaled");
+    ignored(config.replicated_tensor_sharding, "replicated_tensor_sharding",
+            "every replica keeps the whole optimizer state; the memory plan does not shard it");
+  }
+  const PerIpuFloat& proportion = for_inference && config.inference_matmul_proportion.has_value()
+                                      ? *config.inference_matmul_proportion
+                                      : config.matmul_proportion;
+  const bool own = for_inference && config.inference_matmul_proportion.has_value();
+  ignored(proportion != defaults.matmul_proportion,
+          own ? "inference_matmul_proportion" : "matmul_proportion",
+          "the memory plan does not model the temporary memory of matrix products, so the "
+          "proportion changes neither memory nor time");
+  ignored(config.enable_half_partials != defaults.enable_half_partials, "enable_half_partials",
+          "ipupod runs fp32 models only, and fp32 matrix products keep fp32 partials either way");
+  ignored(config.embedding_serialization_factor != defaults.embedding_serialization_factor,
+          "embedding_serialization_factor",
+          "optimum-graphcore serializes embeddings in the PyTorch model before export; ipupod "
+          "compiles the exported ONNX graph as it is");
+  return out;
 }
 
 int64_t BatchSizeFactor(const IpuConfig& config, bool for_inference) {

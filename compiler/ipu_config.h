@@ -16,6 +16,10 @@
 //   ipus_per_replica = null           (null: len(layers_per_ipu))
 //   inference_ipus_per_replica = null (null: optimum's fallback, see ResolveMode)
 //   auto_round_num_ipus = false       round IPUs up to a power of two (idle extras)
+//   sharded_execution_for_inference = false
+//                                     inference runs PopTorch's ShardedExecution
+//                                     (one IPU at a time, no pipeline) instead of
+//                                     PipelinedExecution
 //   optimizer_state_offchip = true, replicated_tensor_sharding = false,
 //   matmul_proportion = 0.6           a number, or one number per IPU
 //   inference_matmul_proportion = null
@@ -26,6 +30,11 @@
 //                                     optimum-graphcore always returns all
 //                                     results for inference
 //   seed = null, auto_loss_scaling = false, executable_cache_dir = "".
+// Keys accepted for compatibility but not modelled (seed, auto_loss_scaling,
+// replicated_tensor_sharding, matmul_proportion, enable_half_partials,
+// embedding_serialization_factor): IgnoredKeyWarnings names each one set to
+// anything but its default, with the reason; Compile adds them to the
+// executable's warnings and the report's notes.
 // Defaults follow the optimum-graphcore documentation ipupod was specified
 // from (matmul_proportion 0.6, optimizer_state_offchip true); later
 // optimum-graphcore releases changed these to 0.2 and false. Training-only
@@ -79,6 +88,7 @@ struct IpuConfig {
   std::optional<int64_t> ipus_per_replica;
   std::optional<int64_t> inference_ipus_per_replica;
   bool auto_round_num_ipus = false;
+  bool sharded_execution_for_inference = false;
 
   bool optimizer_state_offchip = true;
   bool replicated_tensor_sharding = false;
@@ -157,6 +167,10 @@ struct ModeConfig {
 
 // REQUIRES nothing; returns INVALID_ARGUMENT if the config is not valid.
 absl::StatusOr<ModeConfig> ResolveMode(const IpuConfig& config, bool for_inference);
+
+// One line per key that is set (not its default) but that ipupod does not
+// act on in this mode, saying why (docs/differences.md).
+std::vector<std::string> IgnoredKeyWarnings(const IpuConfig& config, bool for_inference);
 
 // optimum's batch_size_factor: replication x gradient accumulation x
 // device iterations (inference: inference_replication_factor x

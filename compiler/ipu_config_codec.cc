@@ -12,33 +12,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "common/text_match.h"
 
 namespace ipupod::compiler::internal {
 namespace {
 
-constexpr size_t kDescribeMax = 60;
-
-absl::string_view JsonTypeName(const Json& v) {
-  switch (v.type()) {
-    case Json::value_t::null:
-      return "null";
-    case Json::value_t::boolean:
-      return "boolean";
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-      return "integer";
-    case Json::value_t::number_float:
-      return "float";
-    case Json::value_t::string:
-      return "string";
-    case Json::value_t::array:
-      return "list";
-    case Json::value_t::object:
-      return "object";
-    default:
-      return "value";
-  }
-}
+json::JsonPath KeyPath(absl::string_view key) { return json::JsonPath("ipu config").Key(key); }
 
 // "[1 2, 3]" -> {"1", "2", "3"}; nullopt unless bracketed.
 std::optional<std::vector<std::string>> ListItems(absl::string_view text) {
@@ -65,46 +44,18 @@ absl::StatusOr<Json> ListFromText(absl::string_view key, absl::string_view expec
   return list;
 }
 
-int EditDistance(absl::string_view a, absl::string_view b) {
-  std::vector<int> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    int diagonal = row[0];
-    row[0] = static_cast<int>(i);
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const int above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
-std::string DescribeJson(const Json& value) {
-  std::string dumped = value.dump();
-  if (dumped.size() > kDescribeMax) dumped = dumped.substr(0, kDescribeMax) + "...";
-  return absl::StrCat(JsonTypeName(value), " ", dumped);
-}
-
 absl::Status TypeError(absl::string_view key, absl::string_view expected, const Json& got) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("ipu config key '", key, "': expected ", expected, ", got ", DescribeJson(got)));
+  return KeyPath(key).TypeError(expected, got);
 }
 
 absl::Status TextError(absl::string_view key, absl::string_view expected, absl::string_view got) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("ipu config key '", key, "': expected ", expected, ", got '", got, "'"));
+  return KeyPath(key).Error(absl::StrCat("expected ", expected, ", got '", got, "'"));
 }
 
 absl::StatusOr<int64_t> Codec<int64_t>::Decode(absl::string_view key, const Json& v) {
-  if (v.is_number_unsigned() &&
-      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return TypeError(key, kExpected, v);
-  }
-  if (!v.is_number_integer()) return TypeError(key, kExpected, v);
-  return v.get<int64_t>();
+  return json::ReadInt(v, KeyPath(key));
 }
 
 absl::StatusOr<Json> Codec<int64_t>::FromText(absl::string_view key, absl::string_view text) {
@@ -114,8 +65,7 @@ absl::StatusOr<Json> Codec<int64_t>::FromText(absl::string_view key, absl::strin
 }
 
 absl::StatusOr<double> Codec<double>::Decode(absl::string_view key, const Json& v) {
-  if (!v.is_number()) return TypeError(key, kExpected, v);
-  return v.get<double>();
+  return json::ReadNumber(v, KeyPath(key));
 }
 
 absl::StatusOr<Json> Codec<double>::FromText(absl::string_view key, absl::string_view text) {
@@ -125,8 +75,7 @@ absl::StatusOr<Json> Codec<double>::FromText(absl::string_view key, absl::string
 }
 
 absl::StatusOr<bool> Codec<bool>::Decode(absl::string_view key, const Json& v) {
-  if (!v.is_boolean()) return TypeError(key, kExpected, v);
-  return v.get<bool>();
+  return json::ReadBool(v, KeyPath(key));
 }
 
 absl::StatusOr<Json> Codec<bool>::FromText(absl::string_view key, absl::string_view text) {
@@ -137,8 +86,7 @@ absl::StatusOr<Json> Codec<bool>::FromText(absl::string_view key, absl::string_v
 }
 
 absl::StatusOr<std::string> Codec<std::string>::Decode(absl::string_view key, const Json& v) {
-  if (!v.is_string()) return TypeError(key, kExpected, v);
-  return v.get<std::string>();
+  return json::ReadString(v, KeyPath(key));
 }
 
 absl::StatusOr<Json> Codec<std::string>::FromText(absl::string_view, absl::string_view text) {
@@ -147,14 +95,7 @@ absl::StatusOr<Json> Codec<std::string>::FromText(absl::string_view, absl::strin
 
 absl::StatusOr<std::vector<int64_t>> Codec<std::vector<int64_t>>::Decode(absl::string_view key,
                                                                          const Json& v) {
-  if (!v.is_array()) return TypeError(key, kExpected, v);
-  std::vector<int64_t> out;
-  for (const Json& element : v) {
-    auto x = Codec<int64_t>::Decode(key, element);
-    if (!x.ok()) return TypeError(key, kExpected, v);
-    out.push_back(*x);
-  }
-  return out;
+  return json::ReadIntList(v, KeyPath(key));
 }
 
 absl::StatusOr<Json> Codec<std::vector<int64_t>>::FromText(absl::string_view key,
@@ -204,6 +145,7 @@ const std::vector<Field>& Fields() {
       {"ipus_per_replica", &IpuConfig::ipus_per_replica},
       {"inference_ipus_per_replica", &IpuConfig::inference_ipus_per_replica},
       {"auto_round_num_ipus", &IpuConfig::auto_round_num_ipus},
+      {"sharded_execution_for_inference", &IpuConfig::sharded_execution_for_inference},
       {"optimizer_state_offchip", &IpuConfig::optimizer_state_offchip},
       {"replicated_tensor_sharding", &IpuConfig::replicated_tensor_sharding},
       {"matmul_proportion", &IpuConfig::matmul_proportion},
@@ -234,7 +176,6 @@ bool IsForeignOptimumKey(absl::string_view key) {
       "profile_dir",
       "use_popdist",
       "enable_half_first_order_momentum",
-      "sharded_execution_for_inference",
       "execute_encoder_on_cpu_for_generation",
       "explicit_ir_inference",
       "parallelize_kwargs",
@@ -251,18 +192,9 @@ bool IsForeignOptimumKey(absl::string_view key) {
 }
 
 std::vector<std::string> CloseKeys(absl::string_view key) {
-  std::vector<std::pair<int, std::string>> scored;
-  const int limit = std::max<int>(2, static_cast<int>(key.size()) / 3);
-  for (const Field& field : Fields()) {
-    const int distance = EditDistance(key, field.key);
-    const bool contains =
-        key.size() >= 4 && (absl::StrContains(field.key, key) || absl::StrContains(key, field.key));
-    if (distance <= limit || contains) scored.emplace_back(distance, std::string(field.key));
-  }
-  std::sort(scored.begin(), scored.end());
-  std::vector<std::string> out;
-  for (size_t i = 0; i < scored.size() && i < 3; ++i) out.push_back(scored[i].second);
-  return out;
+  std::vector<std::string> keys;
+  for (const Field& field : Fields()) keys.emplace_back(field.key);
+  return CloseMatches(key, keys);
 }
 
 absl::Status SetField(IpuConfig& config, const Field& field, const Json& value) {

@@ -17,19 +17,15 @@
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/json_reader.h"
 #include "compiler/ipu_config.h"
 
 namespace ipupod::compiler::internal {
 
-using Json = nlohmann::json;
-
-// "string \"4\"", "float 0.5", "list [1,2]" (long values cut).
-std::string DescribeJson(const Json& value);
+using Json = json::Json;
 
 absl::Status TypeError(absl::string_view key, absl::string_view expected, const Json& got);
 absl::Status TextError(absl::string_view key, absl::string_view expected, absl::string_view got);
@@ -126,7 +122,7 @@ const Field* FindField(absl::string_view key);
 // ipupod does not model (metadata, training-only or PyTorch-side options).
 bool IsForeignOptimumKey(absl::string_view key);
 
-// Up to three keys close to `key` (edit distance, or one contains the other).
+// Up to three keys close to `key` (common/text_match.h's CloseMatches).
 std::vector<std::string> CloseKeys(absl::string_view key);
 
 absl::Status SetField(IpuConfig& config, const Field& field, const Json& value);

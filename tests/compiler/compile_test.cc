@@ -1,5 +1,6 @@
 #include "compiler/compile.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -93,6 +94,82 @@ TEST(CompileTest, PipelinedInferenceNeedsDeviceIterationsOrSharding) {
   auto ok = Compile(Gpt4(), c, sharded);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->strategy, ExecutionStrategy::kSharded);
+}
+
+TEST(CompileTest, ShardedExecutionForInferenceRunsOneIpuAtATime) {
+  const std::string update = "layers_per_ipu=[2 2],inference_device_iterations=2";
+  Report pipelined;
+  auto exe = Compile(Gpt4(), Config(update), {}, &pipelined);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(exe->strategy, ExecutionStrategy::kPipelined);
+  Report sharded;
+  auto shard =
+      Compile(Gpt4(), Config(update + ",sharded_execution_for_inference=true"), {}, &sharded);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  EXPECT_EQ(shard->strategy, ExecutionStrategy::kSharded);
+  EXPECT_EQ(sharded.strategy, ExecutionStrategy::kSharded);
+  // Pipelined: a micro-batch per stage in flight, (2 iterations + 2 stages - 1) x the slower
+  // IPU. Sharded: one micro-batch, each IPU in turn, no ramp.
+  EXPECT_EQ(pipelined.ipus[0].micro_batches_in_flight, 2);
+  EXPECT_EQ(sharded.ipus[0].micro_batches_in_flight, 1);
+  EXPECT_DOUBLE_EQ(pipelined.step_s,
+                   3 * std::max(pipelined.ipus[0].busy_s(), pipelined.ipus[1].busy_s()));
+  EXPECT_DOUBLE_EQ(sharded.step_s, 2 * (sharded.ipus[0].busy_s() + sharded.ipus[1].busy_s()));
+  EXPECT_NE(sharded.step_s, pipelined.step_s);
+  EXPECT_THAT(sharded.Table(), HasSubstr("sharded over 2 stages"));
+  // Sharded inference needs no device iterations to fill a pipeline.
+  auto one =
+      Compile(Gpt4(), Config("layers_per_ipu=[2 2],sharded_execution_for_inference=true"), {});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->strategy, ExecutionStrategy::kSharded);
+  // The key is read back from the executable, and keys the executable cache.
+  auto back = ReadExecutable(*WriteExecutable(*shard));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->config.sharded_execution_for_inference);
+  EXPECT_NE(
+      ExecutableCacheKey(Gpt4(), Config(update), {}),
+      ExecutableCacheKey(Gpt4(), Config(update + ",sharded_execution_for_inference=true"), {}));
+}
+
+TEST(CompileTest, PipelineDepthErrorNamesTheShardingKey) {
+  auto exe = Compile(Gpt4(), Config("layers_per_ipu=[2 2]"), {});
+  EXPECT_EQ(exe.status().code(), kInvalid);
+  EXPECT_THAT(exe.status().message(), HasSubstr("sharded_execution_for_inference=true"));
+}
+
+TEST(CompileTest, IgnoredKeysWarnInOutputAndReport) {
+  struct Case {
+    std::string update, key, why;
+  };
+  const Case cases[] = {
+      {"seed=42", "'seed' is ignored", "random"},
+      {"matmul_proportion=0.3", "'matmul_proportion' is ignored", "temporary memory"},
+      {"inference_matmul_proportion=0.3", "'inference_matmul_proportion' is ignored", "temporary"},
+      {"enable_half_partials=false", "'enable_half_partials' is ignored", "fp32"},
+      {"embedding_serialization_factor=4", "'embedding_serialization_factor' is ignored",
+       "before export"},
+  };
+  for (const Case& c : cases) {
+    Report report;
+    auto exe = Compile(Gpt4(), Config(c.update), {}, &report);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    EXPECT_THAT(exe->warnings, Contains(AllOf(HasSubstr(c.key), HasSubstr(c.why)))) << c.update;
+    EXPECT_THAT(report.notes, Contains(HasSubstr(c.key))) << c.update;
+    EXPECT_THAT(report.Table(), HasSubstr(c.key)) << c.update;
+    EXPECT_THAT(report.Json(), HasSubstr(c.key)) << c.update;
+  }
+  auto defaults = Compile(Gpt4(), IpuConfig(), {});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_THAT(defaults->warnings, Not(Contains(HasSubstr("is ignored")))) << "defaults are silent";
+}
+
+TEST(CompileTest, TrainingOnlyKeysWarnOnlyForTraining) {
+  IpuConfig c = Config("auto_loss_scaling=true,replicated_tensor_sharding=true");
+  EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/true), ::testing::IsEmpty());
+  EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/false),
+              ElementsAre(AllOf(HasSubstr("'auto_loss_scaling' is ignored"), HasSubstr("fp32")),
+                          AllOf(HasSubstr("'replicated_tensor_sharding' is ignored"),
+                                HasSubstr("optimizer state"))));
 }
 
 TEST(CompileTest, ThreeIpusNeedAutoRound) {

@@ -94,6 +94,21 @@ TEST_F(CompileTest, ConfigFileIsReadAndUnknownKeysWarn) {
   EXPECT_EQ(set.json()["device_iterations"], 5);
 }
 
+TEST_F(CompileTest, IgnoredKeysWarnOnStderrAndInTheReport) {
+  const std::string set = "seed=42,sharded_execution_for_inference=true";
+  CliResult text = Compile({model_, "--set", set, "--report"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.err.find("warning: ipu config key 'seed' is ignored"), std::string::npos)
+      << text.err;
+  EXPECT_NE(text.out.find("note: ipu config key 'seed' is ignored"), std::string::npos) << text.out;
+  CliResult json = Compile({model_, "--set", set, "--report", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json doc = json.json();
+  EXPECT_NE(doc["report"]["notes"].dump().find("'seed' is ignored"), std::string::npos) << json.out;
+  EXPECT_NE(doc["warnings"].dump().find("'seed' is ignored"), std::string::npos) << json.out;
+  EXPECT_EQ(doc["execution"], "sharded") << "sharded_execution_for_inference selects it";
+}
+
 TEST_F(CompileTest, BadConfigValuesExit9AndNameTheKey) {
   CliResult key = Compile({model_, "--set", "no_such_key=1"});
   EXPECT_EQ(key.exit_code, 9) << key.err;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/format.h"
 #include "common/status_macros.h"
 #include "device/hardware.h"
 
@@ -273,21 +274,21 @@ void EstimateStep(Report& r) {
 
 // "weights X, [gradients, optimizer state,] activations Y for N micro-batches in flight, code Z".
 std::string Breakdown(const Report& r, const IpuPlan& p) {
-  std::string out = absl::StrCat("weights ", FormatBytes(p.weight_bytes));
+  std::string out = absl::StrCat("weights ", FormatBytesFixed(p.weight_bytes));
   if (r.training()) {
-    absl::StrAppend(&out, ", gradients ", FormatBytes(p.gradient_bytes), ", optimizer state ",
-                    FormatBytes(p.optimizer_state_bytes));
+    absl::StrAppend(&out, ", gradients ", FormatBytesFixed(p.gradient_bytes), ", optimizer state ",
+                    FormatBytesFixed(p.optimizer_state_bytes));
     if (p.optimizer_state_offchip_bytes > 0) {
-      absl::StrAppend(&out, " (+", FormatBytes(p.optimizer_state_offchip_bytes), " off-chip)");
+      absl::StrAppend(&out, " (+", FormatBytesFixed(p.optimizer_state_offchip_bytes), " off-chip)");
     }
   }
-  absl::StrAppend(&out, ", activations ", FormatBytes(p.activation_bytes), " for ",
+  absl::StrAppend(&out, ", activations ", FormatBytesFixed(p.activation_bytes), " for ",
                   p.micro_batches_in_flight,
                   p.micro_batches_in_flight == 1 ? " micro-batch" : " micro-batches", " in flight");
   if (r.training()) {
     absl::StrAppend(&out, r.recompute ? " (recomputing)" : " (kept for the backward pass)");
   }
-  absl::StrAppend(&out, ", code ", FormatBytes(p.code_bytes));
+  absl::StrAppend(&out, ", code ", FormatBytesFixed(p.code_bytes));
   return out;
 }
 
@@ -297,7 +298,7 @@ std::string TrainingAdvice(const Report& r, const IpuPlan& p) {
   std::string out;
   if (p.optimizer_state_bytes > 0) {
     absl::StrAppend(&out, "; or set optimizer_state_offchip=true (frees ",
-                    FormatBytes(p.optimizer_state_bytes), " of optimizer state)");
+                    FormatBytesFixed(p.optimizer_state_bytes), " of optimizer state)");
   }
   if (!r.recompute && p.activation_bytes > 0) {
     absl::StrAppend(&out,
@@ -361,17 +362,17 @@ absl::Status CheckMemoryFits(const Report& report) {
   const IpuPlan& p = *over.front();
   std::vector<std::string> largest;
   for (const TensorUse& t : p.largest) {
-    largest.push_back(absl::StrCat("'", t.name, "' ", FormatBytes(t.bytes),
+    largest.push_back(absl::StrCat("'", t.name, "' ", FormatBytesFixed(t.bytes),
                                    t.is_weight ? " (weight)" : " (activation)"));
   }
   std::string others;
   for (size_t i = 1; i < over.size(); ++i) {
     absl::StrAppend(&others, i == 1 ? "; also over: IPU " : ", IPU ", over[i]->ipu, " (",
-                    FormatBytes(over[i]->total_bytes), ")");
+                    FormatBytesFixed(over[i]->total_bytes), ")");
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "out of memory on IPU ", p.ipu, ": needs ", FormatBytes(p.total_bytes), " of ",
-      FormatBytes(report.memory_bytes_per_ipu), " (", Breakdown(report, p),
+      "out of memory on IPU ", p.ipu, ": needs ", FormatBytesFixed(p.total_bytes), " of ",
+      FormatBytesFixed(report.memory_bytes_per_ipu), " (", Breakdown(report, p),
       "); largest tensors: ", absl::StrJoin(largest, ", "), others, ". Move layers off IPU ", p.ipu,
       " (layers_per_ipu or a module map), use more IPUs per replica, or a smaller micro-batch",
       TrainingAdvice(report, p)));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/format.h"
 
 namespace ipupod::compiler {
 namespace {
@@ -19,26 +20,28 @@ std::string StagesText(const std::vector<int64_t>& stages) {
 
 std::string Row(const IpuPlan& p, int64_t memory) {
   const double used = memory > 0 ? 100.0 * static_cast<double>(p.total_bytes) / memory : 0;
-  const std::string activations = absl::StrCat(FormatBytes(p.activation_bytes_per_micro_batch),
+  const std::string activations = absl::StrCat(FormatBytesFixed(p.activation_bytes_per_micro_batch),
                                                " x", p.micro_batches_in_flight);
-  return absl::StrFormat("%4d  %-7s %6d  %10s  %-16s %10s  %10s  %5.1f%%  %9s  %10s\n", p.ipu,
-                         StagesText(p.stages), p.nodes, FormatBytes(p.weight_bytes), activations,
-                         FormatBytes(p.code_bytes), FormatBytes(p.total_bytes), used,
-                         FormatCount(p.flops), FormatSeconds(p.busy_s()));
+  return absl::StrFormat(
+      "%4d  %-7s %6d  %10s  %-16s %10s  %10s  %5.1f%%  %9s  %10s\n", p.ipu, StagesText(p.stages),
+      p.nodes, FormatBytesFixed(p.weight_bytes), activations, FormatBytesFixed(p.code_bytes),
+      FormatBytesFixed(p.total_bytes), used, FormatCount(p.flops), FormatSiDuration(p.busy_s()));
 }
 
 // Training: gradients and on-chip optimizer state get their own columns;
 // activations add the recompute buffer ("1.2 kB x3 + 4.5 kB").
 std::string TrainingRow(const IpuPlan& p, int64_t memory) {
   const double used = memory > 0 ? 100.0 * static_cast<double>(p.total_bytes) / memory : 0;
-  std::string activations = absl::StrCat(FormatBytes(p.activation_bytes_per_micro_batch), " x",
+  std::string activations = absl::StrCat(FormatBytesFixed(p.activation_bytes_per_micro_batch), " x",
                                          p.micro_batches_in_flight);
-  if (p.recompute_bytes > 0) absl::StrAppend(&activations, " + ", FormatBytes(p.recompute_bytes));
+  if (p.recompute_bytes > 0)
+    absl::StrAppend(&activations, " + ", FormatBytesFixed(p.recompute_bytes));
   return absl::StrFormat("%4d  %-7s %6d  %10s  %10s  %10s  %-24s %10s  %10s  %5.1f%%  %9s  %10s\n",
-                         p.ipu, StagesText(p.stages), p.nodes, FormatBytes(p.weight_bytes),
-                         FormatBytes(p.gradient_bytes), FormatBytes(p.optimizer_state_bytes),
-                         activations, FormatBytes(p.code_bytes), FormatBytes(p.total_bytes), used,
-                         FormatCount(p.flops), FormatSeconds(p.busy_s()));
+                         p.ipu, StagesText(p.stages), p.nodes, FormatBytesFixed(p.weight_bytes),
+                         FormatBytesFixed(p.gradient_bytes),
+                         FormatBytesFixed(p.optimizer_state_bytes), activations,
+                         FormatBytesFixed(p.code_bytes), FormatBytesFixed(p.total_bytes), used,
+                         FormatCount(p.flops), FormatSiDuration(p.busy_s()));
 }
 
 void AddTrainingJson(const IpuPlan& p, Json& j) {
@@ -155,14 +158,6 @@ absl::StatusOr<Report> ReportFromJson(absl::string_view text) {
       absl::StrCat("compile report is malformed: ", report.status().message()));
 }
 
-std::string FormatBytes(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (bytes < 1000) return absl::StrCat(bytes, " B");
-  if (bytes < 1000 * 1000) return absl::StrFormat("%.1f kB", b / 1e3);
-  if (bytes < 1000 * 1000 * 1000) return absl::StrFormat("%.1f MB", b / 1e6);
-  return absl::StrFormat("%.2f GB", b / 1e9);
-}
-
 std::string FormatCount(int64_t n) {
   const double x = static_cast<double>(n);
   if (n < 1000) return absl::StrCat(n);
@@ -170,12 +165,6 @@ std::string FormatCount(int64_t n) {
   if (n < 1000 * 1000 * 1000) return absl::StrFormat("%.1f M", x / 1e6);
   if (n < int64_t{1000} * 1000 * 1000 * 1000) return absl::StrFormat("%.1f G", x / 1e9);
   return absl::StrFormat("%.1f T", x / 1e12);
-}
-
-std::string FormatSeconds(double seconds) {
-  if (seconds < 1e-3) return absl::StrFormat("%.1f us", seconds * 1e6);
-  if (seconds < 1.0) return absl::StrFormat("%.2f ms", seconds * 1e3);
-  return absl::StrFormat("%.2f s", seconds);
 }
 
 std::string Report::Header() const {
@@ -220,13 +209,13 @@ std::string Report::TrainingLines() const {
                   "flight",
       "\n");
   if (offchip > 0) {
-    absl::StrAppend(&out, "optimizer state off-chip: ", FormatBytes(offchip),
+    absl::StrAppend(&out, "optimizer state off-chip: ", FormatBytesFixed(offchip),
                     " per replica in streaming memory (not in total), read and written every "
                     "weight update\n");
   }
   if (update > 0) {
-    absl::StrAppend(&out, "per weight update: ", FormatSeconds(update),
-                    all_reduce > 0 ? absl::StrCat(" (all-reduce of ", FormatBytes(all_reduce),
+    absl::StrAppend(&out, "per weight update: ", FormatSiDuration(update),
+                    all_reduce > 0 ? absl::StrCat(" (all-reduce of ", FormatBytesFixed(all_reduce),
                                                   " per IPU over IPU-Link)")
                                    : "",
                     "\n");
@@ -247,7 +236,7 @@ std::string Report::Table() const {
   }
   absl::StrAppend(&out, "\n", RunShapeLine());
   if (training()) absl::StrAppend(&out, TrainingLines());
-  absl::StrAppend(&out, "estimated ", FormatSeconds(step_s), " per step",
+  absl::StrAppend(&out, "estimated ", FormatSiDuration(step_s), " per step",
                   samples_per_s > 0 ? absl::StrFormat(" (%.0f samples/s)", samples_per_s) : "",
                   " at FP32 peak, with IPU-Link and host-link transfers\n");
   for (const std::string& note : notes) absl::StrAppend(&out, "note: ", note, "\n");

@@ -102,12 +102,8 @@ struct Report {
 // INVALID_ARGUMENT if the text is not such a document.
 absl::StatusOr<Report> ReportFromJson(absl::string_view text);
 
-// "900.0 MB", "12.3 kB", "17 B".
-std::string FormatBytes(int64_t bytes);
 // "950", "436.3 k", "1.2 G" (decimal prefixes, for FLOP counts).
 std::string FormatCount(int64_t n);
-// "12.3 us", "4.56 ms", "1.20 s".
-std::string FormatSeconds(double seconds);
 
 }  // namespace ipupod::compiler
 

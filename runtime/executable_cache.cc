@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/format.h"
 #include "common/status_macros.h"
 #include "compiler/report.h"
 
@@ -15,12 +16,11 @@ ExecutableCache::ExecutableCache(int64_t max_bytes) : max_bytes_(max_bytes) {}
 absl::StatusOr<CachedExecutable> ExecutableCache::Put(absl::string_view ipx_bytes) {
   const int64_t size = static_cast<int64_t>(ipx_bytes.size());
   if (size > max_bytes_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the executable is ", compiler::FormatBytes(size),
-                     " but the executable cache holds at "
-                     "most ",
-                     compiler::FormatBytes(max_bytes_),
-                     "; restart ipupodd with a larger --executable-cache-mb"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the executable is ", FormatBytesFixed(size),
+        " but the executable cache holds at "
+        "most ",
+        FormatBytesFixed(max_bytes_), "; restart ipupodd with a larger --executable-cache-mb"));
   }
   // Parsing verifies the hash and is the slow part: outside the lock.
   auto parsed = compiler::ReadExecutable(ipx_bytes);

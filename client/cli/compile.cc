@@ -22,6 +22,7 @@
 #include "client/cli/exit_codes.h"
 #include "client/cli/run_steps.h"
 #include "client/files.h"
+#include "common/format.h"
 #include "common/status_macros.h"
 #include "compiler/executable.h"
 #include "compiler/ipu_config.h"
@@ -220,10 +221,11 @@ std::string CompiledText(const CompileArgs& args, const compiler::CachedCompile&
                          uint64_t size_bytes, const compiler::Report* report) {
   const compiler::Executable& e = compiled.executable;
   std::string text = absl::StrCat(
-      "compiled ", args.model, " -> ", args.output, " (", FormatBytes(size_bytes), ", sha256 ",
-      e.content_hash.substr(0, 16), compiled.cache_hit ? ", from the executable cache" : "", ")\n",
-      "ipus: ", e.ipus.needed, " (", e.ipus.ipus_per_replica, " per replica x ",
-      e.replication_factor, e.replication_factor == 1 ? " replica" : " replicas", ")",
+      "compiled ", args.model, " -> ", args.output, " (", FormatBytesTrimmed(size_bytes),
+      ", sha256 ", e.content_hash.substr(0, 16),
+      compiled.cache_hit ? ", from the executable cache" : "", ")\n", "ipus: ", e.ipus.needed, " (",
+      e.ipus.ipus_per_replica, " per replica x ", e.replication_factor,
+      e.replication_factor == 1 ? " replica" : " replicas", ")",
       e.ipus.idle() > 0 ? absl::StrCat("; reserves ", e.ipus.reserved, " (auto-round)") : "", ", ",
       compiler::ExecutionStrategyName(e.strategy), " over ", e.placement.num_stages(),
       e.placement.num_stages() == 1 ? " stage\n" : " stages\n", "step: ", SamplesPerStep(e),

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/errors.h"
+#include "common/format.h"
 
 namespace ipupod::cli {
 namespace {
@@ -30,17 +31,9 @@ std::string IpusPhrase(const google::protobuf::RepeatedField<uint32_t>& ids) {
   return absl::StrCat(ids.size() == 1 ? "IPU " : "IPUs ", CompactIpus(ids));
 }
 
-// "12.5" -> "12.5", "900.0" -> "900", "1.50" -> "1.5".
-std::string TrimZeros(std::string text) {
-  if (text.find('.') == std::string::npos) return text;
-  while (!text.empty() && text.back() == '0') text.pop_back();
-  if (!text.empty() && text.back() == '.') text.pop_back();
-  return text;
-}
-
 std::string AgeText(int64_t since_unix_ms, absl::Time now) {
   if (since_unix_ms <= 0) return "-";
-  return FormatSeconds(absl::ToDoubleSeconds(now - absl::FromUnixMillis(since_unix_ms)));
+  return FormatClockDuration(absl::ToDoubleSeconds(now - absl::FromUnixMillis(since_unix_ms)));
 }
 
 }  // namespace
@@ -66,31 +59,6 @@ std::string CompactIpus(const google::protobuf::RepeatedField<uint32_t>& ids) {
 
 std::string CompactIpus(const std::vector<int>& ids) {
   return CompactIpus(std::vector<int64_t>(ids.begin(), ids.end()));
-}
-
-std::string FormatBytes(uint64_t bytes) {
-  // Decimal units, as Graphcore quotes IPU memory ("900 MB" per GC200).
-  static constexpr const char* kUnits[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
-  if (bytes < 1000) return absl::StrCat(bytes, " B");
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 999.5 && unit < 6) {
-    value /= 1000;
-    ++unit;
-  }
-  std::string number = value >= 99.95   ? absl::StrFormat("%.0f", value)
-                       : value >= 9.995 ? absl::StrFormat("%.1f", value)
-                                        : absl::StrFormat("%.2f", value);
-  return absl::StrCat(TrimZeros(number), " ", kUnits[unit]);
-}
-
-std::string FormatSeconds(double seconds) {
-  if (!(seconds > 0)) seconds = 0;  // also NaN
-  if (seconds < 10) return absl::StrCat(TrimZeros(absl::StrFormat("%.1f", seconds)), "s");
-  int64_t whole = static_cast<int64_t>(seconds);
-  if (whole < 60) return absl::StrCat(whole, "s");
-  if (whole < 3600) return absl::StrFormat("%dm%02ds", whole / 60, whole % 60);
-  return absl::StrFormat("%dh%02dm", whole / 3600, (whole % 3600) / 60);
 }
 
 absl::string_view IpuStateName(v1::IpuState state) {
@@ -311,8 +279,8 @@ std::string PodSummaryText(const v1::PodSummary& pod) {
   std::string text = absl::StrFormat(
       "pod %s: %d IPUs (%s, %s, %s each); %d free, %d failed; %d session%s, %d waiting\n",
       OrDash(pod.name()), pod.num_ipus(), OrDash(pod.ipu().name()), OrDash(pod.ipu().arch()),
-      FormatBytes(pod.ipu().memory_bytes()), pod.free_ipus(), pod.failed_ipus(), pod.sessions(),
-      pod.sessions() == 1 ? "" : "s", pod.waiting());
+      FormatBytesTrimmed(pod.ipu().memory_bytes()), pod.free_ipus(), pod.failed_ipus(),
+      pod.sessions(), pod.sessions() == 1 ? "" : "s", pod.waiting());
   absl::StrAppend(
       &text, "server ", OrDash(pod.server_version()), ", ",
       pod.open_mode() ? "open mode (identity from --user)" : "token mode (identity from --token)",
@@ -337,8 +305,8 @@ std::string IpuTableText(const google::protobuf::RepeatedPtrField<v1::Ipu>& ipus
     }
     table.AddRow({absl::StrCat(ipu.id()), std::string(IpuStateName(ipu.state())), recovery,
                   OrDash(ipu.partition()), OrDash(ipu.session()), OrDash(ipu.owner()),
-                  absl::StrCat(FormatBytes(ipu.memory_used_bytes()), " / ",
-                               FormatBytes(ipu.memory_total_bytes()))});
+                  absl::StrCat(FormatBytesTrimmed(ipu.memory_used_bytes()), " / ",
+                               FormatBytesTrimmed(ipu.memory_total_bytes()))});
   }
   return table.Render() + failures;
 }
@@ -452,8 +420,8 @@ std::string QueueText(const v1::ListQueueResponse& queue) {
   for (const v1::QueueEntry& e : queue.entries()) {
     table.AddRow({absl::StrCat(e.position()), e.ticket(), OrDash(e.user()),
                   absl::StrCat(e.num_ipus()), OrDash(e.partition()),
-                  FormatSeconds(e.waited_seconds()),
-                  e.timeout_seconds() > 0 ? FormatSeconds(e.timeout_seconds()) : "none",
+                  FormatClockDuration(e.waited_seconds()),
+                  e.timeout_seconds() > 0 ? FormatClockDuration(e.timeout_seconds()) : "none",
                   OrDash(e.client())});
   }
   return table.Render();
@@ -463,7 +431,7 @@ std::string ResetText(absl::string_view what, const v1::ResetResponse& reset) {
   std::string text = absl::StrCat(
       "reset ", what, ": ",
       reset.reset_ipus().empty() ? "no IPUs needed it" : IpusPhrase(reset.reset_ipus()),
-      " (simulated ", FormatSeconds(reset.simulated_seconds()), ")\n");
+      " (simulated ", FormatClockDuration(reset.simulated_seconds()), ")\n");
   if (!reset.affected_sessions().empty()) {
     absl::StrAppend(&text, "sessions that must load again: ",
                     absl::StrJoin(reset.affected_sessions(), ", "), "\n");

@@ -42,11 +42,6 @@ std::string CompactIpus(std::vector<int64_t> ids);
 std::string CompactIpus(const google::protobuf::RepeatedField<uint32_t>& ids);
 std::string CompactIpus(const std::vector<int>& ids);
 
-// "0 B", "512 B", "1.5 kB", "900 MB", "3.52 GB" (decimal units, 3 digits).
-std::string FormatBytes(uint64_t bytes);
-// "0.4s", "12s", "3m04s", "2h05m" (whole seconds from 10 s up).
-std::string FormatSeconds(double seconds);
-
 absl::string_view IpuStateName(v1::IpuState state);               // "idle", ... "unknown"
 absl::string_view RecoveryActionText(v1::RecoveryAction action);  // "IPU_RESET"; "" for NONE
 

@@ -33,6 +33,7 @@
 #include "client/files.h"
 #include "client/session_executable.h"
 #include "common/errors.h"
+#include "common/format.h"
 #include "common/status_macros.h"
 #include "compiler/executable.h"
 #include "compiler/report.h"
@@ -256,11 +257,11 @@ class Progress {
     constexpr int kWidth = 24;
     const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(steps_, 1));
     const std::string loss = last_loss_ ? absl::StrFormat("loss %.4g  ", *last_loss_) : "";
-    return absl::StrFormat(
-        "[%s%s] step %d/%d  %s%.0f samples/s  simulated %s  wall %s  ", std::string(filled, '#'),
-        std::string(kWidth - filled, '.'), done, steps_, loss,
-        totals_.wall_s > 0 ? totals_.samples / totals_.wall_s : 0.0,
-        compiler::FormatSeconds(totals_.simulated_s), compiler::FormatSeconds(totals_.wall_s));
+    return absl::StrFormat("[%s%s] step %d/%d  %s%.0f samples/s  simulated %s  wall %s  ",
+                           std::string(filled, '#'), std::string(kWidth - filled, '.'), done,
+                           steps_, loss,
+                           totals_.wall_s > 0 ? totals_.samples / totals_.wall_s : 0.0,
+                           FormatSiDuration(totals_.simulated_s), FormatSiDuration(totals_.wall_s));
   }
 
   Context& ctx_;
@@ -313,10 +314,10 @@ std::string SummaryText(const RunArgs& args, const RunSession& s, const StepPlan
       "ran %d steps x %d samples = %d samples on session %s (IPUs %s)\n"
       "wall %s (%.0f samples/s); simulated device time %s: compute %s, pipeline ramp %s, "
       "IPU-Link %s, host %s\n",
-      plan.steps, plan.samples_per_step, t.samples, s.id, s.ipus, compiler::FormatSeconds(t.wall_s),
-      t.wall_s > 0 ? t.samples / t.wall_s : 0.0, compiler::FormatSeconds(t.simulated_s),
-      compiler::FormatSeconds(t.compute_s), compiler::FormatSeconds(t.ramp_s),
-      compiler::FormatSeconds(t.link_s), compiler::FormatSeconds(t.host_s));
+      plan.steps, plan.samples_per_step, t.samples, s.id, s.ipus, FormatSiDuration(t.wall_s),
+      t.wall_s > 0 ? t.samples / t.wall_s : 0.0, FormatSiDuration(t.simulated_s),
+      FormatSiDuration(t.compute_s), FormatSiDuration(t.ramp_s), FormatSiDuration(t.link_s),
+      FormatSiDuration(t.host_s));
   absl::StrAppend(&text, "wrote ", args.outputs, ": ", TensorsText(outputs), "\n");
   if (!args.save_weights.empty())
     absl::StrAppend(&text, "saved weights to ", args.save_weights, "\n");
@@ -495,10 +496,10 @@ std::string TrainingSummaryText(const RunArgs& args, const RunSession& s, const 
     absl::StrAppend(&text, absl::StrFormat("loss %.6g -> %.6g\n", *progress.first_loss(),
                                            *progress.last_loss()));
   }
-  absl::StrAppend(&text, absl::StrFormat("wall %s (%.0f samples/s); simulated device time %s\n",
-                                         compiler::FormatSeconds(t.wall_s),
-                                         t.wall_s > 0 ? t.samples / t.wall_s : 0.0,
-                                         compiler::FormatSeconds(t.simulated_s)));
+  absl::StrAppend(
+      &text, absl::StrFormat("wall %s (%.0f samples/s); simulated device time %s\n",
+                             FormatSiDuration(t.wall_s), t.wall_s > 0 ? t.samples / t.wall_s : 0.0,
+                             FormatSiDuration(t.simulated_s)));
   for (const auto& [what, path] :
        {std::pair<const char*, const std::string*>{"outputs", &args.outputs},
         {"weights", &args.save_weights},

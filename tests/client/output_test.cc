@@ -52,26 +52,6 @@ TEST(CompactIpusTest, CompactsRunsSortsAndDropsDuplicates) {
   EXPECT_EQ(CompactIpus(std::vector<int>{10, 11}), "10-11");
 }
 
-TEST(FormatTest, BytesUseDecimalUnitsWithThreeDigits) {
-  EXPECT_EQ(FormatBytes(0), "0 B");
-  EXPECT_EQ(FormatBytes(999), "999 B");
-  EXPECT_EQ(FormatBytes(1500), "1.5 kB");
-  EXPECT_EQ(FormatBytes(900000000), "900 MB");
-  EXPECT_EQ(FormatBytes(12500000), "12.5 MB");
-  EXPECT_EQ(FormatBytes(999999), "1 MB");
-  EXPECT_EQ(FormatBytes(3520000000), "3.52 GB");
-  EXPECT_EQ(FormatBytes(~0ull), "18.4 EB");
-}
-
-TEST(FormatTest, SecondsGetCoarserAsTheyGrow) {
-  EXPECT_EQ(FormatSeconds(0), "0s");
-  EXPECT_EQ(FormatSeconds(-5), "0s");
-  EXPECT_EQ(FormatSeconds(0.42), "0.4s");
-  EXPECT_EQ(FormatSeconds(12.7), "12s");
-  EXPECT_EQ(FormatSeconds(184), "3m04s");
-  EXPECT_EQ(FormatSeconds(7500), "2h05m");
-}
-
 TEST(TableTest, AlignsColumnsWithoutTrailingSpaces) {
   Table table({{"ID", Table::Align::kRight}, {"NAME"}, {"NOTE"}});
   table.AddRow({"1", "alpha", "x"});

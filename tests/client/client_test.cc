@@ -14,22 +14,14 @@
 #include "absl/synchronization/mutex.h"
 #include "common/errors.h"
 #include "common/sync.h"
+#include "tests/support/eventually.h"
 
 namespace ipupod::client {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Polls `predicate` until true or `timeout` passes (no fixed sleeps).
-template <typename Predicate>
-bool Eventually(Predicate predicate, absl::Duration timeout = absl::Seconds(10)) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (predicate()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return predicate();
-}
+using test_support::Eventually;
 
 // What the fake saw and what it should do; shared by its services.
 struct FakeState {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -17,59 +18,35 @@
 #include "compiler/compile.h"
 #include "graph/onnx_import.h"
 #include "onnx/onnx_pb.h"
+#include "tests/support/python_cases.h"
 #include <sys/wait.h>
 
 namespace ipupod::compiler {
 namespace {
 
+using test_support::ReadTextFile;
+
 using ::testing::HasSubstr;
-
-std::string ScriptPath() {
-  if (const char* src = std::getenv("IPUPOD_SOURCE_DIR")) {
-    return absl::StrCat(src, "/tests/parity/make_models.py");
-  }
-  return absl::StrCat(IPUPOD_TEST_SOURCE_DIR, "/tests/parity/make_models.py");
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream ss;
-  ss << file.rdbuf();
-  return ss.str();
-}
 
 class CompileModelsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string tmpl = ::testing::TempDir() + "/ipupod_compile_models_XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      setup_error_ = "mkdtemp failed";
-      return;
-    }
-    dir_ = tmpl;
-    const std::string log = dir_ + "/make_models.log";
-    const std::string cmd =
-        absl::StrCat("/usr/bin/python3 '", ScriptPath(), "' '", dir_, "' > '", log, "' 2>&1");
-    const int status = std::system(cmd.c_str());
-    if (status == 0) return;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-      skip_reason_ = "/usr/bin/python3 cannot import torch and numpy: " + ReadText(log);
-    } else {
-      setup_error_ = "make_models.py failed:\n" + ReadText(log);
-    }
+    cases_ = std::make_unique<test_support::PythonCases>("make_models.py");
+    dir_ = cases_->dir();
+    skip_reason_ = cases_->skip_reason();
+    setup_error_ = cases_->error();
   }
-  static void TearDownTestSuite() {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
+
+  static void TearDownTestSuite() { cases_.reset(); }
   void SetUp() override {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
   }
   static std::string Model(const std::string& name) {
-    return ReadText(dir_ + "/" + name + ".onnx");
+    return ReadTextFile(dir_ + "/" + name + ".onnx");
   }
 
+  static inline std::unique_ptr<test_support::PythonCases> cases_;
   static inline std::string dir_;
   static inline std::string skip_reason_;
   static inline std::string setup_error_;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -19,58 +20,29 @@
 #include "graph/onnx_import.h"
 #include "onnx/onnx_pb.h"
 #include "tensor/npy.h"
+#include "tests/support/python_cases.h"
 #include <sys/wait.h>
 
 namespace ipupod::graph {
 namespace {
+
+using test_support::ReadTextFile;
 
 namespace fs = std::filesystem;
 
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
 
-std::string ScriptPath() {
-  if (const char* src = std::getenv("IPUPOD_SOURCE_DIR")) {
-    return absl::StrCat(src, "/tests/parity/make_models.py");
-  }
-  return IPUPOD_PARITY_SCRIPT;
-}
-
 class OnnxParityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string tmpl = ::testing::TempDir() + "/ipupod_parity_XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      setup_error_ = "mkdtemp failed";
-      return;
-    }
-    dir_ = tmpl;
-    const std::string log = dir_ + "/make_models.log";
-    const std::string cmd =
-        absl::StrCat("/usr/bin/python3 '", ScriptPath(), "' '", dir_, "' > '", log, "' 2>&1");
-    const int status = std::system(cmd.c_str());
-    if (status == 0) return;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-      skip_reason_ = "/usr/bin/python3 cannot import torch and numpy (install python3-torch): " +
-                     ReadText(log);
-    } else {
-      setup_error_ = "make_models.py failed:\n" + ReadText(log);
-    }
+    cases_ = std::make_unique<test_support::PythonCases>("make_models.py");
+    dir_ = cases_->dir();
+    skip_reason_ = cases_->skip_reason();
+    setup_error_ = cases_->error();
   }
 
-  static std::string ReadText(const std::string& path) {
-    std::ifstream file(path);
-    std::stringstream ss;
-    ss << file.rdbuf();
-    return ss.str();
-  }
-
-  static void TearDownTestSuite() {
-    if (!dir_.empty()) {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-    }
-  }
+  static void TearDownTestSuite() { cases_.reset(); }
 
   void SetUp() override {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
@@ -123,6 +95,7 @@ class OnnxParityTest : public ::testing::Test {
     std::printf("%s: worst error %.3f of tolerance\n", what.c_str(), worst);
   }
 
+  static inline std::unique_ptr<test_support::PythonCases> cases_;
   static inline std::string dir_;
   static inline std::string skip_reason_;
   static inline std::string setup_error_;

@@ -59,17 +59,6 @@ std::string BuildDir() {
 std::string ServerBinary() { return BuildDir() + "/server/ipupodd"; }
 std::string CliBinary() { return BuildDir() + "/client/ipupod"; }
 
-TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "ipupod-test-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
 Process Process::Start(const std::vector<std::string>& argv,
                        const std::map<std::string, std::string>& env) {
   int out_pipe[2], err_pipe[2];
@@ -267,13 +256,6 @@ CliResult RunLongCli(const std::string& server, const std::string& user,
   result.out = p.stdout_text();
   result.err = p.stderr_text();
   return result;
-}
-
-std::string ReadTextFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream ss;
-  ss << file.rdbuf();
-  return ss.str();
 }
 
 CliResult RunCli(const std::string& server, const std::string& user,

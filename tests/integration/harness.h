@@ -20,6 +20,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/eventually.h"
+#include "tests/support/python_cases.h"
+#include "tests/support/temp_dir.h"
 #include <sys/types.h>
 
 namespace ipupod::testing {
@@ -28,18 +31,8 @@ std::string BuildDir();
 std::string ServerBinary();
 std::string CliBinary();
 
-// A fresh, empty directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// A fresh, empty directory, removed on destruction (tests/support/temp_dir.h).
+using test_support::TempDir;
 
 // A child process with stdout and stderr captured through pipes.
 class Process {
@@ -124,7 +117,7 @@ CliResult RunLongCli(const std::string& server, const std::string& user,
                      const std::vector<std::string>& args, std::chrono::seconds limit);
 
 // A whole text file ("" if it cannot be read).
-std::string ReadTextFile(const std::string& path);
+using test_support::ReadTextFile;
 
 CliResult RunCli(const std::string& server, const std::string& user,
                  const std::vector<std::string>& args,
@@ -135,18 +128,11 @@ Process StartCli(const std::string& server, const std::string& user,
                  const std::vector<std::string>& args,
                  const std::map<std::string, std::string>& env = {});
 
-// Polls `predicate` every 20 ms until true or the deadline passes.
+// Polls `predicate` every 20 ms until true or the deadline passes
+// (tests/support/eventually.h).
 template <typename Predicate>
 bool Eventually(Predicate predicate, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) return true;
-    struct timespec ts {
-      0, 20'000'000
-    };
-    nanosleep(&ts, nullptr);
-  }
-  return predicate();
+  return test_support::Eventually(predicate, absl::FromChrono(timeout), absl::Milliseconds(20));
 }
 
 }  // namespace ipupod::testing

@@ -18,6 +18,7 @@
 
 #include "tensor/tensor_files.h"
 #include "tests/integration/harness.h"
+#include "tests/support/python_cases.h"
 #include <sys/wait.h>
 
 namespace ipupod::testing {
@@ -27,13 +28,6 @@ using std::chrono::seconds;
 
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
-
-std::string ScriptPath() {
-  if (const char* src = std::getenv("IPUPOD_SOURCE_DIR")) {
-    return std::string(src) + "/tests/parity/make_run_cases.py";
-  }
-  return IPUPOD_RUN_CASES_SCRIPT;
-}
 
 CliResult LongCli(const std::string& server, const std::vector<std::string>& args) {
   return RunLongCli(server, "alice", args, seconds(300));
@@ -64,23 +58,17 @@ void ExpectClose(const std::string& what, const tensor::Tensor& got, const tenso
 }
 
 TEST(RunParityTest, CompiledAndRunModelsMatchTorch) {
-  TempDir dir;
-  const std::string log = dir.path() + "/make_run_cases.log";
-  const std::string cmd =
-      "/usr/bin/python3 '" + ScriptPath() + "' '" + dir.path() + "' > '" + log + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-    GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy: " << ReadTextFile(log);
-  }
-  ASSERT_EQ(status, 0) << "make_run_cases.py failed:\n" << ReadTextFile(log);
+  const test_support::PythonCases python("make_run_cases.py");
+  if (!python.skip_reason().empty()) GTEST_SKIP() << python.skip_reason();
+  ASSERT_TRUE(python.error().empty()) << python.error();
   ServerUnderTest server({"--pod", "POD16"});
-  std::istringstream manifest(ReadTextFile(dir.path() + "/manifest.txt"));
+  std::istringstream manifest(ReadTextFile(python.dir() + "/manifest.txt"));
   int cases = 0;
   for (std::string name; manifest >> name;) {
     int64_t step = 0, steps = 0;
     manifest >> step >> steps;
     SCOPED_TRACE(name);
-    const std::string c = dir.path() + "/" + name + "/";
+    const std::string c = python.dir() + "/" + name + "/";
     std::vector<std::string> compile = {"--json", "compile", c + "model.onnx", "--ipu-config",
                                         c + "ipu_config.json"};
     if (std::filesystem::exists(c + "module_map.json")) {

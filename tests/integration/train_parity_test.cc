@@ -24,6 +24,7 @@
 #include "tensor/npy.h"
 #include "tensor/tensor_files.h"
 #include "tests/integration/harness.h"
+#include "tests/support/python_cases.h"
 #include <sys/wait.h>
 
 namespace ipupod::testing {
@@ -32,13 +33,6 @@ namespace {
 using std::chrono::seconds;
 
 constexpr double kTolerance = 1e-4;  // rtol = atol, as the seed asserts
-
-std::string ScriptPath() {
-  if (const char* src = std::getenv("IPUPOD_SOURCE_DIR")) {
-    return std::string(src) + "/tests/parity/make_train_run_cases.py";
-  }
-  return IPUPOD_TRAIN_CASES_SCRIPT;
-}
 
 CliResult LongCli(const std::string& server, const std::vector<std::string>& args) {
   return RunLongCli(server, "alice", args, seconds(600));
@@ -122,23 +116,17 @@ void CheckSavedModel(const std::string& server, const std::string& c) {
 }
 
 TEST(TrainParityTest, TrainedThroughServerAndCliMatchesTorch) {
-  TempDir dir;
-  const std::string log = dir.path() + "/make_train_run_cases.log";
-  const std::string cmd =
-      "/usr/bin/python3 '" + ScriptPath() + "' '" + dir.path() + "' > '" + log + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-    GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy: " << ReadTextFile(log);
-  }
-  ASSERT_EQ(status, 0) << "make_train_run_cases.py failed:\n" << ReadTextFile(log);
+  const test_support::PythonCases python("make_train_run_cases.py");
+  if (!python.skip_reason().empty()) GTEST_SKIP() << python.skip_reason();
+  ASSERT_TRUE(python.error().empty()) << python.error();
   ServerUnderTest server({"--pod", "POD16"});
-  std::istringstream manifest(ReadTextFile(dir.path() + "/manifest.txt"));
+  std::istringstream manifest(ReadTextFile(python.dir() + "/manifest.txt"));
   int cases = 0;
   for (std::string name; manifest >> name;) {
     int64_t updates = 0;
     manifest >> updates;
     SCOPED_TRACE(name);
-    const std::string c = dir.path() + "/" + name + "/";
+    const std::string c = python.dir() + "/" + name + "/";
     CliResult compiled = LongCli(server.address(), CompileArgs(c));
     ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
     CliResult run = LongCli(

@@ -7,48 +7,22 @@
 #include <gtest/gtest.h>
 
 #include "tensor/tensor_files.h"
-#include "tests/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
+#include "tests/support/models.h"
 
 namespace ipupod::testing {
 namespace {
 
-using graph::testing::kFloat;
-using graph::testing::OnnxBuilder;
 using tensor::Tensor;
 
 // y = tanh(x W + b), loss = mean((y - t)^2); micro-batch 2.
 std::string Regressor() {
-  OnnxBuilder b(14);
-  b.Input("x", kFloat, {2, 3}).Input("t", kFloat, {2, 2});
-  b.Floats("W", {3, 2}, {0.5f, -0.3f, 0.2f, 0.1f, -0.4f, 0.6f}).Floats("bias", {2}, {0.1f, -0.2f});
-  b.Floats("two", {}, {2.0f});
-  b.Node("MatMul", {"x", "W"}, {"xw"});
-  b.Node("Add", {"xw", "bias"}, {"h"});
-  b.Node("Tanh", {"h"}, {"y"});
-  b.Node("Sub", {"y", "t"}, {"d"});
-  b.Node("Pow", {"d", "two"}, {"sq"});
-  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
-  b.Output("y", kFloat).Output("loss", kFloat);
-  return b.Bytes();
+  return test_support::RegressorModel(2, {0.5f, -0.3f, 0.2f, 0.1f, -0.4f, 0.6f});
 }
 
 // The seed's CounterModel (PopTorch 4.8) with a loss: count <- count + 1
 // on every forward pass (a buffer), y = (x W) * count.
-std::string Counter() {
-  OnnxBuilder b(14);
-  b.Input("x", kFloat, {2, 3}).Input("t", kFloat, {2, 2});
-  b.Floats("W", {3, 2}, {0.5f, -0.3f, 0.2f, 0.1f, -0.4f, 0.6f});
-  b.Floats("count", {1}, {0.0f}).Floats("one", {1}, {1.0f}).Floats("two", {}, {2.0f});
-  b.Node("Add", {"count", "one"}, {"count_next"});
-  b.Node("MatMul", {"x", "W"}, {"xw"});
-  b.Node("Mul", {"xw", "count_next"}, {"y"});
-  b.Node("Sub", {"y", "t"}, {"d"});
-  b.Node("Pow", {"d", "two"}, {"sq"});
-  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
-  b.Output("y", kFloat).Output("loss", kFloat);
-  return b.Bytes();
-}
+std::string Counter() { return test_support::CounterModel({0.5f, -0.3f, 0.2f, 0.1f, -0.4f, 0.6f}); }
 
 std::vector<float> Wave(int64_t n, float seed) {
   std::vector<float> v(static_cast<size_t>(n));

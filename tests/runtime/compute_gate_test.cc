@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/sync.h"
+#include "tests/support/eventually.h"
 
 namespace ipupod::runtime {
 namespace {
@@ -17,15 +18,7 @@ using ::testing::HasSubstr;
 
 const std::function<bool()> kNeverCancelled = [] { return false; };
 
-// Polls `done` until true or 10 s pass (tests never sleep for a condition).
-bool Eventually(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
+using test_support::Eventually;
 
 TEST(ComputeGateTest, SlotIsHeldUntilDestroyed) {
   ComputeGate gate(1, 8);

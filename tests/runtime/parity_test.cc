@@ -18,27 +18,16 @@
 #include "compiler/compile.h"
 #include "runtime/program.h"
 #include "tensor/tensor_files.h"
+#include "tests/support/python_cases.h"
 #include <sys/wait.h>
 
 namespace ipupod::runtime {
 namespace {
 
+using test_support::ReadTextFile;
+
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
-
-std::string ReadText(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream ss;
-  ss << file.rdbuf();
-  return ss.str();
-}
-
-std::string ScriptPath() {
-  if (const char* src = std::getenv("IPUPOD_SOURCE_DIR")) {
-    return absl::StrCat(src, "/tests/parity/make_models.py");
-  }
-  return IPUPOD_PARITY_SCRIPT;
-}
 
 void ExpectClose(const std::string& what, const tensor::Tensor& got, const tensor::Tensor& want) {
   ASSERT_EQ(got.shape(), want.shape()) << what;
@@ -55,23 +44,17 @@ void ExpectClose(const std::string& what, const tensor::Tensor& got, const tenso
 }
 
 TEST(RuntimeParityTest, PipelinedReplicatedStepMatchesTorch) {
-  std::string dir = ::testing::TempDir() + "/ipupod_rt_parity_XXXXXX";
-  ASSERT_NE(mkdtemp(dir.data()), nullptr);
-  const std::string log = dir + "/make_models.log";
-  const int status = std::system(absl::StrCat("/usr/bin/python3 '", ScriptPath(), "' '", dir,
-                                              "' --step gelu_classifier 8 > '", log, "' 2>&1")
-                                     .c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-    GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy: " << ReadText(log);
-  }
-  ASSERT_EQ(status, 0) << "make_models.py failed:\n" << ReadText(log);
+  const test_support::PythonCases cases("make_models.py", {"--step", "gelu_classifier", "8"});
+  if (!cases.skip_reason().empty()) GTEST_SKIP() << cases.skip_reason();
+  ASSERT_TRUE(cases.error().empty()) << cases.error();
+  const std::string& dir = cases.dir();
 
   compiler::IpuConfig config;
   ASSERT_TRUE(compiler::UpdateFromString(config,
                                          "layers_per_ipu=[2 1 2 1],inference_replication_factor=2,"
                                          "inference_device_iterations=4")
                   .ok());
-  auto compiled = compiler::Compile(ReadText(dir + "/gelu_classifier.onnx"), config, {});
+  auto compiled = compiler::Compile(ReadTextFile(dir + "/gelu_classifier.onnx"), config, {});
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   EXPECT_EQ(compiled->placement.ipus_per_replica, 4);
   auto program = Program::Create(std::make_shared<const compiler::Executable>(*compiled));

@@ -11,14 +11,12 @@
 #include "compiler/report.h"
 #include "graph/onnx_import.h"
 #include "runtime/program.h"
-#include "tests/graph/onnx_builder.h"
+#include "tests/support/models.h"
 #include "training/trainer.h"
 
 namespace ipupod::runtime {
 namespace {
 
-using graph::testing::kFloat;
-using graph::testing::OnnxBuilder;
 using tensor::Tensor;
 using ::testing::HasSubstr;
 
@@ -29,20 +27,7 @@ std::vector<float> Wave(int64_t n, float seed) {
 }
 
 // y = tanh(x W + b), loss = mean((y - t)^2) for `rows` samples.
-std::string Regressor(int64_t rows) {
-  OnnxBuilder b(14);
-  b.Input("x", kFloat, {rows, 3}).Input("t", kFloat, {rows, 2});
-  b.Floats("W", {3, 2}, Wave(6, 1.0f)).Floats("bias", {2}, {0.1f, -0.2f});
-  b.Floats("two", {}, {2.0f});
-  b.Node("MatMul", {"x", "W"}, {"xw"});
-  b.Node("Add", {"xw", "bias"}, {"h"});
-  b.Node("Tanh", {"h"}, {"y"});
-  b.Node("Sub", {"y", "t"}, {"d"});
-  b.Node("Pow", {"d", "two"}, {"sq"});
-  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
-  b.Output("y", kFloat).Output("loss", kFloat);
-  return b.Bytes();
-}
+std::string Regressor(int64_t rows) { return test_support::RegressorModel(rows, Wave(6, 1.0f)); }
 
 constexpr int64_t kMicroBatch = 2, kAccumulation = 2, kReplicas = 2, kIterations = 3;
 constexpr int64_t kSamples = kMicroBatch * kAccumulation * kReplicas * kIterations;

@@ -21,6 +21,7 @@
 #include "common/sync.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/state_store.h"
+#include "tests/support/eventually.h"
 
 namespace ipupod::scheduler::testing {
 
@@ -177,12 +178,7 @@ class ResetSink {
 
 // Polls `condition` every millisecond until it holds or `limit` passes.
 inline bool PollUntil(const std::function<bool()>& condition, absl::Duration limit = kWaitLimit) {
-  const absl::Time deadline = absl::Now() + limit;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
+  return test_support::Eventually(condition, limit, absl::Milliseconds(1));
 }
 
 }  // namespace ipupod::scheduler::testing

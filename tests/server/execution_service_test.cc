@@ -33,6 +33,7 @@
 #include "server/server.h"
 #include "tests/graph/onnx_builder.h"
 #include "wire/tensor_stream.h"
+#include "tests/support/temp_dir.h"
 #include <unistd.h>
 
 namespace ipupod::server {
@@ -48,21 +49,7 @@ using wire::TensorAssembler;
 constexpr auto kRpcTimeout = std::chrono::seconds(30);
 constexpr size_t kChunk = size_t{1} << 20;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "ipupod_exec_XXXXXX";
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 std::vector<float> Ramp(int64_t n, float scale) {
   std::vector<float> v(static_cast<size_t>(n));

@@ -22,6 +22,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ipupod/v1/pod.grpc.pb.h"
+#include "tests/support/eventually.h"
+#include "tests/support/temp_dir.h"
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -34,30 +36,9 @@ using ::testing::HasSubstr;
 
 constexpr auto kRpcTimeout = std::chrono::seconds(15);
 
-bool Eventually(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(10)) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return done();
-}
+using test_support::Eventually;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "ipupod_server_XXXXXX";
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 std::string Trailer(const grpc::ClientContext& context, const std::string& key) {
   const auto& trailers = context.GetServerTrailingMetadata();

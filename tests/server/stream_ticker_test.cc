@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/sync.h"
 #include "gtest/gtest.h"
+#include "tests/support/eventually.h"
 
 namespace ipupod::server {
 namespace {
@@ -18,14 +19,7 @@ class Counter : public Tickable {
   std::atomic<int> ticks{0};
 };
 
-bool Eventually(const std::function<bool()>& done) {
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return done();
-}
+using test_support::Eventually;
 
 TEST(StreamTickerTest, TicksRegisteredStreamsUntilRemoved) {
   StreamTicker ticker(absl::Milliseconds(5));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -25,23 +26,7 @@ using scheduler::StoredFailure;
 using scheduler::StoredPartition;
 using ::testing::HasSubstr;
 
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = testing::TempDir() + "ipupod_store_XXXXXX";
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string path() const { return path_; }
-  std::string sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 StoredPartition Partition(const std::string& name, int start, int size) {
   return StoredPartition{name, start, size, "alice", 1700000000000 + start};

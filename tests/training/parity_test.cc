@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/onnx_import.h"
 #include "tensor/npy.h"
+#include "tests/support/python_cases.h"
 #include "training/autodiff.h"
 #include "training/trainer.h"
 #include <sys/wait.h>
@@ -29,22 +31,10 @@
 namespace ipupod::training {
 namespace {
 
+using test_support::ReadTextFile;
+
 namespace fs = std::filesystem;
 using tensor::Tensor;
-
-std::string ScriptPath() {
-  if (const char* src = std::getenv("IPUPOD_SOURCE_DIR")) {
-    return absl::StrCat(src, "/tests/parity/make_training_cases.py");
-  }
-  return IPUPOD_TRAINING_PARITY_SCRIPT;
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream ss;
-  ss << file.rdbuf();
-  return ss.str();
-}
 
 // Worst |got - want| / (atol + rtol |want|) over all elements; > 1 fails.
 double WorstError(const Tensor& got, const Tensor& want, double rtol, double atol) {
@@ -75,28 +65,13 @@ Tensor Rows(const Tensor& t, int64_t i, int64_t begin = 0, int64_t end = -1) {
 class TrainingParityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string tmpl = ::testing::TempDir() + "/ipupod_training_parity_XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      setup_error_ = "mkdtemp failed";
-      return;
-    }
-    dir_ = tmpl;
-    const std::string log = dir_ + "/make_training_cases.log";
-    const std::string cmd =
-        absl::StrCat("/usr/bin/python3 '", ScriptPath(), "' '", dir_, "' > '", log, "' 2>&1");
-    const int status = std::system(cmd.c_str());
-    if (status == 0) return;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-      skip_reason_ = "/usr/bin/python3 cannot import torch, numpy and onnx: " + ReadText(log);
-    } else {
-      setup_error_ = "make_training_cases.py failed:\n" + ReadText(log);
-    }
+    cases_ = std::make_unique<test_support::PythonCases>("make_training_cases.py");
+    dir_ = cases_->dir();
+    skip_reason_ = cases_->skip_reason();
+    setup_error_ = cases_->error();
   }
 
-  static void TearDownTestSuite() {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
+  static void TearDownTestSuite() { cases_.reset(); }
 
   void SetUp() override {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
@@ -122,7 +97,7 @@ class TrainingParityTest : public ::testing::Test {
   // Compares every trained weight with torch's; returns the worst error.
   static double CheckWeights(const std::string& name, const Trainer& trainer, double rtol,
                              double atol) {
-    std::istringstream lines(ReadText(dir_ + "/" + name + ".weights.txt"));
+    std::istringstream lines(ReadTextFile(dir_ + "/" + name + ".weights.txt"));
     std::string weight, file;
     double worst = 0;
     int count = 0;
@@ -143,7 +118,7 @@ class TrainingParityTest : public ::testing::Test {
 
   // "<name> <file>" lines of NAME.<list>.txt.
   static std::map<std::string, std::string> ReadPairs(const std::string& file) {
-    std::istringstream lines(ReadText(dir_ + "/" + file));
+    std::istringstream lines(ReadTextFile(dir_ + "/" + file));
     std::map<std::string, std::string> pairs;
     std::string name, npy;
     while (lines >> name >> npy) pairs[name] = npy;
@@ -197,6 +172,7 @@ class TrainingParityTest : public ::testing::Test {
                 atol);
   }
 
+  static inline std::unique_ptr<test_support::PythonCases> cases_;
   static inline std::string dir_;
   static inline std::string skip_reason_;
   static inline std::string setup_error_;

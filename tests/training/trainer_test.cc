@@ -7,30 +7,18 @@
 
 #include "graph/onnx_import.h"
 #include "tests/graph/onnx_builder.h"
+#include "tests/support/models.h"
 #include "tests/training/grad_check.h"
 
 namespace ipupod::training {
 namespace {
 
-using graph::testing::kFloat;
-using graph::testing::OnnxBuilder;
 using tensor::Tensor;
 using ::testing::HasSubstr;
 
 // loss = mean((tanh(x W + b) - t)^2) for a batch of `rows`.
 graph::Graph Regressor(int64_t rows) {
-  OnnxBuilder b(14);
-  b.Input("x", kFloat, {rows, 3}).Input("t", kFloat, {rows, 2});
-  b.Floats("W", {3, 2}, testing::RandomValues(6, -1, 1, 3));
-  b.Floats("bias", {2}, {0.1f, -0.2f}).Floats("two", {}, {2.0f});
-  b.Node("MatMul", {"x", "W"}, {"xw"});
-  b.Node("Add", {"xw", "bias"}, {"h"});
-  b.Node("Tanh", {"h"}, {"y"});
-  b.Node("Sub", {"y", "t"}, {"d"});
-  b.Node("Pow", {"d", "two"}, {"sq"});
-  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
-  b.Output("y", kFloat).Output("loss", kFloat);
-  return *graph::ImportOnnx(b.Bytes());
+  return *graph::ImportOnnx(test_support::RegressorModel(rows, testing::RandomValues(6, -1, 1, 3)));
 }
 
 Tensor Rows(const std::vector<float>& v, int64_t begin, int64_t end, int64_t cols) {
@@ -183,18 +171,9 @@ TEST(TrainerTest, RejectsBadConfigurationAndMicroBatches) {
 // The seed's CounterModel as a buffer: count <- count + 1 on every forward
 // pass, y = (x W) * count, loss = mean((y - t)^2). Outputs count's new value.
 graph::Graph Counter() {
-  OnnxBuilder b(14);
-  b.Input("x", kFloat, {2, 3}).Input("t", kFloat, {2, 2});
-  b.Floats("W", {3, 2}, testing::RandomValues(6, -1, 1, 3));
-  b.Floats("count", {1}, {0.0f}).Floats("one", {1}, {1.0f}).Floats("two", {}, {2.0f});
-  b.Node("Add", {"count", "one"}, {"count_next"});
-  b.Node("MatMul", {"x", "W"}, {"xw"});
-  b.Node("Mul", {"xw", "count_next"}, {"y"});
-  b.Node("Sub", {"y", "t"}, {"d"});
-  b.Node("Pow", {"d", "two"}, {"sq"});
-  OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
-  b.Output("count_next", kFloat).Output("loss", kFloat);
-  return *graph::ImportOnnx(b.Bytes(), graph::FoldOptions{.keep_weights = true});
+  return *graph::ImportOnnx(
+      test_support::CounterModel(testing::RandomValues(6, -1, 1, 3), "count_next"),
+      graph::FoldOptions{.keep_weights = true});
 }
 
 TrainerOptions CounterOptions(int64_t gas, int64_t replicas) {

@@ -32,8 +32,8 @@
 #include "ipupod/v1/pod.grpc.pb.h"
 #include "server/server.h"
 #include "tests/graph/onnx_builder.h"
-#include "wire/tensor_stream.h"
 #include "tests/support/temp_dir.h"
+#include "wire/tensor_stream.h"
 #include <unistd.h>
 
 namespace ipupod::server {

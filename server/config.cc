@@ -252,9 +252,10 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
       {"log_level", ParseLogLevel},
   };
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
-  for (const auto& [key, parse] : kKeys) {
+  for (const auto& entry : kKeys) {  // (clang 14 cannot capture a structured binding)
+    const auto& parse = entry.second;
     IPUPOD_RETURN_IF_ERROR(reader.IfPresent(
-        key, [&](const Json& v, const JsonPath& at) { return parse(v, at, config); }));
+        entry.first, [&](const Json& v, const JsonPath& at) { return parse(v, at, config); }));
   }
   return reader.RejectUnknownKeys();
 }

@@ -133,7 +133,7 @@ absl::StatusOr<RunFiles> ReadRunFiles(const RunArgs& args) {
   if (!inputs.ok()) return WithContext(inputs.status(), absl::StrCat("--inputs ", args.inputs));
   IPUPOD_ASSIGN_OR_RETURN(files.plan, PlanSteps(files.executable, *std::move(inputs), args.inputs));
   if (!args.weights.empty()) {
-    absl::StatusOr<tensor::TensorFileFormat> format = runtime::TensorFileFormatOf(args.weights);
+    absl::StatusOr<tensor::TensorFileFormat> format = tensor::TensorFileFormatOf(args.weights);
     if (!format.ok()) return WithContext(format.status(), "--weights");
     absl::StatusOr<tensor::NamedTensors> weights = tensor::ReadTensorFile(args.weights);
     if (!weights.ok())
@@ -171,7 +171,7 @@ absl::Status CheckOutputNames(const RunArgs& args) {
   }
   for (const std::string* path : {&args.outputs, &args.save_weights, &t.checkpoint}) {
     if (path->empty()) continue;
-    absl::StatusOr<tensor::TensorFileFormat> format = runtime::TensorFileFormatOf(*path);
+    absl::StatusOr<tensor::TensorFileFormat> format = tensor::TensorFileFormatOf(*path);
     if (!format.ok()) return format.status();
     if (*format == tensor::TensorFileFormat::kOnnx) {
       return absl::InvalidArgumentError(

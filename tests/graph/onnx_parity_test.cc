@@ -26,6 +26,7 @@
 namespace ipupod::graph {
 namespace {
 
+using tensor::ReadNpyFile;
 using test_support::ReadTextFile;
 
 namespace fs = std::filesystem;

@@ -285,7 +285,7 @@ TEST_F(CompileTest, InspectShowsWhatAnExecutableTakesAndMakes) {
   EXPECT_EQ(doc["weights"][0]["name"], "fc1.w");
   EXPECT_EQ(doc["weights"][0]["dtype"], "float32");
   EXPECT_EQ(doc["weights"][0]["shape"], nlohmann::json({8, 16}));
-  EXPECT_EQ(doc["placement"]["stage_ipus"], nlohmann::json({0}));
+  EXPECT_EQ(doc["placement"]["stage_ipus"], nlohmann::json::array({0}));
   EXPECT_EQ(doc["ipu_config"]["inference_device_iterations"], 2);
   EXPECT_FALSE(doc.contains("training"));
   EXPECT_EQ(doc["sha256"].get<std::string>().size(), 64u);

@@ -303,7 +303,7 @@ TEST_F(CompileTest, InspectShowsTheTrainingSpec) {
   EXPECT_NE(text.out.find("1 trainable weight, adam"), std::string::npos) << text.out;
   nlohmann::json doc = RunCli(kNoServer, "alice", {"--json", "inspect", ipx}).json();
   EXPECT_EQ(doc["training"]["optimizer"], "adam");
-  EXPECT_EQ(doc["training"]["weights"], nlohmann::json({"fc2.w"}));
+  EXPECT_EQ(doc["training"]["weights"], nlohmann::json::array({"fc2.w"}));
 }
 
 TEST_F(CompileTest, InspectErrors) {

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "tests/integration/harness.h"
 #include <signal.h>
 
@@ -75,7 +76,7 @@ TEST(DurabilityTest, AcknowledgedChangesSurviveKill9AtRandomMoments) {
       server.Kill(SIGKILL);
     });
     while (!stop) {
-      std::string name = "k" + std::to_string(next++);
+      std::string name = absl::StrCat("k", next++);
       CliResult c =
           RunCli(server.address(), "alice", {"--json", "partition", "create", name, "--size", "1"});
       if (c.exit_code == 0) present.insert(name);

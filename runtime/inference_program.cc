@@ -62,7 +62,9 @@ class InferenceProgram final : public Program {
   }
 
   bool is_training() const override { return false; }
-  absl::StatusOr<tensor::NamedTensors> GetCheckpoint() const override { return NotTraining("checkpoints"); }
+  absl::StatusOr<tensor::NamedTensors> GetCheckpoint() const override {
+    return NotTraining("checkpoints");
+  }
   absl::StatusOr<OptimizerState> SetOptimizer(const std::map<std::string, double>&) override {
     return NotTraining("optimizers");
   }

@@ -87,8 +87,8 @@ absl::Status BadInput(const Executable& e, const TensorSpec& spec, absl::string_
 }
 
 // The step's inputs in the executable's order.
-absl::StatusOr<std::vector<const tensor::Tensor*>> ArrangeInputs(const Executable& e,
-                                                                const tensor::NamedTensors& inputs) {
+absl::StatusOr<std::vector<const tensor::Tensor*>> ArrangeInputs(
+    const Executable& e, const tensor::NamedTensors& inputs) {
   std::vector<const tensor::Tensor*> arranged(e.inputs.size(), nullptr);
   for (const tensor::NamedTensor& input : inputs) {
     const std::string& name = input.first;
@@ -289,7 +289,8 @@ absl::StatusOr<std::vector<tensor::TensorRef>> Program::ViewWeights(
   return out;
 }
 
-absl::StatusOr<tensor::NamedTensors> Program::GetWeights(absl::Span<const std::string> names) const {
+absl::StatusOr<tensor::NamedTensors> Program::GetWeights(
+    absl::Span<const std::string> names) const {
   IPUPOD_ASSIGN_OR_RETURN(std::vector<tensor::TensorRef> views, ViewWeights(names));
   tensor::NamedTensors out;
   out.reserve(views.size());

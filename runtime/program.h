@@ -84,9 +84,9 @@ struct SimulatedTime {
 };
 
 struct StepResult {
-  tensor::NamedTensors outputs;       // executable output order, host shapes
-  std::vector<float> losses;  // training: one per weight update (device iteration)
-  int64_t step = 0;           // training: weight updates since the load, these included
+  tensor::NamedTensors outputs;  // executable output order, host shapes
+  std::vector<float> losses;     // training: one per weight update (device iteration)
+  int64_t step = 0;              // training: weight updates since the load, these included
   SimulatedTime simulated;
   int64_t samples = 0;
   int64_t flops = 0;  // every micro-batch of every replica
@@ -156,7 +156,8 @@ class Program {
   absl::StatusOr<tensor::NamedTensors> GetWeights(absl::Span<const std::string> names) const;
   // The same without copying: pointers into the program, valid until the
   // next SetWeights or the program's destruction (the caller serialises).
-  absl::StatusOr<std::vector<tensor::TensorRef>> ViewWeights(absl::Span<const std::string> names) const;
+  absl::StatusOr<std::vector<tensor::TensorRef>> ViewWeights(
+      absl::Span<const std::string> names) const;
 
   // Inference: the outputs. Training: device_iterations weight updates
   // (runtime/training_step.h) with their losses.

@@ -39,9 +39,9 @@ absl::Status CheckInput(const compiler::Executable& e, const compiler::TensorSpe
           ? "[N]"
           : absl::StrCat("[N, ", absl::StrJoin(want.begin() + 1, want.end(), ", "), "]");
   return absl::InvalidArgumentError(absl::StrCat(
-      "input '", spec.name, "' in ", file, " is ", tensor::DTypeName(tensor.dtype()), ShapeText(got),
-      " but the model takes ", tensor::DTypeName(spec.dtype), per_sample, " (N samples, ",
-      want.empty() ? 1 : want[0], " per step); save it with that shape"));
+      "input '", spec.name, "' in ", file, " is ", tensor::DTypeName(tensor.dtype()),
+      ShapeText(got), " but the model takes ", tensor::DTypeName(spec.dtype), per_sample,
+      " (N samples, ", want.empty() ? 1 : want[0], " per step); save it with that shape"));
 }
 
 }  // namespace

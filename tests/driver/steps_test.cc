@@ -4,16 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/tensors.h"
+
 namespace ipupod::driver {
 namespace {
 
-tensor::Tensor Iota(tensor::Shape shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
-  return *tensor::Tensor::FromValues<float>(std::move(shape), v);
-}
+using test_support::Iota;
 
 TEST(StepInputsTest, CutsOneStepOfEveryInput) {
   StepPlan plan{{{"a", Iota({6, 2})}, {"b", Iota({6})}}, 6, 2, 3};

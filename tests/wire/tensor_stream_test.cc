@@ -7,10 +7,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/tensors.h"
 
 namespace ipupod::wire {
 namespace {
 
+using test_support::Iota;
 using ::testing::HasSubstr;
 
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
@@ -91,13 +93,6 @@ TEST(TensorStreamTest, BoolsMustBeZeroOrOne) {
   TensorAssembler a("inputs", 100);
   ASSERT_TRUE(a.AddHeader(Header("m", "bool", {2}, 2)).ok());
   EXPECT_EQ(a.AddData(std::string("\x01\x02", 2)).code(), kInvalid);
-}
-tensor::Tensor Iota(tensor::Shape shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
-  return *tensor::Tensor::FromValues<float>(std::move(shape), v);
 }
 
 // Moved from tests/client/run_steps_test.cc (the client's former assembler).

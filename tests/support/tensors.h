@@ -1,0 +1,30 @@
+// File: tests/support/tensors.h
+//
+// Small tensors that tests of several layers build the same way.
+//   Iota({2, 3}): float32 [2, 3] holding 0, 1, 2, 3, 4, 5.
+//
+// Header-only (tests that use it already link ipupod_tensor).
+// Thread safety: pure functions.
+// Errors: none (a shape too large to build aborts: a test bug).
+#ifndef IPUPOD_TESTS_SUPPORT_TENSORS_H_
+#define IPUPOD_TESTS_SUPPORT_TENSORS_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace ipupod::test_support {
+
+inline tensor::Tensor Iota(tensor::Shape shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
+  return *tensor::Tensor::FromValues<float>(std::move(shape), v);
+}
+
+}  // namespace ipupod::test_support
+
+#endif  // IPUPOD_TESTS_SUPPORT_TENSORS_H_

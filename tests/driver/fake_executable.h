@@ -21,6 +21,7 @@
 
 #include "common/errors.h"
 #include "driver/session_executable.h"
+#include "driver/steps.h"
 
 namespace ipupod::driver::testing {
 
@@ -68,6 +69,13 @@ class FakeExecutable : public SessionExecutable {
 
 // A recoverable fault with `action` (ABORTED + payloads).
 absl::Status Fault(RecoveryAction action);
+
+// `steps` data steps of one sample each; step k holds the value k.
+inline StepPlan Data(int64_t steps) {
+  std::vector<float> values;
+  for (int64_t k = 0; k < steps; ++k) values.push_back(static_cast<float>(k));
+  return {{{"x", *tensor::Tensor::FromValues<float>({steps, 1}, values)}}, steps, 1, steps};
+}
 
 }  // namespace ipupod::driver::testing
 

@@ -11,14 +11,9 @@
 namespace ipupod::driver {
 namespace {
 
+using testing::Data;
 using testing::FakeExecutable;
 using testing::Fault;
-
-StepPlan Data(int64_t steps) {
-  std::vector<float> values;
-  for (int64_t k = 0; k < steps; ++k) values.push_back(static_cast<float>(k));
-  return {{{"x", *tensor::Tensor::FromValues<float>({steps, 1}, values)}}, steps, 1, steps};
-}
 
 TEST(InferenceDriverTest, RunsEveryStepAndConcatenates) {
   FakeExecutable fake;

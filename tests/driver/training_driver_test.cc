@@ -12,15 +12,9 @@
 namespace ipupod::driver {
 namespace {
 
+using testing::Data;
 using testing::FakeExecutable;
 using testing::Fault;
-
-// `steps` data steps of one sample each; step k holds the value k.
-StepPlan Data(int64_t steps) {
-  std::vector<float> values;
-  for (int64_t k = 0; k < steps; ++k) values.push_back(static_cast<float>(k));
-  return {{{"x", *tensor::Tensor::FromValues<float>({steps, 1}, values)}}, steps, 1, steps};
-}
 
 // What a fault-free run of the same job leaves in `w`.
 float CleanWeight(const StepPlan& data, const TrainingJob& job) {

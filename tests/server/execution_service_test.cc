@@ -30,9 +30,8 @@
 #include "gtest/gtest.h"
 #include "ipupod/v1/execution.grpc.pb.h"
 #include "ipupod/v1/pod.grpc.pb.h"
-#include "server/server.h"
 #include "tests/graph/onnx_builder.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/test_server.h"
 #include "wire/tensor_stream.h"
 #include <unistd.h>
 
@@ -48,8 +47,6 @@ using wire::TensorAssembler;
 
 constexpr auto kRpcTimeout = std::chrono::seconds(30);
 constexpr size_t kChunk = size_t{1} << 20;
-
-using test_support::TempDir;
 
 std::vector<float> Ramp(int64_t n, float scale) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -304,27 +301,18 @@ class ExecutionServiceTest : public ::testing::Test {
     delete mlp_;
     delete big_;
   }
-  void SetUp() override { StartServer(BaseConfig()); }
-  ServerConfig BaseConfig() {
-    ServerConfig config;
-    config.listen = "127.0.0.1:0";
-    config.state_dir = state_.path() + "/state";
-    config.ipu_reset_ms = 20;
-    config.partition_reset_ms = 20;
-    config.pod_reset_ms = 20;
-    config.log_level = "warn";
-    return config;
-  }
-  void StartServer(const ServerConfig& config) {
+  void SetUp() override { StartServer(); }
+  // A fresh server (state and all), its config changed by `adjust` if given.
+  void StartServer(test_support::ConfigAdjust adjust = nullptr) {
     server_.reset();
-    auto server = PodServer::Start(config);
+    auto server = test_support::TestServer::Start(std::move(adjust));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     alice_ = std::make_unique<Caller>(Address(), "alice");
     bob_ = std::make_unique<Caller>(Address(), "bob");
     admin_ = std::make_unique<Caller>(Address(), "admin");
   }
-  std::string Address() const { return "127.0.0.1:" + std::to_string(server_->port()); }
+  std::string Address() const { return server_->address(); }
   void MustUpload(const Compiled& c) {
     v1::ExecutableRef ref;
     grpc::Status s = alice_->Upload(c.ipx, c.sha256, &ref);
@@ -364,8 +352,7 @@ class ExecutionServiceTest : public ::testing::Test {
 
   static Compiled* mlp_;
   static Compiled* big_;
-  TempDir state_;
-  std::unique_ptr<PodServer> server_;
+  std::unique_ptr<test_support::TestServer> server_;
   std::unique_ptr<Caller> alice_, bob_, admin_;
 };
 
@@ -423,13 +410,16 @@ TEST_F(ExecutionServiceTest, UploadErrorsStoreNothing) {
 
   s = alice_->Upload(mlp_->ipx, "not-a-hash", &ref);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // An .ipx cut inside its header (the magic and a few bytes) is refused before it is read.
+  s = alice_->Upload(mlp_->ipx.substr(0, 20), mlp_->sha256, &ref);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("too small for an executable"));
   EXPECT_EQ(alice_->Stat(mlp_->sha256).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(ExecutionServiceTest, UploadLargerThanTheCacheIsRefused) {
-  ServerConfig config = BaseConfig();
-  config.executable_cache_mb = 1;
-  StartServer(config);
+  StartServer([](ServerConfig& config) { config.executable_cache_mb = 1; });
   v1::ExecutableRef ref;
   grpc::Status s = alice_->Upload(big_->ipx, big_->sha256, &ref);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
@@ -673,9 +663,7 @@ TEST_F(ExecutionServiceTest, AnInjectedFaultSurfacesOnTheNextRun) {
 
 TEST_F(ExecutionServiceTest, ALoneClientIsNeverRefusedAtTheSmallestBounds) {
   for (int threads : {1, 2}) {
-    ServerConfig config = BaseConfig();
-    config.max_execution_threads = threads;
-    StartServer(config);
+    StartServer([threads](ServerConfig& config) { config.max_execution_threads = threads; });
     Attached session(*alice_, 1);
     const tensor::Tensor want = Reference(mlp_->onnx, Inputs()[0].second);
     for (int i = 0; i < 5; ++i) {
@@ -718,9 +706,7 @@ class HeldUpload {
 };
 
 TEST_F(ExecutionServiceTest, CallsBeyondTheBoundAreRefusedWithTheBoundNamed) {
-  ServerConfig config = BaseConfig();
-  config.max_execution_threads = 2;
-  StartServer(config);
+  StartServer([](ServerConfig& config) { config.max_execution_threads = 2; });
   HeldUpload first(*alice_);
   HeldUpload second(*bob_);
   // The held uploads are admitted when their handlers start: poll until a

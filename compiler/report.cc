@@ -8,6 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/format.h"
+#include "common/json_reader.h"
+#include "common/status_macros.h"
 
 namespace ipupod::compiler {
 namespace {
@@ -54,17 +56,6 @@ void AddTrainingJson(const IpuPlan& p, Json& j) {
   j["update_host_s"] = p.update_host_s;
 }
 
-// Absent keys (inference, older reports) leave the defaults.
-void ReadTrainingJson(const Json& j, IpuPlan& p) {
-  p.gradient_bytes = j.value("gradient_bytes", int64_t{0});
-  p.optimizer_state_bytes = j.value("optimizer_state_bytes", int64_t{0});
-  p.optimizer_state_offchip_bytes = j.value("optimizer_state_offchip_bytes", int64_t{0});
-  p.recompute_bytes = j.value("recompute_bytes", int64_t{0});
-  p.all_reduce_bytes = j.value("all_reduce_bytes_per_update", int64_t{0});
-  p.update_ipu_link_s = j.value("update_ipu_link_s", 0.0);
-  p.update_host_s = j.value("update_host_s", 0.0);
-}
-
 Json IpuJson(const IpuPlan& p) {
   Json largest = Json::array();
   for (const TensorUse& t : p.largest) {
@@ -90,69 +81,142 @@ Json IpuJson(const IpuPlan& p) {
           {"largest_tensors", largest}};
 }
 
-IpuPlan IpuFromJson(const Json& j) {
-  IpuPlan p;
-  p.ipu = j.at("ipu").get<int64_t>();
-  p.stages = j.at("stages").get<std::vector<int64_t>>();
-  p.nodes = j.at("nodes").get<int64_t>();
-  p.weight_bytes = j.at("weight_bytes").get<int64_t>();
-  p.activation_bytes_per_micro_batch = j.at("activation_bytes_per_micro_batch").get<int64_t>();
-  p.micro_batches_in_flight = j.at("micro_batches_in_flight").get<int64_t>();
-  p.activation_bytes = j.at("activation_bytes").get<int64_t>();
-  p.code_bytes = j.at("code_bytes").get<int64_t>();
-  p.total_bytes = j.at("total_bytes").get<int64_t>();
-  p.flops = j.at("flops_per_micro_batch").get<int64_t>();
-  p.ipu_link_bytes = j.at("ipu_link_bytes_per_micro_batch").get<int64_t>();
-  p.host_in_bytes = j.at("host_in_bytes_per_micro_batch").get<int64_t>();
-  p.host_out_bytes = j.at("host_out_bytes_per_micro_batch").get<int64_t>();
-  p.compute_s = j.at("compute_s").get<double>();
-  p.ipu_link_s = j.at("ipu_link_s").get<double>();
-  p.host_s = j.at("host_s").get<double>();
-  for (const Json& t : j.at("largest_tensors")) {
-    p.largest.push_back({t.at("name").get<std::string>(), t.at("bytes").get<int64_t>(),
-                         t.at("kind").get<std::string>() == "weight"});
+// Report JSON is written by ipupod (IpuJson, Report::ToJson) and read back from .ipx files, which
+// may come from anywhere: every field is type-checked and unknown keys are refused.
+absl::StatusOr<double> Number(json::ObjectReader& reader, absl::string_view key) {
+  IPUPOD_ASSIGN_OR_RETURN(const Json* value, reader.Get(key));
+  return json::ReadNumber(*value, reader.PathOf(key));
+}
+
+absl::Status OptionalInt(json::ObjectReader& reader, absl::string_view key, int64_t& out) {
+  return reader.IfPresent(key, [&out](const Json& v, const json::JsonPath& at) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(out, json::ReadInt(v, at));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status OptionalNumber(json::ObjectReader& reader, absl::string_view key, double& out) {
+  return reader.IfPresent(key, [&out](const Json& v, const json::JsonPath& at) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(out, json::ReadNumber(v, at));
+    return absl::OkStatus();
+  });
+}
+
+// The training fields of an IPU's plan; absent in inference reports.
+absl::Status ReadTrainingJson(json::ObjectReader& j, IpuPlan& p) {
+  IPUPOD_RETURN_IF_ERROR(OptionalInt(j, "gradient_bytes", p.gradient_bytes));
+  IPUPOD_RETURN_IF_ERROR(OptionalInt(j, "optimizer_state_bytes", p.optimizer_state_bytes));
+  IPUPOD_RETURN_IF_ERROR(
+      OptionalInt(j, "optimizer_state_offchip_bytes", p.optimizer_state_offchip_bytes));
+  IPUPOD_RETURN_IF_ERROR(OptionalInt(j, "recompute_bytes", p.recompute_bytes));
+  IPUPOD_RETURN_IF_ERROR(OptionalInt(j, "all_reduce_bytes_per_update", p.all_reduce_bytes));
+  IPUPOD_RETURN_IF_ERROR(OptionalNumber(j, "update_ipu_link_s", p.update_ipu_link_s));
+  return OptionalNumber(j, "update_host_s", p.update_host_s);
+}
+
+absl::StatusOr<TensorUse> TensorUseFromJson(const Json& item, const json::JsonPath& at) {
+  IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader t, json::ObjectReader::Open(item, at));
+  TensorUse use;
+  IPUPOD_ASSIGN_OR_RETURN(use.name, t.String("name"));
+  IPUPOD_ASSIGN_OR_RETURN(use.bytes, t.Int("bytes"));
+  IPUPOD_ASSIGN_OR_RETURN(std::string kind, t.String("kind"));
+  if (kind != "weight" && kind != "activation") {
+    return t.PathOf("kind").Error(
+        absl::StrCat("is '", kind, "'; expected 'weight' or 'activation'"));
   }
-  ReadTrainingJson(j, p);
+  use.is_weight = kind == "weight";
+  IPUPOD_RETURN_IF_ERROR(t.RejectUnknownKeys());
+  return use;
+}
+
+absl::StatusOr<IpuPlan> IpuFromJson(const Json& item, const json::JsonPath& at) {
+  IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader j, json::ObjectReader::Open(item, at));
+  IpuPlan p;
+  IPUPOD_ASSIGN_OR_RETURN(p.ipu, j.Int("ipu"));
+  IPUPOD_ASSIGN_OR_RETURN(p.stages, j.IntList("stages"));
+  IPUPOD_ASSIGN_OR_RETURN(p.nodes, j.Int("nodes"));
+  IPUPOD_ASSIGN_OR_RETURN(p.weight_bytes, j.Int("weight_bytes"));
+  IPUPOD_ASSIGN_OR_RETURN(p.activation_bytes_per_micro_batch,
+                          j.Int("activation_bytes_per_micro_batch"));
+  IPUPOD_ASSIGN_OR_RETURN(p.micro_batches_in_flight, j.Int("micro_batches_in_flight"));
+  IPUPOD_ASSIGN_OR_RETURN(p.activation_bytes, j.Int("activation_bytes"));
+  IPUPOD_ASSIGN_OR_RETURN(p.code_bytes, j.Int("code_bytes"));
+  IPUPOD_ASSIGN_OR_RETURN(p.total_bytes, j.Int("total_bytes"));
+  IPUPOD_ASSIGN_OR_RETURN(p.flops, j.Int("flops_per_micro_batch"));
+  IPUPOD_ASSIGN_OR_RETURN(p.ipu_link_bytes, j.Int("ipu_link_bytes_per_micro_batch"));
+  IPUPOD_ASSIGN_OR_RETURN(p.host_in_bytes, j.Int("host_in_bytes_per_micro_batch"));
+  IPUPOD_ASSIGN_OR_RETURN(p.host_out_bytes, j.Int("host_out_bytes_per_micro_batch"));
+  IPUPOD_ASSIGN_OR_RETURN(p.compute_s, Number(j, "compute_s"));
+  IPUPOD_ASSIGN_OR_RETURN(p.ipu_link_s, Number(j, "ipu_link_s"));
+  IPUPOD_ASSIGN_OR_RETURN(p.host_s, Number(j, "host_s"));
+  IPUPOD_ASSIGN_OR_RETURN(const Json* largest, j.Get("largest_tensors"));
+  IPUPOD_RETURN_IF_ERROR(json::ExpectArray(*largest, j.PathOf("largest_tensors")));
+  for (size_t i = 0; i < largest->size(); ++i) {
+    IPUPOD_ASSIGN_OR_RETURN(TensorUse use,
+                            TensorUseFromJson((*largest)[i], j.PathOf("largest_tensors").Index(i)));
+    p.largest.push_back(std::move(use));
+  }
+  IPUPOD_RETURN_IF_ERROR(ReadTrainingJson(j, p));
+  IPUPOD_RETURN_IF_ERROR(j.RejectUnknownKeys());
   return p;
 }
 
-absl::StatusOr<Report> ReportFromDoc(const Json& doc) {
-  Report r;
-  for (const Json& ipu : doc.at("ipus")) r.ipus.push_back(IpuFromJson(ipu));
-  r.memory_bytes_per_ipu = doc.at("memory_bytes_per_ipu").get<int64_t>();
-  auto strategy = ParseExecutionStrategy(doc.at("execution").get<std::string>());
-  if (!strategy.ok()) return strategy.status();
-  r.strategy = *strategy;
-  r.num_stages = doc.at("stages").get<int64_t>();
-  r.count.ipus_per_replica = doc.at("ipus_per_replica").get<int64_t>();
-  r.count.replication_factor = doc.at("replication_factor").get<int64_t>();
-  r.count.needed = doc.at("ipus_needed").get<int64_t>();
-  r.count.reserved = doc.at("ipus_reserved").get<int64_t>();
-  r.micro_batch_size = doc.at("micro_batch_size").get<int64_t>();
-  r.device_iterations = doc.at("device_iterations").get<int64_t>();
-  r.output_mode = doc.at("output_mode").get<std::string>();
-  r.step_s = doc.at("step_s").get<double>();
-  r.samples_per_s = doc.at("samples_per_s").get<double>();
-  r.notes = doc.at("notes").get<std::vector<std::string>>();
-  r.mode = doc.value("mode", std::string("inference"));
-  if (r.mode != "inference" && r.mode != "training") {
+absl::Status ReadIpus(json::ObjectReader& doc, Report& r) {
+  IPUPOD_ASSIGN_OR_RETURN(const Json* ipus, doc.Get("ipus"));
+  IPUPOD_RETURN_IF_ERROR(json::ExpectArray(*ipus, doc.PathOf("ipus")));
+  for (size_t i = 0; i < ipus->size(); ++i) {
+    IPUPOD_ASSIGN_OR_RETURN(IpuPlan plan, IpuFromJson((*ipus)[i], doc.PathOf("ipus").Index(i)));
+    r.ipus.push_back(std::move(plan));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadMode(json::ObjectReader& doc, Report& r) {
+  r.mode = "inference";
+  IPUPOD_RETURN_IF_ERROR(doc.IfPresent("mode", [&r](const Json& v, const json::JsonPath& at) {
+    IPUPOD_ASSIGN_OR_RETURN(r.mode, json::ReadString(v, at));
+    if (r.mode == "inference" || r.mode == "training") return absl::OkStatus();
     return absl::InvalidArgumentError(
         absl::StrCat("mode is '", r.mode, "'; expected inference or training"));
-  }
-  r.gradient_accumulation_steps = doc.value("gradient_accumulation_steps", int64_t{1});
-  r.recompute = doc.value("recompute", false);
+  }));
+  IPUPOD_RETURN_IF_ERROR(
+      OptionalInt(doc, "gradient_accumulation_steps", r.gradient_accumulation_steps));
+  return doc.IfPresent("recompute", [&r](const Json& v, const json::JsonPath& at) {
+    IPUPOD_ASSIGN_OR_RETURN(r.recompute, json::ReadBool(v, at));
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<Report> ReportFromDoc(const Json& root) {
+  IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader doc,
+                          json::ObjectReader::Open(root, json::JsonPath("compile report")));
+  Report r;
+  IPUPOD_RETURN_IF_ERROR(ReadIpus(doc, r));
+  IPUPOD_ASSIGN_OR_RETURN(r.memory_bytes_per_ipu, doc.Int("memory_bytes_per_ipu"));
+  IPUPOD_ASSIGN_OR_RETURN(std::string execution, doc.String("execution"));
+  IPUPOD_ASSIGN_OR_RETURN(r.strategy, ParseExecutionStrategy(execution));
+  IPUPOD_ASSIGN_OR_RETURN(r.num_stages, doc.Int("stages"));
+  IPUPOD_ASSIGN_OR_RETURN(r.count.ipus_per_replica, doc.Int("ipus_per_replica"));
+  IPUPOD_ASSIGN_OR_RETURN(r.count.replication_factor, doc.Int("replication_factor"));
+  IPUPOD_ASSIGN_OR_RETURN(r.count.needed, doc.Int("ipus_needed"));
+  IPUPOD_ASSIGN_OR_RETURN(r.count.reserved, doc.Int("ipus_reserved"));
+  IPUPOD_ASSIGN_OR_RETURN(r.micro_batch_size, doc.Int("micro_batch_size"));
+  IPUPOD_ASSIGN_OR_RETURN(r.device_iterations, doc.Int("device_iterations"));
+  IPUPOD_ASSIGN_OR_RETURN(r.output_mode, doc.String("output_mode"));
+  IPUPOD_ASSIGN_OR_RETURN(r.step_s, Number(doc, "step_s"));
+  IPUPOD_ASSIGN_OR_RETURN(r.samples_per_s, Number(doc, "samples_per_s"));
+  IPUPOD_ASSIGN_OR_RETURN(r.notes, doc.StringList("notes"));
+  IPUPOD_RETURN_IF_ERROR(ReadMode(doc, r));
+  doc.Find("samples_per_step");  // derived (samples_per_step()), written for readers of the JSON
+  IPUPOD_RETURN_IF_ERROR(doc.RejectUnknownKeys());
   return r;
 }
 
 }  // namespace
 
 absl::StatusOr<Report> ReportFromJson(absl::string_view text) {
-  absl::StatusOr<Report> report;
-  try {
-    report = ReportFromDoc(Json::parse(text.begin(), text.end()));
-  } catch (const Json::exception& e) {
-    report = absl::InvalidArgumentError(e.what());
-  }
+  IPUPOD_ASSIGN_OR_RETURN(Json doc, json::Parse(text, "compile report"));
+  absl::StatusOr<Report> report = ReportFromDoc(doc);
   if (report.ok()) return report;
   return absl::InvalidArgumentError(
       absl::StrCat("compile report is malformed: ", report.status().message()));

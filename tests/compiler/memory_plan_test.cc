@@ -131,6 +131,18 @@ TEST_F(TwoIpuGpt, ReportTableAndJsonRoundTrip) {
   EXPECT_EQ(back->ipus[1].largest.size(), r->ipus[1].largest.size());
   EXPECT_EQ(ReportFromJson("{}").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReportFromJson("nope").status().code(), absl::StatusCode::kInvalidArgument);
+  // A report read from an .ipx may come from anywhere: types are checked, keys are known.
+  nlohmann::json doc = nlohmann::json::parse(r->Json());
+  doc["ipus"][1]["nodes"] = "3";
+  EXPECT_THAT(ReportFromJson(doc.dump()).status().message(),
+              AllOf(HasSubstr("ipus[1].nodes"), HasSubstr("expected an integer")));
+  doc = nlohmann::json::parse(r->Json());
+  doc["ipus"][0]["largest_tensors"][0]["kind"] = "gradient";
+  EXPECT_THAT(ReportFromJson(doc.dump()).status().message(), HasSubstr("'gradient'"));
+  doc = nlohmann::json::parse(r->Json());
+  doc["step_seconds"] = 1.0;
+  EXPECT_THAT(ReportFromJson(doc.dump()).status().message(),
+              AllOf(HasSubstr("unknown compile report key 'step_seconds'"), HasSubstr("step_s")));
 }
 
 // Training over the same two IPUs: every weight trainable with `slots`

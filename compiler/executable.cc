@@ -132,6 +132,30 @@ absl::StatusOr<Executable> ReadExecutable(absl::string_view bytes) {
   return executable;
 }
 
+absl::Status CheckDeclaredHash(absl::string_view bytes, absl::string_view sha256) {
+  if (bytes.size() < kExecutableHeaderBytes ||
+      bytes.substr(0, kExecutableMagic.size()) != kExecutableMagic) {
+    return absl::OkStatus();  // not an .ipx, or a truncated one: ReadExecutable says which
+  }
+  Sha256Digest header_hash;
+  bytes.substr(24, header_hash.size())
+      .copy(reinterpret_cast<char*>(header_hash.data()), header_hash.size());
+  const std::string header_hex = DigestHex(header_hash);
+  if (header_hex != sha256) {
+    return absl::InvalidArgumentError(absl::StrCat("declared sha256 ", sha256,
+                                                   " but the executable's header says ", header_hex,
+                                                   "; declare the header's hash"));
+  }
+  const std::string payload_hex = DigestHex(Sha256Of(bytes.substr(kExecutableHeaderBytes)));
+  if (payload_hex != sha256) {
+    return absl::DataLossError(absl::StrCat("the executable's bytes hash to ", payload_hex,
+                                            ", not ", sha256,
+                                            ": it was corrupted on the way or on disk; upload it "
+                                            "again, or recompile it if that fails"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteExecutableFile(absl::string_view path, const Executable& executable) {
   IPUPOD_ASSIGN_OR_RETURN(std::string bytes, WriteExecutable(executable));
   const std::string target(path);

@@ -119,6 +119,13 @@ absl::StatusOr<std::string> WriteExecutable(const Executable& executable);
 // Parses and verifies .ipx bytes; sets content_hash.
 absl::StatusOr<Executable> ReadExecutable(absl::string_view bytes);
 
+// Checks .ipx bytes against the hex SHA-256 their sender declared for them:
+// INVALID_ARGUMENT if the header holds another hash (the sender declared the
+// wrong one), DATA_LOSS if the payload does not hash to it (the bytes were
+// corrupted on the way or on disk). Bytes that are not an .ipx at all pass:
+// ReadExecutable then says what is wrong with them.
+absl::Status CheckDeclaredHash(absl::string_view bytes, absl::string_view sha256);
+
 // Writes via a temporary file and rename, so readers never see half a file.
 absl::Status WriteExecutableFile(absl::string_view path, const Executable& executable);
 absl::StatusOr<Executable> ReadExecutableFile(absl::string_view path);

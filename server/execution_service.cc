@@ -181,30 +181,6 @@ absl::StatusOr<std::string> ReceiveExecutable(grpc::ServerReader<v1::ExecutableC
 }
 
 // The declared hash must be the header's, and the payload must match it.
-absl::Status VerifyUpload(absl::string_view bytes, const std::string& sha256) {
-  if (bytes.substr(0, compiler::kExecutableMagic.size()) != compiler::kExecutableMagic) {
-    return absl::OkStatus();  // not an .ipx at all: the cache says so
-  }
-  compiler::Sha256Digest header_hash;
-  bytes.substr(24, header_hash.size())
-      .copy(reinterpret_cast<char*>(header_hash.data()), header_hash.size());
-  const std::string header_hex = compiler::DigestHex(header_hash);
-  if (header_hex != sha256) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "declared sha256 %s but the executable's header says %s; declare the header's hash", sha256,
-        header_hex));
-  }
-  const std::string payload_hex =
-      compiler::DigestHex(compiler::Sha256Of(bytes.substr(compiler::kExecutableHeaderBytes)));
-  if (payload_hex != sha256) {
-    return absl::DataLossError(absl::StrFormat(
-        "the executable's bytes hash to %s, not %s: it was corrupted on the way or on disk; "
-        "upload it again, or recompile it if that fails",
-        payload_hex, sha256));
-  }
-  return absl::OkStatus();
-}
-
 // ---------------------------------------------------------------- tensors
 
 template <typename Reader, typename Request>
@@ -303,7 +279,7 @@ grpc::Status ExecutionServiceImpl::UploadExecutable(grpc::ServerContext* context
     std::string sha256;
     IPUPOD_ASSIGN_OR_RETURN(const std::string bytes,
                             ReceiveExecutable(reader, cache_->max_bytes(), &sha256));
-    IPUPOD_RETURN_IF_ERROR(VerifyUpload(bytes, sha256));
+    IPUPOD_RETURN_IF_ERROR(compiler::CheckDeclaredHash(bytes, sha256));
     IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Put(bytes));
     ToProto(*cached.executable, cached.size_bytes, cached.cache_hit, response);
     return absl::OkStatus();

@@ -162,6 +162,26 @@ TEST(ExecutableTest, HashCatchesAnyFlippedPayloadByte) {
   EXPECT_THAT(ReadExecutable(bad_hash).status().message(), HasSubstr("content hash"));
 }
 
+TEST(ExecutableTest, DeclaredHashIsCheckedAgainstHeaderAndPayload) {
+  const std::string bytes = Bytes(Sample());
+  auto executable = ReadExecutable(bytes);
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  const std::string hash = executable->content_hash;
+  EXPECT_TRUE(CheckDeclaredHash(bytes, hash).ok());
+  const std::string other(64, 'a');
+  absl::Status wrong = CheckDeclaredHash(bytes, other);
+  EXPECT_EQ(wrong.code(), kInvalid);
+  EXPECT_THAT(wrong.message(), HasSubstr("declare the header's hash"));
+  std::string flipped = bytes;
+  flipped.back() ^= 0x01;
+  EXPECT_EQ(CheckDeclaredHash(flipped, hash).code(), absl::StatusCode::kDataLoss);
+  // Not an .ipx, or one cut inside its header: left to ReadExecutable, never read past the end.
+  EXPECT_TRUE(CheckDeclaredHash("not an executable", hash).ok());
+  for (size_t n = 0; n < kExecutableHeaderBytes; ++n) {
+    EXPECT_TRUE(CheckDeclaredHash(absl::string_view(bytes).substr(0, n), hash).ok()) << n;
+  }
+}
+
 TEST(ExecutableTest, RejectsInconsistentHeader) {
   std::string header_size = Bytes(Sample());
   PutLe(header_size, 12, 48, 4);

@@ -1,5 +1,6 @@
 #include "graph/shape_inference.h"
 
+#include <algorithm>
 #include <new>
 #include <set>
 
@@ -18,6 +19,8 @@ struct PassState {
   const std::map<std::string, Tensor>* initializers = nullptr;
   bool keep_weights = false;
   std::map<std::string, Tensor> folded;
+  int64_t folded_bytes = 0;
+  int64_t max_folded_bytes = 0;
   std::map<std::string, TensorType> types;
   std::vector<Node> kept;
 
@@ -69,6 +72,15 @@ absl::StatusOr<OpContext> MakeContext(const Node& node, int64_t opset, const Pas
   return ctx;
 }
 
+// The bytes of `types`. REQUIRES: each passed CheckedNumElements.
+int64_t OutputBytes(const std::vector<TensorType>& types) {
+  int64_t bytes = 0;
+  for (const TensorType& t : types) {
+    bytes += *CheckedNumElements(t.dtype, t.shape) * static_cast<int64_t>(DTypeSize(t.dtype));
+  }
+  return bytes;
+}
+
 bool CanFold(const OpDef& def, const OpContext& ctx) {
   if (def.fold_from_types) return true;
   for (size_t i = 0; i < ctx.types.size(); ++i) {
@@ -91,8 +103,10 @@ absl::Status VisitNode(const Node& node, int64_t opset, PassState& s) {
     IPUPOD_RETURN_IF_ERROR(CheckedNumElements(t.dtype, t.shape).status());
   }
   std::vector<Tensor> folded;
-  const bool fold = CanFold(def, ctx);
+  const int64_t bytes = OutputBytes(types);
+  const bool fold = CanFold(def, ctx) && bytes <= s.max_folded_bytes - s.folded_bytes;
   if (fold) {
+    s.folded_bytes += bytes;
     IPUPOD_ASSIGN_OR_RETURN(folded, CreateOutputs(def, types));
     IPUPOD_RETURN_IF_ERROR(def.run(ctx, absl::MakeSpan(folded)));
   } else {
@@ -167,11 +181,23 @@ absl::Status ResolveOutputs(std::vector<ValueInfo>& outputs, const PassState& s)
   return absl::OkStatus();
 }
 
+int64_t FoldBudget(const Graph& graph, const FoldOptions& options) {
+  if (options.max_folded_bytes >= 0) return options.max_folded_bytes;
+  int64_t model_bytes = 0;
+  for (const auto& [name, t] : graph.initializers)
+    model_bytes += static_cast<int64_t>(t.byte_size());
+  return std::max(kFoldFloorBytes, model_bytes);
+}
+
 absl::Status RunPass(Graph& graph, const FoldOptions& options) {
   PassState s;
   s.keep_weights = options.keep_weights;
+  s.max_folded_bytes = FoldBudget(graph, options);
   IPUPOD_RETURN_IF_ERROR(SeedState(graph, s));
   for (const Node& node : graph.nodes) {
+    if (options.cancelled && options.cancelled()) {
+      return absl::CancelledError("cancelled while importing the model");
+    }
     IPUPOD_RETURN_IF_ERROR(CheckNodeSignature(node, graph.opset));
     IPUPOD_RETURN_IF_ERROR(NodeError(node, VisitNode(node, graph.opset, s)));
   }

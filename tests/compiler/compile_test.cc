@@ -61,6 +61,19 @@ TEST(CompileTest, DefaultConfigRunsOnOneIpu) {
   EXPECT_TRUE(CheckPlacementMatchesGraph(exe->placement, *g).ok());
 }
 
+TEST(CompileTest, AHugeConstantIsChargedAsMemoryNotMaterialised) {
+  // 30000 x 30000 floats: refused as out of IPU memory at once, without allocating 3.6 GB.
+  Report report;
+  auto e = Compile(graph::testing::ConstantOfShapeBomb(30000), IpuConfig{}, {}, &report);
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(e.status().message(),
+              AllOf(HasSubstr("out of memory on IPU 0"), HasSubstr("'big' 3.60 GB (activation)")));
+  ASSERT_EQ(report.ipus.size(), 1u);
+  EXPECT_GT(report.ipus[0].activation_bytes, int64_t{3'600'000'000});
+  // The same model with a small constant folds away and compiles.
+  EXPECT_TRUE(Compile(graph::testing::ConstantOfShapeBomb(100), IpuConfig{}, {}).ok());
+}
+
 TEST(CompileTest, ExecutableRoundTripKeepsTheHash) {
   auto exe = Compile(Gpt4(), Config("layers_per_ipu=[2 2],inference_device_iterations=2"), {});
   ASSERT_TRUE(exe.ok()) << exe.status();

@@ -130,6 +130,20 @@ class OnnxBuilder {
   onnx::ModelProto model_;
 };
 
+// A hostile model: ConstantOfShape([n, n]) -> ReduceSum -> Add(x[4]) -> y[4]; a few bytes of
+// ONNX for n x n floats (3.6 GB at n = 30000) if anything materialises them.
+inline std::string ConstantOfShapeBomb(int64_t n) {
+  OnnxBuilder b(13);
+  b.Input("x", kFloat, {4}).Output("y", kFloat);
+  b.Ints("shape", {2}, {n, n});
+  auto& cos = b.Node("ConstantOfShape", {"shape"}, {"big"});
+  OnnxBuilder::AttrFloatTensor(cos, "value", {1}, {1.0f});
+  auto& sum = b.Node("ReduceSum", {"big"}, {"s"});
+  OnnxBuilder::AttrInt(sum, "keepdims", 0);
+  b.Node("Add", {"x", "s"}, {"y"});
+  return b.Bytes();
+}
+
 }  // namespace ipupod::graph::testing
 
 #endif  // IPUPOD_TESTS_GRAPH_ONNX_BUILDER_H_

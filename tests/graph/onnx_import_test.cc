@@ -4,12 +4,16 @@
 #include "graph/onnx_import.h"
 
 #include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "graph/interpreter.h"
 #include "tests/graph/onnx_builder.h"
+#include <sys/resource.h>
 
 namespace ipupod::graph {
 namespace {
@@ -464,6 +468,44 @@ TEST(OnnxImportTest, GatherEmbeddingAndMaskedFill) {
   auto bad = RunModel(b, {*Tensor::FromValues<int64_t>({2}, std::vector<int64_t>{7, 0})});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("/wte/Gather"));
+}
+
+int64_t PeakRssBytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t{usage.ru_maxrss} << 10;
+}
+
+TEST(OnnxImportTest, FoldingMaterialisesNoMoreThanItsBudget) {
+  // 30000 x 30000 floats = 3.6 GB if folded. Within the default budget (256 MiB for a small
+  // model) the node stays a node: the memory plan charges it, nothing is materialised here.
+  const int64_t before = PeakRssBytes();
+  auto graph = ImportOnnx(testing::ConstantOfShapeBomb(30000));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_LT(PeakRssBytes() - before, int64_t{64} << 20);
+  std::vector<std::string> ops;
+  for (const Node& n : graph->nodes) ops.push_back(n.op_type);
+  EXPECT_THAT(ops, ElementsAre("ConstantOfShape", "ReduceSum", "Add"));
+  EXPECT_EQ(graph->value_types.at("big").shape, (std::vector<int64_t>{30000, 30000}));
+
+  // Small enough to fit: folded to a scalar as before.
+  auto small = ImportOnnx(testing::ConstantOfShapeBomb(100));
+  ASSERT_TRUE(small.ok()) << small.status();
+  ASSERT_EQ(small->nodes.size(), 1u);
+  EXPECT_EQ(small->nodes[0].op_type, "Add");
+  // An explicit budget of 0 folds nothing.
+  auto none = ImportOnnx(testing::ConstantOfShapeBomb(100), FoldOptions{.max_folded_bytes = 0});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->nodes.size(), 3u);
+}
+
+TEST(OnnxImportTest, ACancelledImportStopsWithCancelled) {
+  int polls = 0;
+  FoldOptions options;
+  options.cancelled = [&polls] { return ++polls > 1; };
+  auto graph = ImportOnnx(testing::ConstantOfShapeBomb(100), options);
+  EXPECT_EQ(graph.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(polls, 2);
 }
 
 }  // namespace

@@ -353,6 +353,37 @@ TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config)
   return t;
 }
 
+absl::Status CheckReportCoversModel(const Executable& executable, const Report& report,
+                                    const graph::Graph& graph) {
+  PlanOptions options;
+  options.strategy = executable.strategy;
+  options.count = executable.ipus;
+  options.micro_batch_size = executable.micro_batch_size;
+  options.device_iterations = executable.device_iterations;
+  options.output_mode = executable.output_mode;
+  if (executable.mode == ExecutableMode::kTraining) {
+    options.training = MakeTrainingPlan(executable.training, executable.config);
+  }
+  std::vector<graph::NodeCost> costs;  // memory does not depend on FLOPs
+  for (const graph::Node& node : graph.nodes) {
+    costs.push_back({node.name, node.op_type, node.module_path, 0});
+  }
+  IPUPOD_ASSIGN_OR_RETURN(Report model, PlanMemory(graph, costs, executable.placement, options));
+  if (model.ipus.size() != report.ipus.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the executable's report plans ", report.ipus.size(), " IPUs but its model places on ",
+        model.ipus.size(), "; recompile it with ipupod compile"));
+  }
+  for (size_t i = 0; i < model.ipus.size(); ++i) {
+    if (model.ipus[i].total_bytes <= report.ipus[i].total_bytes) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the executable's report charges IPU ", i, " ",
+        FormatBytesFixed(report.ipus[i].total_bytes), " but its model needs ",
+        FormatBytesFixed(model.ipus[i].total_bytes), "; recompile it with ipupod compile"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckMemoryFits(const Report& report) {
   std::vector<const IpuPlan*> over;
   for (const IpuPlan& p : report.ipus) {

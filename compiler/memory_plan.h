@@ -83,6 +83,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "compiler/checks.h"
+#include "compiler/executable.h"
 #include "compiler/ipu_config.h"
 #include "compiler/placement.h"
 #include "compiler/report.h"
@@ -126,6 +127,16 @@ absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
                                   const Placement& placement, const PlanOptions& options);
 
 absl::Status CheckMemoryFits(const Report& report);
+
+// Checks an executable's report against its own model: the memory plan is
+// recomputed from `graph` (the executable's model as the runtime imported
+// it) and the run shape the executable records, and every IPU's total must
+// be within what the report charges. A server runs this at Load, so a
+// crafted .ipx whose report understates its model (a few bytes of report
+// for gigabytes of activations) is refused, not charged too little.
+// INVALID_ARGUMENT "the executable's report ... recompile it" otherwise.
+absl::Status CheckReportCoversModel(const Executable& executable, const Report& report,
+                                    const graph::Graph& graph);
 
 }  // namespace ipupod::compiler
 

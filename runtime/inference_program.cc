@@ -105,9 +105,9 @@ class InferenceProgram final : public Program {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Program>> CreateInferenceProgram(
-    std::shared_ptr<const Executable> executable) {
+    std::shared_ptr<const Executable> executable, const LoadOptions& options) {
   IPUPOD_ASSIGN_OR_RETURN(ImportedModel model,
-                          ImportForProgram(*executable, /*keep_weights=*/false, 1, ""));
+                          ImportForProgram(*executable, options, /*keep_weights=*/false, 1, ""));
   IPUPOD_ASSIGN_OR_RETURN(std::vector<TensorSpec> weights, FindWeights(*executable, model.graph));
   auto interpreter = graph::Interpreter::Create(std::move(model.graph));
   if (!interpreter.ok()) return BadExecutable(interpreter.status().message());

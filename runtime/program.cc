@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "common/text_match.h"
+#include "compiler/memory_plan.h"
 #include "compiler/report.h"
 #include "device/hardware.h"
 #include "graph/onnx_import.h"
@@ -122,11 +123,15 @@ absl::Status BadExecutable(absl::string_view what) {
                                                  "; recompile it with ipupod compile"));
 }
 
-absl::StatusOr<ImportedModel> ImportForProgram(const Executable& e, bool keep_weights,
-                                               int64_t accumulation,
+absl::StatusOr<ImportedModel> ImportForProgram(const Executable& e, const LoadOptions& options,
+                                               bool keep_weights, int64_t accumulation,
                                                absl::string_view accumulation_name) {
-  auto imported =
-      graph::ImportOnnx(e.model_bytes, graph::FoldOptions{.keep_weights = keep_weights});
+  auto imported = graph::ImportOnnx(
+      e.model_bytes,
+      graph::FoldOptions{.keep_weights = keep_weights, .cancelled = options.cancelled});
+  if (!imported.ok() && imported.status().code() != absl::StatusCode::kInvalidArgument) {
+    return imported.status();  // CANCELLED, RESOURCE_EXHAUSTED: not the executable's fault
+  }
   if (!imported.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the executable's model does not import: ", imported.status().message()));
@@ -140,6 +145,7 @@ absl::StatusOr<ImportedModel> ImportForProgram(const Executable& e, bool keep_we
   }
   auto report = compiler::ReportFromJson(e.report_json);
   if (!report.ok()) return BadExecutable(report.status().message());
+  IPUPOD_RETURN_IF_ERROR(compiler::CheckReportCoversModel(e, *report, *imported));
   return ImportedModel{*std::move(imported), *std::move(report)};
 }
 
@@ -174,13 +180,21 @@ double PipelineCycleSeconds(const compiler::Report& r) {
 }
 
 absl::StatusOr<std::unique_ptr<Program>> Program::Create(
-    std::shared_ptr<const compiler::Executable> executable) {
+    std::shared_ptr<const compiler::Executable> executable, const LoadOptions& options) {
   if (executable == nullptr) return absl::InvalidArgumentError("no executable given");
   if (executable->mode == compiler::ExecutableMode::kTraining) {
-    return CreateTrainingProgram(std::move(executable));
+    return CreateTrainingProgram(std::move(executable), options);
   }
-  return CreateInferenceProgram(std::move(executable));
+  return CreateInferenceProgram(std::move(executable), options);
 }
+
+int64_t HostMemoryBytes(const compiler::Report& report) {
+  int64_t bytes = 0;
+  for (const compiler::IpuPlan& p : report.ipus) bytes += p.total_bytes - p.code_bytes;
+  return bytes;
+}
+
+int64_t Program::host_memory_bytes() const { return HostMemoryBytes(report_); }
 
 Program::Program(std::shared_ptr<const compiler::Executable> executable, compiler::Report report,
                  std::vector<compiler::TensorSpec> weights, SimulatedTime step_time)

@@ -60,6 +60,7 @@
 #define IPUPOD_RUNTIME_PROGRAM_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -111,10 +112,22 @@ inline constexpr int64_t kCheckpointWeightMultiple = 4;
 // executable's mode needs: inference (runtime/inference_program.cc, a
 // graph::Interpreter) or training (runtime/training_program.cc, a
 // training::Trainer); no method asks which mode it is in.
+// How Program::Create loads an executable.
+struct LoadOptions {
+  // Polled while the model is imported; true stops Create with CANCELLED
+  // (a server's Load whose client has gone). Empty: never.
+  std::function<bool()> cancelled = nullptr;
+};
+
+// The host memory a Program of this report holds: one replica's weights,
+// gradients, optimizer state and activations in flight (replicas run one
+// after another on the same host tensors; code is simulated, not held).
+int64_t HostMemoryBytes(const compiler::Report& report);
+
 class Program {
  public:
   static absl::StatusOr<std::unique_ptr<Program>> Create(
-      std::shared_ptr<const compiler::Executable> executable);
+      std::shared_ptr<const compiler::Executable> executable, const LoadOptions& options = {});
   virtual ~Program();
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
@@ -127,6 +140,8 @@ class Program {
   // Every weight, sorted by name.
   std::vector<compiler::TensorSpec> weight_specs() const { return weights_; }
   int64_t weight_bytes() const;
+  // HostMemoryBytes of this program's report (checked against its model at Create).
+  int64_t host_memory_bytes() const;
 
   // Device bytes on each IPU of one replica (the memory plan's totals);
   // a session charges them on every replica's IPUs.

@@ -42,7 +42,10 @@ struct ImportedModel {
 // recorded inputs, outputs, batch_size_factor (device_iterations x
 // replication x `accumulation`; `accumulation_name` names the last factor
 // in the error, "" when it is 1) and report.
-absl::StatusOr<ImportedModel> ImportForProgram(const compiler::Executable& e, bool keep_weights,
+// Also checks that the report covers what the model needs
+// (compiler::CheckReportCoversModel). `options.cancelled` stops the import.
+absl::StatusOr<ImportedModel> ImportForProgram(const compiler::Executable& e,
+                                               const LoadOptions& options, bool keep_weights,
                                                int64_t accumulation,
                                                absl::string_view accumulation_name);
 
@@ -56,9 +59,9 @@ SimulatedTime MicroBatchesTime(const compiler::Report& r, double m);
 double PipelineCycleSeconds(const compiler::Report& r);
 
 absl::StatusOr<std::unique_ptr<Program>> CreateInferenceProgram(
-    std::shared_ptr<const compiler::Executable> executable);
+    std::shared_ptr<const compiler::Executable> executable, const LoadOptions& options);
 absl::StatusOr<std::unique_ptr<Program>> CreateTrainingProgram(
-    std::shared_ptr<const compiler::Executable> executable);
+    std::shared_ptr<const compiler::Executable> executable, const LoadOptions& options);
 
 }  // namespace ipupod::runtime
 

@@ -95,11 +95,11 @@ class TrainingProgram final : public Program {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Program>> CreateTrainingProgram(
-    std::shared_ptr<const Executable> executable) {
+    std::shared_ptr<const Executable> executable, const LoadOptions& options) {
   const Executable& e = *executable;
   IPUPOD_ASSIGN_OR_RETURN(
       ImportedModel model,
-      ImportForProgram(e, /*keep_weights=*/true, e.training.gradient_accumulation_steps,
+      ImportForProgram(e, options, /*keep_weights=*/true, e.training.gradient_accumulation_steps,
                        "gradient_accumulation_steps"));
   auto trainer = CreateTrainer(e, std::move(model.graph));
   if (!trainer.ok()) return BadExecutable(trainer.status().message());

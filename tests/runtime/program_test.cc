@@ -18,6 +18,7 @@ namespace {
 
 using compiler::Executable;
 using tensor::Tensor;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // 4 layers of d=8; micro-batch ids[2, 4] -> logits[2, 4, 16].
@@ -321,6 +322,33 @@ TEST(ProgramTest, CreateRejectsExecutablesThatDisagreeWithTheirModel) {
   EXPECT_EQ(Program::Create(std::make_shared<const Executable>(no_report)).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Program::Create(nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ProgramTest, CreateRejectsAReportThatUnderstatesItsModel) {
+  // A server charges the report's memory: a crafted .ipx must not claim less than its model needs.
+  Executable understated = *Compiled("all");
+  auto report = compiler::ReportFromJson(understated.report_json);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const auto host_bytes = HostMemoryBytes(*report);
+  EXPECT_GT(host_bytes, 0);
+  report->ipus[2].total_bytes /= 2;
+  report->ipus[2].activation_bytes = 0;
+  understated.report_json = report->Json();
+  auto p = Program::Create(std::make_shared<const Executable>(understated));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(p.status().message()),
+              AllOf(HasSubstr("report charges IPU 2"), HasSubstr("recompile it")));
+
+  auto honest = Program::Create(Compiled("all"));
+  ASSERT_TRUE(honest.ok()) << honest.status();
+  EXPECT_EQ((*honest)->host_memory_bytes(), host_bytes);
+}
+
+TEST(ProgramTest, ACancelledCreateStopsWithCancelled) {
+  LoadOptions options;
+  options.cancelled = [] { return true; };
+  auto p = Program::Create(Compiled("all"), options);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kCancelled);
 }
 
 TEST(ProgramTest, ConcurrentRunStepsAgree) {

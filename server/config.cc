@@ -248,6 +248,7 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
       {"max_execution_threads",
        IntField(&ServerConfig::max_execution_threads, kExecutionThreadsMin, kExecutionThreadsMax)},
       {"compute_threads", IntField(&ServerConfig::compute_threads, 0, kComputeThreadsMax)},
+      {"load_memory_mb", IntField(&ServerConfig::load_memory_mb, 0, kLoadMemoryMbMax)},
       {"random_faults", ParseRandomFaults},
       {"log_level", ParseLogLevel},
   };
@@ -389,6 +390,11 @@ absl::Status ValidateConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("executable cache MB must be from 1 to ",
                                                    kExecutableCacheMbMax, "; got ",
                                                    config.executable_cache_mb));
+  }
+  if (config.load_memory_mb < 0 || config.load_memory_mb > kLoadMemoryMbMax) {
+    return absl::InvalidArgumentError(absl::StrCat("load memory MB must be from 0 (half of this ",
+                                                   "host's memory) to ", kLoadMemoryMbMax, "; got ",
+                                                   config.load_memory_mb));
   }
   if (config.max_execution_threads < kExecutionThreadsMin ||
       config.max_execution_threads > kExecutionThreadsMax) {

@@ -17,6 +17,7 @@
 //     "max_waiters": 4096,
 //     "executable_cache_mb": 4096,          uploaded executables kept (LRU)
 //     "max_execution_threads": 8,           ExecutionService calls at once (1-1024)
+//     "load_memory_mb": 0,                  host memory for loaded programs; 0: half the RAM
 //     "compute_threads": 0,                 BLAS threads per run; 0 = every CPU
 //     "random_faults": {"seed": 1, "probability_per_operation": 0.01,
 //                       "kinds": ["ipu-reset", "link-reset", "partition-reset",
@@ -63,7 +64,8 @@ struct ServerConfig {
   int max_waiters = 4096;
   int64_t executable_cache_mb = 4096;
   int max_execution_threads = 8;
-  int compute_threads = 0;  // 0: every CPU of the host (kernels::MaxBlasThreads)
+  int64_t load_memory_mb = 0;  // 0: DefaultLoadMemoryBytes (server/memory_budget.h)
+  int compute_threads = 0;     // 0: every CPU of the host (kernels::MaxBlasThreads)
   scheduler::RandomFaults random_faults{.seed = 0, .probability_per_operation = 0.0};
   std::string log_level = "info";
 
@@ -75,6 +77,7 @@ inline constexpr int kLeaseSecondsMax = 3600;
 inline constexpr int kResetMsMax = 60'000;
 inline constexpr int kMaxWaitersMax = 1'000'000;
 inline constexpr int64_t kExecutableCacheMbMax = int64_t{1} << 20;  // 1 TiB
+inline constexpr int64_t kLoadMemoryMbMax = int64_t{1} << 24;       // 16 TiB
 // gRPC's sync server needs a thread to poll and one to work.
 inline constexpr int kExecutionThreadsMin = 1;
 inline constexpr int kExecutionThreadsMax = 1024;

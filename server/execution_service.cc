@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compiler/checks.h"
+#include "compiler/report.h"
 #include "compiler/sha256.h"
 #include "server/proto_convert_execution.h"
 #include "wire/tensor_stream.h"
@@ -181,6 +182,22 @@ absl::StatusOr<std::string> ReceiveExecutable(grpc::ServerReader<v1::ExecutableC
 }
 
 // The declared hash must be the header's, and the payload must match it.
+// Reserves the host memory the executable's report says its program holds. The import then
+// checks the report against the model, so a report that understates it gets no further.
+absl::StatusOr<std::shared_ptr<const MemoryBudget::Charge>> ReserveHostMemory(
+    MemoryBudget& budget, const runtime::CachedExecutable& cached, const std::string& session) {
+  absl::StatusOr<compiler::Report> report =
+      compiler::ReportFromJson(cached.executable->report_json);
+  if (!report.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the executable's report is malformed (",
+                                                   report.status().message(),
+                                                   "); recompile it with ipupod compile"));
+  }
+  return budget.Reserve(runtime::HostMemoryBytes(*report),
+                        absl::StrCat("executable ", cached.executable->content_hash.substr(0, 16),
+                                     " for session ", session));
+}
+
 // ---------------------------------------------------------------- tensors
 
 template <typename Reader, typename Request>
@@ -297,8 +314,13 @@ grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
     IPUPOD_RETURN_IF_ERROR(compiler::CheckSessionIpus(
         cached.executable->ipus, static_cast<int64_t>(op->session().ipus.size()),
         op->session().id));
+    IPUPOD_ASSIGN_OR_RETURN(std::shared_ptr<const MemoryBudget::Charge> host_memory,
+                            ReserveHostMemory(*load_memory_, cached, op->session().id));
+    runtime::LoadOptions load;
+    load.cancelled = [context] { return context->IsCancelled(); };
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Program> program,
-                            runtime::Program::Create(cached.executable));
+                            runtime::Program::Create(cached.executable, load));
+    if (context->IsCancelled()) return absl::CancelledError("the client cancelled the load");
     const std::vector<uint64_t> charge = program->MemoryChargePerIpu(op->session().ipus.size());
     IPUPOD_ASSIGN_OR_RETURN(
         const uint64_t generation,
@@ -306,6 +328,7 @@ grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
     LoadedState state;
     state.simulated_load_seconds = program->SimulatedLoadSeconds();
     state.program = std::move(program);
+    state.host_memory = std::move(host_memory);
     state.executable_size_bytes = cached.size_bytes;
     state.load_generation = generation;
     op->slot().set_state(state);

@@ -53,8 +53,14 @@ namespace ipupod::server {
 class ExecutionServiceImpl final : public v1::ExecutionService::Service {
  public:
   ExecutionServiceImpl(const ServiceEnv& env, runtime::ExecutableCache* cache,
-                       LoadedPrograms* programs, runtime::ComputeGate* compute, int max_calls)
-      : env_(env), cache_(cache), programs_(programs), compute_(compute), calls_(max_calls) {}
+                       LoadedPrograms* programs, MemoryBudget* load_memory,
+                       runtime::ComputeGate* compute, int max_calls)
+      : env_(env),
+        cache_(cache),
+        programs_(programs),
+        load_memory_(load_memory),
+        compute_(compute),
+        calls_(max_calls) {}
 
   grpc::Status StatExecutable(grpc::ServerContext* context,
                               const v1::StatExecutableRequest* request,
@@ -80,6 +86,7 @@ class ExecutionServiceImpl final : public v1::ExecutionService::Service {
   const ServiceEnv& env_;
   runtime::ExecutableCache* const cache_;
   LoadedPrograms* const programs_;
+  MemoryBudget* const load_memory_;      // host memory of loaded programs, all sessions
   runtime::ComputeGate* const compute_;  // steps compute in turn (FIFO)
   CallLimit calls_;                      // --max-execution-threads
 };

@@ -27,7 +27,7 @@ Config file (JSON; every key optional; flags win over it):
    "tokens": [{"token": "s3cret-alice", "user": "alice", "role": "user"},
               {"token": "s3cret-ops", "user": "ops", "role": "admin"}],
    "session_lease_seconds": 10, "max_waiters": 4096,
-   "executable_cache_mb": 4096, "max_execution_threads": 8,
+   "executable_cache_mb": 4096, "max_execution_threads": 8, "load_memory_mb": 0,
    "reset_ms": {"ipu": 200, "partition": 500, "pod": 1000},
    "random_faults": {"seed": 1, "probability_per_operation": 0.01,
                      "kinds": ["ipu-reset", "link-reset", "unrecoverable"]},
@@ -51,6 +51,7 @@ struct Overrides {
   std::optional<int64_t> executable_cache_mb;
   std::optional<int> max_execution_threads;
   std::optional<int> compute_threads;
+  std::optional<int64_t> load_memory_mb;
 };
 
 void AddFlags(CLI::App& app, Overrides& o) {
@@ -76,6 +77,10 @@ void AddFlags(CLI::App& app, Overrides& o) {
   app.add_option("--compute-threads", o.compute_threads,
                  "BLAS threads each run may use (default 0: every CPU of this host)")
       ->type_name("N");
+  app.add_option("--load-memory-mb", o.load_memory_mb,
+                 "megabytes of host memory all loaded programs may hold together; a load over "
+                 "it is refused (default 0: half of this host's memory)")
+      ->type_name("MB");
   app.set_version_flag("--version", "ipupodd " IPUPOD_VERSION);
   app.footer(kFooter);
 }
@@ -97,6 +102,7 @@ absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
   if (o.executable_cache_mb) config.executable_cache_mb = *o.executable_cache_mb;
   if (o.max_execution_threads) config.max_execution_threads = *o.max_execution_threads;
   if (o.compute_threads) config.compute_threads = *o.compute_threads;
+  if (o.load_memory_mb) config.load_memory_mb = *o.load_memory_mb;
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 //   --log-level LEVEL    trace|debug|info|warn|error|critical|off
 //   --lease-seconds N    session lease (keepalive and heartbeats follow it)
 //   --executable-cache-mb MB      uploaded executables kept (default 4096)
+//   --load-memory-mb MB           host memory for loaded programs (default 0: half the RAM)
 //   --max-execution-threads N     ExecutionService calls at once (default 8, min 1)
 //   --help, --version
 //

@@ -36,12 +36,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/program.h"
+#include "server/memory_budget.h"
 
 namespace ipupod::server {
 
 // What a session has loaded. A null program: nothing.
 struct LoadedState {
   std::shared_ptr<runtime::Program> program;
+  // The program's host memory in the server's load budget; returned when
+  // the last copy of this state goes (with the program).
+  std::shared_ptr<const MemoryBudget::Charge> host_memory;
   int64_t executable_size_bytes = 0;
   uint64_t load_generation = 0;  // the scheduler's, from RecordLoad
   uint64_t runs = 0;             // completed since the load

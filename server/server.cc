@@ -103,6 +103,8 @@ absl::Status PodServer::Init() {
       std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads);
   IPUPOD_ASSIGN_OR_RETURN(store_, store::SqliteStateStore::Open(config_.state_dir));
   cache_ = std::make_unique<runtime::ExecutableCache>(config_.executable_cache_mb << 20);
+  load_memory_ = std::make_unique<MemoryBudget>(
+      config_.load_memory_mb > 0 ? config_.load_memory_mb << 20 : DefaultLoadMemoryBytes());
   programs_ = std::make_unique<LoadedPrograms>(kOperationWait);
   scheduler::SchedulerOptions options = ToSchedulerOptions(config_);
   LoadedPrograms* programs = programs_.get();
@@ -116,8 +118,9 @@ absl::Status PodServer::Init() {
   pod_service_ = std::make_unique<PodServiceImpl>(env_);
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
-  execution_service_ = std::make_unique<ExecutionServiceImpl>(
-      env_, cache_.get(), programs_.get(), compute_.get(), config_.max_execution_threads);
+  execution_service_ = std::make_unique<ExecutionServiceImpl>(env_, cache_.get(), programs_.get(),
+                                                              load_memory_.get(), compute_.get(),
+                                                              config_.max_execution_threads);
   absl::Status status = BuildGrpcServer();
   if (!status.ok()) {
     scheduler_->Shutdown();

@@ -81,6 +81,7 @@ class PodServer {
   // sessions end (also from its destructor).
   std::unique_ptr<store::SqliteStateStore> store_;
   std::unique_ptr<runtime::ExecutableCache> cache_;
+  std::unique_ptr<MemoryBudget> load_memory_;  // outlives programs_, whose states hold charges
   std::unique_ptr<LoadedPrograms> programs_;
   std::unique_ptr<runtime::ComputeGate> compute_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;

@@ -386,5 +386,18 @@ TEST(ConfigTest, ComputeThreadsKeyAndFlag) {
   EXPECT_EQ(Parse({"--compute-threads", "-3"}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ConfigTest, LoadMemoryKeyAndFlag) {
+  EXPECT_EQ(ServerConfig().load_memory_mb, 0);  // half of the host's memory
+  auto config = ParseConfigJson(R"({"load_memory_mb": 2048})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->load_memory_mb, 2048);
+  ExpectInvalid(R"({"load_memory_mb": -1})", {"'load_memory_mb'"});
+  ExpectInvalid(R"({"load_memory_mb": 1.5})", {"'load_memory_mb'"});
+  auto cl = Parse({"--load-memory-mb", "512"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->config->load_memory_mb, 512);
+  EXPECT_EQ(Parse({"--load-memory-mb", "-3"}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ipupod::server

@@ -30,7 +30,9 @@
 #include "gtest/gtest.h"
 #include "ipupod/v1/execution.grpc.pb.h"
 #include "ipupod/v1/pod.grpc.pb.h"
+#include "runtime/program.h"
 #include "tests/graph/onnx_builder.h"
+#include "tests/support/eventually.h"
 #include "tests/support/test_server.h"
 #include "wire/tensor_stream.h"
 #include <unistd.h>
@@ -40,6 +42,7 @@ namespace {
 
 using graph::testing::kFloat;
 using graph::testing::OnnxBuilder;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using wire::StreamTensors;
@@ -554,6 +557,32 @@ TEST_F(ExecutionServiceTest, DetachFreesTheMemoryOfTheLoad) {
     v1::LoadedProgram loaded;
     EXPECT_EQ(alice_->GetLoaded(session.id(), &loaded).error_code(), grpc::StatusCode::NOT_FOUND);
   }
+}
+
+TEST_F(ExecutionServiceTest, LoadsBeyondTheHostMemoryBudgetAreRefusedUntilOneIsFreed) {
+  auto executable = compiler::ReadExecutable(big_->ipx);
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  auto report = compiler::ReportFromJson(executable->report_json);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const int64_t host_bytes = runtime::HostMemoryBytes(*report);
+  ASSERT_GT(host_bytes, 5'000'000);  // fc1.w alone is 5.1 MB
+  // Room for one load of big_, not two.
+  const int64_t budget_mb = (host_bytes * 3 / 2 + (1 << 20) - 1) >> 20;
+  StartServer([budget_mb](ServerConfig& config) { config.load_memory_mb = budget_mb; });
+  MustUpload(*big_);
+  auto first = std::make_unique<Attached>(*alice_, 1);
+  MustLoad(*first, *big_);
+  Attached second(*bob_, 1);
+  v1::LoadedProgram loaded;
+  grpc::Status s = bob_->Load(second.id(), big_->sha256, &loaded);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), AllOf(HasSubstr("of host memory"), HasSubstr("--load-memory-mb"),
+                                       HasSubstr("detach sessions")));
+  EXPECT_EQ(bob_->GetLoaded(second.id(), &loaded).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);  // nothing loaded
+  first.reset();  // alice's session ends: her program and its host memory go
+  EXPECT_TRUE(test_support::Eventually(
+      [&] { return bob_->Load(second.id(), big_->sha256, &loaded).ok(); }));
 }
 
 // ---------------------------------------------------------------- weights

@@ -162,6 +162,13 @@ struct PodView {
   std::vector<SessionView> sessions;
 };
 
+// A session's or waiter's client label ("host pid 42: python") says what
+// its owner runs; only the owner and admins see it. Others get "".
+bool MaySeeClientLabel(const Caller& caller, absl::string_view owner);
+// Clears every label in `pod` / `queue` that `caller` may not see.
+void HideClientLabels(const Caller& caller, PodView& pod);
+void HideClientLabels(const Caller& caller, std::vector<QueueEntryView>& queue);
+
 struct FaultResult {
   std::vector<int> affected_ipus;
   std::vector<std::string> affected_sessions;

@@ -22,8 +22,10 @@ absl::StatusOr<int> IpuId(uint32_t ipu) {
 grpc::ServerUnaryReactor* PodServiceImpl::GetPodInfo(grpc::CallbackServerContext* context,
                                                      const v1::GetPodInfoRequest* /*request*/,
                                                      v1::GetPodInfoResponse* response) {
-  return HandleUnary(context, env_, "GetPodInfo", [&](const Caller&) {
-    ToProto(env_.scheduler->GetPod(), *env_.pod.ipu, env_.auth.open_mode(), response);
+  return HandleUnary(context, env_, "GetPodInfo", [&](const Caller& caller) {
+    scheduler::PodView pod = env_.scheduler->GetPod();
+    scheduler::HideClientLabels(caller, pod);
+    ToProto(pod, *env_.pod.ipu, env_.auth.open_mode(), response);
     return absl::OkStatus();
   });
 }

@@ -37,8 +37,10 @@ grpc::ServerUnaryReactor* SessionServiceImpl::GetSession(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* SessionServiceImpl::ListQueue(grpc::CallbackServerContext* context,
                                                         const v1::ListQueueRequest* /*request*/,
                                                         v1::ListQueueResponse* response) {
-  return HandleUnary(context, env_, "ListQueue", [&](const Caller&) {
-    for (const auto& entry : env_.scheduler->ListQueue()) ToProto(entry, response->add_entries());
+  return HandleUnary(context, env_, "ListQueue", [&](const Caller& caller) {
+    std::vector<scheduler::QueueEntryView> queue = env_.scheduler->ListQueue();
+    scheduler::HideClientLabels(caller, queue);
+    for (const auto& entry : queue) ToProto(entry, response->add_entries());
     return absl::OkStatus();
   });
 }

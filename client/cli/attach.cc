@@ -158,8 +158,11 @@ absl::StatusOr<v1::AttachRequest> BuildAttachRequest(const AttachArgs& args,
 }
 
 std::string ClientLabel(absl::string_view host, int pid, const std::vector<std::string>& command) {
-  std::string label = absl::StrCat(host, " pid ", pid, ": ",
-                                   command.empty() ? "hold" : absl::StrJoin(command, " "));
+  // The program's name only: arguments carry paths, and sometimes secrets (--db-password=...).
+  absl::string_view program = command.empty() ? "hold" : absl::string_view(command[0]);
+  const size_t slash = program.rfind('/');
+  if (slash != absl::string_view::npos) program.remove_prefix(slash + 1);
+  std::string label = absl::StrCat(host, " pid ", pid, ": ", program);
   if (label.size() > kClientLabelMax) label.resize(kClientLabelMax);
   return label;
 }

@@ -34,7 +34,9 @@ struct AttachArgs {
 absl::StatusOr<v1::AttachRequest> BuildAttachRequest(const AttachArgs& args,
                                                      absl::string_view client_label);
 
-// "HOST pid PID: COMMAND ARGS" (or "HOST pid PID: hold"), at most 200 bytes.
+// "HOST pid PID: PROGRAM" (the command's file name, never its arguments; or
+// "HOST pid PID: hold"), at most 200 bytes. The server shows it to the
+// session's owner and admins only.
 std::string ClientLabel(absl::string_view host, int pid, const std::vector<std::string>& command);
 
 // IPUPOD_SESSION, IPUPOD_SERVER, IPUPOD_IPUS ("4,5,6,7"), IPUPOD_DEVICE_ID,

@@ -577,8 +577,8 @@ int Execute(Context& ctx, client::Client& client, const RunSession& s, const Run
 int RunAttached(Context& ctx, client::Client& client, RunArgs args, const RunFiles& files,
                 SignalWatcher& signals) {
   if (args.attach.ipus.empty()) args.attach.ipus = absl::StrCat(files.executable.ipus.reserved);
-  absl::StatusOr<v1::AttachRequest> request = BuildAttachRequest(
-      args.attach, ClientLabel(HostName(), getpid(), {"ipupod", "run", args.executable}));
+  absl::StatusOr<v1::AttachRequest> request =
+      BuildAttachRequest(args.attach, ClientLabel(HostName(), getpid(), {"ipupod-run"}));
   if (!request.ok()) return ctx.UsageError(request.status().message());
   std::unique_ptr<client::AttachCall> call = client.StartAttach(*request);
   absl::StatusOr<v1::SessionInfo> grant = AwaitGrant(ctx, *call, signals);

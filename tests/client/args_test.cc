@@ -155,7 +155,9 @@ TEST(AttachRequestTest, BuildsTheRequestFromValidatedArguments) {
 
 TEST(AttachRequestTest, ClientLabelIsBounded) {
   EXPECT_EQ(ClientLabel("h", 7, {}), "h pid 7: hold");
-  EXPECT_EQ(ClientLabel("h", 7, {"python", "train.py"}), "h pid 7: python train.py");
+  EXPECT_EQ(ClientLabel("h", 7, {"python", "train.py"}), "h pid 7: python");
+  // Arguments never leave the machine: they may hold secrets.
+  EXPECT_EQ(ClientLabel("h", 7, {"/bin/sh", "-c", "x --db-password=hunter2"}), "h pid 7: sh");
   EXPECT_EQ(ClientLabel("h", 7, {std::string(1000, 'x')}).size(), 200u);
 }
 

@@ -3,6 +3,7 @@
 // through the ipupod CLI against a real ipupodd (POD16, open mode).
 #include <set>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "tests/integration/harness.h"
@@ -180,6 +181,37 @@ TEST_F(AttachQueueTest, CommandRunsWithSessionAndItsExitCodeIsReturned) {
   EXPECT_NE(r.out.find("held s"), std::string::npos) << r.out;
   nlohmann::json info = Cli("alice", {"info"}).json();
   for (const auto& ipu : info["ipus"]) EXPECT_EQ(ipu["state"], "idle");
+}
+
+TEST_F(AttachQueueTest, ALabelIsShownToItsOwnerAndAdminsOnlyAndNeverHoldsArguments) {
+  Process holder = StartCli(
+      server_.address(), "alice",
+      {"attach", "--ipus", "16", "--", "/bin/sh", "-c", "sleep 60", "sh", "--db-password=hunter2"});
+  ASSERT_TRUE(Eventually([&] { return Cli("alice", {"info"}).json()["sessions"].size() == 1; },
+                         seconds(15)))
+      << holder.stderr_text();
+  Process waiter = StartWaiter("bob", {"--ipus", "4", "--", "/usr/bin/env", "TOKEN=bob-secret"});
+  ASSERT_TRUE(QueueLengthIs(1));
+  for (const std::string& user : {std::string("alice"), std::string("bob"), std::string("admin")}) {
+    const CliResult info = Cli(user, {"info"});
+    const CliResult queue = Cli(user, {"queue"});
+    EXPECT_EQ(info.out.find("hunter2"), std::string::npos) << user << ": " << info.out;
+    EXPECT_EQ(queue.out.find("bob-secret"), std::string::npos) << user << ": " << queue.out;
+    const std::string session_label = info.json()["sessions"][0]["client"];
+    const std::string waiter_label = queue.json()["entries"][0]["client"];
+    EXPECT_EQ(session_label.empty(), user == "bob") << user << ": " << session_label;
+    EXPECT_EQ(waiter_label.empty(), user == "alice") << user << ": " << waiter_label;
+    if (!session_label.empty()) {
+      EXPECT_THAT(session_label, ::testing::EndsWith(": sh"));
+    }
+    if (!waiter_label.empty()) {
+      EXPECT_THAT(waiter_label, ::testing::EndsWith(": env"));
+    }
+  }
+  holder.Signal(SIGINT);
+  waiter.Signal(SIGINT);
+  holder.Wait(seconds(10));
+  waiter.Wait(seconds(10));
 }
 
 TEST_F(AttachQueueTest, CommandEndingIsLoggedAsANormalEndNotAnError) {

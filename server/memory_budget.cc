@@ -16,8 +16,9 @@ absl::StatusOr<std::shared_ptr<const MemoryBudget::Charge>> MemoryBudget::Reserv
   absl::MutexLock lock(&mu_);
   if (bytes < 0 || bytes > max_bytes_ - used_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "loading ", what, " needs ", FormatBytesFixed(bytes), " of host memory, but loaded programs ",
-        "hold ", FormatBytesFixed(used_bytes_), " of the server's ", FormatBytesFixed(max_bytes_),
+        "loading ", what, " needs ", FormatBytesFixed(bytes),
+        " of host memory, but loaded programs ", "hold ", FormatBytesFixed(used_bytes_),
+        " of the server's ", FormatBytesFixed(max_bytes_),
         " for them; detach sessions that no longer need their programs, or ask the admin to "
         "raise ipupodd --load-memory-mb"));
   }

@@ -154,24 +154,9 @@ uint32_t ReadLittleEndian(absl::string_view bytes) {
   return v;
 }
 
-// Splits the file into header text and data bytes.
-absl::Status SplitFile(absl::string_view bytes, absl::string_view& header,
-                       absl::string_view& data) {
-  if (bytes.size() < 10 || bytes.substr(0, 6) != kMagic) return Bad("missing \\x93NUMPY magic");
-  const int major = static_cast<unsigned char>(bytes[6]);
-  if (major < 1 || major > 3 || bytes[7] != 0) {
-    return Bad(absl::StrCat("format version ", major, ".", static_cast<int>(bytes[7]),
-                            " is not 1.0, 2.0 or 3.0"));
-  }
-  const size_t len_size = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + len_size) return Bad("truncated header length");
-  const size_t header_len = ReadLittleEndian(bytes.substr(8, len_size));
-  const size_t start = 8 + len_size;
-  if (bytes.size() - start < header_len) return Bad("truncated header");
-  header = bytes.substr(start, header_len);
-  data = bytes.substr(start + header_len);
-  return absl::OkStatus();
-}
+// Numpy writes headers of a few hundred bytes (max_header_size defaults to
+// 10000 on read); anything far larger is not a shape tuple.
+constexpr size_t kHeaderBytesMax = size_t{1} << 20;
 
 std::string ShapeTuple(const Shape& shape) {
   if (shape.size() == 1) return absl::StrCat("(", shape[0], ",)");
@@ -180,19 +165,45 @@ std::string ShapeTuple(const Shape& shape) {
 
 }  // namespace
 
-absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes) {
-  absl::string_view header_text, data;
-  IPUPOD_RETURN_IF_ERROR(SplitFile(bytes, header_text, data));
-  IPUPOD_ASSIGN_OR_RETURN(Header h, ParseHeader(header_text));
+absl::StatusOr<size_t> NpyHeaderSize(absl::string_view prefix) {
+  if (prefix.size() < 8 || prefix.substr(0, 6) != kMagic) return Bad("missing \\x93NUMPY magic");
+  const int major = static_cast<unsigned char>(prefix[6]);
+  if (major < 1 || major > 3 || prefix[7] != 0) {
+    return Bad(absl::StrCat("format version ", major, ".", static_cast<int>(prefix[7]),
+                            " is not 1.0, 2.0 or 3.0"));
+  }
+  const size_t len_size = major == 1 ? 2 : 4;
+  if (prefix.size() < 8 + len_size) return Bad("truncated header length");
+  const size_t header_len = ReadLittleEndian(prefix.substr(8, len_size));
+  if (header_len > kHeaderBytesMax) {
+    return Bad(absl::StrCat("header length ", header_len, " exceeds ", kHeaderBytesMax,
+                            " bytes (numpy writes a few hundred)"));
+  }
+  return 8 + len_size + header_len;
+}
+
+absl::StatusOr<NpyLayout> ParseNpyHeader(absl::string_view bytes) {
+  IPUPOD_ASSIGN_OR_RETURN(size_t header_size, NpyHeaderSize(bytes));
+  if (bytes.size() < header_size) return Bad("truncated header");
+  const size_t start = bytes[6] == 1 ? 10 : 12;
+  IPUPOD_ASSIGN_OR_RETURN(Header h, ParseHeader(bytes.substr(start, header_size - start)));
   if (*h.fortran_order) return Bad("Fortran-order arrays are not supported; save a C-order array");
   IPUPOD_ASSIGN_OR_RETURN(DType dtype, DTypeFromDescr(*h.descr));
   auto n = CheckedNumElements(dtype, *h.shape);
   if (!n.ok()) return Bad(n.status().message());
-  if (data.size() != static_cast<size_t>(*n) * DTypeSize(dtype)) {
-    return Bad(absl::StrCat("data holds ", data.size(), " bytes; shape ", ShapeTuple(*h.shape),
-                            " of ", *h.descr, " needs ", *n * DTypeSize(dtype)));
+  NpyLayout layout{dtype, *std::move(h.shape), header_size,
+                   static_cast<size_t>(*n) * DTypeSize(dtype)};
+  return layout;
+}
+
+absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes) {
+  IPUPOD_ASSIGN_OR_RETURN(NpyLayout layout, ParseNpyHeader(bytes));
+  const absl::string_view data = bytes.substr(layout.data_offset);
+  if (data.size() != layout.data_bytes) {
+    return Bad(absl::StrCat("data holds ", data.size(), " bytes; shape ", ShapeTuple(layout.shape),
+                            " of ", DescrOf(layout.dtype), " needs ", layout.data_bytes));
   }
-  auto t = Tensor::FromBytes(dtype, *std::move(h.shape), data);
+  auto t = Tensor::FromBytes(layout.dtype, std::move(layout.shape), data);
   if (!t.ok()) return Bad(t.status().message());
   return t;
 }

@@ -9,6 +9,7 @@
 // (...)}), C order only, little-endian dtypes '<f4' (float32), '<i8'
 // (int64), '<i4' (int32) and '|b1' (bool, bytes 0/1), and the data must
 // fill the file exactly - no missing or trailing bytes.
+// Header dicts over 1 MiB are refused (numpy writes a few hundred bytes).
 // Writing produces format 1.0 (2.0 if the header needs it), header padded to
 // a multiple of 64 bytes, as numpy does.
 //
@@ -19,6 +20,7 @@
 #ifndef IPUPOD_TENSOR_NPY_H_
 #define IPUPOD_TENSOR_NPY_H_
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/status.h"
@@ -29,6 +31,20 @@
 namespace ipupod::tensor {
 
 absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes);
+
+// What a .npy header declares, for readers that stream the data (the .npz
+// reader inflates it straight into the tensor).
+struct NpyLayout {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  size_t data_offset = 0;  // bytes of magic, version, header length and header
+  size_t data_bytes = 0;   // element count x dtype size (within kTensorBytesMax)
+};
+// data_offset from the first bytes of a file: 10 suffice for format 1.0, 12
+// for 2.0 and 3.0.
+absl::StatusOr<size_t> NpyHeaderSize(absl::string_view prefix);
+// The layout from the first NpyHeaderSize bytes (more may follow).
+absl::StatusOr<NpyLayout> ParseNpyHeader(absl::string_view bytes);
 absl::StatusOr<Tensor> ReadNpyFile(absl::string_view path);
 
 std::string SerializeNpy(const Tensor& tensor);

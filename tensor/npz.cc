@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -135,59 +136,163 @@ absl::StatusOr<Member> ReadCentral(const Reader& r, uint64_t& pos) {
   return m;
 }
 
-absl::StatusOr<std::string> Inflate(absl::string_view in, uint64_t size, const std::string& name) {
-  std::string out(size, '\0');
-  z_stream z{};
-  if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return absl::InternalError("zlib inflateInit failed");
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));  // zlib's API is not const
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const int rc = inflate(&z, Z_FINISH);
-  const uint64_t produced = z.total_out;
-  inflateEnd(&z);
-  if (rc != Z_STREAM_END || produced != size) {
-    return Malformed(absl::StrCat("member '", name, "' does not inflate to its recorded ", size,
-                                  " bytes (corrupted)"));
+// Deflate spends at least 2 bits on a 258-byte match: no stream expands
+// more than 1032-fold, so a larger declared size is a lie.
+constexpr uint64_t kDeflateRatioMax = 1032;
+constexpr uint64_t kDeflateSlack = 258;
+constexpr size_t kZlibStepMax = size_t{1} << 30;  // zlib counts in 32 bits
+
+// A raw deflate stream, inflated in caller-sized steps: nothing is
+// allocated here, the caller owns every output byte.
+class Inflater {
+ public:
+  explicit Inflater(absl::string_view in) : rest_(in) {
+    ok_ = inflateInit2(&z_, -MAX_WBITS) == Z_OK;
   }
-  return out;
+  ~Inflater() {
+    if (ok_) inflateEnd(&z_);
+  }
+  Inflater(const Inflater&) = delete;
+  Inflater& operator=(const Inflater&) = delete;
+  bool ok() const { return ok_; }
+
+  // Fills out[0, n); false if the stream ends first or is corrupt.
+  bool Fill(char* out, size_t n) {
+    while (n > 0) {
+      const size_t produced = Step(out, std::min(n, kZlibStepMax));
+      if (produced == 0) return false;
+      out += produced;
+      n -= produced;
+    }
+    return true;
+  }
+  // True if the stream ends here without another byte of output.
+  bool AtEnd() {
+    char byte;
+    return Step(&byte, 1) == 0 && ended_;
+  }
+
+ private:
+  // Inflates up to n bytes into out; 0 at the end, on corruption or when
+  // the input runs out.
+  size_t Step(char* out, size_t n) {
+    z_.next_out = reinterpret_cast<Bytef*>(out);
+    z_.avail_out = static_cast<uInt>(n);
+    while (z_.avail_out == n && !ended_) {
+      if (z_.avail_in == 0) {
+        if (rest_.empty()) break;
+        const size_t feed = std::min(rest_.size(), kZlibStepMax);
+        z_.next_in =
+            reinterpret_cast<Bytef*>(const_cast<char*>(rest_.data()));  // zlib is not const
+        z_.avail_in = static_cast<uInt>(feed);
+        rest_.remove_prefix(feed);
+      }
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) ended_ = true;
+      if (rc != Z_OK && rc != Z_STREAM_END) break;
+    }
+    return n - z_.avail_out;
+  }
+
+  z_stream z_{};
+  absl::string_view rest_;
+  bool ok_ = false;
+  bool ended_ = false;
+};
+
+absl::Status InvalidNpy(const std::string& key, const absl::Status& status) {
+  return absl::InvalidArgumentError(absl::StrCat("tensor '", key, "' in .npz: ", status.message()));
 }
 
-absl::StatusOr<std::string> MemberData(const Reader& r, const Member& m) {
+absl::Status CheckCrc(const Member& m, uint32_t crc) {
+  if (crc == m.crc) return absl::OkStatus();
+  return Malformed("CRC mismatch in member '" + m.name + "' (corrupted)");
+}
+
+// Reads `head` up to `n` bytes (n within the declared size).
+bool FillTo(Inflater& z, std::string& head, size_t n, const Member& m) {
+  if (n > m.uncompressed || n < head.size()) return false;
+  const size_t have = head.size();
+  head.resize(n);
+  return z.Fill(head.data() + have, n - have);
+}
+
+// A deflated member: the .npy header first, then its data inflated straight
+// into the tensor, so the member costs its size once, whatever it declares.
+absl::StatusOr<Tensor> InflateNpy(absl::string_view raw, const Member& m, const std::string& key) {
+  const absl::Status corrupt =
+      Malformed(absl::StrCat("member '", m.name, "' does not inflate to its recorded ",
+                             m.uncompressed, " bytes (corrupted)"));
+  Inflater z(raw);
+  if (!z.ok()) return absl::InternalError("zlib inflateInit failed");
+  std::string head;
+  if (!FillTo(z, head, std::min<uint64_t>(8, m.uncompressed), m)) return corrupt;
+  const size_t prefix = head.size() == 8 && head[6] == 1 ? 10 : 12;
+  if (!FillTo(z, head, std::min<uint64_t>(prefix, m.uncompressed), m)) return corrupt;
+  absl::StatusOr<size_t> header_size = NpyHeaderSize(head);
+  if (!header_size.ok()) return InvalidNpy(key, header_size.status());
+  if (!FillTo(z, head, *header_size, m)) return corrupt;
+  absl::StatusOr<NpyLayout> layout = ParseNpyHeader(head);
+  if (!layout.ok()) return InvalidNpy(key, layout.status());
+  if (layout->data_offset + layout->data_bytes != m.uncompressed) {
+    return InvalidNpy(key, absl::InvalidArgumentError(absl::StrCat(
+                               "its header needs ", layout->data_offset + layout->data_bytes,
+                               " bytes but the archive records ", m.uncompressed)));
+  }
+  IPUPOD_ASSIGN_OR_RETURN(Tensor t, Tensor::CreateForOverwrite(layout->dtype, layout->shape));
+  char* data = static_cast<char*>(t.mutable_raw_data());
+  if (!z.Fill(data, layout->data_bytes) || !z.AtEnd()) return corrupt;
+  const absl::string_view bytes = t.bytes();
+  IPUPOD_RETURN_IF_ERROR(
+      CheckCrc(m, crc32_z(crc32_z(0, reinterpret_cast<const Bytef*>(head.data()), head.size()),
+                          reinterpret_cast<const Bytef*>(bytes.data()), bytes.size())));
+  if (t.dtype() == DType::kBool &&
+      std::any_of(bytes.begin(), bytes.end(), [](char c) { return c != 0 && c != 1; })) {
+    return InvalidNpy(key,
+                      absl::InvalidArgumentError("bool tensor holds a byte other than 0 or 1"));
+  }
+  return t;
+}
+
+// Where the member's data starts, checked against the file and its sizes
+// against what its method can produce - before anything is allocated.
+absl::StatusOr<absl::string_view> RawData(const Reader& r, const Member& m) {
   if (!r.Has(m.local_offset, kLocalBytes) || r.At<uint32_t>(m.local_offset) != kLocalSig) {
     return Malformed("bad local header for '" + m.name + "'");
   }
   const uint64_t start = m.local_offset + kLocalBytes + r.At<uint16_t>(m.local_offset + 26) +
                          r.At<uint16_t>(m.local_offset + 28);
   if (!r.Has(start, m.compressed)) return Malformed("member '" + m.name + "' is truncated");
-  const absl::string_view raw = r.Sub(start, m.compressed);
-  std::string data;
-  if (m.method == kStored) {
-    if (m.compressed != m.uncompressed) return Malformed("stored member sizes differ");
-    data = std::string(raw);
-  } else if (m.method == kDeflated) {
-    IPUPOD_ASSIGN_OR_RETURN(data, Inflate(raw, m.uncompressed, m.name));
-  } else {
+  if (m.method == kStored && m.compressed != m.uncompressed) {
+    return Malformed("stored member sizes differ");
+  }
+  if (m.method == kDeflated && (m.compressed > (UINT64_MAX - kDeflateSlack) / kDeflateRatioMax ||
+                                m.uncompressed > m.compressed * kDeflateRatioMax + kDeflateSlack)) {
+    return Malformed(absl::StrCat("member '", m.name, "' declares ", m.uncompressed, " bytes from ",
+                                  m.compressed,
+                                  " compressed bytes, more than deflate can produce"));
+  }
+  if (m.method != kStored && m.method != kDeflated) {
     return Malformed(absl::StrCat("member '", m.name, "' uses compression method ", m.method,
                                   " (only stored and deflated are supported)"));
   }
-  if (crc32_z(0, reinterpret_cast<const Bytef*>(data.data()), data.size()) != m.crc) {
-    return Malformed("CRC mismatch in member '" + m.name + "' (corrupted)");
-  }
-  return data;
+  return r.Sub(start, m.compressed);
 }
 
-absl::StatusOr<NamedTensor> ReadMember(const Reader& r, const Member& m) {
+// `raw`: the member's bytes as RawData checked them.
+absl::StatusOr<NamedTensor> ReadMember(const Member& m, absl::string_view raw) {
   if (!absl::EndsWith(m.name, ".npy")) {
     return Malformed("member '" + m.name + "' is not a .npy file");
   }
-  IPUPOD_ASSIGN_OR_RETURN(std::string data, MemberData(r, m));
   std::string key = m.name.substr(0, m.name.size() - 4);
-  auto tensor = ParseNpy(data);
-  if (!tensor.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", key, "' in .npz: ", tensor.status().message()));
+  if (m.method == kDeflated) {
+    IPUPOD_ASSIGN_OR_RETURN(Tensor t, InflateNpy(raw, m, key));
+    return NamedTensor(std::move(key), std::move(t));
   }
+  IPUPOD_RETURN_IF_ERROR(
+      CheckCrc(m, crc32_z(0, reinterpret_cast<const Bytef*>(raw.data()), raw.size())));
+  auto tensor = ParseNpy(raw);
+  if (!tensor.ok()) return InvalidNpy(key, tensor.status());
   return NamedTensor(std::move(key), *std::move(tensor));
 }
 
@@ -259,16 +364,24 @@ void PutEnd(std::string& out, uint64_t entries, uint64_t cd_offset, uint64_t cd_
 
 }  // namespace
 
-absl::StatusOr<NamedTensors> ParseNpz(absl::string_view bytes) {
+absl::StatusOr<NamedTensors> ParseNpz(absl::string_view bytes, const TensorReadLimits& limits) {
   const Reader r(bytes);
   IPUPOD_ASSIGN_OR_RETURN(Directory dir, ReadDirectory(r));
   NamedTensors out;
+  absl::flat_hash_set<std::string> seen;
+  uint64_t declared = 0;
   uint64_t pos = dir.offset;
   for (uint64_t i = 0; i < dir.entries; ++i) {
     IPUPOD_ASSIGN_OR_RETURN(Member m, ReadCentral(r, pos));
-    IPUPOD_ASSIGN_OR_RETURN(NamedTensor t, ReadMember(r, m));
-    for (const NamedTensor& seen : out) {
-      if (seen.first == t.first) return Malformed("tensor '" + t.first + "' appears twice");
+    IPUPOD_ASSIGN_OR_RETURN(absl::string_view raw, RawData(r, m));  // sizes vs. the file first
+    declared += std::min<uint64_t>(m.uncompressed, UINT64_MAX / 2);
+    if (declared > static_cast<uint64_t>(limits.bytes_max)) {
+      return internal::OverReadLimit(absl::StrCat(".npz members declare ", declared, " bytes"),
+                                     limits);
+    }
+    IPUPOD_ASSIGN_OR_RETURN(NamedTensor t, ReadMember(m, raw));
+    if (!seen.insert(t.first).second) {
+      return Malformed("tensor '" + t.first + "' appears twice");
     }
     out.push_back(std::move(t));
   }

@@ -270,7 +270,8 @@ absl::StatusOr<DType> DTypeOf(const OnnxTensor& p) {
 }
 
 // External data: {location, offset, length} relative to model_dir.
-absl::StatusOr<std::string> ReadExternal(const OnnxTensor& p, absl::string_view model_dir) {
+absl::StatusOr<std::string> ReadExternal(const OnnxTensor& p, absl::string_view model_dir,
+                                         const TensorReadLimits& limits) {
   std::string location;
   uint64_t offset = 0;
   int64_t length = -1;
@@ -302,6 +303,10 @@ absl::StatusOr<std::string> ReadExternal(const OnnxTensor& p, absl::string_view 
   if (offset > size) return BadTensor(p, "external data offset lies past the end of its file");
   const uint64_t n = length < 0 ? size - offset : static_cast<uint64_t>(length);
   if (n > size - offset) return BadTensor(p, "external data runs past the end of its file");
+  if (n > static_cast<uint64_t>(limits.bytes_max)) {
+    return internal::OverReadLimit(
+        absl::StrCat("external data of initializer '", p.name, "' holds ", n, " bytes"), limits);
+  }
   std::string data(n, '\0');
   file.seekg(static_cast<std::streamoff>(offset));
   if (!file.read(data.data(), static_cast<std::streamsize>(n))) {
@@ -310,13 +315,16 @@ absl::StatusOr<std::string> ReadExternal(const OnnxTensor& p, absl::string_view 
   return data;
 }
 
+// The counts are checked before the tensor is allocated: dims alone must
+// not buy memory.
 template <typename Src, typename Dst, typename Field>
 absl::StatusOr<Tensor> FromField(DType dtype, Shape shape, const Field& field) {
-  IPUPOD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(dtype, std::move(shape)));
-  if (static_cast<int64_t>(field.size()) != t.num_elements()) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(dtype, shape));
+  if (static_cast<int64_t>(field.size()) != n) {
     return absl::InvalidArgumentError(
-        absl::StrCat("holds ", field.size(), " values but its shape needs ", t.num_elements()));
+        absl::StrCat("holds ", field.size(), " values but its shape needs ", n));
   }
+  IPUPOD_ASSIGN_OR_RETURN(Tensor t, Tensor::CreateForOverwrite(dtype, std::move(shape)));
   Dst* out = t.mutable_data<Dst>();
   for (size_t i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(static_cast<Src>(field[i]));
   return t;
@@ -324,11 +332,12 @@ absl::StatusOr<Tensor> FromField(DType dtype, Shape shape, const Field& field) {
 
 // float64 raw bytes narrowed to float32.
 absl::StatusOr<Tensor> FromDoubleBytes(Shape shape, absl::string_view raw) {
-  IPUPOD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(DType::kFloat32, shape));
-  if (raw.size() != static_cast<size_t>(t.num_elements()) * 8) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(DType::kFloat32, shape));
+  if (raw.size() != static_cast<size_t>(n) * 8) {
     return absl::InvalidArgumentError(
-        absl::StrCat("holds ", raw.size(), " bytes but its shape needs ", t.num_elements() * 8));
+        absl::StrCat("holds ", raw.size(), " bytes but its shape needs ", n * 8));
   }
+  IPUPOD_ASSIGN_OR_RETURN(Tensor t, Tensor::CreateForOverwrite(DType::kFloat32, shape));
   float* out = t.mutable_data<float>();
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     double v;
@@ -353,14 +362,15 @@ absl::StatusOr<Tensor> FromTypedFields(const OnnxTensor& p, Shape shape) {
   }
 }
 
-absl::StatusOr<Tensor> TensorFromProto(const OnnxTensor& p, absl::string_view model_dir) {
+absl::StatusOr<Tensor> TensorFromProto(const OnnxTensor& p, absl::string_view model_dir,
+                                       const TensorReadLimits& limits) {
   IPUPOD_ASSIGN_OR_RETURN(DType dtype, DTypeOf(p));
   Shape shape(p.dims.begin(), p.dims.end());
   absl::StatusOr<Tensor> t;
   if (p.data_location == kLocationExternal || p.has_raw_data) {
     std::string external;
     if (p.data_location == kLocationExternal) {
-      IPUPOD_ASSIGN_OR_RETURN(external, ReadExternal(p, model_dir));
+      IPUPOD_ASSIGN_OR_RETURN(external, ReadExternal(p, model_dir, limits));
     }
     const absl::string_view raw = p.has_raw_data ? absl::string_view(p.raw_data) : external;
     t = p.data_type == kOnnxDouble ? FromDoubleBytes(shape, raw)
@@ -377,7 +387,8 @@ absl::StatusOr<Tensor> TensorFromProto(const OnnxTensor& p, absl::string_view mo
 }  // namespace
 
 absl::StatusOr<NamedTensors> ParseOnnxInitializers(absl::string_view model_bytes,
-                                                   absl::string_view model_dir) {
+                                                   absl::string_view model_dir,
+                                                   const TensorReadLimits& limits) {
   std::vector<OnnxTensor> initializers;
   if (model_bytes.size() > static_cast<size_t>(INT_MAX) || !ReadModel(model_bytes, initializers)) {
     return absl::InvalidArgumentError(
@@ -385,8 +396,14 @@ absl::StatusOr<NamedTensors> ParseOnnxInitializers(absl::string_view model_bytes
         "written by torch.onnx.export or onnx.save");
   }
   NamedTensors out;
+  int64_t decoded = 0;
   for (const OnnxTensor& p : initializers) {
-    IPUPOD_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(p, model_dir));
+    IPUPOD_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(p, model_dir, limits));
+    decoded += static_cast<int64_t>(t.byte_size());
+    if (decoded > limits.bytes_max) {
+      return internal::OverReadLimit(
+          absl::StrCat("ONNX initializers decode to ", decoded, " bytes or more"), limits);
+    }
     out.emplace_back(p.name, std::move(t));
   }
   return out;

@@ -153,6 +153,36 @@ absl::StatusOr<NamedTensor> ReadEntry(const Entry& e, absl::string_view data) {
   return NamedTensor(e.name, *std::move(t));
 }
 
+// Bytes an entry decodes to (F16/BF16 widen to float32, F64 narrows); its
+// file bytes for a dtype ReadEntry will refuse.
+uint64_t DecodedBytes(const Entry& e) {
+  const SafeDType* d = FindDType(e.dtype);
+  const uint64_t n = e.end - e.begin;
+  return d == nullptr ? n : n / d->file_size * DTypeSize(d->dtype);
+}
+
+// The regions must tile the data exactly, and decode within the limit.
+absl::Status CheckLayout(const std::vector<Entry>& entries, uint64_t data_size,
+                         const TensorReadLimits& limits) {
+  uint64_t next = 0, decoded = 0;
+  for (const Entry& e : entries) {
+    if (e.begin != next || e.end > data_size) {
+      return Malformed(absl::StrCat("tensor '", e.name, "' data_offsets [", e.begin, ", ", e.end,
+                                    "] leave a hole, overlap or pass the end of the data"));
+    }
+    next = e.end;
+    decoded += DecodedBytes(e);
+    if (decoded > static_cast<uint64_t>(limits.bytes_max)) {
+      return internal::OverReadLimit(
+          absl::StrCat(".safetensors tensors decode to ", decoded, " bytes or more"), limits);
+    }
+  }
+  if (next != data_size) {
+    return Malformed(absl::StrCat(data_size - next, " data bytes follow the last tensor"));
+  }
+  return absl::OkStatus();
+}
+
 const char* SafeName(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:
@@ -169,7 +199,8 @@ const char* SafeName(DType dtype) {
 
 }  // namespace
 
-absl::StatusOr<NamedTensors> ParseSafetensors(absl::string_view bytes) {
+absl::StatusOr<NamedTensors> ParseSafetensors(absl::string_view bytes,
+                                              const TensorReadLimits& limits) {
   if (bytes.size() < 8) return Malformed("shorter than its 8-byte header length");
   uint64_t n;
   std::memcpy(&n, bytes.data(), 8);
@@ -179,19 +210,11 @@ absl::StatusOr<NamedTensors> ParseSafetensors(absl::string_view bytes) {
   }
   IPUPOD_ASSIGN_OR_RETURN(std::vector<Entry> entries, ParseHeader(bytes.substr(8, n)));
   const absl::string_view data = bytes.substr(8 + n);
-  uint64_t next = 0;
+  IPUPOD_RETURN_IF_ERROR(CheckLayout(entries, data.size(), limits));
   NamedTensors out;
   for (const Entry& e : entries) {
-    if (e.begin != next || e.end > data.size()) {
-      return Malformed(absl::StrCat("tensor '", e.name, "' data_offsets [", e.begin, ", ", e.end,
-                                    "] leave a hole, overlap or pass the end of the data"));
-    }
-    next = e.end;
     IPUPOD_ASSIGN_OR_RETURN(NamedTensor t, ReadEntry(e, data));
     out.push_back(std::move(t));
-  }
-  if (next != data.size()) {
-    return Malformed(absl::StrCat(data.size() - next, " data bytes follow the last tensor"));
   }
   return out;
 }

@@ -1,5 +1,6 @@
 #include "tensor/tensor_files.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -17,11 +18,27 @@ namespace {
 
 namespace fs = std::filesystem;
 
-absl::StatusOr<std::string> ReadFile(absl::string_view path) {
-  std::ifstream file(std::string(path), std::ios::binary | std::ios::ate);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot open '", path, "': no such file"));
+// The whole file, if it is a regular file within the limit's size.
+absl::StatusOr<std::string> ReadFile(absl::string_view path, const TensorReadLimits& limits) {
+  const std::string p(path);
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);
+  if (!fs::exists(st))
+    return absl::NotFoundError(absl::StrCat("cannot open '", path, "': no such file"));
+  if (!fs::is_regular_file(st)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a regular file (",
+                     fs::is_directory(st) ? "a directory" : "a device, pipe or socket",
+                     "); pass a tensor file"));
+  }
+  std::ifstream file(p, std::ios::binary | std::ios::ate);
+  if (!file)
+    return absl::InternalError(absl::StrCat("cannot open '", path, "': ", std::strerror(errno)));
   const std::streamoff size = file.tellg();
   if (size < 0) return absl::InternalError(absl::StrCat("cannot read '", path, "'"));
+  if (size > kTensorFileOverheadMax && size - kTensorFileOverheadMax > limits.bytes_max) {
+    return internal::OverReadLimit(absl::StrCat("'", path, "' holds ", size, " bytes"), limits);
+  }
   std::string bytes(static_cast<size_t>(size), '\0');
   file.seekg(0);
   if (!file.read(bytes.data(), size)) {
@@ -35,6 +52,14 @@ absl::Status InFile(absl::string_view path, const absl::Status& status) {
 }
 
 }  // namespace
+
+namespace internal {
+absl::Status OverReadLimit(absl::string_view what, const TensorReadLimits& limits) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, ", over the limit of ", limits.bytes_max,
+                   " bytes for one tensor file; split the tensors across smaller files"));
+}
+}  // namespace internal
 
 absl::StatusOr<TensorFileFormat> TensorFileFormatOf(absl::string_view path) {
   if (absl::EndsWith(path, ".npz")) return TensorFileFormat::kNpz;
@@ -64,20 +89,21 @@ absl::Status WriteFileAtomically(absl::string_view path, absl::string_view bytes
   return absl::OkStatus();
 }
 
-absl::StatusOr<NamedTensors> ReadTensorFile(absl::string_view path) {
+absl::StatusOr<NamedTensors> ReadTensorFile(absl::string_view path,
+                                            const TensorReadLimits& limits) {
   IPUPOD_ASSIGN_OR_RETURN(TensorFileFormat format, TensorFileFormatOf(path));
-  IPUPOD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  IPUPOD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, limits));
   absl::StatusOr<NamedTensors> tensors;
   switch (format) {
     case TensorFileFormat::kNpz:
-      tensors = ParseNpz(bytes);
+      tensors = ParseNpz(bytes, limits);
       break;
     case TensorFileFormat::kSafetensors:
-      tensors = ParseSafetensors(bytes);
+      tensors = ParseSafetensors(bytes, limits);
       break;
     case TensorFileFormat::kOnnx: {
       const fs::path dir = fs::path(std::string(path)).parent_path();
-      tensors = ParseOnnxInitializers(bytes, dir.empty() ? "." : dir.string());
+      tensors = ParseOnnxInitializers(bytes, dir.empty() ? "." : dir.string(), limits);
       break;
     }
   }

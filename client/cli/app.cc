@@ -136,7 +136,7 @@ int Dispatch(Context& ctx, const Selection& selection, SplitArgs& split) {
   if (!options.ok()) return ctx.UsageError(options.status().message());
   ctx.set_options(*std::move(options));
   ctx.set_command(std::move(split.command));
-  return selection.run(ctx);
+  return RunGuarded(ctx, selection.run);
 }
 
 }  // namespace

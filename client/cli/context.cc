@@ -1,5 +1,8 @@
 #include "client/cli/context.h"
 
+#include <exception>
+#include <new>
+
 #include <grpc/grpc.h>
 
 #include "absl/strings/str_cat.h"
@@ -69,6 +72,28 @@ void Context::Note(const Json& doc, absl::string_view text) {
     err_ << text;
   }
   err_.flush();
+}
+
+int RunGuarded(Context& ctx, const Runner& run) {
+  absl::Status failure;
+  try {
+    return run(ctx);
+  } catch (const std::bad_alloc&) {
+    failure = absl::InternalError(
+        "out of memory (std::bad_alloc); free memory or use smaller files, and report this "
+        "if a file made ipupod allocate more than its size suggests");
+  } catch (const std::exception& e) {
+    failure = absl::InternalError(
+        absl::StrCat("unexpected error: ", e.what(), "; please report this as an ipupod bug"));
+  } catch (...) {
+    failure = absl::InternalError(
+        "unexpected error of unknown type; please report this as an ipupod bug");
+  }
+  try {
+    return ctx.Fail(failure);
+  } catch (...) {  // not even the report could be written (out of memory)
+    return kExitOther;
+  }
 }
 
 }  // namespace ipupod::cli

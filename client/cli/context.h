@@ -83,6 +83,12 @@ class Context {
 // A command to run once parsing is complete.
 using Runner = std::function<int(Context&)>;
 
+// Runs `run`; an exception that escapes it (std::bad_alloc, another
+// std::exception, anything) is the last-resort INTERNAL error: reported
+// through ctx.Fail (the JSON error document with --json) with exit code 1
+// (kExitOther), never an abort.
+int RunGuarded(Context& ctx, const Runner& run);
+
 }  // namespace ipupod::cli
 
 #endif  // IPUPOD_CLIENT_CLI_CONTEXT_H_

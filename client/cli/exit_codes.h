@@ -6,7 +6,9 @@
 //   code  meaning                                   from
 //   ----  ----------------------------------------  ---------------------------------
 //     0   success
-//     1   other or internal error                   UNKNOWN, INTERNAL, UNIMPLEMENTED, ...
+//     1   other or internal error                   UNKNOWN, INTERNAL, UNIMPLEMENTED, ...;
+//                                                   an exception escaping a command
+//                                                   (RunGuarded: std::bad_alloc, ...)
 //     2   usage error (bad command line)            parse errors, bad numbers
 //     3   not found                                 NOT_FOUND
 //     4   not allowed / not authenticated           PERMISSION_DENIED, UNAUTHENTICATED

@@ -2,11 +2,16 @@
 // a server), help, JSON error documents and the unreachable-server path.
 #include "client/cli/app.h"
 
+#include <new>
 #include <sstream>
+#include <stdexcept>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "client/cli/context.h"
+#include "client/cli/exit_codes.h"
 
 namespace ipupod::cli {
 namespace {
@@ -161,6 +166,28 @@ TEST(AppTest, UnusableTokenIsRefusedBeforeSending) {
   Result r = Ipupod({"--server", "127.0.0.1:1", "--token", std::string(10000, 'x'), "info"});
   EXPECT_EQ(r.code, 4);
   EXPECT_THAT(r.err, HasSubstr("not a valid ipupod token"));
+}
+
+// Whatever escapes a command is the documented internal error (exit 1) with
+// the JSON error document, never std::terminate's exit 134.
+TEST(AppTest, AnExceptionInACommandIsAnInternalErrorNotAnAbort) {
+  EnvLookup no_env = [](absl::string_view) -> std::optional<std::string> { return std::nullopt; };
+  for (const Runner& throwing : std::vector<Runner>{
+           [](Context&) -> int { throw std::bad_alloc(); },
+           [](Context&) -> int { throw std::runtime_error("boom"); },
+           [](Context&) -> int { throw 42; },
+       }) {
+    std::ostringstream out, err;
+    Context ctx(out, err, no_env);
+    ctx.flags().json = true;
+    EXPECT_EQ(RunGuarded(ctx, throwing), kExitOther);
+    nlohmann::json doc = nlohmann::json::parse(out.str());
+    EXPECT_EQ(doc["error"]["code"], "INTERNAL") << out.str();
+  }
+  std::ostringstream out, err;
+  Context ctx(out, err, no_env);
+  EXPECT_EQ(RunGuarded(ctx, [](Context&) -> int { throw std::bad_alloc(); }), kExitOther);
+  EXPECT_THAT(err.str(), HasSubstr("out of memory"));
 }
 
 }  // namespace

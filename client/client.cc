@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/grpc_status.h"
 #include "common/sync.h"  // header only: absl::Mutex as TSan sees it
+#include "common/user_name.h"
 
 namespace ipupod::client {
 namespace {
@@ -50,11 +51,9 @@ absl::Status CheckIdentity(const ClientOptions& options) {
                      " bytes) is not a valid ipupod token: tokens are at most ", kTokenBytesMax,
                      " visible ASCII characters; check --token / IPUPOD_TOKEN"));
   }
-  if (options.token.empty() &&
-      (options.user.size() > kUserBytesMax || !PrintableAscii(options.user, true))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("user name '", options.user.substr(0, 64), "' cannot be sent: use at most ",
-                     kUserBytesMax, " printable ASCII characters (--user / IPUPOD_USER / USER)"));
+  // The server's own rule and message: a name it would refuse is not sent.
+  if (options.token.empty() && !options.user.empty() && !IsValidUserName(options.user)) {
+    return absl::InvalidArgumentError(InvalidUserNameMessage(options.user));
   }
   return absl::OkStatus();
 }

@@ -104,7 +104,6 @@ namespace v1 = ::ipupod::v1;
 inline constexpr absl::string_view kDefaultServer = "127.0.0.1:50051";
 // Metadata must fit gRPC's default 8 KiB header limit with room to spare.
 inline constexpr size_t kTokenBytesMax = 4096;
-inline constexpr size_t kUserBytesMax = 256;
 
 struct ClientOptions {
   std::string server = std::string(kDefaultServer);  // HOST:PORT (or unix:PATH)
@@ -133,9 +132,9 @@ class Client {
  public:
   // Creates the channel; does not wait for the server (the first call reports
   // an unreachable server). INVALID_ARGUMENT for an empty server address, a
-  // non-positive timeout or a user name that cannot travel in metadata
-  // (printable ASCII only); UNAUTHENTICATED for a token no server accepts
-  // (longer than kTokenBytesMax, or not visible ASCII).
+  // non-positive timeout or, without a token, a user name the server would
+  // refuse (common/user_name.h: its rule and message); UNAUTHENTICATED for a token no server
+  // accepts (longer than kTokenBytesMax, or not visible ASCII).
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
 
   Client(const Client&) = delete;

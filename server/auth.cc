@@ -3,15 +3,14 @@
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/user_name.h"
 
 namespace ipupod::server {
 namespace {
 
 constexpr absl::string_view kBearer = "bearer ";
-constexpr size_t kShownNameMax = 80;
 
 absl::string_view View(const grpc::string_ref& ref) { return {ref.data(), ref.size()}; }
 
@@ -65,10 +64,7 @@ absl::StatusOr<scheduler::Caller> FromUserName(const AuthPolicy& policy, const M
   }
   absl::string_view name = values[0];
   if (!IsValidUserName(name)) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "user name \"", absl::CHexEscape(name.substr(0, kShownNameMax)),
-        name.size() > kShownNameMax ? "..." : "",
-        "\" is not valid: use 1-64 characters from A-Z a-z 0-9 . _ - @ (pass --user NAME)"));
+    return absl::UnauthenticatedError(InvalidUserNameMessage(name));
   }
   bool admin = std::find(policy.open_mode_admins.begin(), policy.open_mode_admins.end(), name) !=
                policy.open_mode_admins.end();

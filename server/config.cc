@@ -311,17 +311,6 @@ absl::Status ValidateLogLevel(absl::string_view level) {
                                                  absl::StrJoin(kLogLevels, ", ")));
 }
 
-bool IsValidUserName(absl::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
-        c != '@') {
-      return false;
-    }
-  }
-  return true;
-}
-
 absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view listen) {
   auto bad = [&] {
     return absl::InvalidArgumentError(

@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/user_name.h"
 #include "device/pod_config.h"
 #include "scheduler/scheduler.h"
 
@@ -96,8 +97,8 @@ absl::StatusOr<ServerConfig> LoadConfigFile(const std::string& path);
 absl::StatusOr<device::PodConfig> ParsePod(absl::string_view text);
 // One of trace, debug, info, warn, error, critical, off.
 absl::Status ValidateLogLevel(absl::string_view level);
-// A user name: 1..64 characters from [A-Za-z0-9._@-].
-bool IsValidUserName(absl::string_view name);
+// A user name: IsValidUserName of common/user_name.h (1..64 characters
+// from [A-Za-z0-9._@-]), the rule the client library checks too.
 
 struct ListenAddress {
   std::string host;  // without brackets: "127.0.0.1", "::1", "localhost"

@@ -168,6 +168,19 @@ TEST(AppTest, UnusableTokenIsRefusedBeforeSending) {
   EXPECT_THAT(r.err, HasSubstr("not a valid ipupod token"));
 }
 
+// The server refuses names over 64 characters; the CLI sent 256 before
+// finding out (exit 8 here, with no server). Now it refuses them itself,
+// with the server's message, before connecting.
+TEST(AppTest, UserNamesTheServerWouldRefuseAreRefusedBeforeSending) {
+  Result r = Ipupod({"--server", "127.0.0.1:1", "--user", std::string(65, 'u'), "info"});
+  EXPECT_EQ(r.code, 9) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("is not valid: use 1-64 characters from A-Z a-z 0-9 . _ - @"));
+  Result json = Ipupod({"--json", "--server", "127.0.0.1:1", "--user", "a b", "info"});
+  EXPECT_EQ(json.code, 9);
+  EXPECT_THAT(nlohmann::json::parse(json.out)["error"]["message"].get<std::string>(),
+              HasSubstr("user name \"a b\" is not valid"));
+}
+
 // Whatever escapes a command is the documented internal error (exit 1) with
 // the JSON error document, never std::terminate's exit 134.
 TEST(AppTest, AnExceptionInACommandIsAnInternalErrorNotAnAbort) {

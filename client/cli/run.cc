@@ -600,9 +600,26 @@ int RunAttached(Context& ctx, client::Client& client, RunArgs args, const RunFil
   return code;
 }
 
+// Every file the run will write can be written: found now, not after the
+// run (nothing is left behind by the check).
+absl::Status CheckOutputsWritable(const RunArgs& args) {
+  const TrainArgs& t = args.training;
+  for (const auto& [what, path] :
+       {std::pair<const char*, const std::string*>{"--outputs", &args.outputs},
+        {"--save-weights", &args.save_weights},
+        {"--checkpoint", &t.checkpoint},
+        {"--save-model", &t.save_model}}) {
+    if (!path->empty()) IPUPOD_RETURN_IF_ERROR(client::CheckWritablePath(*path, what));
+  }
+  return absl::OkStatus();
+}
+
 int RunRun(Context& ctx, const RunArgs& args) {
   if (absl::Status names = CheckOutputNames(args); !names.ok()) {
     return ctx.UsageError(names.message());
+  }
+  if (absl::Status writable = CheckOutputsWritable(args); !writable.ok()) {
+    return ctx.Fail(writable);
   }
   absl::StatusOr<RunFiles> files = ReadRunFiles(args);
   if (!files.ok()) return ctx.Fail(files.status());

@@ -16,6 +16,7 @@
 #include "tensor/tensor_files.h"
 #include "tests/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
+#include "tests/support/hostile_files.h"
 
 namespace ipupod::testing {
 namespace {
@@ -246,6 +247,78 @@ TEST_F(RunTest, MissingFilesExit3AndBadOutputNamesExit2) {
       Cli({"run", model_, "--inputs", Path("in.npz"), "--outputs", Path("out.npz")});
   EXPECT_EQ(not_ipx.exit_code, 9) << not_ipx.err;
   EXPECT_NE(not_ipx.err.find("ipupod compile"), std::string::npos) << not_ipx.err;
+}
+
+// Hostile --inputs: a zip64 member claiming 2^62 bytes aborted the CLI
+// with std::bad_alloc (exit 134, no JSON); a 4 GB claim in under 200 bytes
+// touched 4 GB. Both are exit 9 with the JSON error document now.
+TEST_F(RunTest, HostileInputFilesEndInAJsonErrorNotAnAbort) {
+  uint32_t crc = 0;
+  test_support::ZipMember m;
+  m.data = test_support::DeflateZeros(test_support::NpyHeader(4), 16, crc);
+  m.crc = crc;
+  m.zip64 = true;
+  m.uncompressed = uint64_t{1} << 62;
+  WriteBytes(Path("in.npz"), test_support::Zip(m));
+  CliResult lying = Run({"--json"});
+  EXPECT_EQ(lying.exit_code, 9) << lying.err;
+  EXPECT_NE(
+      lying.json()["error"]["message"].get<std::string>().find("more than deflate can produce"),
+      std::string::npos)
+      << lying.out;
+  m.zip64 = false;
+  m.uncompressed = 0xfffffff0u;
+  WriteBytes(Path("in.npz"), test_support::Zip(m));
+  CliResult tiny = Run({"--json"});
+  EXPECT_EQ(tiny.exit_code, 9) << tiny.err;
+  EXPECT_NE(tiny.out.find("in.npz"), std::string::npos) << tiny.out;
+  EXPECT_TRUE(PodIdle());
+}
+
+// `run /dev/null` said "does not exist"; it says what the file is.
+TEST_F(RunTest, RunOfWhatIsNotAnExecutableSaysWhatItIs) {
+  const std::vector<std::string> rest = {"--inputs", Path("in.npz"), "--outputs", Path("out.npz")};
+  std::vector<std::string> args = {"run", "/dev/null"};
+  args.insert(args.end(), rest.begin(), rest.end());
+  CliResult device = Cli(args);
+  EXPECT_EQ(device.exit_code, 9) << device.err;
+  EXPECT_NE(device.err.find("executable '/dev/null' is a character device, not a regular file"),
+            std::string::npos)
+      << device.err;
+  WriteBytes(Path("empty.ipx"), "");
+  args[1] = Path("empty.ipx");
+  CliResult empty = Cli(args);
+  EXPECT_EQ(empty.exit_code, 9) << empty.err;
+  EXPECT_NE(empty.err.find("is empty (0 bytes)"), std::string::npos) << empty.err;
+  args[1] = dir_.path();
+  CliResult directory = Cli(args);
+  EXPECT_EQ(directory.exit_code, 9) << directory.err;
+  EXPECT_NE(directory.err.find("is a directory"), std::string::npos) << directory.err;
+}
+
+// An --outputs that cannot be written was found only after the whole run.
+TEST_F(RunTest, UnwritableOutputsAreRefusedBeforeAttaching) {
+  const auto run_to = [&](const std::string& outputs) {
+    return Cli({"run", Path("mlp.ipx"), "--inputs", Path("in.npz"), "--outputs", outputs});
+  };
+  const std::string absent = Path("no/such/dir/out.npz");
+  CliResult missing = run_to(absent);
+  EXPECT_EQ(missing.exit_code, 3) << missing.err;
+  EXPECT_NE(missing.err.find("cannot write --outputs '" + absent + "': directory"),
+            std::string::npos)
+      << missing.err;
+  EXPECT_EQ(missing.err.find("attached session"), std::string::npos) << missing.err;
+  std::filesystem::create_directories(Path("taken.npz"));
+  CliResult directory = run_to(Path("taken.npz"));
+  EXPECT_EQ(directory.exit_code, 9) << directory.err;
+  EXPECT_NE(directory.err.find("it is a directory"), std::string::npos) << directory.err;
+  EXPECT_EQ(directory.err.find("attached session"), std::string::npos) << directory.err;
+  // A run that can write leaves no trace of the check.
+  ASSERT_EQ(Run().exit_code, 0);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".ipupod-write-check"), std::string::npos)
+        << entry.path();
+  }
 }
 
 TEST_F(RunTest, UnknownWeightIsRefusedByTheServer) {

@@ -21,3 +21,18 @@ elseif(IPUPOD_SANITIZE STREQUAL "thread")
 elseif(IPUPOD_SANITIZE)
   message(FATAL_ERROR "IPUPOD_SANITIZE must be empty, 'address' or 'thread'")
 endif()
+
+# IPUPOD_FUZZ=ON (fuzz/): every object gets libFuzzer's coverage
+# instrumentation (fuzzer-no-link; the fuzz targets link -fsanitize=fuzzer)
+# and ASan + UBSan, at the same -O1 -g1.
+if(IPUPOD_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "IPUPOD_FUZZ needs clang: -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  if(IPUPOD_SANITIZE)
+    message(FATAL_ERROR "IPUPOD_FUZZ brings its own sanitizers; leave IPUPOD_SANITIZE empty")
+  endif()
+  add_compile_options(-O1 -g1 -fsanitize=fuzzer-no-link,address,undefined
+                      -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

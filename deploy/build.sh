@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds one build directory.
 #   deploy/build.sh [BUILD_DIR] [extra cmake args...]
-# Default BUILD_DIR is ./build (RelWithDebInfo, gcc). Uses Ninja when present,
+# Default BUILD_DIR is ./build (RelWithDebInfo, gcc). $IPUPOD_BUILD_TARGET, when
+# set, builds only that target (fuzz/run.sh: the fuzz targets). Uses Ninja when present,
 # and ccache when present: a warm machine (a second CI run, a developer's
 # rebuild in another checkout) recompiles only what changed. CCACHE_BASEDIR
 # makes cache entries independent of where the checkout lives.
@@ -21,4 +22,4 @@ if command -v ccache >/dev/null 2>&1; then
   export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 fi
 cmake -S . -B "$dir" "${gen[@]}" "${launcher[@]}" -DIPUPOD_WERROR=ON "$@" >/dev/null
-cmake --build "$dir" --parallel "$(nproc)"
+cmake --build "$dir" --parallel "$(nproc)" ${IPUPOD_BUILD_TARGET:+--target "$IPUPOD_BUILD_TARGET"}

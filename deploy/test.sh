@@ -8,6 +8,8 @@
 #                   every test but parity
 #   3. build-tsan/  clang (-Wthread-safety), ThreadSanitizer: the tests labelled
 #                   `concurrency` and `integration`
+#   4. build-fuzz/  clang, -DIPUPOD_FUZZ=ON: every libFuzzer target of fuzz/ for
+#                   20 s from its checked-in corpus (docs/fuzzing.md)
 # Warnings are errors in every stage (deploy/build.sh). Builds go through ccache
 # when it is installed, so a warm machine recompiles only what changed.
 # IPUPOD_TEST_QUICK=1 runs only stages 0 and 1 (for local iteration).
@@ -49,5 +51,8 @@ stage "3/3: build (clang, ThreadSanitizer, -Wthread-safety)" bash deploy/build.s
   "-DIPUPOD_TEST_LABELS=concurrency;integration"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
   stage "3/3: concurrency and integration tests under TSan" run_ctest build-tsan -L "concurrency|integration"
+
+stage "4/4: fuzz (clang, libFuzzer + ASan + UBSan): build, then 20 s per target" \
+  bash fuzz/run.sh 20
 
 echo "== all stages: $((SECONDS - t_all)) s"

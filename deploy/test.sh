@@ -52,7 +52,7 @@ stage "3/3: build (clang, ThreadSanitizer, -Wthread-safety)" bash deploy/build.s
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
   stage "3/3: concurrency and integration tests under TSan" run_ctest build-tsan -L "concurrency|integration"
 
-stage "4/4: fuzz (clang, libFuzzer + ASan + UBSan): build, then 20 s per target" \
+stage "4: fuzz (clang, libFuzzer + ASan + UBSan): build, then 20 s per target" \
   bash fuzz/run.sh 20
 
 echo "== all stages: $((SECONDS - t_all)) s"

@@ -157,6 +157,10 @@ absl::StatusOr<Shape> ReshapeTarget(const Shape& in, const std::vector<int64_t>&
       return absl::InvalidArgumentError(absl::StrCat("shape has dim ", d));
     }
     out[i] = d;
+    if (d != 0 && known > kernels::kElementsMax / d) {  // the product would overflow
+      return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeString(in), " to ",
+                                                     ShapeString(spec), ": too many elements"));
+    }
     known *= d;
   }
   IPUPOD_ASSIGN_OR_RETURN(int64_t total, kernels::NumElements(in));

@@ -499,6 +499,17 @@ TEST(OnnxImportTest, FoldingMaterialisesNoMoreThanItsBudget) {
   EXPECT_EQ(none->nodes.size(), 3u);
 }
 
+TEST(OnnxImportTest, ReshapeToTooManyElementsIsRefused) {
+  // Each dim is within the element bound; their product overflows int64 (found by fuzzing).
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {4}).Output("y", kFloat);
+  b.Ints("shape", {2}, {int64_t{549755813890}, int64_t{51539611648}});
+  b.Node("Reshape", {"x", "shape"}, {"y"});
+  auto graph = ImportOnnx(b.Bytes());
+  EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(graph.status().message(), HasSubstr("too many elements"));
+}
+
 TEST(OnnxImportTest, ACancelledImportStopsWithCancelled) {
   int polls = 0;
   FoldOptions options;

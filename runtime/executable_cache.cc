@@ -1,5 +1,6 @@
 #include "runtime/executable_cache.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -10,48 +11,120 @@
 #include "compiler/report.h"
 
 namespace ipupod::runtime {
+namespace {
+
+absl::Status LargerThanTheCache(int64_t size, int64_t max_bytes) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the executable is ", FormatBytesFixed(size), " but the executable cache holds at most ",
+      FormatBytesFixed(max_bytes), "; restart ipupodd with a larger --executable-cache-mb"));
+}
+
+}  // namespace
 
 ExecutableCache::ExecutableCache(int64_t max_bytes) : max_bytes_(max_bytes) {}
 
-absl::StatusOr<CachedExecutable> ExecutableCache::Put(absl::string_view ipx_bytes) {
-  const int64_t size = static_cast<int64_t>(ipx_bytes.size());
-  if (size > max_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the executable is ", FormatBytesFixed(size),
-        " but the executable cache holds at "
-        "most ",
-        FormatBytesFixed(max_bytes_), "; restart ipupodd with a larger --executable-cache-mb"));
+// ---------------------------------------------------------------- uploads
+
+ExecutableCache::Upload::~Upload() { cache_->Uncharge(charged_); }
+
+// Grows by doubling (never past the declared size), so an upload holds at
+// most twice what arrived and never what was only promised.
+absl::Status ExecutableCache::Upload::Append(absl::string_view chunk) {
+  const int64_t need = static_cast<int64_t>(bytes_.size() + chunk.size());
+  if (need > charged_) {
+    const int64_t grown = std::max(need, std::min(2 * charged_, declared_));
+    IPUPOD_RETURN_IF_ERROR(cache_->Charge(grown - charged_));
+    charged_ = grown;
+    bytes_.reserve(static_cast<size_t>(grown));
   }
+  bytes_.append(chunk.data(), chunk.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ExecutableCache::Upload>> ExecutableCache::StartUpload(
+    int64_t declared_bytes) {
+  if (declared_bytes > kExecutableBytesMax) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the upload declares ", FormatBytesFixed(declared_bytes),
+        ", more than any executable can be (at most ", FormatBytesFixed(kExecutableBytesMax),
+        ": a 2 GiB model and 1 GiB of metadata); declare the .ipx file's real size"));
+  }
+  if (declared_bytes > max_bytes_) return LargerThanTheCache(declared_bytes, max_bytes_);
+  sync::MutexLock lock(&mu_);
+  if (in_flight_bytes_ + declared_bytes > max_bytes_) return UploadsHoldTheRest(declared_bytes);
+  return std::unique_ptr<Upload>(new Upload(this, declared_bytes));
+}
+
+absl::Status ExecutableCache::Charge(int64_t bytes) {
+  sync::MutexLock lock(&mu_);
+  EvictFor(bytes);
+  if (used_bytes_ + in_flight_bytes_ + bytes > max_bytes_) return UploadsHoldTheRest(bytes);
+  in_flight_bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+void ExecutableCache::Uncharge(int64_t bytes) {
+  sync::MutexLock lock(&mu_);
+  in_flight_bytes_ -= bytes;
+}
+
+absl::Status ExecutableCache::UploadsHoldTheRest(int64_t bytes) const {
+  spdlog::warn("executable cache refused an upload of {} bytes: uploads in progress hold {}", bytes,
+               in_flight_bytes_);
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "uploads in progress hold ", FormatBytesFixed(in_flight_bytes_),
+      " of the executable cache's ", FormatBytesFixed(max_bytes_), ", so ", FormatBytesFixed(bytes),
+      " more do not fit; retry when they have finished, or ask the admin to raise ipupodd "
+      "--executable-cache-mb"));
+}
+
+// ---------------------------------------------------------------- entries
+
+absl::StatusOr<CachedExecutable> ExecutableCache::Put(absl::string_view ipx_bytes,
+                                                      absl::string_view user, Upload* upload) {
+  const int64_t size = static_cast<int64_t>(ipx_bytes.size());
+  if (size > max_bytes_) return LargerThanTheCache(size, max_bytes_);
   // Parsing verifies the hash and is the slow part: outside the lock.
   auto parsed = compiler::ReadExecutable(ipx_bytes);
   if (!parsed.ok()) return parsed.status();
   const std::string hash = parsed->content_hash;
   sync::MutexLock lock(&mu_);
+  if (upload != nullptr) {  // the entry's charge replaces the upload's
+    in_flight_bytes_ -= upload->charged_;
+    upload->charged_ = 0;
+  }
   auto it = entries_.find(hash);
   if (it != entries_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
-    spdlog::info("executable cache hit sha256={} bytes={}", hash, size);
+    it->second.users.emplace(user);
+    spdlog::info("executable cache hit sha256={} bytes={} user={}", hash, size, std::string(user));
     return CachedExecutable{it->second.executable, it->second.size_bytes, true};
   }
   EvictFor(size);
   lru_.push_front(hash);
-  Entry entry{std::make_shared<const compiler::Executable>(*std::move(parsed)), size, lru_.begin()};
+  Entry entry{std::make_shared<const compiler::Executable>(*std::move(parsed)),
+              size,
+              {std::string(user)},
+              lru_.begin()};
   auto executable = entry.executable;
   entries_.emplace(hash, std::move(entry));
   used_bytes_ += size;
-  spdlog::info("executable cache stored sha256={} bytes={} used_bytes={} entries={}", hash, size,
-               used_bytes_, entries_.size());
+  spdlog::info("executable cache stored sha256={} bytes={} user={} used_bytes={} entries={}", hash,
+               size, std::string(user), used_bytes_, entries_.size());
   return CachedExecutable{std::move(executable), size, false};
 }
 
-absl::StatusOr<CachedExecutable> ExecutableCache::Get(absl::string_view sha256) {
+absl::StatusOr<CachedExecutable> ExecutableCache::Get(absl::string_view sha256,
+                                                      absl::string_view user) {
   sync::MutexLock lock(&mu_);
   auto it = entries_.find(sha256);
-  if (it == entries_.end()) {
-    spdlog::info("executable cache miss sha256={}", std::string(sha256));
+  // Another user's executable is exactly as absent as one never uploaded.
+  if (it == entries_.end() || !it->second.users.contains(user)) {
+    spdlog::info("executable cache miss sha256={} user={}", std::string(sha256), std::string(user));
     return absl::NotFoundError(
         absl::StrCat("no executable with sha256 ", sha256,
-                     " is in the server's cache (never uploaded, or evicted); upload it first"));
+                     " is in the server's cache for you (never uploaded by you, or evicted); "
+                     "upload it first"));
   }
   lru_.splice(lru_.begin(), lru_, it->second.lru);
   spdlog::info("executable cache hit sha256={} bytes={}", it->first, it->second.size_bytes);
@@ -63,6 +136,11 @@ int64_t ExecutableCache::used_bytes() const {
   return used_bytes_;
 }
 
+int64_t ExecutableCache::in_flight_bytes() const {
+  sync::MutexLock lock(&mu_);
+  return in_flight_bytes_;
+}
+
 int64_t ExecutableCache::size() const {
   sync::MutexLock lock(&mu_);
   return static_cast<int64_t>(entries_.size());
@@ -71,7 +149,7 @@ int64_t ExecutableCache::size() const {
 // Evicts least-recently-used entries until `bytes` more fit. Sessions that
 // loaded an evicted executable keep it through their shared_ptr.
 void ExecutableCache::EvictFor(int64_t bytes) {
-  while (!lru_.empty() && used_bytes_ + bytes > max_bytes_) {
+  while (!lru_.empty() && used_bytes_ + in_flight_bytes_ + bytes > max_bytes_) {
     auto it = entries_.find(lru_.back());
     used_bytes_ -= it->second.size_bytes;
     spdlog::info("executable cache evicted sha256={} bytes={}", it->first, it->second.size_bytes);

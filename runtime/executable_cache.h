@@ -2,17 +2,31 @@
 //
 // runtime::ExecutableCache: the server's content-addressed store of
 // uploaded executables, keyed by their content hash (the .ipx header's
-// SHA-256 of the payload, verified on Put). Bounded by total file bytes:
-// a Put that would exceed the bound evicts least-recently-used entries
-// first. Evicting never breaks a loaded session: Get hands out
+// SHA-256 of the payload, verified on Put). Bounded by bytes: the stored
+// files plus the bytes of uploads still on their way in (Upload). A Put or
+// an upload's growth that would exceed the bound evicts least-recently-used
+// entries first. Evicting never breaks a loaded session: Get hands out
 // shared_ptrs, so a Program keeps its executable alive. Every Put and Get
 // logs one line (spdlog, "executable cache hit|miss|stored|evicted").
 //
-// Thread safety: every method is safe to call concurrently.
+// Scoping: an executable belongs to the users who uploaded it. Get by
+// another user is NOT_FOUND, exactly as for a hash never uploaded, so a
+// hash is no capability and a probe learns nothing. A second user who
+// uploads the same bytes (proof of possession) gets the cache hit and is
+// added to its users: the bytes are stored once.
+//
+// Uploads: StartUpload checks the declared size before anything is
+// allocated; Upload::Append grows the buffer as the bytes arrive (never to
+// more than declared) and charges what it holds against the bound.
+//
+// Thread safety: every method of the cache is safe to call concurrently; an
+// Upload is used by one thread and must not outlive its cache.
 // Errors: Put - INVALID_ARGUMENT for a malformed .ipx (compiler's message),
 // RESOURCE_EXHAUSTED if one file is larger than the whole bound (with the
 // bound and how to raise it: ipupodd --executable-cache-mb). Get -
-// NOT_FOUND naming the hash ("upload it first").
+// NOT_FOUND naming the hash ("upload it first"). StartUpload / Append -
+// RESOURCE_EXHAUSTED when the size is over what any executable can be, over
+// the bound, or over what uploads in progress leave of it.
 #ifndef IPUPOD_RUNTIME_EXECUTABLE_CACHE_H_
 #define IPUPOD_RUNTIME_EXECUTABLE_CACHE_H_
 
@@ -20,14 +34,22 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/sync.h"
 #include "compiler/executable.h"
+#include "graph/onnx_import.h"
 
 namespace ipupod::runtime {
+
+// The largest .ipx there can be: its header, 1 GiB of metadata and the
+// largest ONNX model, each section with its 8-byte length.
+inline constexpr int64_t kExecutableBytesMax =
+    static_cast<int64_t>(compiler::kExecutableHeaderBytes) + 16 + (int64_t{1} << 30) +
+    graph::kOnnxBytesMax;
 
 struct CachedExecutable {
   std::shared_ptr<const compiler::Executable> executable;
@@ -37,22 +59,54 @@ struct CachedExecutable {
 
 class ExecutableCache {
  public:
+  // The bytes of one upload in progress, counted against the bound until
+  // this is destroyed or handed to Put.
+  class Upload {
+   public:
+    ~Upload();
+    Upload(const Upload&) = delete;
+    Upload& operator=(const Upload&) = delete;
+
+    // REQUIRES: bytes().size() + chunk.size() <= the declared size.
+    absl::Status Append(absl::string_view chunk);
+    const std::string& bytes() const { return bytes_; }
+
+   private:
+    friend class ExecutableCache;
+    Upload(ExecutableCache* cache, int64_t declared) : cache_(cache), declared_(declared) {}
+
+    ExecutableCache* const cache_;
+    const int64_t declared_;
+    std::string bytes_;
+    int64_t charged_ = 0;  // bytes_.capacity() once anything arrived
+  };
+
   explicit ExecutableCache(int64_t max_bytes);
 
-  // Verifies and stores the .ipx bytes (a hit if the hash is present).
-  absl::StatusOr<CachedExecutable> Put(absl::string_view ipx_bytes);
-  absl::StatusOr<CachedExecutable> Get(absl::string_view sha256);
+  absl::StatusOr<std::unique_ptr<Upload>> StartUpload(int64_t declared_bytes);
+  // Verifies and stores the .ipx bytes for `user` (a hit if the hash is
+  // present; `user` is then added to its users). `upload`, if given, holds
+  // the bytes: its charge is handed over to the stored entry.
+  absl::StatusOr<CachedExecutable> Put(absl::string_view ipx_bytes, absl::string_view user,
+                                       Upload* upload = nullptr);
+  absl::StatusOr<CachedExecutable> Get(absl::string_view sha256, absl::string_view user);
 
   int64_t max_bytes() const { return max_bytes_; }
-  int64_t used_bytes() const;
+  int64_t used_bytes() const;       // stored entries
+  int64_t in_flight_bytes() const;  // uploads in progress
   int64_t size() const;
 
  private:
   struct Entry {
     std::shared_ptr<const compiler::Executable> executable;
     int64_t size_bytes = 0;
-    std::list<std::string>::iterator lru;  // position in lru_
+    std::set<std::string, std::less<>> users;  // who uploaded it
+    std::list<std::string>::iterator lru;      // position in lru_
   };
+  // Counts `bytes` more of an upload, evicting to make room.
+  absl::Status Charge(int64_t bytes);
+  void Uncharge(int64_t bytes);
+  absl::Status UploadsHoldTheRest(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EvictFor(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t max_bytes_;
@@ -60,6 +114,7 @@ class ExecutableCache {
   std::map<std::string, Entry, std::less<>> entries_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   int64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ipupod::runtime

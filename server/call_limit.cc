@@ -5,21 +5,59 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_format.h"
+#include "common/sync.h"
 
 namespace ipupod::server {
 
 absl::StatusOr<CallLimit::Ticket> CallLimit::Enter(absl::string_view method,
                                                    absl::string_view user) {
-  const int before = in_flight_.fetch_add(1, std::memory_order_acq_rel);
-  Ticket ticket(this);  // gives the slot back on every path
-  if (before < max_calls_) return ticket;
-  spdlog::warn("refused user={} method={}: {} execution calls already in flight (max {})",
-               std::string(user), std::string(method), before, max_calls_);
+  int before = 0;
+  int mine = 0;
+  {
+    sync::MutexLock lock(&mu_);
+    before = in_flight_;
+    auto it = per_user_.find(user);
+    mine = it == per_user_.end() ? 0 : it->second;
+    if (before < max_calls_ && mine < max_calls_per_user_) {
+      ++in_flight_;
+      ++per_user_[user];
+      return Ticket(this, std::string(user));
+    }
+  }
+  if (before >= max_calls_) {
+    spdlog::warn("refused user={} method={}: {} execution calls already in flight (max {})",
+                 std::string(user), std::string(method), before, max_calls_);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "ipupodd is already serving its maximum of %d execution calls at once (uploads, loads, "
+        "weight transfers, runs; ipupodd --max-execution-threads %d); retry when one has "
+        "finished, or ask the admin to raise the bound",
+        max_calls_, max_calls_));
+  }
+  spdlog::warn("refused user={} method={}: the user has {} execution calls in flight (max {})",
+               std::string(user), std::string(method), mine, max_calls_per_user_);
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "ipupodd is already serving its maximum of %d execution calls at once (uploads, loads, "
-      "weight transfers, runs; ipupodd --max-execution-threads %d); retry when one has "
-      "finished, or ask the admin to raise the bound",
-      max_calls_, max_calls_));
+      "user %s already has %d execution calls in flight, the most one user may have (ipupodd "
+      "--max-execution-threads-per-user %d); retry when one of yours has finished or been "
+      "cancelled (a silent stream ends after --execution-stream-idle-seconds)",
+      user, mine, max_calls_per_user_));
+}
+
+int CallLimit::in_flight() const {
+  sync::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+int CallLimit::in_flight(absl::string_view user) const {
+  sync::MutexLock lock(&mu_);
+  auto it = per_user_.find(user);
+  return it == per_user_.end() ? 0 : it->second;
+}
+
+void CallLimit::Leave(const std::string& user) {
+  sync::MutexLock lock(&mu_);
+  --in_flight_;
+  auto it = per_user_.find(user);
+  if (--it->second == 0) per_user_.erase(it);
 }
 
 namespace {

@@ -1,8 +1,11 @@
 // File: server/call_limit.h
 //
 // CallLimit: admits at most `max_calls` ExecutionService calls at once
-// (ipupodd --max-execution-threads) and refuses the rest at once with
-// RESOURCE_EXHAUSTED, logged as a warning.
+// (ipupodd --max-execution-threads), and at most `max_calls_per_user` of
+// them from one user (--max-execution-threads-per-user), and refuses the
+// rest at once with RESOURCE_EXHAUSTED, logged as a warning. The per-user
+// share keeps one user's stalled or slow streams from taking every call:
+// the others are still served.
 //
 // This, not gRPC's thread quota, is the bound a client meets. gRPC's sync
 // server counts its pollers and threads that are still winding down after a
@@ -14,18 +17,24 @@
 // (server/server.cc), so gRPC refuses only a burst far beyond it, and
 // ThreadpoolRefusalLogger logs those refusals too.
 //
-// Thread safety: every method is safe to call concurrently (one atomic).
-// Errors: Enter - RESOURCE_EXHAUSTED naming the bound and the flag.
+// Thread safety: every method is safe to call concurrently (one mutex, a
+// leaf). Memory: one map entry per user with a call in flight, so at most
+// max_calls entries.
+// Errors: Enter - RESOURCE_EXHAUSTED naming the bound reached (server-wide
+// or per user) and its flag.
 #ifndef IPUPOD_SERVER_CALL_LIMIT_H_
 #define IPUPOD_SERVER_CALL_LIMIT_H_
 
-#include <atomic>
 #include <memory>
+#include <string>
 
 #include <grpcpp/support/server_interceptor.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 
 namespace ipupod::server {
 
@@ -34,32 +43,44 @@ class CallLimit {
   // One admitted call; leaving scope ends it.
   class Ticket {
    public:
-    explicit Ticket(CallLimit* limit) : limit_(limit) {}
-    Ticket(Ticket&& other) noexcept : limit_(other.limit_) { other.limit_ = nullptr; }
+    Ticket(CallLimit* limit, std::string user) : limit_(limit), user_(std::move(user)) {}
+    Ticket(Ticket&& other) noexcept : limit_(other.limit_), user_(std::move(other.user_)) {
+      other.limit_ = nullptr;
+    }
     Ticket& operator=(Ticket&&) = delete;
     Ticket(const Ticket&) = delete;
     Ticket& operator=(const Ticket&) = delete;
     ~Ticket() {
-      if (limit_ != nullptr) limit_->in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      if (limit_ != nullptr) limit_->Leave(user_);
     }
 
    private:
     CallLimit* limit_;
+    std::string user_;
   };
 
-  // REQUIRES: max_calls >= 1.
-  explicit CallLimit(int max_calls) : max_calls_(max_calls) {}
+  // REQUIRES: 1 <= max_calls_per_user <= max_calls.
+  CallLimit(int max_calls, int max_calls_per_user)
+      : max_calls_(max_calls), max_calls_per_user_(max_calls_per_user) {}
   CallLimit(const CallLimit&) = delete;
   CallLimit& operator=(const CallLimit&) = delete;
 
-  // Admits `method` (named in the refusal's log line) or refuses it.
+  // Admits `method` of `user` (both named in the refusal's log line) or
+  // refuses it.
   absl::StatusOr<Ticket> Enter(absl::string_view method, absl::string_view user);
-  int in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+  int in_flight() const;
+  int in_flight(absl::string_view user) const;
   int max_calls() const { return max_calls_; }
+  int max_calls_per_user() const { return max_calls_per_user_; }
 
  private:
+  void Leave(const std::string& user);
+
   const int max_calls_;
-  std::atomic<int> in_flight_{0};
+  const int max_calls_per_user_;
+  mutable absl::Mutex mu_;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, int> per_user_ ABSL_GUARDED_BY(mu_);  // > 0 only
 };
 
 // Logs each call gRPC itself refuses for want of a sync-pool thread (its

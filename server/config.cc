@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -247,6 +248,10 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
        IntField(&ServerConfig::executable_cache_mb, 1, kExecutableCacheMbMax)},
       {"max_execution_threads",
        IntField(&ServerConfig::max_execution_threads, kExecutionThreadsMin, kExecutionThreadsMax)},
+      {"max_execution_threads_per_user",
+       IntField(&ServerConfig::max_execution_threads_per_user, 0, kExecutionThreadsMax)},
+      {"execution_stream_idle_seconds",
+       IntField(&ServerConfig::execution_stream_idle_seconds, 1, kStreamIdleSecondsMax)},
       {"compute_threads", IntField(&ServerConfig::compute_threads, 0, kComputeThreadsMax)},
       {"load_memory_mb", IntField(&ServerConfig::load_memory_mb, 0, kLoadMemoryMbMax)},
       {"random_faults", ParseRandomFaults},
@@ -391,12 +396,31 @@ absl::Status ValidateConfig(const ServerConfig& config) {
         absl::StrCat("max execution threads must be from ", kExecutionThreadsMin, " to ",
                      kExecutionThreadsMax, "; got ", config.max_execution_threads));
   }
+  if (config.max_execution_threads_per_user < 0 ||
+      config.max_execution_threads_per_user > kExecutionThreadsMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max execution threads per user must be from 0 (half of them) to ",
+                     kExecutionThreadsMax, "; got ", config.max_execution_threads_per_user));
+  }
+  if (config.execution_stream_idle_seconds < 1 ||
+      config.execution_stream_idle_seconds > kStreamIdleSecondsMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("execution stream idle seconds must be from 1 to ", kStreamIdleSecondsMax,
+                     "; got ", config.execution_stream_idle_seconds));
+  }
   if (config.compute_threads < 0 || config.compute_threads > kComputeThreadsMax) {
     return absl::InvalidArgumentError(absl::StrCat("compute threads must be from 0 (every CPU) to ",
                                                    kComputeThreadsMax, "; got ",
                                                    config.compute_threads));
   }
   return ValidateLogLevel(config.log_level);
+}
+
+int ExecutionThreadsPerUser(const ServerConfig& config) {
+  if (config.max_execution_threads_per_user == 0) {
+    return std::max(1, config.max_execution_threads / 2);
+  }
+  return std::min(config.max_execution_threads_per_user, config.max_execution_threads);
 }
 
 scheduler::SchedulerOptions ToSchedulerOptions(const ServerConfig& config) {

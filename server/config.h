@@ -17,6 +17,8 @@
 //     "max_waiters": 4096,
 //     "executable_cache_mb": 4096,          uploaded executables kept (LRU)
 //     "max_execution_threads": 8,           ExecutionService calls at once (1-1024)
+//     "max_execution_threads_per_user": 0,  of those, one user's at most; 0 = half, at least 1
+//     "execution_stream_idle_seconds": 30,  a stream silent this long is ended (1-3600)
 //     "load_memory_mb": 0,                  host memory for loaded programs; 0: half the RAM
 //     "compute_threads": 0,                 BLAS threads per run; 0 = every CPU
 //     "random_faults": {"seed": 1, "probability_per_operation": 0.01,
@@ -65,6 +67,8 @@ struct ServerConfig {
   int max_waiters = 4096;
   int64_t executable_cache_mb = 4096;
   int max_execution_threads = 8;
+  int max_execution_threads_per_user = 0;  // 0: ExecutionThreadsPerUser's default
+  int execution_stream_idle_seconds = 30;
   int64_t load_memory_mb = 0;  // 0: DefaultLoadMemoryBytes (server/memory_budget.h)
   int compute_threads = 0;     // 0: every CPU of the host (kernels::MaxBlasThreads)
   scheduler::RandomFaults random_faults{.seed = 0, .probability_per_operation = 0.0};
@@ -72,6 +76,11 @@ struct ServerConfig {
 
   bool open_mode() const { return tokens.empty(); }
 };
+
+// The per-user share of max_execution_threads this config gives: the
+// configured value (at most max_execution_threads), or half of them (at
+// least 1) when it is 0.
+int ExecutionThreadsPerUser(const ServerConfig& config);
 
 // Bounds the parser enforces (also used by the flags).
 inline constexpr int kLeaseSecondsMax = 3600;
@@ -83,6 +92,7 @@ inline constexpr int64_t kLoadMemoryMbMax = int64_t{1} << 24;       // 16 TiB
 inline constexpr int kExecutionThreadsMin = 1;
 inline constexpr int kExecutionThreadsMax = 1024;
 inline constexpr int kComputeThreadsMax = 1024;
+inline constexpr int kStreamIdleSecondsMax = 3600;
 inline constexpr size_t kStringLengthMax = 4096;  // paths, addresses
 inline constexpr size_t kTokenLengthMax = 512;
 inline constexpr size_t kTokensMax = 1024;

@@ -4,6 +4,8 @@
 // path.
 #include "server/execution_service.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +19,7 @@
 #include "compiler/report.h"
 #include "compiler/sha256.h"
 #include "server/proto_convert_execution.h"
+#include "server/stream_idle_watch.h"
 #include "wire/tensor_stream.h"
 
 namespace ipupod::server {
@@ -45,6 +48,19 @@ grpc::Status Handle(grpc::ServerContext* context, const ServiceEnv& env, CallLim
   }
   log.Done(status);
   return ToGrpcStatus(context, status);
+}
+
+// A client-streaming call: its reads go through an idle watch
+// (server/stream_idle_watch.h), and a call the watch ended answers
+// DEADLINE_EXCEEDED whatever its body made of the lost stream.
+template <typename Reader, typename Body>
+grpc::Status HandleStream(grpc::ServerContext* context, const ServiceEnv& env, CallLimit& calls,
+                          absl::string_view method, Reader* reader, Body&& body) {
+  return Handle(context, env, calls, method, [&](const Caller& caller) -> absl::Status {
+    ScopedStreamIdleWatch watch(env.ticker, context, method, env.stream_idle);
+    WatchedReader<Reader> watched(reader, &watch);
+    return watch.Outcome(body(caller, watched));
+  });
 }
 
 // One operation on a session: its slot, then the scheduler's operation;
@@ -118,8 +134,9 @@ absl::StatusOr<std::string> ParseSha256(absl::string_view text) {
       text.substr(0, 80)));
 }
 
-// The first chunk's declaration: hash and a size the cache can hold.
-absl::Status CheckDeclaration(const v1::ExecutableChunk& first, int64_t max_bytes) {
+// The first chunk's declaration: a hash and a size an executable can have
+// (the cache checks the rest when the upload starts).
+absl::Status CheckDeclaration(const v1::ExecutableChunk& first) {
   IPUPOD_RETURN_IF_ERROR(ParseSha256(first.sha256()).status());
   if (first.total_bytes() < compiler::kExecutableHeaderBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -127,17 +144,11 @@ absl::Status CheckDeclaration(const v1::ExecutableChunk& first, int64_t max_byte
         "in the first chunk",
         first.total_bytes(), compiler::kExecutableHeaderBytes));
   }
-  if (first.total_bytes() > static_cast<uint64_t>(max_bytes)) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "the executable (%d bytes) is larger than the server's executable cache (%d bytes); "
-        "ask the admin to raise ipupodd --executable-cache-mb",
-        first.total_bytes(), max_bytes));
-  }
   return absl::OkStatus();
 }
 
 absl::Status AppendChunk(const v1::ExecutableChunk& chunk, const v1::ExecutableChunk& first,
-                         std::string* bytes) {
+                         runtime::ExecutableCache::Upload& upload) {
   if (chunk.data().size() > kExecutableChunkBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "an executable chunk of %d bytes is over the 1 MiB limit; send chunks of at most %d "
@@ -150,35 +161,38 @@ absl::Status AppendChunk(const v1::ExecutableChunk& chunk, const v1::ExecutableC
         "a later chunk declares another sha256 or total_bytes; declare them in the first chunk "
         "only");
   }
-  if (chunk.data().size() > first.total_bytes() - bytes->size()) {
+  if (chunk.data().size() > first.total_bytes() - upload.bytes().size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the upload sent more than the declared total_bytes (%d); declare the file's real size",
         first.total_bytes()));
   }
-  bytes->append(chunk.data());
-  return absl::OkStatus();
+  return upload.Append(chunk.data());
 }
 
-// Reads every chunk; returns the file's bytes and sets *sha256.
-absl::StatusOr<std::string> ReceiveExecutable(grpc::ServerReader<v1::ExecutableChunk>* reader,
-                                              int64_t max_bytes, std::string* sha256) {
+// Reads every chunk into an upload the cache counts against its bound
+// (growing as the bytes arrive); sets *sha256.
+template <typename Reader>
+absl::StatusOr<std::unique_ptr<runtime::ExecutableCache::Upload>> ReceiveExecutable(
+    Reader* reader, runtime::ExecutableCache& cache, std::string* sha256) {
   v1::ExecutableChunk first;
   if (!reader->Read(&first)) {
     return absl::InvalidArgumentError("the upload sent no chunks; send the .ipx file");
   }
-  IPUPOD_RETURN_IF_ERROR(CheckDeclaration(first, max_bytes));
+  IPUPOD_RETURN_IF_ERROR(CheckDeclaration(first));
   *sha256 = absl::AsciiStrToLower(first.sha256());
-  std::string bytes;
-  bytes.reserve(first.total_bytes());
-  IPUPOD_RETURN_IF_ERROR(AppendChunk(first, first, &bytes));
+  const uint64_t declared = first.total_bytes();
+  IPUPOD_ASSIGN_OR_RETURN(
+      std::unique_ptr<runtime::ExecutableCache::Upload> upload,
+      cache.StartUpload(static_cast<int64_t>(std::min<uint64_t>(declared, INT64_MAX))));
+  IPUPOD_RETURN_IF_ERROR(AppendChunk(first, first, *upload));
   v1::ExecutableChunk chunk;
-  while (reader->Read(&chunk)) IPUPOD_RETURN_IF_ERROR(AppendChunk(chunk, first, &bytes));
-  if (bytes.size() != first.total_bytes()) {
+  while (reader->Read(&chunk)) IPUPOD_RETURN_IF_ERROR(AppendChunk(chunk, first, *upload));
+  if (upload->bytes().size() != declared) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the upload ended after %d of the declared %d bytes; upload the whole file again",
-        bytes.size(), first.total_bytes()));
+        upload->bytes().size(), declared));
   }
-  return bytes;
+  return upload;
 }
 
 // The declared hash must be the header's, and the payload must match it.
@@ -281,9 +295,9 @@ absl::StatusOr<runtime::StepResult> RunStepInTurn(runtime::ComputeGate& compute,
 grpc::Status ExecutionServiceImpl::StatExecutable(grpc::ServerContext* context,
                                                   const v1::StatExecutableRequest* request,
                                                   v1::ExecutableRef* response) {
-  return Handle(context, env_, calls_, "StatExecutable", [&](const Caller&) -> absl::Status {
+  return Handle(context, env_, calls_, "StatExecutable", [&](const Caller& caller) -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(const std::string sha256, ParseSha256(request->sha256()));
-    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Get(sha256));
+    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Get(sha256, caller.user));
     ToProto(*cached.executable, cached.size_bytes, true, response);
     return absl::OkStatus();
   });
@@ -292,15 +306,18 @@ grpc::Status ExecutionServiceImpl::StatExecutable(grpc::ServerContext* context,
 grpc::Status ExecutionServiceImpl::UploadExecutable(grpc::ServerContext* context,
                                                     grpc::ServerReader<v1::ExecutableChunk>* reader,
                                                     v1::ExecutableRef* response) {
-  return Handle(context, env_, calls_, "UploadExecutable", [&](const Caller&) -> absl::Status {
-    std::string sha256;
-    IPUPOD_ASSIGN_OR_RETURN(const std::string bytes,
-                            ReceiveExecutable(reader, cache_->max_bytes(), &sha256));
-    IPUPOD_RETURN_IF_ERROR(compiler::CheckDeclaredHash(bytes, sha256));
-    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Put(bytes));
-    ToProto(*cached.executable, cached.size_bytes, cached.cache_hit, response);
-    return absl::OkStatus();
-  });
+  return HandleStream(
+      context, env_, calls_, "UploadExecutable", reader,
+      [&](const Caller& caller, auto& watched) -> absl::Status {
+        std::string sha256;
+        IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ExecutableCache::Upload> upload,
+                                ReceiveExecutable(&watched, *cache_, &sha256));
+        IPUPOD_RETURN_IF_ERROR(compiler::CheckDeclaredHash(upload->bytes(), sha256));
+        IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached,
+                                cache_->Put(upload->bytes(), caller.user, upload.get()));
+        ToProto(*cached.executable, cached.size_bytes, cached.cache_hit, response);
+        return absl::OkStatus();
+      });
 }
 
 grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
@@ -310,7 +327,7 @@ grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const std::string sha256, ParseSha256(request->sha256()));
-    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Get(sha256));
+    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Get(sha256, caller.user));
     IPUPOD_RETURN_IF_ERROR(compiler::CheckSessionIpus(
         cached.executable->ipus, static_cast<int64_t>(op->session().ipus.size()),
         op->session().id));
@@ -352,23 +369,25 @@ grpc::Status ExecutionServiceImpl::GetLoaded(grpc::ServerContext* context,
 grpc::Status ExecutionServiceImpl::WriteWeights(grpc::ServerContext* context,
                                                 grpc::ServerReader<v1::WriteWeightsRequest>* reader,
                                                 v1::WriteWeightsResponse* response) {
-  return Handle(context, env_, calls_, "WriteWeights", [&](const Caller& caller) -> absl::Status {
-    v1::WriteWeightsRequest first;
-    IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(reader, &first));
-    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
-                            SessionOp::Begin(env_, *programs_, caller, session));
-    IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
-    TensorAssembler assembler("weights", state.program->max_set_weights_bytes());
-    IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors weights,
-                            ReadTensors<v1::WriteWeightsRequest>(reader, assembler));
-    const int64_t bytes = TensorBytes(weights);
-    std::vector<std::string> names;
-    for (const auto& [name, tensor] : weights) names.push_back(name);
-    IPUPOD_RETURN_IF_ERROR(state.program->SetWeights(std::move(weights)));
-    for (std::string& name : names) response->add_written(std::move(name));
-    response->set_simulated_seconds(state.program->SimulatedHostToDeviceSeconds(bytes));
-    return absl::OkStatus();
-  });
+  return HandleStream(
+      context, env_, calls_, "WriteWeights", reader,
+      [&](const Caller& caller, auto& watched) -> absl::Status {
+        v1::WriteWeightsRequest first;
+        IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(&watched, &first));
+        IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
+                                SessionOp::Begin(env_, *programs_, caller, session));
+        IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+        TensorAssembler assembler("weights", state.program->max_set_weights_bytes());
+        IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors weights,
+                                ReadTensors<v1::WriteWeightsRequest>(&watched, assembler));
+        const int64_t bytes = TensorBytes(weights);
+        std::vector<std::string> names;
+        for (const auto& [name, tensor] : weights) names.push_back(name);
+        IPUPOD_RETURN_IF_ERROR(state.program->SetWeights(std::move(weights)));
+        for (std::string& name : names) response->add_written(std::move(name));
+        response->set_simulated_seconds(state.program->SimulatedHostToDeviceSeconds(bytes));
+        return absl::OkStatus();
+      });
 }
 
 grpc::Status ExecutionServiceImpl::ReadWeights(
@@ -399,24 +418,26 @@ grpc::Status ExecutionServiceImpl::ReadWeights(
 grpc::Status ExecutionServiceImpl::Run(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::RunResponse, v1::RunRequest>* stream) {
-  return Handle(context, env_, calls_, "Run", [&](const Caller& caller) -> absl::Status {
-    v1::RunRequest first;
-    IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(stream, &first));
-    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
-                            SessionOp::Begin(env_, *programs_, caller, session));
-    IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
-    TensorAssembler assembler("inputs", HostBytes(state.program->host_inputs()));
-    IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors inputs,
-                            ReadTensors<v1::RunRequest>(stream, assembler));
-    IPUPOD_ASSIGN_OR_RETURN(const runtime::StepResult step,
-                            RunStepInTurn(*compute_, *context, *state.program, inputs));
-    const uint64_t run_index = op->slot().CountRun();
-    IPUPOD_RETURN_IF_ERROR(WriteTensors<v1::RunResponse>(step.outputs, stream));
-    v1::RunResponse last;
-    ToProto(step, run_index, last.mutable_stats());
-    if (!stream->Write(last)) return absl::CancelledError("the client stopped reading");
-    return absl::OkStatus();
-  });
+  return HandleStream(
+      context, env_, calls_, "Run", stream,
+      [&](const Caller& caller, auto& watched) -> absl::Status {
+        v1::RunRequest first;
+        IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(&watched, &first));
+        IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
+                                SessionOp::Begin(env_, *programs_, caller, session));
+        IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+        TensorAssembler assembler("inputs", HostBytes(state.program->host_inputs()));
+        IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors inputs,
+                                ReadTensors<v1::RunRequest>(&watched, assembler));
+        IPUPOD_ASSIGN_OR_RETURN(const runtime::StepResult step,
+                                RunStepInTurn(*compute_, *context, *state.program, inputs));
+        const uint64_t run_index = op->slot().CountRun();
+        IPUPOD_RETURN_IF_ERROR(WriteTensors<v1::RunResponse>(step.outputs, stream));
+        v1::RunResponse last;
+        ToProto(step, run_index, last.mutable_stats());
+        if (!stream->Write(last)) return absl::CancelledError("the client stopped reading");
+        return absl::OkStatus();
+      });
 }
 
 grpc::Status ExecutionServiceImpl::SetOptimizer(grpc::ServerContext* context,

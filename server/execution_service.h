@@ -4,8 +4,12 @@
 // gRPC's synchronous API. Its calls move megabytes and run models on the
 // host's CPUs, so each holds one thread of the server's sync pool. At most
 // `max_calls` run at once (ipupodd --max-execution-threads, CallLimit in
-// server/call_limit.h); one more is answered RESOURCE_EXHAUSTED naming the
-// bound (retry), and logged. The callback services (pod, partitions,
+// server/call_limit.h), at most `max_calls_per_user` of them from one user
+// (--max-execution-threads-per-user); one more is answered
+// RESOURCE_EXHAUSTED naming the bound (retry), and logged. A client stream
+// (upload, weights written, run inputs) silent for longer than
+// ServiceEnv::stream_idle is ended DEADLINE_EXCEEDED
+// (server/stream_idle_watch.h). The callback services (pod, partitions,
 // sessions) do not use that pool.
 //
 // Every call authenticates like the other services (server/auth.h), logs
@@ -26,9 +30,15 @@
 // Load charges device memory through Scheduler::RecordLoad and replaces
 // the session's previous program only once everything succeeded.
 //
+// Executables are scoped to the users who uploaded them
+// (runtime/executable_cache.h): StatExecutable and Load of another user's
+// hash are NOT_FOUND.
+//
 // Bounds: executable chunks and tensor chunks at most 1 MiB
-// (INVALID_ARGUMENT); an upload at most the cache's size
-// (RESOURCE_EXHAUSTED); weights written at most
+// (INVALID_ARGUMENT); an upload's declared size at most what an executable
+// can be, the cache's size, and what uploads in progress leave of it, its
+// bytes counted against the cache as they arrive (RESOURCE_EXHAUSTED);
+// weights written at most
 // runtime::Program::max_set_weights_bytes (the weights, or a training
 // checkpoint, plus slack), inputs at most the step's input bytes
 // (INVALID_ARGUMENT). A failed call changes nothing.
@@ -54,13 +64,13 @@ class ExecutionServiceImpl final : public v1::ExecutionService::Service {
  public:
   ExecutionServiceImpl(const ServiceEnv& env, runtime::ExecutableCache* cache,
                        LoadedPrograms* programs, MemoryBudget* load_memory,
-                       runtime::ComputeGate* compute, int max_calls)
+                       runtime::ComputeGate* compute, int max_calls, int max_calls_per_user)
       : env_(env),
         cache_(cache),
         programs_(programs),
         load_memory_(load_memory),
         compute_(compute),
-        calls_(max_calls) {}
+        calls_(max_calls, max_calls_per_user) {}
 
   grpc::Status StatExecutable(grpc::ServerContext* context,
                               const v1::StatExecutableRequest* request,
@@ -88,7 +98,7 @@ class ExecutionServiceImpl final : public v1::ExecutionService::Service {
   LoadedPrograms* const programs_;
   MemoryBudget* const load_memory_;      // host memory of loaded programs, all sessions
   runtime::ComputeGate* const compute_;  // steps compute in turn (FIFO)
-  CallLimit calls_;                      // --max-execution-threads
+  CallLimit calls_;  // --max-execution-threads, --max-execution-threads-per-user
 };
 
 }  // namespace ipupod::server

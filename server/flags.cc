@@ -28,6 +28,7 @@ Config file (JSON; every key optional; flags win over it):
               {"token": "s3cret-ops", "user": "ops", "role": "admin"}],
    "session_lease_seconds": 10, "max_waiters": 4096,
    "executable_cache_mb": 4096, "max_execution_threads": 8, "load_memory_mb": 0,
+   "max_execution_threads_per_user": 4, "execution_stream_idle_seconds": 30,
    "reset_ms": {"ipu": 200, "partition": 500, "pod": 1000},
    "random_faults": {"seed": 1, "probability_per_operation": 0.01,
                      "kinds": ["ipu-reset", "link-reset", "unrecoverable"]},
@@ -50,6 +51,8 @@ struct Overrides {
   std::optional<int> lease_seconds;
   std::optional<int64_t> executable_cache_mb;
   std::optional<int> max_execution_threads;
+  std::optional<int> max_execution_threads_per_user;
+  std::optional<int> execution_stream_idle_seconds;
   std::optional<int> compute_threads;
   std::optional<int64_t> load_memory_mb;
 };
@@ -73,6 +76,13 @@ void AddFlags(CLI::App& app, Overrides& o) {
       ->type_name("MB");
   app.add_option("--max-execution-threads", o.max_execution_threads,
                  "uploads, loads, weight transfers and runs served at once (default 8, min 1)")
+      ->type_name("N");
+  app.add_option("--max-execution-threads-per-user", o.max_execution_threads_per_user,
+                 "of those, the most one user may hold (default 0: half of them, at least 1)")
+      ->type_name("N");
+  app.add_option("--execution-stream-idle-seconds", o.execution_stream_idle_seconds,
+                 "an upload, weight transfer or run whose client sends nothing this long is "
+                 "ended DEADLINE_EXCEEDED (default 30, 1-3600)")
       ->type_name("N");
   app.add_option("--compute-threads", o.compute_threads,
                  "BLAS threads each run may use (default 0: every CPU of this host)")
@@ -101,6 +111,12 @@ absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
   if (o.lease_seconds) config.session_lease_seconds = *o.lease_seconds;
   if (o.executable_cache_mb) config.executable_cache_mb = *o.executable_cache_mb;
   if (o.max_execution_threads) config.max_execution_threads = *o.max_execution_threads;
+  if (o.max_execution_threads_per_user) {
+    config.max_execution_threads_per_user = *o.max_execution_threads_per_user;
+  }
+  if (o.execution_stream_idle_seconds) {
+    config.execution_stream_idle_seconds = *o.execution_stream_idle_seconds;
+  }
   if (o.compute_threads) config.compute_threads = *o.compute_threads;
   if (o.load_memory_mb) config.load_memory_mb = *o.load_memory_mb;
   return absl::OkStatus();

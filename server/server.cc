@@ -113,14 +113,15 @@ absl::Status PodServer::Init() {
                           scheduler::Scheduler::Create(std::move(options), store_.get()));
   absl::Duration lease = absl::Seconds(config_.session_lease_seconds);
   ticker_ = std::make_unique<StreamTicker>(TickPeriod(lease));
-  env_ = ServiceEnv{scheduler_.get(), AuthPolicy::FromConfig(config_), config_.pod, lease,
-                    ticker_.get()};
+  env_ = ServiceEnv{scheduler_.get(), AuthPolicy::FromConfig(config_),
+                    config_.pod,      lease,
+                    ticker_.get(),    absl::Seconds(config_.execution_stream_idle_seconds)};
   pod_service_ = std::make_unique<PodServiceImpl>(env_);
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
-  execution_service_ = std::make_unique<ExecutionServiceImpl>(env_, cache_.get(), programs_.get(),
-                                                              load_memory_.get(), compute_.get(),
-                                                              config_.max_execution_threads);
+  execution_service_ = std::make_unique<ExecutionServiceImpl>(
+      env_, cache_.get(), programs_.get(), load_memory_.get(), compute_.get(),
+      config_.max_execution_threads, ExecutionThreadsPerUser(config_));
   absl::Status status = BuildGrpcServer();
   if (!status.ok()) {
     scheduler_->Shutdown();

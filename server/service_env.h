@@ -42,6 +42,9 @@ struct ServiceEnv {
   device::PodConfig pod;
   absl::Duration lease = absl::Seconds(10);
   StreamTicker* ticker = nullptr;
+  // A client stream of ExecutionService silent this long is ended
+  // (server/stream_idle_watch.h).
+  absl::Duration stream_idle = absl::Seconds(30);
 };
 
 // `body(caller)` returns the call's status; the response is filled by it.

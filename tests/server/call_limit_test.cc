@@ -14,7 +14,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(CallLimitTest, AdmitsUpToTheBoundThenRefusesUntilOneLeaves) {
-  CallLimit limit(2);
+  CallLimit limit(2, 2);
   std::optional<absl::StatusOr<CallLimit::Ticket>> a(limit.Enter("Run", "alice"));
   absl::StatusOr<CallLimit::Ticket> b = limit.Enter("Load", "bob");
   ASSERT_TRUE(a->ok());
@@ -32,7 +32,7 @@ TEST(CallLimitTest, AdmitsUpToTheBoundThenRefusesUntilOneLeaves) {
 }
 
 TEST(CallLimitTest, ABoundOfOneServesCallsOneAfterAnother) {
-  CallLimit limit(1);
+  CallLimit limit(1, 1);
   for (int i = 0; i < 100; ++i) {
     absl::StatusOr<CallLimit::Ticket> t = limit.Enter("Run", "alice");
     ASSERT_TRUE(t.ok()) << i;
@@ -41,7 +41,7 @@ TEST(CallLimitTest, ABoundOfOneServesCallsOneAfterAnother) {
 }
 
 TEST(CallLimitTest, AMovedTicketLeavesOnce) {
-  CallLimit limit(1);
+  CallLimit limit(1, 1);
   {
     absl::StatusOr<CallLimit::Ticket> t = limit.Enter("Run", "alice");
     ASSERT_TRUE(t.ok());
@@ -49,6 +49,34 @@ TEST(CallLimitTest, AMovedTicketLeavesOnce) {
     EXPECT_EQ(limit.in_flight(), 1);
   }
   EXPECT_EQ(limit.in_flight(), 0);
+}
+
+// Issue 11: one user's calls stop at the per-user share; another user is
+// still admitted, and the share frees as that user's calls leave.
+TEST(CallLimitTest, OneUserStopsAtTheirShareAndOthersAreStillAdmitted) {
+  CallLimit limit(4, 2);
+  std::vector<CallLimit::Ticket> held;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<CallLimit::Ticket> t = limit.Enter("UploadExecutable", "mallory");
+    ASSERT_TRUE(t.ok()) << i;
+    held.push_back(*std::move(t));
+  }
+  absl::StatusOr<CallLimit::Ticket> third = limit.Enter("UploadExecutable", "mallory");
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(third.status().message(),
+              HasSubstr("user mallory already has 2 execution calls in flight, the most one user "
+                        "may have (ipupodd --max-execution-threads-per-user 2); retry when one of "
+                        "yours has finished"));
+  EXPECT_EQ(limit.in_flight(), 2);
+  EXPECT_EQ(limit.in_flight("mallory"), 2);
+  absl::StatusOr<CallLimit::Ticket> alice = limit.Enter("Run", "alice");
+  EXPECT_TRUE(alice.ok());
+  EXPECT_EQ(limit.in_flight("alice"), 1);
+  held.pop_back();
+  EXPECT_TRUE(limit.Enter("Run", "mallory").ok());
+  held.clear();
+  EXPECT_EQ(limit.in_flight("mallory"), 0);
+  EXPECT_EQ(limit.in_flight(), 1);
 }
 
 }  // namespace

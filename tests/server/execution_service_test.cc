@@ -20,6 +20,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "compiler/compile.h"
@@ -377,10 +378,30 @@ TEST_F(ExecutionServiceTest, UploadInChunksThenStatAndASecondUploadHits) {
   EXPECT_EQ(ref.ipus_needed(), 1u);
   EXPECT_EQ(ref.ipus_reserved(), 1u);
   v1::ExecutableRef stat;
-  ASSERT_TRUE(bob_->Stat(big_->sha256, &stat).ok());
+  ASSERT_TRUE(alice_->Stat(big_->sha256, &stat).ok());
   EXPECT_EQ(stat.size_bytes(), big_->ipx.size());
   ASSERT_TRUE(bob_->Upload(big_->ipx, big_->sha256, &ref, 300'000).ok());
   EXPECT_TRUE(ref.cache_hit());
+}
+
+// Issue 11: a content hash is no capability. Another user's executable is
+// NOT_FOUND to bob (worded as one never uploaded) until bob uploads the
+// same bytes himself, which hits the one stored copy.
+TEST_F(ExecutionServiceTest, ExecutablesAreScopedToTheirUploaders) {
+  Attached session(*bob_, 1);
+  MustUpload(*mlp_);
+  grpc::Status stat = bob_->Stat(mlp_->sha256);
+  grpc::Status load = bob_->Load(session.id(), mlp_->sha256);
+  EXPECT_EQ(stat.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(load.error_code(), grpc::StatusCode::NOT_FOUND);
+  const std::string never(64, 'c');
+  grpc::Status unknown = bob_->Stat(never);
+  EXPECT_EQ(stat.error_message(),
+            absl::StrReplaceAll(unknown.error_message(), {{never, mlp_->sha256}}));
+  v1::ExecutableRef ref;
+  ASSERT_TRUE(bob_->Upload(mlp_->ipx, mlp_->sha256, &ref).ok());
+  EXPECT_TRUE(ref.cache_hit());
+  EXPECT_TRUE(bob_->Load(session.id(), mlp_->sha256).ok());
 }
 
 TEST_F(ExecutionServiceTest, StatNeedsAWellFormedHash) {
@@ -508,6 +529,8 @@ TEST_F(ExecutionServiceTest, ConcurrentSessionsShareComputeAndAllFinish) {
   Attached first(*alice_, 1);
   Attached second(*bob_, 1);
   MustLoad(first, *mlp_);
+  v1::ExecutableRef ref;
+  ASSERT_TRUE(bob_->Upload(mlp_->ipx, mlp_->sha256, &ref).ok());
   ASSERT_TRUE(bob_->Load(second.id(), mlp_->sha256, nullptr).ok());
   const tensor::Tensor want = Reference(mlp_->onnx, Inputs()[0].second);
   std::atomic<int> ok{0};
@@ -714,19 +737,28 @@ TEST_F(ExecutionServiceTest, ALoneClientIsNeverRefusedAtTheSmallestBounds) {
 // An upload that sent its first chunk and then waits: it holds one call.
 class HeldUpload {
  public:
-  explicit HeldUpload(Caller& caller) : context_(caller.Context()) {
+  explicit HeldUpload(Caller& caller, uint64_t total_bytes = 1 << 20, size_t sent = 1024)
+      : context_(caller.Context()) {
     writer_ = caller.exec().UploadExecutable(context_.get(), &ref_);
     v1::ExecutableChunk first;
     first.set_sha256(std::string(64, 'a'));
-    first.set_total_bytes(1 << 20);
-    first.set_data(std::string(1024, 'x'));
+    first.set_total_bytes(total_bytes);
+    first.set_data(std::string(sent, 'x'));
     writer_->Write(first);
+  }
+  // Sends `n` more bytes; false once the server has ended the call.
+  bool Send(size_t n) {
+    v1::ExecutableChunk chunk;
+    chunk.set_data(std::string(n, 'y'));
+    return writer_->Write(chunk);
   }
   // Ends the upload short: the server answers INVALID_ARGUMENT.
   grpc::Status Finish() {
     writer_->WritesDone();
     return writer_->Finish();
   }
+  // Waits for the server to end the call while this side stays silent.
+  grpc::Status FinishSilently() { return writer_->Finish(); }
 
  private:
   std::unique_ptr<grpc::ClientContext> context_;
@@ -735,7 +767,10 @@ class HeldUpload {
 };
 
 TEST_F(ExecutionServiceTest, CallsBeyondTheBoundAreRefusedWithTheBoundNamed) {
-  StartServer([](ServerConfig& config) { config.max_execution_threads = 2; });
+  StartServer([](ServerConfig& config) {
+    config.max_execution_threads = 2;
+    config.max_execution_threads_per_user = 2;  // the server-wide bound is met first
+  });
   HeldUpload first(*alice_);
   HeldUpload second(*bob_);
   // The held uploads are admitted when their handlers start: poll until a
@@ -766,6 +801,89 @@ TEST_F(ExecutionServiceTest, CallsBeyondTheBoundAreRefusedWithTheBoundNamed) {
   EXPECT_EQ(second.Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   // Both left: calls are served again.
   EXPECT_EQ(alice_->Stat(mlp_->sha256).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// Issue 11: streams that send one chunk and go silent. One user's stalled
+// uploads take at most that user's share of the execution calls; everyone
+// else is still served.
+TEST_F(ExecutionServiceTest, OneUsersStalledUploadsLeaveTheOthersServed) {
+  Caller mallory(Address(), "mallory");
+  std::vector<std::unique_ptr<HeldUpload>> held;
+  for (int i = 0; i < 8; ++i) held.push_back(std::make_unique<HeldUpload>(mallory));
+  // The held uploads are admitted as their handlers start: wait until
+  // mallory's own calls are refused.
+  grpc::Status refused;
+  ASSERT_TRUE(test_support::Eventually([&] {
+    refused = mallory.Stat(mlp_->sha256);
+    return refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  }));
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("user mallory already has 4 execution calls in flight, the most one user "
+                        "may have (ipupodd --max-execution-threads-per-user 4)"));
+  EXPECT_EQ(alice_->Stat(mlp_->sha256).error_code(), grpc::StatusCode::NOT_FOUND);
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  tensor::NamedTensors out;
+  v1::RunStats stats;
+  grpc::Status s = alice_->Run(session.id(), Inputs(), &out, &stats);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  int over_share = 0;
+  for (auto& upload : held) {
+    s = upload->Finish();
+    if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) ++over_share;
+  }
+  EXPECT_EQ(over_share, 4);
+}
+
+TEST_F(ExecutionServiceTest, SilentStreamsEndAfterTheIdleTimeout) {
+  StartServer([](ServerConfig& config) { config.execution_stream_idle_seconds = 1; });
+  HeldUpload upload(*alice_, 2ull << 30, kChunk);
+  grpc::Status s = upload.FinishSilently();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("UploadExecutable sent nothing for 1 s; the server ended it (ipupodd "
+                        "--execution-stream-idle-seconds 1): keep sending"));
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  auto context = alice_->Context();
+  auto run = alice_->exec().Run(context.get());
+  v1::RunRequest first;
+  first.set_session(session.id());
+  ASSERT_TRUE(run->Write(first));
+  s = run->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(s.error_message(), HasSubstr("Run sent nothing for 1 s"));
+  // The session's slot was given back: the next run is served.
+  tensor::NamedTensors out;
+  v1::RunStats stats;
+  s = alice_->Run(session.id(), Inputs(), &out, &stats);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+TEST_F(ExecutionServiceTest, AHugeDeclaredUploadIsRefusedUpFront) {
+  StartServer([](ServerConfig& config) { config.executable_cache_mb = kExecutableCacheMbMax; });
+  HeldUpload upload(*alice_, 60ull << 30, kChunk);
+  grpc::Status s = upload.Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("more than any executable can be"));
+}
+
+TEST_F(ExecutionServiceTest, UploadsInFlightCountAgainstTheCacheBound) {
+  StartServer([](ServerConfig& config) { config.executable_cache_mb = 2; });
+  HeldUpload first(*alice_, 3 * kChunk / 2, kChunk);
+  grpc::Status s;
+  ASSERT_TRUE(test_support::Eventually([&] {
+    HeldUpload second(*bob_, 3 * kChunk / 2, kChunk);
+    s = second.Finish();
+    return s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  })) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("uploads in progress"));
+  EXPECT_THAT(s.error_message(), HasSubstr("--executable-cache-mb"));
+  EXPECT_EQ(first.Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Its bytes were given back: the whole bound is free again.
+  v1::ExecutableRef ref;
+  s = bob_->Upload(mlp_->ipx, mlp_->sha256, &ref);
+  EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
 }  // namespace

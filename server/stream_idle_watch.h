@@ -1,0 +1,107 @@
+// File: server/stream_idle_watch.h
+//
+// StreamIdleWatch: ends a client-streaming ExecutionService call whose
+// client has sent nothing for `idle` (ipupodd --execution-stream-idle-seconds).
+// Without it a client that sends one chunk and goes silent holds a sync-pool
+// thread, an execution call and the bytes it sent for as long as it likes.
+//
+// The server-wide StreamTicker (server/stream_ticker.h) visits each watch;
+// no thread or timer per stream. Only time spent blocked in a read counts
+// (between BeginRead and EndRead): a call waiting for its session's slot or
+// for compute is not idle. An expired watch cancels the call with
+// DEADLINE_EXCEEDED and a message naming the method, the bound and its flag
+// (grpc_call_cancel_with_status: the client sees that status, the blocked
+// read returns false, and the handler returns and frees what it held).
+//
+// Thread safety: BeginRead/EndRead/expired/ExpiredStatus from the handler's
+// thread, Tick from the ticker's; one mutex. Stop() (called by the
+// destructor of ScopedStreamIdleWatch) returns only when no Tick can touch
+// the call any more, so the call outlives every cancellation.
+// Errors: ExpiredStatus - DEADLINE_EXCEEDED.
+#ifndef IPUPOD_SERVER_STREAM_IDLE_WATCH_H_
+#define IPUPOD_SERVER_STREAM_IDLE_WATCH_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/server_context.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/stream_ticker.h"
+
+namespace ipupod::server {
+
+class StreamIdleWatch final : public Tickable {
+ public:
+  // REQUIRES: idle > 0; `context` belongs to a running call and outlives Stop().
+  StreamIdleWatch(grpc::ServerContext* context, absl::string_view method, absl::Duration idle);
+  StreamIdleWatch(const StreamIdleWatch&) = delete;
+  StreamIdleWatch& operator=(const StreamIdleWatch&) = delete;
+
+  void BeginRead(absl::Time now = absl::Now());
+  void EndRead();
+  // After it returns, Tick never touches the call.
+  void Stop();
+  bool expired() const;
+  absl::Status ExpiredStatus() const;
+
+  void Tick(absl::Time now) override;
+
+ private:
+  const std::string method_;
+  const absl::Duration idle_;
+  mutable absl::Mutex mu_;
+  grpc::ServerContext* context_ ABSL_GUARDED_BY(mu_);  // null after Stop
+  absl::Time reading_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool expired_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Registers a watch with `ticker` for one handler's lifetime. A null ticker
+// watches nothing.
+class ScopedStreamIdleWatch {
+ public:
+  ScopedStreamIdleWatch(StreamTicker* ticker, grpc::ServerContext* context,
+                        absl::string_view method, absl::Duration idle);
+  ~ScopedStreamIdleWatch();
+  ScopedStreamIdleWatch(const ScopedStreamIdleWatch&) = delete;
+  ScopedStreamIdleWatch& operator=(const ScopedStreamIdleWatch&) = delete;
+
+  // `status`, or DEADLINE_EXCEEDED if the watch ended the call.
+  absl::Status Outcome(absl::Status status) const;
+  // Reads one message through `reader`, counting the wait as idle time.
+  template <typename Reader, typename Message>
+  bool Read(Reader* reader, Message* message) {
+    if (watch_ != nullptr) watch_->BeginRead();
+    const bool ok = reader->Read(message);
+    if (watch_ != nullptr) watch_->EndRead();
+    return ok;
+  }
+
+ private:
+  StreamTicker* const ticker_;
+  std::shared_ptr<StreamIdleWatch> watch_;
+};
+
+// A reader whose Read goes through a watch: hand it to code templated on
+// the reader.
+template <typename Reader>
+class WatchedReader {
+ public:
+  WatchedReader(Reader* reader, ScopedStreamIdleWatch* watch) : reader_(reader), watch_(watch) {}
+  template <typename Message>
+  bool Read(Message* message) {
+    return watch_->Read(reader_, message);
+  }
+
+ private:
+  Reader* const reader_;
+  ScopedStreamIdleWatch* const watch_;
+};
+
+}  // namespace ipupod::server
+
+#endif  // IPUPOD_SERVER_STREAM_IDLE_WATCH_H_

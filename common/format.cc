@@ -54,4 +54,14 @@ std::string FormatBytesFixed(int64_t bytes) {
   return absl::StrFormat("%.2f GB", b / 1e9);
 }
 
+std::string ElideMiddle(absl::string_view text, size_t max_chars) {
+  if (text.size() <= max_chars) return std::string(text);
+  const std::string middle = absl::StrCat("...(", text.size(), " characters)...");
+  const size_t keep = max_chars > middle.size() ? max_chars - middle.size() : 0;
+  const size_t head = (keep + 1) / 2;
+  return absl::StrCat(text.substr(0, head), middle, text.substr(text.size() - (keep - head)));
+}
+
+std::string EchoName(absl::string_view name) { return ElideMiddle(name, kEchoedNameCharsMax); }
+
 }  // namespace ipupod

@@ -2,15 +2,20 @@
 //
 // Human-readable numbers for tables, reports and messages, one function
 // per style; the name says what it prints. Decimal (SI) units throughout,
-// as Graphcore quotes IPU memory ("900 MB" per GC200).
+// as Graphcore quotes IPU memory ("900 MB" per GC200). And text a client
+// sent, shortened before an error message echoes it (ElideMiddle,
+// EchoName), so a hostile name can never make a message too long to send.
 //
 // Thread safety: pure functions.
 // Errors: none.
 #ifndef IPUPOD_COMMON_FORMAT_H_
 #define IPUPOD_COMMON_FORMAT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "absl/strings/string_view.h"
 
 namespace ipupod {
 
@@ -28,6 +33,15 @@ std::string FormatBytesTrimmed(uint64_t bytes);
 // Fixed decimals, for aligned report columns: "17 B", "12.3 kB", "900.0 MB",
 // "1.23 GB".
 std::string FormatBytesFixed(int64_t bytes);
+
+// At most `max_chars` characters of `text` (bytes; a multi-byte UTF-8
+// character may be cut): the text itself if it fits, else its start and
+// end around "...(N characters)...". REQUIRES: max_chars >= 40.
+std::string ElideMiddle(absl::string_view text, size_t max_chars);
+// How an error message quotes a name a client sent: ElideMiddle to
+// kEchoedNameCharsMax.
+inline constexpr size_t kEchoedNameCharsMax = 80;
+std::string EchoName(absl::string_view name);
 
 }  // namespace ipupod
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -75,6 +76,8 @@ class SessionOp {
       return absl::InvalidArgumentError(
           "name the session (the id `ipupod attach` printed, also in IPUPOD_SESSION)");
     }
+    IPUPOD_RETURN_IF_ERROR(
+        wire::CheckNameLength("session", session, "name the session `ipupod attach` printed"));
     IPUPOD_ASSIGN_OR_RETURN(std::shared_ptr<SessionSlot> slot, programs.Acquire(session));
     absl::StatusOr<scheduler::SessionOperation> op =
         env.scheduler->BeginSessionOperation(caller, session);
@@ -245,6 +248,29 @@ absl::StatusOr<tensor::NamedTensors> ReadTensors(Reader* reader, TensorAssembler
   return assembler.Finish();
 }
 
+// Names ReadWeights asks for: each at most once, so no more than the
+// program has (checked first: a request naming one weight 100,000 times
+// costs a comparison, not 100,000 copies).
+absl::Status CheckWeightNames(const google::protobuf::RepeatedPtrField<std::string>& names,
+                              size_t weights) {
+  if (static_cast<size_t>(names.size()) > weights) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the request asks for %d weights but the program has %d; ask for each at most once, or "
+        "for none to get every weight",
+        names.size(), weights));
+  }
+  absl::flat_hash_set<absl::string_view> seen;
+  for (const std::string& name : names) {
+    IPUPOD_RETURN_IF_ERROR(
+        wire::CheckNameLength("weight", name, "ask for the program's own weight names"));
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("weight %s is asked for twice; ask for each once", name));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int64_t HostBytes(const std::vector<compiler::TensorSpec>& specs) {
   int64_t bytes = 0;
   for (const auto& spec : specs) {
@@ -397,6 +423,8 @@ grpc::Status ExecutionServiceImpl::ReadWeights(
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
                             SessionOp::Begin(env_, *programs_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+    IPUPOD_RETURN_IF_ERROR(
+        CheckWeightNames(request->names(), state.program->weight_specs().size()));
     const std::vector<std::string> names(request->names().begin(), request->names().end());
     if (request->checkpoint()) {
       if (!names.empty()) {

@@ -2,8 +2,9 @@
 //
 // absl::Status -> grpc::Status at the server's edge (the only place that
 // converts; client/ converts back). The code and message carry over as they
-// are (absl and gRPC share code numbers). The common/errors.h payloads become
-// trailing metadata, as the ipupod.v1 proto header describes:
+// are (absl and gRPC share code numbers), the message shortened in the
+// middle past kStatusMessageCharsMax so it always fits gRPC's metadata limit. The common/errors.h
+// payloads become trailing metadata, as the ipupod.v1 proto header describes:
 //   ipupod-error-kind:       recoverable | unrecoverable | application
 //                            (every non-OK status; unclassified = application)
 //   ipupod-recovery-action:  IPU_RESET | LINK_RESET | PARTITION_RESET | FULL_RESET
@@ -30,6 +31,7 @@ namespace ipupod::server {
 inline constexpr absl::string_view kErrorKindTrailer = "ipupod-error-kind";
 inline constexpr absl::string_view kRecoveryActionTrailer = "ipupod-recovery-action";
 inline constexpr absl::string_view kIpusTrailer = "ipupod-ipus";
+inline constexpr size_t kStatusMessageCharsMax = 2048;
 
 struct ConvertedStatus {
   grpc::Status status;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/format.h"
 #include "common/status_macros.h"
 #include "tensor/shape.h"
 
@@ -47,6 +48,14 @@ absl::Status StreamTensors(const std::vector<tensor::TensorRef>& tensors,
   return absl::OkStatus();
 }
 
+absl::Status CheckNameLength(absl::string_view what, absl::string_view name,
+                             absl::string_view fix) {
+  if (name.size() <= kNameBytesMax) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("a %s name of %d characters is over the limit of %d; %s (it begins \"%s\")",
+                      what, name.size(), kNameBytesMax, fix, name.substr(0, 32)));
+}
+
 TensorAssembler::TensorAssembler(std::string what, int64_t bytes_max)
     : what_(std::move(what)), bytes_max_(bytes_max) {}
 
@@ -55,11 +64,10 @@ absl::StatusOr<tensor::DType> TensorAssembler::CheckHeader(const v1::TensorHeade
   if (name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("a tensor of the ", what_, " has no name"));
   }
-  for (const auto& [done_name, t] : done_) {
-    if (done_name == name) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("tensor %s is sent twice in the %s; send each once", name, what_));
-    }
+  IPUPOD_RETURN_IF_ERROR(CheckNameLength("tensor", name, "send the model's own names"));
+  if (names_.contains(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor %s is sent twice in the %s; send each once", name, what_));
   }
   absl::StatusOr<tensor::DType> dtype = tensor::ParseDTypeName(header.dtype());
   if (!dtype.ok()) {
@@ -90,7 +98,7 @@ absl::Status TensorAssembler::AddHeader(const v1::TensorHeader& header) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "tensor %s started before tensor %s was complete (%d of %d bytes); send all of a "
         "tensor's bytes before the next header",
-        header.name(), pending_->name, pending_->filled, pending_->tensor.byte_size()));
+        EchoName(header.name()), pending_->name, pending_->filled, pending_->tensor.byte_size()));
   }
   IPUPOD_ASSIGN_OR_RETURN(tensor::DType dtype, CheckHeader(header));
   // Every byte is written by a chunk before CompletePending reads any.
@@ -138,6 +146,7 @@ absl::Status TensorAssembler::CompletePending() {
       }
     }
   }
+  names_.insert(p.name);
   done_.emplace_back(std::move(p.name), std::move(p.tensor));
   return absl::OkStatus();
 }

@@ -10,7 +10,8 @@
 //                    bytes, such as an executable) into that sequence.
 //   TensorAssembler  the receiving side: rebuilds tensor::NamedTensors from
 //                    headers and chunks in stream order, checking as it
-//                    goes: a name, not seen before; a known dtype name;
+//                    goes: a name of at most kNameBytesMax bytes, not
+//                    seen before; a known dtype name;
 //                    non-negative dims; total_bytes equal to the shape's
 //                    element count x dtype size; at most `bytes_max` bytes
 //                    declared in all (checked on each header, before
@@ -40,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -53,6 +55,14 @@ namespace v1 = ::ipupod::v1;
 
 // The contract's bound on one TensorData (and one ExecutableChunk): 1 MiB.
 inline constexpr size_t kTensorChunkBytesMax = size_t{1} << 20;
+// The longest name a request may carry: a tensor, a weight, a session.
+// Longer ones are INVALID_ARGUMENT up front (CheckNameLength), so no error
+// message can grow with a client's name.
+inline constexpr size_t kNameBytesMax = 256;
+
+// INVALID_ARGUMENT "a <what> name of N characters is over the limit of 256;
+// <fix>" if `name` is longer than kNameBytesMax.
+absl::Status CheckNameLength(absl::string_view what, absl::string_view name, absl::string_view fix);
 
 v1::TensorHeader TensorHeaderOf(absl::string_view name, const tensor::Tensor& tensor);
 
@@ -100,6 +110,7 @@ class TensorAssembler {
   int64_t bytes_declared_ = 0;
   std::optional<Pending> pending_;
   tensor::NamedTensors done_;
+  absl::flat_hash_set<std::string> names_;  // of done_, for the duplicate check
 };
 
 }  // namespace ipupod::wire

@@ -42,5 +42,16 @@ TEST(FormatTest, BytesFixedKeepTheirDecimals) {
   EXPECT_EQ(FormatBytesFixed(2'170'000'000), "2.17 GB");
 }
 
+TEST(FormatTest, ElideMiddleKeepsBothEndsWithinTheBound) {
+  EXPECT_EQ(ElideMiddle("session-1", 40), "session-1");
+  const std::string name = std::string(5000, 'a') + std::string(5000, 'z');
+  const std::string elided = ElideMiddle(name, 80);
+  EXPECT_EQ(elided.size(), 80u);
+  EXPECT_EQ(elided.front(), 'a');
+  EXPECT_EQ(elided.back(), 'z');
+  EXPECT_NE(elided.find("...(10000 characters)..."), std::string::npos);
+  EXPECT_EQ(EchoName(name), elided);
+}
+
 }  // namespace
 }  // namespace ipupod

@@ -886,5 +886,42 @@ TEST_F(ExecutionServiceTest, UploadsInFlightCountAgainstTheCacheBound) {
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
+// Issue 11: ReadWeights took the same name 100,000 times (a 1.2 MB request
+// answered 55 MB). Duplicates are refused as WriteWeights refuses them.
+TEST_F(ExecutionServiceTest, ReadWeightsRefusesDuplicateNames) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  tensor::NamedTensors read;
+  grpc::Status s = alice_->ReadWeights(session.id(), {"fc1.w", "fc1.w"}, &read);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("weight fc1.w is asked for twice; ask for each once"));
+  s = alice_->ReadWeights(session.id(), std::vector<std::string>(100'000, "fc1.w"), &read);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("asks for 100000 weights but the program has 2"));
+}
+
+// Issue 11: a 10,000-character name came back whole in a NOT_FOUND
+// message, which gRPC then refused to send ("metadata size exceeds
+// limit"). Over-long names are refused up front and never echoed whole.
+TEST_F(ExecutionServiceTest, OverlongNamesAreRefusedUpFrontAndNotEchoedWhole) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  const std::string huge(10'000, 'n');
+  grpc::Status s = alice_->Load(huge, mlp_->sha256);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("a session name of 10000 characters is over the limit "
+                                           "of 256; name the session `ipupod attach` printed"));
+  EXPECT_LT(s.error_message().size(), 400u);
+  tensor::NamedTensors read;
+  s = alice_->ReadWeights(session.id(), {huge}, &read);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("a weight name of 10000 characters is over the limit"));
+  EXPECT_LT(s.error_message().size(), 400u);
+  s = alice_->WriteWeights(session.id(), {{huge, Floats({16, 4}, Ramp(64, 2))}});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("a tensor name of 10000 characters is over the limit"));
+  EXPECT_LT(s.error_message().size(), 400u);
+}
+
 }  // namespace
 }  // namespace ipupod::server

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "absl/strings/match.h"
 #include "common/errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -72,6 +73,17 @@ TEST(StatusConvertTest, TrailersRoundTripThroughTheClientsParser) {
   EXPECT_EQ(GetErrorKind(rebuilt), ErrorKind::kRecoverable);
   EXPECT_EQ(GetRecoveryAction(rebuilt), RecoveryAction::kPartitionReset);
   EXPECT_EQ(GetErrorIpus(rebuilt), (std::vector<int>{4, 5, 6, 7}));
+}
+
+// Issue 11: a message that echoed a client's 10,000-character name made
+// gRPC refuse to send it; the conversion caps every message.
+TEST(StatusConvertTest, OverlongMessagesAreShortenedInTheMiddle) {
+  const std::string message = "session " + std::string(10'000, 'n') + " does not exist";
+  const ConvertedStatus converted = ConvertStatus(absl::NotFoundError(message));
+  EXPECT_EQ(converted.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(converted.status.error_message().size(), kStatusMessageCharsMax);
+  EXPECT_EQ(converted.status.error_message().substr(0, 8), "session ");
+  EXPECT_TRUE(absl::EndsWith(converted.status.error_message(), " does not exist"));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "common/sync.h"
 #include "kernels/threads.h"
 #include "server/call_limit.h"
+#include "server/request_parse_errors.h"
 
 namespace ipupod::server {
 namespace {
@@ -59,10 +60,10 @@ constexpr int kQuotaHeadroom = kMaxPollers + 2;
 // calls allowed could refuse a lone client whose previous call's thread had
 // not exited yet ("Server Threadpool Exhausted", with nothing logged).
 // CallLimit (server/call_limit.h) is the bound clients meet; the quota sits
-// above it and only caps threads under a burst, and the interceptor logs
-// any call gRPC itself refuses. Two pollers let a thread that finishes a
+// above it and only caps threads under a burst. Two pollers let a thread that finishes a
 // call go back to polling instead of exiting, so a client making calls one
-// after another does not make a thread per call.
+// after another does not make a thread per call. SetInterceptors logs any
+// call gRPC itself refuses.
 void SetExecutionThreads(grpc::ServerBuilder& builder, int max_calls) {
   grpc::ResourceQuota quota("ipupodd-execution");
   quota.SetMaxThreads(max_calls + kQuotaHeadroom);
@@ -70,9 +71,15 @@ void SetExecutionThreads(grpc::ServerBuilder& builder, int max_calls) {
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, kMinPollers);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxPollers);
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> loggers;
-  loggers.push_back(std::make_unique<ThreadpoolRefusalLoggerFactory>());
-  builder.experimental().SetInterceptorCreators(std::move(loggers));
+}
+
+// The logger of gRPC's own thread-pool refusals, and INVALID_ARGUMENT for
+// requests that do not parse (server/request_parse_errors.h).
+void SetInterceptors(grpc::ServerBuilder& builder) {
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+  creators.push_back(std::make_unique<ThreadpoolRefusalLoggerFactory>());
+  creators.push_back(std::make_unique<RequestParseErrorsFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(creators));
 }
 
 }  // namespace
@@ -142,6 +149,7 @@ absl::Status PodServer::BuildGrpcServer() {
   builder.RegisterService(session_service_.get());
   builder.RegisterService(execution_service_.get());
   SetExecutionThreads(builder, config_.max_execution_threads);
+  SetInterceptors(builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     if (server_ != nullptr) server_->Shutdown();

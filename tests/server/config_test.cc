@@ -374,6 +374,30 @@ TEST(ConfigTest, ExecutionKeysAndFlags) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Issue 11: the per-user share of execution calls and the idle timeout of
+// client streams.
+TEST(ConfigTest, PerUserShareAndStreamIdleKeysAndFlags) {
+  EXPECT_EQ(ExecutionThreadsPerUser(ServerConfig()), 4);  // half of 8
+  EXPECT_EQ(ServerConfig().execution_stream_idle_seconds, 30);
+  auto config = ParseConfigJson(
+      R"({"max_execution_threads": 1, "max_execution_threads_per_user": 0,
+          "execution_stream_idle_seconds": 5})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(ExecutionThreadsPerUser(*config), 1);  // at least 1
+  EXPECT_EQ(config->execution_stream_idle_seconds, 5);
+  ExpectInvalid(R"({"execution_stream_idle_seconds": 0})",
+                {"'execution_stream_idle_seconds'", "from 1"});
+  ExpectInvalid(R"({"max_execution_threads_per_user": -1})",
+                {"'max_execution_threads_per_user'", "from 0"});
+  auto cl = Parse({"--max-execution-threads", "6", "--max-execution-threads-per-user", "9",
+                   "--execution-stream-idle-seconds", "2"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(ExecutionThreadsPerUser(*cl->config), 6);  // never above the whole bound
+  EXPECT_EQ(cl->config->execution_stream_idle_seconds, 2);
+  EXPECT_EQ(Parse({"--execution-stream-idle-seconds", "0"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ConfigTest, ComputeThreadsKeyAndFlag) {
   EXPECT_EQ(ServerConfig().compute_threads, 0);  // every CPU
   auto config = ParseConfigJson(R"({"compute_threads": 1})");

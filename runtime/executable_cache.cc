@@ -1,7 +1,10 @@
 #include "runtime/executable_cache.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -19,7 +22,52 @@ absl::Status LargerThanTheCache(int64_t size, int64_t max_bytes) {
       FormatBytesFixed(max_bytes), "; restart ipupodd with a larger --executable-cache-mb"));
 }
 
+constexpr int64_t kMapNodeBytes = 48;  // a std::map node's links and colour
+
+int64_t HeapBytes(const std::string& s) {
+  return s.capacity() > 15 ? static_cast<int64_t>(s.capacity()) + 1 : 0;  // past SSO
+}
+int64_t HeapBytes(const std::vector<std::string>& v) {
+  int64_t bytes = static_cast<int64_t>(v.capacity() * sizeof(std::string));
+  for (const std::string& s : v) bytes += HeapBytes(s);
+  return bytes;
+}
+template <typename T>
+int64_t HeapBytes(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
+template <typename V>
+int64_t HeapBytes(const std::map<std::string, V>& m) {
+  int64_t bytes = 0;
+  for (const auto& [key, value] : m) {
+    bytes += kMapNodeBytes + static_cast<int64_t>(sizeof(key) + sizeof(value)) + HeapBytes(key);
+  }
+  return bytes;
+}
+int64_t HeapBytes(const std::vector<compiler::TensorSpec>& specs) {
+  int64_t bytes = static_cast<int64_t>(specs.capacity() * sizeof(compiler::TensorSpec));
+  for (const auto& spec : specs) bytes += HeapBytes(spec.name) + HeapBytes(spec.shape);
+  return bytes;
+}
+
 }  // namespace
+
+int64_t ExecutableHeldBytes(const compiler::Executable& e) {
+  const compiler::Placement& p = e.placement;
+  const compiler::TrainingSpec& t = e.training;
+  int64_t bytes = static_cast<int64_t>(sizeof(e));
+  bytes += HeapBytes(e.model_bytes) + HeapBytes(e.report_json) + HeapBytes(e.producer) +
+           HeapBytes(e.content_hash) + HeapBytes(e.warnings);
+  bytes += HeapBytes(e.inputs) + HeapBytes(e.outputs);
+  bytes += HeapBytes(p.node_names) + HeapBytes(p.node_stage) + HeapBytes(p.stage_ipu) +
+           HeapBytes(p.notes);
+  bytes += HeapBytes(t.loss) + HeapBytes(t.weights) + HeapBytes(t.optimizer) +
+           HeapBytes(t.variables) + HeapBytes(t.constants) + HeapBytes(t.buffers);
+  for (const auto& [key, value] : t.buffers) bytes += HeapBytes(value);
+  bytes += HeapBytes(e.config.layers_per_ipu) + HeapBytes(e.config.output_mode) +
+           HeapBytes(e.config.executable_cache_dir);
+  return bytes;
+}
 
 ExecutableCache::ExecutableCache(int64_t max_bytes) : max_bytes_(max_bytes) {}
 
@@ -100,17 +148,16 @@ absl::StatusOr<CachedExecutable> ExecutableCache::Put(absl::string_view ipx_byte
     spdlog::info("executable cache hit sha256={} bytes={} user={}", hash, size, std::string(user));
     return CachedExecutable{it->second.executable, it->second.size_bytes, true};
   }
-  EvictFor(size);
+  auto executable = std::make_shared<const compiler::Executable>(*std::move(parsed));
+  const int64_t charge = ExecutableHeldBytes(*executable);
+  if (charge > max_bytes_) return LargerThanTheCache(charge, max_bytes_);
+  EvictFor(charge);
   lru_.push_front(hash);
-  Entry entry{std::make_shared<const compiler::Executable>(*std::move(parsed)),
-              size,
-              {std::string(user)},
-              lru_.begin()};
-  auto executable = entry.executable;
-  entries_.emplace(hash, std::move(entry));
-  used_bytes_ += size;
-  spdlog::info("executable cache stored sha256={} bytes={} user={} used_bytes={} entries={}", hash,
-               size, std::string(user), used_bytes_, entries_.size());
+  entries_.emplace(hash, Entry{executable, size, charge, {std::string(user)}, lru_.begin()});
+  used_bytes_ += charge;
+  spdlog::info(
+      "executable cache stored sha256={} bytes={} held_bytes={} user={} used_bytes={} entries={}",
+      hash, size, charge, std::string(user), used_bytes_, entries_.size());
   return CachedExecutable{std::move(executable), size, false};
 }
 
@@ -151,8 +198,9 @@ int64_t ExecutableCache::size() const {
 void ExecutableCache::EvictFor(int64_t bytes) {
   while (!lru_.empty() && used_bytes_ + in_flight_bytes_ + bytes > max_bytes_) {
     auto it = entries_.find(lru_.back());
-    used_bytes_ -= it->second.size_bytes;
-    spdlog::info("executable cache evicted sha256={} bytes={}", it->first, it->second.size_bytes);
+    used_bytes_ -= it->second.charge_bytes;
+    spdlog::info("executable cache evicted sha256={} held_bytes={}", it->first,
+                 it->second.charge_bytes);
     entries_.erase(it);
     lru_.pop_back();
   }

@@ -2,8 +2,9 @@
 //
 // runtime::ExecutableCache: the server's content-addressed store of
 // uploaded executables, keyed by their content hash (the .ipx header's
-// SHA-256 of the payload, verified on Put). Bounded by bytes: the stored
-// files plus the bytes of uploads still on their way in (Upload). A Put or
+// SHA-256 of the payload, verified on Put). Bounded by bytes: what the
+// stored executables hold once parsed (ExecutableHeldBytes) plus the bytes
+// of uploads still on their way in (Upload). A Put or
 // an upload's growth that would exceed the bound evicts least-recently-used
 // entries first. Evicting never breaks a loaded session: Get hands out
 // shared_ptrs, so a Program keeps its executable alive. Every Put and Get
@@ -51,6 +52,12 @@ inline constexpr int64_t kExecutableBytesMax =
     static_cast<int64_t>(compiler::kExecutableHeaderBytes) + 16 + (int64_t{1} << 30) +
     graph::kOnnxBytesMax;
 
+// What a parsed executable holds in memory, the part on the heap estimated
+// from capacities: the model bytes and the report (most of it), every name,
+// shape, placement and training entry (a map node as 48 bytes). This, not
+// the .ipx file's size, is what an entry costs against the cache's bound.
+int64_t ExecutableHeldBytes(const compiler::Executable& executable);
+
 struct CachedExecutable {
   std::shared_ptr<const compiler::Executable> executable;
   int64_t size_bytes = 0;  // of the .ipx file
@@ -92,14 +99,15 @@ class ExecutableCache {
   absl::StatusOr<CachedExecutable> Get(absl::string_view sha256, absl::string_view user);
 
   int64_t max_bytes() const { return max_bytes_; }
-  int64_t used_bytes() const;       // stored entries
+  int64_t used_bytes() const;       // stored entries, as parsed
   int64_t in_flight_bytes() const;  // uploads in progress
   int64_t size() const;
 
  private:
   struct Entry {
     std::shared_ptr<const compiler::Executable> executable;
-    int64_t size_bytes = 0;
+    int64_t size_bytes = 0;                    // of the .ipx file
+    int64_t charge_bytes = 0;                  // against the bound: ExecutableHeldBytes
     std::set<std::string, std::less<>> users;  // who uploaded it
     std::list<std::string>::iterator lru;      // position in lru_
   };

@@ -18,6 +18,7 @@ using ::testing::HasSubstr;
 struct Ipx {
   std::string bytes;
   std::string hash;
+  int64_t held = 0;  // what the cache charges for it once parsed
   int64_t size() const { return static_cast<int64_t>(bytes.size()); }
 };
 
@@ -27,7 +28,7 @@ Ipx Make(int64_t batch) {
   EXPECT_TRUE(e.ok()) << e.status();
   auto bytes = compiler::WriteExecutable(*e);
   EXPECT_TRUE(bytes.ok()) << bytes.status();
-  return {*bytes, e->content_hash};
+  return {*bytes, e->content_hash, ExecutableHeldBytes(*compiler::ReadExecutable(*bytes))};
 }
 
 TEST(ExecutableCacheTest, PutThenGetHitsAndUnknownHashMisses) {
@@ -43,7 +44,7 @@ TEST(ExecutableCacheTest, PutThenGetHitsAndUnknownHashMisses) {
   EXPECT_TRUE(again->cache_hit);
   EXPECT_EQ(again->executable, stored->executable);  // the same object, not a copy
   EXPECT_EQ(cache.size(), 1);
-  EXPECT_EQ(cache.used_bytes(), a.size());
+  EXPECT_EQ(cache.used_bytes(), a.held);
   auto got = cache.Get(a.hash, "alice");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->executable, stored->executable);
@@ -54,7 +55,7 @@ TEST(ExecutableCacheTest, PutThenGetHitsAndUnknownHashMisses) {
 
 TEST(ExecutableCacheTest, EvictsLeastRecentlyUsedFirst) {
   const Ipx a = Make(1), b = Make(2), c = Make(3);
-  ExecutableCache cache(a.size() + b.size() + c.size() - 1);  // room for two of them
+  ExecutableCache cache(a.held + b.held + c.held - 1);  // room for two of them
   ASSERT_TRUE(cache.Put(a.bytes, "alice").ok());
   ASSERT_TRUE(cache.Put(b.bytes, "alice").ok());
   ASSERT_TRUE(cache.Get(a.hash, "alice").ok());  // b is now the least recently used
@@ -62,7 +63,7 @@ TEST(ExecutableCacheTest, EvictsLeastRecentlyUsedFirst) {
   EXPECT_EQ(cache.Get(b.hash, "alice").status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(cache.Get(a.hash, "alice").ok());
   EXPECT_TRUE(cache.Get(c.hash, "alice").ok());
-  EXPECT_EQ(cache.used_bytes(), a.size() + c.size());
+  EXPECT_EQ(cache.used_bytes(), a.held + c.held);
   ASSERT_TRUE(cache.Put(b.bytes, "alice").ok());  // c was used after a: a goes
   EXPECT_EQ(cache.Get(a.hash, "alice").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(cache.size(), 2);
@@ -85,7 +86,7 @@ TEST(ExecutableCacheTest, RejectsFilesLargerThanTheBoundAndMalformedFiles) {
 
 TEST(ExecutableCacheTest, EvictionKeepsHandedOutExecutablesAlive) {
   const Ipx a = Make(1), b = Make(2);
-  ExecutableCache cache(std::max(a.size(), b.size()));  // one at a time
+  ExecutableCache cache(std::max(a.held, b.held));  // one at a time
   auto held = cache.Put(a.bytes, "alice");
   ASSERT_TRUE(held.ok()) << held.status();
   ASSERT_TRUE(cache.Put(b.bytes, "alice").ok());
@@ -96,7 +97,7 @@ TEST(ExecutableCacheTest, EvictionKeepsHandedOutExecutablesAlive) {
 
 TEST(ExecutableCacheTest, ConcurrentPutAndGet) {
   const std::vector<Ipx> ipx = {Make(1), Make(2), Make(3)};
-  ExecutableCache cache(ipx[0].size() + ipx[1].size());
+  ExecutableCache cache(ipx[0].held + ipx[1].held);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
@@ -138,7 +139,7 @@ TEST(ExecutableCacheTest, ExecutablesAreScopedToTheUsersWhoUploadedThem) {
   EXPECT_TRUE(cache.Get(a.hash, "bob").ok());
   EXPECT_TRUE(cache.Get(a.hash, "alice").ok());
   EXPECT_EQ(cache.size(), 1);
-  EXPECT_EQ(cache.used_bytes(), a.size());
+  EXPECT_EQ(cache.used_bytes(), a.held);
 }
 
 // Issue 11: an upload's bytes count against the bound as they arrive; a
@@ -165,6 +166,22 @@ TEST(ExecutableCacheTest, UploadsInProgressCountAgainstTheBound) {
   second->reset();
   EXPECT_EQ(cache.in_flight_bytes(), 0);
   EXPECT_EQ(cache.StartUpload(4 << 20).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// Issue 11: the bound ignored the parsed copy the cache keeps. An entry is
+// charged what its parsed executable holds: at least the model bytes, the
+// report and every node name of its placement.
+TEST(ExecutableCacheTest, TheBoundCountsWhatTheParsedExecutableHolds) {
+  const Ipx a = Make(1);
+  ExecutableCache cache(1 << 20);
+  auto stored = cache.Put(a.bytes, "alice");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  const compiler::Executable& e = *stored->executable;
+  int64_t names = 0;
+  for (const std::string& n : e.placement.node_names) names += sizeof(n) + n.size();
+  const int64_t floor = static_cast<int64_t>(e.model_bytes.size() + e.report_json.size()) + names;
+  EXPECT_GE(cache.used_bytes(), floor);
+  EXPECT_EQ(cache.used_bytes(), ExecutableHeldBytes(e));
 }
 
 }  // namespace

@@ -596,6 +596,8 @@ TEST_F(ExecutionServiceTest, LoadsBeyondTheHostMemoryBudgetAreRefusedUntilOneIsF
   auto first = std::make_unique<Attached>(*alice_, 1);
   MustLoad(*first, *big_);
   Attached second(*bob_, 1);
+  v1::ExecutableRef ref;  // executables are scoped to their uploaders: bob uploads it too
+  ASSERT_TRUE(bob_->Upload(big_->ipx, big_->sha256, &ref).ok());
   v1::LoadedProgram loaded;
   grpc::Status s = bob_->Load(second.id(), big_->sha256, &loaded);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);

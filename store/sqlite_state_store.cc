@@ -7,10 +7,13 @@
 #include <limits>
 #include <system_error>
 #include <utility>
+#include <vector>
 
+#include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
 #include <fcntl.h>
@@ -136,16 +139,31 @@ absl::Status Exec(sqlite3* db, const char* sql) {
   return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db, rc, sql);
 }
 
-// Runs `body` inside BEGIN IMMEDIATE .. COMMIT; rolls back when it fails, so
-// a failed write changes nothing.
-absl::Status WriteTransaction(sqlite3* db, const std::function<absl::Status()>& body) {
+// Runs `body` inside BEGIN IMMEDIATE .. COMMIT at write point `point`; rolls
+// back when it (or an injected failure) fails, so a failed write changes
+// nothing.
+absl::Status WriteTransaction(sqlite3* db, WritePoint point, WriteFaultInjector& faults,
+                              const std::function<absl::Status()>& body) {
   IPUPOD_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
   absl::Status status = body();
+  if (status.ok()) status = faults.BeforeCommit(point);
   if (status.ok()) status = Exec(db, "COMMIT");
   if (!status.ok() && !sqlite3_get_autocommit(db)) {
     (void)Exec(db, "ROLLBACK");  // the first error is the one to report
   }
+  if (status.ok()) faults.AfterCommit(point);
   return status;
+}
+
+// Sets meta(key) to an integer or text value inside a transaction.
+template <typename Value>
+absl::Status PutMeta(sqlite3* db, absl::string_view key, const Value& value) {
+  IPUPOD_ASSIGN_OR_RETURN(
+      Statement stmt,
+      Statement::Prepare(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)"));
+  IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, key));
+  IPUPOD_RETURN_IF_ERROR(stmt.Bind(2, value));
+  return stmt.Run();
 }
 
 absl::StatusOr<int64_t> QueryInt(sqlite3* db, absl::string_view sql) {
@@ -209,7 +227,9 @@ absl::Status Migrate(sqlite3* db) {
         "); run a newer ipupodd or pass another --state-dir"));
   }
   if (version == SqliteStateStore::kSchemaVersion) return absl::OkStatus();
-  return WriteTransaction(db, [db] { return Exec(db, kSchemaV1); });
+  WriteFaultInjector no_faults(std::nullopt);  // the schema alone is no pod yet
+  return WriteTransaction(db, WritePoint::kInitialise, no_faults,
+                          [db] { return Exec(db, kSchemaV1); });
 }
 
 absl::StatusOr<int> ToInt(int64_t value, absl::string_view what) {
@@ -219,14 +239,143 @@ absl::StatusOr<int> ToInt(int64_t value, absl::string_view what) {
   return static_cast<int>(value);
 }
 
-}  // namespace
+// ------------------------------------------------------------ lost-store checks
 
-absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
-    absl::string_view state_dir) {
-  std::filesystem::path dir{std::string(state_dir)};
-  IPUPOD_RETURN_IF_ERROR(CreateStateDir(dir));
-  IPUPOD_ASSIGN_OR_RETURN(int lock_fd, LockStateDir(dir));
-  std::string path = (dir / "state.db").string();
+constexpr const char* kWhatToDo =
+    "restore state.db (with state.db-wal) from a backup, or start a new, empty pod deliberately "
+    "with ipupodd --reinitialise";
+
+// What the state dir held before the database was opened (opening creates a
+// missing database and replays the WAL).
+struct DirView {
+  std::optional<StateMarker> marker;
+  bool db_exists = false;
+  uintmax_t db_bytes = 0;
+  uintmax_t wal_bytes = 0;  // 0 when absent
+};
+
+uintmax_t FileBytes(const std::filesystem::path& path, bool* exists = nullptr) {
+  std::error_code ec;
+  uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (exists != nullptr) *exists = !ec || std::filesystem::exists(path);
+  return ec ? 0 : bytes;
+}
+
+absl::StatusOr<DirView> InspectStateDir(const std::filesystem::path& dir) {
+  DirView view;
+  IPUPOD_ASSIGN_OR_RETURN(view.marker, ReadStateMarker(dir));
+  view.db_bytes = FileBytes(dir / "state.db", &view.db_exists);
+  view.wal_bytes = FileBytes(dir / "state.db-wal");
+  return view;
+}
+
+std::string HeldPod(const std::filesystem::path& dir, const StateMarker& marker) {
+  return absl::StrCat("state dir '", dir.string(), "' has held pod ", marker.pod_id, " (",
+                      kStateMarkerFile, ", last boot ", marker.boot, ")");
+}
+
+// Before opening: a marker says state was here, so the database must be too.
+absl::Status CheckDatabaseFilePresent(const std::filesystem::path& dir, const DirView& view) {
+  if (!view.marker || (view.db_exists && view.db_bytes > 0)) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(HeldPod(dir, *view.marker), " but state.db is ",
+                                          view.db_exists ? "empty (0 bytes)" : "missing",
+                                          ": the partitions and failed IPUs it recorded are gone; ",
+                                          kWhatToDo));
+}
+
+// The meta rows, validated: a boot counter that is not a positive integer
+// is corruption, never a reason to start again at 1.
+struct Meta {
+  std::string pod_id;
+  int64_t boot = 0;        // 0: never booted
+  int64_t clean_stop = 0;  // the boot that last shut down in order
+};
+
+absl::StatusOr<int64_t> MetaCount(sqlite3* db, const Statement& row, absl::string_view key) {
+  if (row.Text(2) == "integer" && row.Int64(1) >= 1) return row.Int64(1);
+  return absl::DataLossError(
+      absl::StrCat("state store ", sqlite3_db_filename(db, "main"), ": the ", key, " is '",
+                   row.Text(1).substr(0, 40), "' (", row.Text(2),
+                   "), not a positive integer: the database is corrupt; ", kWhatToDo));
+}
+
+absl::StatusOr<Meta> ReadMeta(sqlite3* db) {
+  IPUPOD_ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db,
+                                                             "SELECT key, value, typeof(value) "
+                                                             "FROM meta ORDER BY key"));
+  Meta meta;
+  while (true) {
+    IPUPOD_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return meta;
+    const std::string key = stmt.Text(0);
+    if (key == "pod_id") meta.pod_id = stmt.Text(1);
+    if (key == "boot_count") {
+      IPUPOD_ASSIGN_OR_RETURN(meta.boot, MetaCount(db, stmt, "boot counter"));
+    }
+    if (key == "clean_stop") {
+      IPUPOD_ASSIGN_OR_RETURN(meta.clean_stop, MetaCount(db, stmt, "clean-stop record"));
+    }
+  }
+}
+
+// After opening: the database must be the marker's pod, as new as the
+// marker, and complete.
+absl::Status CheckAgainstMarker(const std::filesystem::path& dir, const DirView& view,
+                                const Meta& meta) {
+  const StateMarker& marker = *view.marker;
+  const std::string held = HeldPod(dir, marker);
+  if (meta.pod_id.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        held,
+        " but state.db holds no pod (a new database is in its place): the partitions and "
+        "failed IPUs it recorded are gone; ",
+        kWhatToDo));
+  }
+  if (meta.pod_id != marker.pod_id) {
+    return absl::DataLossError(absl::StrCat(held, " but state.db belongs to pod ", meta.pod_id,
+                                            ": put back this pod's state.db; or ", kWhatToDo));
+  }
+  if (meta.boot < marker.boot) {
+    return absl::DataLossError(absl::StrCat(
+        held, " but state.db has only reached boot ", meta.boot,
+        ": it is an older copy, or its write-ahead log (state.db-wal) was lost, and changes "
+        "acknowledged since are gone; ",
+        kWhatToDo));
+  }
+  if (meta.boot > 0 && meta.clean_stop != meta.boot && view.wal_bytes == 0) {
+    return absl::DataLossError(absl::StrCat(
+        held, ": boot ", meta.boot,
+        " did not shut down in order and its write-ahead log "
+        "state.db-wal is missing or empty, so changes it acknowledged since the last checkpoint "
+        "are gone; ",
+        kWhatToDo));
+  }
+  return absl::OkStatus();
+}
+
+// --reinitialise: the database, its WAL and shared memory, and the marker go.
+absl::Status RemoveState(const std::filesystem::path& dir) {
+  std::vector<std::string> removed;
+  for (const char* name :
+       {"state.db-wal", "state.db-shm", "state.db", "state.marker.tmp", kStateMarkerFile}) {
+    std::error_code ec;
+    const uintmax_t bytes = FileBytes(dir / name);
+    if (std::filesystem::remove(dir / name, ec))
+      removed.push_back(absl::StrCat(name, " (", bytes, " bytes)"));
+    if (ec) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--reinitialise: cannot remove '", (dir / name).string(), "': ", ec.message()));
+    }
+  }
+  spdlog::warn("state store: --reinitialise: starting a NEW, EMPTY pod in '{}'; removed {}",
+               dir.string(),
+               removed.empty() ? "nothing (it held no state)" : absl::StrJoin(removed, ", "));
+  return absl::OkStatus();
+}
+
+// Opens (creating if needed), configures and migrates state.db; on error
+// nothing stays open.
+absl::StatusOr<sqlite3*> OpenDatabase(const std::string& path) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   absl::Status status =
@@ -239,18 +388,108 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
   if (status.ok()) status = Migrate(db);
   if (!status.ok()) {
     sqlite3_close(db);  // null-safe
-    ::close(lock_fd);
     return status;
   }
-  return std::unique_ptr<SqliteStateStore>(new SqliteStateStore(db, lock_fd, std::move(path)));
+  return db;
 }
 
-SqliteStateStore::SqliteStateStore(sqlite3* db, int lock_fd, std::string path)
-    : db_(db), lock_fd_(lock_fd), path_(std::move(path)) {}
+}  // namespace
+
+struct SqliteStateStore::DirFacts : DirView {};
+
+absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
+    absl::string_view state_dir, StoreOptions options) {
+  std::filesystem::path dir{std::string(state_dir)};
+  IPUPOD_RETURN_IF_ERROR(CreateStateDir(dir));
+  IPUPOD_ASSIGN_OR_RETURN(int lock_fd, LockStateDir(dir));
+  absl::Status status = options.reinitialise ? RemoveState(dir) : absl::OkStatus();
+  DirFacts facts;
+  if (status.ok()) {
+    absl::StatusOr<DirView> view = InspectStateDir(dir);
+    status = view.ok() ? CheckDatabaseFilePresent(dir, *view) : view.status();
+    if (status.ok()) static_cast<DirView&>(facts) = *std::move(view);
+  }
+  absl::StatusOr<sqlite3*> db =
+      status.ok() ? OpenDatabase((dir / "state.db").string()) : absl::StatusOr<sqlite3*>(status);
+  if (!db.ok()) {
+    ::close(lock_fd);
+    return db.status();
+  }
+  std::unique_ptr<SqliteStateStore> store(
+      new SqliteStateStore(*db, lock_fd, std::move(dir), options.fault));
+  IPUPOD_RETURN_IF_ERROR(store->Reconcile(facts));  // on error the store closes both
+  return store;
+}
+
+SqliteStateStore::SqliteStateStore(sqlite3* db, int lock_fd, std::filesystem::path dir,
+                                   std::optional<WriteFault> fault)
+    : db_(db),
+      lock_fd_(lock_fd),
+      dir_(std::move(dir)),
+      path_((dir_ / "state.db").string()),
+      faults_(fault) {}
 
 SqliteStateStore::~SqliteStateStore() {
-  sqlite3_close(db_);  // every statement is finalized by then
+  {
+    sync::MutexLock lock(&mu_);
+    absl::Status status = MarkCleanStopLocked();
+    if (!status.ok()) spdlog::warn("state store: {}", std::string(status.message()));
+  }
+  sqlite3_close(db_);  // checkpoints the WAL into state.db and removes state.db-wal
   ::close(lock_fd_);
+}
+
+std::string SqliteStateStore::pod_id() const {
+  sync::MutexLock lock(&mu_);
+  return pod_id_;
+}
+
+absl::Status SqliteStateStore::Reconcile(const DirFacts& facts) {
+  sync::MutexLock lock(&mu_);
+  IPUPOD_ASSIGN_OR_RETURN(const Meta meta, ReadMeta(db_));
+  if (!facts.marker) {
+    IPUPOD_RETURN_IF_ERROR(AdoptLocked(meta.pod_id, meta.boot));
+  } else {
+    IPUPOD_RETURN_IF_ERROR(CheckAgainstMarker(dir_, facts, meta));
+    pod_id_ = meta.pod_id;
+  }
+  opened_ = true;
+  return absl::OkStatus();
+}
+
+// No marker: a new directory, one made before markers existed, or a marker
+// lost (or not yet written) beside a database that names its pod.
+absl::Status SqliteStateStore::AdoptLocked(const std::string& pod_id, int64_t boot) {
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  pod_id_ = pod_id;
+  if (pod_id_.empty()) {
+    pod_id_ = NewPodId();
+    const std::string id = pod_id_;
+    IPUPOD_RETURN_IF_ERROR(WriteTransaction(db, WritePoint::kInitialise, faults_,
+                                            [&] { return PutMeta(db, "pod_id", id); }));
+    if (boot > 0) spdlog::info("state store: {} gets pod id {} and a marker", path_, pod_id_);
+  } else {
+    spdlog::warn("state store: {} was missing in '{}'; written again from state.db (pod {})",
+                 kStateMarkerFile, dir_.string(), pod_id_);
+  }
+  return WriteMarkerLocked(boot);
+}
+
+absl::Status SqliteStateStore::WriteMarkerLocked(int64_t boot) {
+  IPUPOD_RETURN_IF_ERROR(faults_.BeforeCommit(WritePoint::kMarker));
+  IPUPOD_RETURN_IF_ERROR(WriteStateMarker(dir_, StateMarker{pod_id_, boot}));
+  faults_.AfterCommit(WritePoint::kMarker);
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStateStore::MarkCleanStopLocked() {
+  if (!opened_) return absl::OkStatus();  // a refused store vouches for nothing
+  sqlite3* db = db_;                      // lambdas are outside clang's lock analysis
+  return WriteTransaction(db, WritePoint::kCleanStop, faults_, [db]() -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(const Meta meta, ReadMeta(db));
+    if (meta.boot == 0) return absl::OkStatus();  // never booted: no boot to vouch for
+    return PutMeta(db, "clean_stop", meta.boot);
+  });
 }
 
 absl::StatusOr<StoredState> SqliteStateStore::Load() {
@@ -296,26 +535,20 @@ absl::StatusOr<uint64_t> SqliteStateStore::NextBootId() {
   sync::MutexLock lock(&mu_);
   sqlite3* db = db_;  // lambdas are outside clang's lock analysis
   int64_t boot = 0;
-  absl::Status status = WriteTransaction(db, [&]() -> absl::Status {
-    IPUPOD_ASSIGN_OR_RETURN(
-        Statement stmt, Statement::Prepare(db,
-                                           "INSERT INTO meta(key, value) VALUES('boot_count', 1) "
-                                           "ON CONFLICT(key) DO UPDATE SET value = value + 1 "
-                                           "RETURNING value"));
-    IPUPOD_ASSIGN_OR_RETURN(bool row, stmt.Step());
-    if (!row) return absl::InternalError("state store: boot counter update returned no row");
-    boot = stmt.Int64(0);
-    return stmt.Run();  // RETURNING statements must finish before COMMIT
-  });
-  IPUPOD_RETURN_IF_ERROR(status);
-  if (boot < 1) return absl::DataLossError(absl::StrCat("state store: boot counter is ", boot));
+  IPUPOD_RETURN_IF_ERROR(
+      WriteTransaction(db, WritePoint::kBootCount, faults_, [&]() -> absl::Status {
+        IPUPOD_ASSIGN_OR_RETURN(const Meta meta, ReadMeta(db));  // a corrupt counter stops here
+        boot = meta.boot + 1;
+        return PutMeta(db, "boot_count", boot);
+      }));
+  IPUPOD_RETURN_IF_ERROR(WriteMarkerLocked(boot));
   return static_cast<uint64_t>(boot);
 }
 
 absl::Status SqliteStateStore::PutPartition(const StoredPartition& partition) {
   sync::MutexLock lock(&mu_);
   sqlite3* db = db_;  // lambdas are outside clang's lock analysis
-  return WriteTransaction(db, [&]() -> absl::Status {
+  return WriteTransaction(db, WritePoint::kPutPartition, faults_, [&]() -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
                             Statement::Prepare(db,
                                                "INSERT OR REPLACE INTO partitions"
@@ -333,7 +566,7 @@ absl::Status SqliteStateStore::PutPartition(const StoredPartition& partition) {
 absl::Status SqliteStateStore::DeletePartition(absl::string_view name) {
   sync::MutexLock lock(&mu_);
   sqlite3* db = db_;  // lambdas are outside clang's lock analysis
-  return WriteTransaction(db, [&]() -> absl::Status {
+  return WriteTransaction(db, WritePoint::kDeletePartition, faults_, [&]() -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
                             Statement::Prepare(db, "DELETE FROM partitions WHERE name = ?1"));
     IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, name));
@@ -344,7 +577,7 @@ absl::Status SqliteStateStore::DeletePartition(absl::string_view name) {
 absl::Status SqliteStateStore::PutFailure(const StoredFailure& failure) {
   sync::MutexLock lock(&mu_);
   sqlite3* db = db_;  // lambdas are outside clang's lock analysis
-  return WriteTransaction(db, [&]() -> absl::Status {
+  return WriteTransaction(db, WritePoint::kPutFailure, faults_, [&]() -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(
         Statement stmt,
         Statement::Prepare(db, "INSERT OR REPLACE INTO failures(ipu, reason) VALUES(?1, ?2)"));
@@ -357,7 +590,7 @@ absl::Status SqliteStateStore::PutFailure(const StoredFailure& failure) {
 absl::Status SqliteStateStore::DeleteFailure(int ipu) {
   sync::MutexLock lock(&mu_);
   sqlite3* db = db_;  // lambdas are outside clang's lock analysis
-  return WriteTransaction(db, [&]() -> absl::Status {
+  return WriteTransaction(db, WritePoint::kDeleteFailure, faults_, [&]() -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
                             Statement::Prepare(db, "DELETE FROM failures WHERE ipu = ?1"));
     IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, int64_t{ipu}));

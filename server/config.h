@@ -73,6 +73,9 @@ struct ServerConfig {
   int compute_threads = 0;     // 0: every CPU of the host (kernels::MaxBlasThreads)
   scheduler::RandomFaults random_faults{.seed = 0, .probability_per_operation = 0.0};
   std::string log_level = "info";
+  // ipupodd --reinitialise only (never a config key: a config file is read
+  // at every start): discard the state in state_dir and start a new pod.
+  bool reinitialise = false;
 
   bool open_mode() const { return tokens.empty(); }
 };

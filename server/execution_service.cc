@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "compiler/checks.h"
@@ -34,6 +35,19 @@ constexpr size_t kExecutableChunkBytes = wire::kTensorChunkBytesMax;  // 1 MiB
 // How long a step may wait for its turn to compute (runtime/compute_gate.h).
 constexpr absl::Duration kComputeWait = absl::Minutes(10);
 
+absl::Status ShuttingDownError(absl::string_view what) {
+  return absl::UnavailableError(
+      absl::StrCat("ipupodd is shutting down: ", what, "; retry when the server is back"));
+}
+
+// A call that ends while the server shuts down says so: its session has
+// ended with the server, and a cancelled stream or a failed write would
+// otherwise reach the client as CANCELLED or "Socket closed".
+absl::Status DuringShutdown(const ServiceEnv& env, absl::string_view method, absl::Status status) {
+  if (status.ok() || absl::IsUnavailable(status) || !env.ShuttingDown()) return status;
+  return ShuttingDownError(absl::StrCat(method, " did not complete (", status.message(), ")"));
+}
+
 // The call leaves `calls` before its status is sent, so a client's next
 // call never finds its previous one still counted.
 template <typename Body>
@@ -47,6 +61,7 @@ grpc::Status Handle(grpc::ServerContext* context, const ServiceEnv& env, CallLim
     absl::StatusOr<CallLimit::Ticket> admitted = calls.Enter(method, caller->user);
     status = admitted.ok() ? body(*caller) : admitted.status();
   }
+  status = DuringShutdown(env, method, std::move(status));
   log.Done(status);
   return ToGrpcStatus(context, status);
 }
@@ -459,6 +474,9 @@ grpc::Status ExecutionServiceImpl::Run(
                                 ReadTensors<v1::RunRequest>(&watched, assembler));
         IPUPOD_ASSIGN_OR_RETURN(const runtime::StepResult step,
                                 RunStepInTurn(*compute_, *context, *state.program, inputs));
+        if (env_.ShuttingDown()) {
+          return ShuttingDownError(absl::StrCat("the step's outputs went with session ", session));
+        }
         const uint64_t run_index = op->slot().CountRun();
         IPUPOD_RETURN_IF_ERROR(WriteTensors<v1::RunResponse>(step.outputs, stream));
         v1::RunResponse last;

@@ -40,7 +40,10 @@ admins). With tokens, clients send `authorization: Bearer <token>`.
 
 When ready, ipupodd prints one line on stdout:
   ipupodd listening on 127.0.0.1:50051 (POD16, 16 IPUs, open mode)
-SIGINT or SIGTERM shuts it down gracefully. Exit code 2: bad configuration.)";
+SIGINT or SIGTERM shuts it down gracefully. Exit code 2: bad configuration, or a
+state dir that has held a pod's state and lost it (state.db deleted, emptied or
+without its write-ahead log): restore it, or pass --reinitialise once to start a
+new, empty pod deliberately.)";
 
 struct Overrides {
   std::string config_path;
@@ -55,6 +58,7 @@ struct Overrides {
   std::optional<int> execution_stream_idle_seconds;
   std::optional<int> compute_threads;
   std::optional<int64_t> load_memory_mb;
+  bool reinitialise = false;
 };
 
 void AddFlags(CLI::App& app, Overrides& o) {
@@ -91,6 +95,9 @@ void AddFlags(CLI::App& app, Overrides& o) {
                  "megabytes of host memory all loaded programs may hold together; a load over "
                  "it is refused (default 0: half of this host's memory)")
       ->type_name("MB");
+  app.add_flag("--reinitialise", o.reinitialise,
+               "discard the state in --state-dir (partitions, failed IPUs) and start a new, "
+               "empty pod; needed once after the state was lost, never for a normal start");
   app.set_version_flag("--version", "ipupodd " IPUPOD_VERSION);
   app.footer(kFooter);
 }
@@ -119,6 +126,7 @@ absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
   }
   if (o.compute_threads) config.compute_threads = *o.compute_threads;
   if (o.load_memory_mb) config.load_memory_mb = *o.load_memory_mb;
+  config.reinitialise = o.reinitialise;
   return absl::OkStatus();
 }
 

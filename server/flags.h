@@ -5,6 +5,7 @@
 //   --listen ADDR        host:port, e.g. 127.0.0.1:50051 ([::1]:PORT for IPv6)
 //   --pod NAME|N         POD4, POD16, POD64 or a power-of-two IPU count
 //   --state-dir DIR      where state.db lives
+//   --reinitialise       discard the state in --state-dir and start a new pod
 //   --log-level LEVEL    trace|debug|info|warn|error|critical|off
 //   --lease-seconds N    session lease (keepalive and heartbeats follow it)
 //   --executable-cache-mb MB      uploaded executables kept (default 4096)

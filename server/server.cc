@@ -82,6 +82,24 @@ void SetInterceptors(grpc::ServerBuilder& builder) {
   builder.experimental().SetInterceptorCreators(std::move(creators));
 }
 
+absl::StatusOr<std::unique_ptr<store::SqliteStateStore>> OpenStore(const ServerConfig& config) {
+  store::StoreOptions options;
+  options.reinitialise = config.reinitialise;
+  if (options.reinitialise) {
+    spdlog::warn("--reinitialise: DISCARDING the state in '{}' and starting a NEW, EMPTY pod",
+                 config.state_dir);
+  }
+  IPUPOD_ASSIGN_OR_RETURN(options.fault, store::WriteFaultFromEnvironment());
+  if (options.fault) {
+    spdlog::warn("{} is set: the state store will crash or fail at write point {} #{} (TEST-ONLY)",
+                 store::kWriteFaultEnv, std::string(store::WritePointName(options.fault->point)),
+                 options.fault->nth);
+  }
+  IPUPOD_ASSIGN_OR_RETURN(auto store, store::SqliteStateStore::Open(config.state_dir, options));
+  spdlog::info("state store {}: pod {}", store->path(), store->pod_id());
+  return store;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PodServer>> PodServer::Start(ServerConfig config) {
@@ -108,7 +126,7 @@ absl::Status PodServer::Init() {
   // each; every sync thread may wait for one.
   compute_ = std::make_unique<runtime::ComputeGate>(
       std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads);
-  IPUPOD_ASSIGN_OR_RETURN(store_, store::SqliteStateStore::Open(config_.state_dir));
+  IPUPOD_ASSIGN_OR_RETURN(store_, OpenStore(config_));
   cache_ = std::make_unique<runtime::ExecutableCache>(config_.executable_cache_mb << 20);
   load_memory_ = std::make_unique<MemoryBudget>(
       config_.load_memory_mb > 0 ? config_.load_memory_mb << 20 : DefaultLoadMemoryBytes());
@@ -122,7 +140,8 @@ absl::Status PodServer::Init() {
   ticker_ = std::make_unique<StreamTicker>(TickPeriod(lease));
   env_ = ServiceEnv{scheduler_.get(), AuthPolicy::FromConfig(config_),
                     config_.pod,      lease,
-                    ticker_.get(),    absl::Seconds(config_.execution_stream_idle_seconds)};
+                    ticker_.get(),    absl::Seconds(config_.execution_stream_idle_seconds),
+                    &shutting_down_};
   pod_service_ = std::make_unique<PodServiceImpl>(env_);
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
@@ -180,11 +199,12 @@ void PodServer::Shutdown() {
     shut_down_ = true;
   }
   spdlog::info("shutting down");
+  shutting_down_.store(true);  // execution calls ending from now on say so
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
   scheduler_->Shutdown();  // attach streams end UNAVAILABLE; queued resets complete
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   ticker_->Stop();
-  spdlog::info("stopped");
+  spdlog::info("calls ended");
 }
 
 }  // namespace ipupod::server

@@ -22,11 +22,16 @@
 //
 // Thread safety: port(), Wait() and Shutdown() are safe from any thread.
 // Shutdown() ends every attach stream with UNAVAILABLE, stops accepting
-// calls, and waits up to kShutdownGrace for calls in flight; it is idempotent
-// and the destructor calls it.
+// calls, and waits up to kShutdownGrace for calls in flight; an execution
+// call whose work ends in that time answers UNAVAILABLE "ipupodd is shutting
+// down" (its session has ended: device memory does not outlive the server),
+// and gRPC cancels what is still running after it. It is idempotent and the
+// destructor calls it; the destructor then closes the store (WAL
+// checkpointed, clean stop recorded).
 #ifndef IPUPOD_SERVER_SERVER_H_
 #define IPUPOD_SERVER_SERVER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -95,6 +100,7 @@ class PodServer {
   int port_ = 0;
   std::string address_;
 
+  std::atomic<bool> shutting_down_{false};  // ServiceEnv::shutting_down points here
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };

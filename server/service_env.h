@@ -45,6 +45,11 @@ struct ServiceEnv {
   // A client stream of ExecutionService silent this long is ended
   // (server/stream_idle_watch.h).
   absl::Duration stream_idle = absl::Seconds(30);
+  // Set by PodServer::Shutdown before anything stops; null in tests that
+  // build an env by hand (never shutting down).
+  const std::atomic<bool>* shutting_down = nullptr;
+
+  bool ShuttingDown() const { return shutting_down != nullptr && shutting_down->load(); }
 };
 
 // `body(caller)` returns the call's status; the response is filled by it.

@@ -1,0 +1,76 @@
+#include "server/daemon.h"
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <spdlog/async.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "server/flags.h"
+#include "server/server.h"
+#include "server/shutdown_signals.h"
+#include <signal.h>
+
+namespace ipupod::server {
+namespace {
+
+constexpr size_t kLogQueueMax = 8192;  // lines waiting for stderr
+// The main thread checks for a signal this often; a signal wakes it at once.
+constexpr absl::Duration kSignalPoll = absl::Seconds(1);
+
+// Logs go to stderr (stdout carries only the ready line) through a bounded
+// queue drained by one thread: a slow or stuck stderr reader costs old log
+// lines, never a blocked request handler.
+void ConfigureLogging() {
+  spdlog::init_thread_pool(kLogQueueMax, 1);
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  spdlog::set_default_logger(std::make_shared<spdlog::async_logger>(
+      "ipupodd", sink, spdlog::thread_pool(), spdlog::async_overflow_policy::overrun_oldest));
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "ipupodd: %s\n", std::string(status.message()).c_str());
+  spdlog::shutdown();
+  return kExitBadStart;
+}
+
+// Serves until SIGINT or SIGTERM, then shuts down and closes the store.
+void ServeUntilSignalled(std::unique_ptr<PodServer> server, ShutdownSignals& signals) {
+  std::optional<int> sig;
+  while (!sig) sig = signals.Wait(kSignalPoll);
+  spdlog::info("received {}", ShutdownSignals::Name(*sig));
+  server->Shutdown();
+  server.reset();  // the store checkpoints its WAL and records a clean stop
+  spdlog::info("stopped");
+}
+
+}  // namespace
+
+int RunDaemon(int argc, const char* const* argv) {
+  // First, before this code starts any thread (libraries may have started
+  // theirs already): wherever a signal lands, it becomes an event.
+  absl::StatusOr<std::unique_ptr<ShutdownSignals>> signals = ShutdownSignals::Install();
+  if (!signals.ok()) return Fail(signals.status());
+  ::signal(SIGPIPE, SIG_IGN);  // a closed log pipe must not kill the server
+  ConfigureLogging();
+
+  auto command_line = ParseCommandLine(argc, argv);
+  if (!command_line.ok()) return Fail(command_line.status());
+  if (!command_line->config) {
+    std::cout << command_line->print << std::flush;
+    spdlog::shutdown();
+    return 0;
+  }
+  auto server = PodServer::Start(*std::move(command_line->config));
+  if (!server.ok()) return Fail(server.status());
+  std::cout << (*server)->ReadyLine() << std::endl;  // endl flushes: tests wait for it
+  ServeUntilSignalled(*std::move(server), **signals);
+  spdlog::shutdown();  // flushes the log queue
+  return 0;
+}
+
+}  // namespace ipupod::server

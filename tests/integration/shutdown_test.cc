@@ -1,0 +1,132 @@
+// End to end: SIGTERM and SIGINT shut a real ipupodd down in order, with
+// OpenBLAS's worker threads present (the server runs with every CPU's BLAS
+// threads; OPENBLAS_NUM_THREADS is not set), while a client is in the middle
+// of a Load or a Run: the server exits 0 with its "stopped" line, the client
+// gets UNAVAILABLE saying the server is shutting down, and the store is
+// clean (the WAL checkpointed) and complete after a restart.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "tensor/tensor_files.h"
+#include "tests/graph/onnx_builder.h"
+#include "tests/integration/harness.h"
+#include <signal.h>
+
+namespace ipupod::testing {
+namespace {
+
+using graph::testing::kFloat;
+using graph::testing::OnnxBuilder;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int64_t kRows = 1024;
+constexpr int64_t kWidth = 1024;
+constexpr int kLayers = 8;  // 17 GFLOP a step, 32 MB of weights: calls that last a while
+constexpr int kSteps = 6;
+
+// x[1024,1024] -> 8 x MatMul by 1024x1024 weights -> y.
+std::string SlowModel() {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {kRows, kWidth});
+  b.Output("y", kFloat, {kRows, kWidth});
+  std::vector<float> w(static_cast<size_t>(kWidth * kWidth));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = (i % 7 == 0) ? 1.0f / kWidth : 0.0f;
+  std::string in = "x";
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string name = absl::StrCat("w", l);
+    const std::string out = l + 1 == kLayers ? "y" : absl::StrCat("h", l);
+    b.Floats(name, {kWidth, kWidth}, w);
+    b.Node("MatMul", {in, name}, {out}, absl::StrCat("/layer", l, "/MatMul"));
+    in = out;
+  }
+  return b.Bytes();
+}
+
+class ShutdownTest : public ::testing::Test {
+ protected:
+  // The model and inputs, made once for every test (compile is offline).
+  static void SetUpTestSuite() {
+    files_ = new TempDir();
+    std::ofstream(Path("slow.onnx"), std::ios::binary) << SlowModel();
+    CliResult c =
+        RunCli("127.0.0.1:1", "alice", {"compile", Path("slow.onnx"), "-o", Path("slow.ipx")});
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    std::vector<float> x(static_cast<size_t>(kSteps * kRows * kWidth), 0.5f);
+    auto tensor = tensor::Tensor::FromValues<float>({kSteps * kRows, kWidth}, x);
+    ASSERT_TRUE(tensor.ok());
+    std::ofstream(Path("x.npz"), std::ios::binary) << tensor::SerializeNpz({{"x", *tensor}});
+  }
+  static void TearDownTestSuite() { delete files_; }
+  void SetUp() override {
+    ASSERT_EQ(std::getenv("OPENBLAS_NUM_THREADS"), nullptr)
+        << "the point is a server with OpenBLAS's own threads";
+    ASSERT_TRUE(std::filesystem::exists(Path("slow.ipx")));
+    ASSERT_EQ(Cli({"partition", "create", "kept", "--size", "2"}).exit_code, 0);
+  }
+  static std::string Path(const std::string& name) { return files_->path() + "/" + name; }
+  CliResult Cli(const std::vector<std::string>& args) {
+    return RunCli(server_.address(), "alice", args);
+  }
+  Process StartRun() {
+    return StartCli(
+        server_.address(), "alice",
+        {"--json", "run", Path("slow.ipx"), "--inputs", Path("x.npz"), "--outputs", Path("y.npz")});
+  }
+  // True once an IPU is busy in an operation: loading (no memory charged
+  // yet) or running (the program's memory charged).
+  bool OperationInFlight(bool loaded) {
+    nlohmann::json info = Cli({"--json", "info"}).json();
+    if (!info.is_object()) return false;
+    for (const auto& ipu : info["ipus"]) {
+      if (ipu["state"] == "busy" && (ipu["memory_used_bytes"] > 0) == loaded) return true;
+    }
+    return false;
+  }
+  void ShutDownDuring(bool loaded, int sig);
+
+  static TempDir* files_;
+  ServerUnderTest server_;
+};
+
+TempDir* ShutdownTest::files_ = nullptr;
+
+void ShutdownTest::ShutDownDuring(bool loaded, int sig) {
+  Process run = StartRun();
+  ASSERT_TRUE(Eventually([&] { return OperationInFlight(loaded); }, milliseconds(60'000)))
+      << "the " << (loaded ? "Run" : "Load") << " was never seen in flight";
+  server_.process().Signal(sig);
+  auto server_code = server_.process().Wait(milliseconds(20'000));
+  ASSERT_TRUE(server_code) << "the server did not exit";
+  EXPECT_EQ(*server_code, 0) << server_.process().stderr_text();
+  EXPECT_NE(server_.process().stderr_text().find("stopped"), std::string::npos)
+      << server_.process().stderr_text();
+
+  auto run_code = run.Wait(milliseconds(20'000));
+  ASSERT_TRUE(run_code);
+  EXPECT_EQ(*run_code, 8) << "UNAVAILABLE: " << run.stdout_text() << run.stderr_text();
+  const std::string said = run.stdout_text() + run.stderr_text();
+  EXPECT_NE(said.find("shutting down"), std::string::npos) << said;
+  EXPECT_EQ(said.find("Socket closed"), std::string::npos) << said;
+
+  const std::string wal = server_.state_dir() + "/state/state.db-wal";
+  EXPECT_TRUE(!std::filesystem::exists(wal) || std::filesystem::file_size(wal) == 0)
+      << "the WAL was not checkpointed";
+  ASSERT_TRUE(server_.Restart()) << server_.process().stderr_text();
+  nlohmann::json partitions = Cli({"--json", "partition", "list"}).json();
+  if (partitions.is_object()) partitions = partitions["partitions"];
+  ASSERT_EQ(partitions.size(), 1u) << partitions.dump();
+  EXPECT_EQ(partitions[0]["name"], "kept");
+}
+
+TEST_F(ShutdownTest, SigtermDuringALoad) { ShutDownDuring(/*loaded=*/false, SIGTERM); }
+TEST_F(ShutdownTest, SigtermDuringARun) { ShutDownDuring(/*loaded=*/true, SIGTERM); }
+TEST_F(ShutdownTest, SigintDuringALoad) { ShutDownDuring(/*loaded=*/false, SIGINT); }
+TEST_F(ShutdownTest, SigintDuringARun) { ShutDownDuring(/*loaded=*/true, SIGINT); }
+
+}  // namespace
+}  // namespace ipupod::testing

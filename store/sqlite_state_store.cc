@@ -433,7 +433,13 @@ SqliteStateStore::~SqliteStateStore() {
   {
     sync::MutexLock lock(&mu_);
     absl::Status status = MarkCleanStopLocked();
-    if (!status.ok()) spdlog::warn("state store: {}", std::string(status.message()));
+    if (!status.ok()) {
+      // Without its record the stop looks unclean at the next Open, which
+      // then needs the WAL: keep it rather than checkpoint it away.
+      spdlog::warn("state store: cannot record a clean stop ({}); keeping state.db-wal",
+                   std::string(status.message()));
+      sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+    }
   }
   sqlite3_close(db_);  // checkpoints the WAL into state.db and removes state.db-wal
   ::close(lock_fd_);

@@ -219,7 +219,7 @@ bool ServerUnderTest::StartProcess(int port) {
     argv.push_back(config_path_);
   }
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
-  process_.emplace(Process::Start(argv));
+  process_.emplace(Process::Start(argv, env_));
   auto line = process_->ReadStdoutLine(std::chrono::seconds(20));
   // No <regex>: gcc's -Wmaybe-uninitialized fires inside it under ASan.
   const std::string prefix = "listening on 127.0.0.1:";

@@ -92,11 +92,16 @@ class ServerUnderTest {
   // Starts again after Kill; false (with the server's stderr) on failure.
   bool Restart();
   Process& process() { return *process_; }
+  // Environment added for the next (re)starts, e.g. a test-only store
+  // fault (store/write_points.h); extra flags for the next (re)starts.
+  void set_env(std::map<std::string, std::string> env) { env_ = std::move(env); }
+  void set_extra_args(std::vector<std::string> args) { extra_args_ = std::move(args); }
 
  private:
   bool StartProcess(int port);
   TempDir state_;
   std::vector<std::string> extra_args_;
+  std::map<std::string, std::string> env_;
   std::string config_path_;
   std::optional<Process> process_;
   int port_ = 0;

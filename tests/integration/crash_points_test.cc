@@ -1,0 +1,161 @@
+// Crash points: for every durable write point of the state store
+// (store/write_points.h, kAllWritePoints) and every fault - a crash just
+// before the commit, a crash just after it, a failed write - a real ipupodd
+// is driven to that write with the test-only IPUPOD_TEST_STORE_FAULT set,
+// then restarted without it. The state must then be exactly the model's:
+// every acknowledged change survived; an unacknowledged change is there
+// only if its commit completed (crash-after), never half-applied. A failed
+// write also changes nothing in the running server.
+//
+// A new write point (jobs, accounting) adds a Step to StepFor below.
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "store/write_points.h"
+#include "tests/integration/harness.h"
+#include <signal.h>
+
+namespace ipupod::testing {
+namespace {
+
+using store::FaultAction;
+using store::WritePoint;
+
+// What the store holds that the test can see through the CLI.
+struct PodState {
+  std::set<std::string> partitions;
+  std::set<int> failed_ipus;
+  bool operator==(const PodState&) const = default;
+};
+
+std::string Describe(const PodState& s) {
+  std::string out = "partitions {";
+  for (const auto& p : s.partitions) absl::StrAppend(&out, " ", p);
+  absl::StrAppend(&out, " } failed {");
+  for (int i : s.failed_ipus) absl::StrAppend(&out, " ", i);
+  return out + " }";
+}
+
+class CrashPointsTest : public ::testing::Test {
+ protected:
+  CliResult Cli(const std::string& user, std::vector<std::string> args) {
+    args.insert(args.begin(), "--json");
+    return RunCli(server_.address(), user, args);
+  }
+  PodState Observe() {
+    PodState s;
+    nlohmann::json list = Cli("alice", {"partition", "list"}).json();
+    if (list.is_object()) list = list["partitions"];
+    for (const auto& p : list) s.partitions.insert(p["name"].get<std::string>());
+    nlohmann::json info = Cli("alice", {"info"}).json();
+    for (const auto& ipu : info["ipus"]) {
+      if (ipu["state"] == "failed") s.failed_ipus.insert(ipu["id"].get<int>());
+    }
+    return s;
+  }
+  // Acknowledged setup steps (no fault armed for their write point).
+  void Create(const std::string& name) {
+    ASSERT_EQ(Cli("alice", {"partition", "create", name, "--size", "1"}).exit_code, 0);
+    model_.partitions.insert(name);
+  }
+  void Fail(int ipu) {
+    CliResult c =
+        Cli("admin", {"fault", "inject", "--ipu", std::to_string(ipu), "--kind", "unrecoverable"});
+    ASSERT_EQ(c.exit_code, 0) << "IPU " << ipu << ": " << c.out << c.err;
+    model_.failed_ipus.insert(ipu);
+  }
+  void RunCase(WritePoint point, FaultAction action, int round);
+  // Drives the server to `point` (armed); returns whether the client was
+  // told the change is done, and applies the change to `changed`.
+  bool Reach(WritePoint point, int round, PodState& changed);
+
+  ServerUnderTest server_{{"--pod", "POD16"}};
+  PodState model_;
+};
+
+bool CrashPointsTest::Reach(WritePoint point, int round, PodState& changed) {
+  const std::string name = absl::StrCat("c", round);
+  int ipu = 15;  // a healthy IPU to fail
+  while (model_.failed_ipus.count(ipu)) --ipu;
+  switch (point) {
+    case WritePoint::kPutPartition:
+      changed.partitions.insert(name);
+      return Cli("alice", {"partition", "create", name, "--size", "1"}).exit_code == 0;
+    case WritePoint::kDeletePartition:
+      changed.partitions.erase(*changed.partitions.begin());
+      return Cli("alice", {"partition", "remove", *model_.partitions.begin()}).exit_code == 0;
+    case WritePoint::kPutFailure:
+      changed.failed_ipus.insert(ipu);
+      return Cli("admin",
+                 {"fault", "inject", "--ipu", std::to_string(ipu), "--kind", "unrecoverable"})
+                 .exit_code == 0;
+    case WritePoint::kDeleteFailure:
+      changed.failed_ipus.erase(*changed.failed_ipus.begin());
+      return Cli("admin", {"ipu", "repair", std::to_string(*model_.failed_ipus.begin())})
+                 .exit_code == 0;
+    case WritePoint::kCleanStop:
+      server_.Kill(SIGTERM);
+      return false;
+    default:  // written while the server starts (the restart reached them)
+      return false;
+  }
+}
+
+std::string ActionName(FaultAction action) {
+  switch (action) {
+    case FaultAction::kCrashBeforeCommit:
+      return "crash-before";
+    case FaultAction::kCrashAfterCommit:
+      return "crash-after";
+    case FaultAction::kFail:
+      return "fail";
+  }
+  return "?";
+}
+
+void CrashPointsTest::RunCase(WritePoint point, FaultAction action, int round) {
+  const std::string fault = absl::StrCat(store::WritePointName(point), ":1:", ActionName(action));
+  SCOPED_TRACE(fault);
+  if (model_.partitions.empty()) Create(absl::StrCat("d", round));  // something to remove
+  if (model_.failed_ipus.empty()) Fail(round % 8);                  // something to repair
+  server_.Kill(SIGKILL);
+  server_.set_env({{store::kWriteFaultEnv, fault}});
+  const bool initialise = point == WritePoint::kInitialise;
+  if (initialise) server_.set_extra_args({"--reinitialise"});
+  PodState changed = initialise ? PodState{} : model_;
+  bool acknowledged = false;
+  if (server_.Restart()) {
+    acknowledged = Reach(point, round, changed);
+    if (action == FaultAction::kFail && !initialise && point != WritePoint::kCleanStop) {
+      EXPECT_EQ(Observe(), model_) << "a failed write changes nothing in the running server";
+    }
+  }
+  EXPECT_FALSE(acknowledged) << "the faulted write was acknowledged";
+  if (action != FaultAction::kFail) {
+    EXPECT_EQ(server_.process().Wait(std::chrono::seconds(10)), 128 + SIGKILL)
+        << "the server did not crash at the write point: " << server_.process().stderr_text();
+  }
+  const bool applied = action == FaultAction::kCrashAfterCommit || initialise;
+  if (applied) model_ = changed;
+  server_.Kill(SIGKILL);
+  server_.set_env({});
+  server_.set_extra_args({});
+  ASSERT_TRUE(server_.Restart()) << server_.process().stderr_text();
+  EXPECT_EQ(Observe(), model_) << "want " << Describe(model_) << "; got " << Describe(Observe());
+}
+
+TEST_F(CrashPointsTest, EveryWritePointCrashedOrFailedKeepsExactlyTheAcknowledgedState) {
+  int round = 0;
+  for (WritePoint point : store::kAllWritePoints) {
+    for (FaultAction action :
+         {FaultAction::kCrashBeforeCommit, FaultAction::kCrashAfterCommit, FaultAction::kFail}) {
+      RunCase(point, action, round++);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ipupod::testing

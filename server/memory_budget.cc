@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/format.h"
+#include "common/sync.h"
 #include <unistd.h>
 
 namespace ipupod::server {
@@ -13,7 +14,7 @@ MemoryBudget::Charge::~Charge() { budget_->Release(bytes_); }
 
 absl::StatusOr<std::shared_ptr<const MemoryBudget::Charge>> MemoryBudget::Reserve(
     int64_t bytes, absl::string_view what) {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   if (bytes < 0 || bytes > max_bytes_ - used_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "loading ", what, " needs ", FormatBytesFixed(bytes),
@@ -27,12 +28,12 @@ absl::StatusOr<std::shared_ptr<const MemoryBudget::Charge>> MemoryBudget::Reserv
 }
 
 int64_t MemoryBudget::used_bytes() const {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   return used_bytes_;
 }
 
 void MemoryBudget::Release(int64_t bytes) {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   used_bytes_ -= bytes;
 }
 

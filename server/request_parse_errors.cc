@@ -1,5 +1,6 @@
 #include "server/request_parse_errors.h"
 
+#include <atomic>
 #include <string>
 #include <utility>
 
@@ -20,9 +21,9 @@ class RequestParseErrors : public grpc::experimental::Interceptor {
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
         methods->GetRecvMessage() == nullptr) {
-      unparsable_ = true;
+      unparsable_.store(true);
     }
-    if (unparsable_ &&
+    if (unparsable_.load() &&
         methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       spdlog::warn("rpc method={} code=INVALID_ARGUMENT: the request did not parse", method_);
       methods->ModifySendStatus(grpc::Status(
@@ -36,7 +37,8 @@ class RequestParseErrors : public grpc::experimental::Interceptor {
 
  private:
   const std::string method_;
-  bool unparsable_ = false;
+  // Hooks of one call may run on different gRPC threads.
+  std::atomic<bool> unparsable_{false};
 };
 
 }  // namespace

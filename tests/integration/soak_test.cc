@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/client.h"
+#include "common/sync.h"
 #include "compiler/compile.h"
 #include "compiler/executable.h"
 #include "tests/integration/harness.h"
@@ -59,7 +60,7 @@ int64_t ProcStatus(pid_t pid, const std::string& key) {
 class Tally {
  public:
   void Count(const std::string& what, const absl::Status& status) {
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     ++counts_[what + " " + absl::StatusCodeToString(status.code())];
     if (status.code() == absl::StatusCode::kUnknown ||
         status.code() == absl::StatusCode::kInternal) {
@@ -67,15 +68,15 @@ class Tally {
     }
   }
   void Fail(const std::string& what) {
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     failures_.push_back(what);
   }
   std::vector<std::string> failures() const {
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     return failures_;
   }
   std::string Summary() const {
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     std::string out;
     for (const auto& [key, n] : counts_) absl::StrAppend(&out, "  ", key, ": ", n, "\n");
     return out;
@@ -138,7 +139,7 @@ class SoakTest : public ::testing::Test {
 };
 
 void SoakTest::CheckOutputs(const tensor::NamedTensors& outputs) {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   if (!reference_.has_value()) {
     reference_ = outputs;
     return;

@@ -11,12 +11,13 @@
 
 #include "tensor/npy.h"
 #include "tests/graph/onnx_builder.h"
-#include <zlib.h>
+#include "tests/support/hostile_files.h"
 
 namespace ipupod::tensor {
 namespace {
 
 using tensor::DType;
+using test_support::PutLe;
 using tensor::Tensor;
 using ::testing::HasSubstr;
 
@@ -39,58 +40,14 @@ void ExpectInvalid(const absl::Status& s, const std::string& text) {
   EXPECT_THAT(std::string(s.message()), HasSubstr(text));
 }
 
-template <typename T>
-void PutLe(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-
 // A one-member zip whose member is raw-deflated, as numpy.savez_compressed
 // writes (built here with zlib so the unit test needs no Python).
 std::string DeflatedNpz(const std::string& name, const std::string& npy) {
-  std::string packed(compressBound(npy.size()) + 64, '\0');
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(npy.data()));
-  z.avail_in = static_cast<uInt>(npy.size());
-  z.next_out = reinterpret_cast<Bytef*>(packed.data());
-  z.avail_out = static_cast<uInt>(packed.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  packed.resize(z.total_out);
-  deflateEnd(&z);
-  const uint32_t crc = crc32(0, reinterpret_cast<const Bytef*>(npy.data()), npy.size());
-  const auto common = [&](std::string& out) {
-    PutLe<uint16_t>(out, 20);
-    PutLe<uint16_t>(out, 0);
-    PutLe<uint16_t>(out, 8);  // deflated
-    PutLe<uint32_t>(out, 0);  // time, date
-    PutLe<uint32_t>(out, crc);
-    PutLe<uint32_t>(out, static_cast<uint32_t>(packed.size()));
-    PutLe<uint32_t>(out, static_cast<uint32_t>(npy.size()));
-    PutLe<uint16_t>(out, static_cast<uint16_t>(name.size()));
-    PutLe<uint16_t>(out, 0);
-  };
-  std::string zip;
-  PutLe<uint32_t>(zip, 0x04034b50);
-  common(zip);
-  zip += name + packed;
-  const uint32_t cd_offset = static_cast<uint32_t>(zip.size());
-  std::string cd;
-  PutLe<uint32_t>(cd, 0x02014b50);
-  PutLe<uint16_t>(cd, 20);
-  common(cd);
-  for (int i = 0; i < 3; ++i) PutLe<uint16_t>(cd, 0);  // comment, disk, internal attributes
-  PutLe<uint32_t>(cd, 0);
-  PutLe<uint32_t>(cd, 0);  // local header offset
-  cd += name;
-  zip += cd;
-  PutLe<uint32_t>(zip, 0x06054b50);
-  PutLe<uint32_t>(zip, 0);
-  PutLe<uint16_t>(zip, 1);
-  PutLe<uint16_t>(zip, 1);
-  PutLe<uint32_t>(zip, static_cast<uint32_t>(cd.size()));
-  PutLe<uint32_t>(zip, cd_offset);
-  PutLe<uint16_t>(zip, 0);
-  return zip;
+  test_support::ZipMember member;
+  member.name = name;
+  member.data = test_support::DeflateZeros(npy, 0, member.crc);
+  member.uncompressed = npy.size();
+  return test_support::Zip(member);
 }
 
 TEST(TensorFilesTest, NpzRoundTripKeepsOrderAndDtypes) {

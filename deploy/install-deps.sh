@@ -6,6 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config ninja-build clang clang-format ccache
+  libclang-rt-14-dev  # clang's sanitizer and libFuzzer runtimes (only recommended by clang)
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev

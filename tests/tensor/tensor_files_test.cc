@@ -17,8 +17,8 @@ namespace ipupod::tensor {
 namespace {
 
 using tensor::DType;
-using test_support::PutLe;
 using tensor::Tensor;
+using test_support::PutLe;
 using ::testing::HasSubstr;
 
 Tensor F(tensor::Shape shape, std::vector<float> v) { return *Tensor::FromValues<float>(shape, v); }

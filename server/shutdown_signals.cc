@@ -57,6 +57,15 @@ absl::StatusOr<std::unique_ptr<ShutdownSignals>> ShutdownSignals::Install() {
   absl::Status status = SetHandler(SIGINT, &signals->previous_int_);
   if (status.ok()) status = SetHandler(SIGTERM, &signals->previous_term_);
   if (!status.ok()) return status;  // the destructor restores and closes
+  // A supervisor may start us with the signals blocked, and a blocked mask is
+  // inherited through exec: then the kernel would hand them to some library's
+  // thread. Unblocked here, the calling thread (the one that waits) can always
+  // take them, and Linux prefers the main thread for a process-directed signal.
+  sigset_t ours;
+  sigemptyset(&ours);
+  sigaddset(&ours, SIGINT);
+  sigaddset(&ours, SIGTERM);
+  if (::pthread_sigmask(SIG_UNBLOCK, &ours, nullptr) != 0) return SystemError("unblock");
   return signals;
 }
 

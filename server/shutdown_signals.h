@@ -13,6 +13,8 @@
 // errno is saved and restored), and Wait() reads the pipe from an ordinary
 // thread, which then shuts the server down outside any signal context.
 // SA_RESTART keeps interrupted system calls in other threads going.
+// Install() also unblocks both signals in the calling thread, in case the
+// process was started with them blocked (the mask survives exec).
 //
 // At most one ShutdownSignals exists at a time (the handler reaches it
 // through a process-wide descriptor); destruction restores the previous

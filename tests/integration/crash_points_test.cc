@@ -134,8 +134,10 @@ void CrashPointsTest::RunCase(WritePoint point, FaultAction action, int round) {
   }
   EXPECT_FALSE(acknowledged) << "the faulted write was acknowledged";
   if (action != FaultAction::kFail) {
+    const std::string threads = server_.process().DescribeThreads();
     EXPECT_EQ(server_.process().Wait(std::chrono::seconds(10)), 128 + SIGKILL)
-        << "the server did not crash at the write point: " << server_.process().stderr_text();
+        << "the server did not crash at the write point: " << server_.process().stderr_text()
+        << threads;
   }
   const bool applied = action == FaultAction::kCrashAfterCommit || initialise;
   if (applied) model_ = changed;

@@ -75,7 +75,10 @@ Process Process::Start(const std::vector<std::string>& argv,
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
-    setpgid(0, 0);  // own process group: signals to the test do not reach it
+    setpgid(0, 0);       // own process group: signals to the test do not reach it
+    sigset_t none;       // the child starts as a service manager would start it:
+    sigemptyset(&none);  // nothing blocked, whatever this thread blocked
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
     int devnull = open("/dev/null", O_RDONLY);
@@ -92,6 +95,30 @@ Process Process::Start(const std::vector<std::string>& argv,
   p.out_fd_ = out_pipe[0];
   p.err_fd_ = err_pipe[0];
   return p;
+}
+
+std::string Process::DescribeThreads() const {
+  std::ostringstream out;
+  out << "threads of pid " << pid_ << " (name, wait channel, signals pending/blocked/caught):\n";
+  std::error_code error;
+  const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    const std::string dir = task.path().string();
+    std::string name = ReadTextFile(dir + "/comm");
+    if (!name.empty() && name.back() == '\n') name.pop_back();
+    out << "  " << task.path().filename().string() << " " << name << " "
+        << ReadTextFile(dir + "/wchan");
+    std::istringstream status(ReadTextFile(dir + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigPnd", 0) == 0 || line.rfind("ShdPnd", 0) == 0 ||
+          line.rfind("SigBlk", 0) == 0 || line.rfind("SigCgt", 0) == 0) {
+        out << " " << line;
+      }
+    }
+    out << "\n";
+  }
+  if (error) out << "  (cannot list " << tasks << ": " << error.message() << ")\n";
+  return out.str();
 }
 
 Process::Process(Process&& other) noexcept { *this = std::move(other); }

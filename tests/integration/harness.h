@@ -58,6 +58,9 @@ class Process {
   // nullopt on timeout. Drains stdout/stderr into stdout()/stderr().
   std::optional<int> Wait(std::chrono::milliseconds timeout);
   bool Running();
+  // Each thread of a running child: name, wait channel and its signal masks
+  // from /proc, for a failure message when a child does not react to a signal.
+  std::string DescribeThreads() const;
   const std::string& stdout_text() const { return out_; }
   const std::string& stderr_text() const { return err_; }
 

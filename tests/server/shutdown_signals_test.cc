@@ -57,6 +57,20 @@ TEST(ShutdownSignalsTest, SigintToTheProcessIsReceived) {
   EXPECT_EQ(ShutdownSignals::Name(SIGTERM), "SIGTERM");
 }
 
+TEST(ShutdownSignalsTest, InstallUnblocksTheSignalsAProcessWasStartedWith) {
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &term, nullptr), 0);  // as an inherited mask would
+  auto signals = ShutdownSignals::Install();
+  ASSERT_TRUE(signals.ok()) << signals.status();
+  sigset_t now;
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, nullptr, &now), 0);
+  EXPECT_EQ(sigismember(&now, SIGTERM), 0) << "SIGTERM is still blocked in the waiting thread";
+  ASSERT_EQ(kill(getpid(), SIGTERM), 0);
+  EXPECT_EQ((*signals)->Wait(absl::Seconds(10)), SIGTERM);
+}
+
 TEST(ShutdownSignalsTest, WaitWithoutASignalTimesOut) {
   auto signals = ShutdownSignals::Install();
   ASSERT_TRUE(signals.ok()) << signals.status();

@@ -117,6 +117,11 @@ struct LoadOptions {
   // Polled while the model is imported; true stops Create with CANCELLED
   // (a server's Load whose client has gone). Empty: never.
   std::function<bool()> cancelled = nullptr;
+  // The most bytes constant folding may materialise while importing
+  // (graph::FoldOptions::max_folded_bytes; -1: the graph's own default). A
+  // server passes what it reserved for the program, so a model whose report
+  // understates its folded constants is refused before it allocates them.
+  int64_t max_folded_bytes = -1;
 };
 
 // The host memory a Program of this report holds: one replica's weights,

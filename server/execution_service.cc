@@ -376,6 +376,7 @@ grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
                             ReserveHostMemory(*load_memory_, cached, op->session().id));
     runtime::LoadOptions load;
     load.cancelled = [context] { return context->IsCancelled(); };
+    load.max_folded_bytes = host_memory->bytes();  // folding past the charge is refused
     IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Program> program,
                             runtime::Program::Create(cached.executable, load));
     if (context->IsCancelled()) return absl::CancelledError("the client cancelled the load");

@@ -69,7 +69,7 @@ struct ServerConfig {
   int max_execution_threads = 8;
   int max_execution_threads_per_user = 0;  // 0: ExecutionThreadsPerUser's default
   int execution_stream_idle_seconds = 30;
-  int64_t load_memory_mb = 0;  // 0: DefaultLoadMemoryBytes (server/memory_budget.h)
+  int64_t load_memory_mb = 0;  // 0: DefaultLoadMemoryBytes (execution/memory_budget.h)
   int compute_threads = 0;     // 0: every CPU of the host (kernels::MaxBlasThreads)
   scheduler::RandomFaults random_faults{.seed = 0, .probability_per_operation = 0.0};
   std::string log_level = "info";

@@ -32,8 +32,6 @@ using wire::StreamTensors;
 using wire::TensorAssembler;
 
 constexpr size_t kExecutableChunkBytes = wire::kTensorChunkBytesMax;  // 1 MiB
-// How long a step may wait for its turn to compute (runtime/compute_gate.h).
-constexpr absl::Duration kComputeWait = absl::Minutes(10);
 
 absl::Status ShuttingDownError(absl::string_view what) {
   return absl::UnavailableError(
@@ -79,66 +77,20 @@ grpc::Status HandleStream(grpc::ServerContext* context, const ServiceEnv& env, C
   });
 }
 
-// One operation on a session: its slot, then the scheduler's operation;
-// both are given back by the destructor.
-class SessionOp {
- public:
-  static absl::StatusOr<std::unique_ptr<SessionOp>> Begin(const ServiceEnv& env,
-                                                          LoadedPrograms& programs,
+using Operation = execution::SessionExecution::Operation;
+
+// Begins one operation on the session a request names.
+absl::StatusOr<std::unique_ptr<Operation>> BeginOperation(execution::SessionExecution& execution,
                                                           const Caller& caller,
                                                           absl::string_view session) {
-    if (session.empty()) {
-      return absl::InvalidArgumentError(
-          "name the session (the id `ipupod attach` printed, also in IPUPOD_SESSION)");
-    }
-    IPUPOD_RETURN_IF_ERROR(
-        wire::CheckNameLength("session", session, "name the session `ipupod attach` printed"));
-    IPUPOD_ASSIGN_OR_RETURN(std::shared_ptr<SessionSlot> slot, programs.Acquire(session));
-    absl::StatusOr<scheduler::SessionOperation> op =
-        env.scheduler->BeginSessionOperation(caller, session);
-    if (!op.ok()) {
-      if (absl::IsNotFound(op.status())) programs.DropIfUnloaded(session, slot.get());
-      slot->Release();
-      return op.status();
-    }
-    return std::unique_ptr<SessionOp>(new SessionOp(env, std::move(slot), *std::move(op)));
+  if (session.empty()) {
+    return absl::InvalidArgumentError(
+        "name the session (the id `ipupod attach` printed, also in IPUPOD_SESSION)");
   }
-  ~SessionOp() {
-    env_.scheduler->EndSessionOperation(op_.session.id);
-    slot_->Release();
-  }
-  SessionOp(const SessionOp&) = delete;
-  SessionOp& operator=(const SessionOp&) = delete;
-
-  const scheduler::SessionView& session() const { return op_.session; }
-  uint64_t load_generation() const { return op_.load_generation; }
-  SessionSlot& slot() { return *slot_; }
-
-  // What is loaded, if it is still valid.
-  absl::StatusOr<LoadedState> Loaded() const {
-    LoadedState state = slot_->state();
-    const std::string& id = op_.session.id;
-    if (state.program == nullptr) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "no executable is loaded in session %s: load one first (ipupod run loads it for you)",
-          id));
-    }
-    if (state.load_generation != op_.load_generation || op_.session.needs_load) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "IPUs of session %s were reset since the executable was loaded: load it again", id));
-    }
-    return state;
-  }
-
- private:
-  SessionOp(const ServiceEnv& env, std::shared_ptr<SessionSlot> slot,
-            scheduler::SessionOperation op)
-      : env_(env), slot_(std::move(slot)), op_(std::move(op)) {}
-
-  const ServiceEnv& env_;
-  std::shared_ptr<SessionSlot> slot_;
-  scheduler::SessionOperation op_;
-};
+  IPUPOD_RETURN_IF_ERROR(
+      wire::CheckNameLength("session", session, "name the session `ipupod attach` printed"));
+  return execution.Begin(caller, session);
+}
 
 // ---------------------------------------------------------------- upload
 
@@ -211,23 +163,6 @@ absl::StatusOr<std::unique_ptr<runtime::ExecutableCache::Upload>> ReceiveExecuta
         upload->bytes().size(), declared));
   }
   return upload;
-}
-
-// The declared hash must be the header's, and the payload must match it.
-// Reserves the host memory the executable's report says its program holds. The import then
-// checks the report against the model, so a report that understates it gets no further.
-absl::StatusOr<std::shared_ptr<const MemoryBudget::Charge>> ReserveHostMemory(
-    MemoryBudget& budget, const runtime::CachedExecutable& cached, const std::string& session) {
-  absl::StatusOr<compiler::Report> report =
-      compiler::ReportFromJson(cached.executable->report_json);
-  if (!report.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("the executable's report is malformed (",
-                                                   report.status().message(),
-                                                   "); recompile it with ipupod compile"));
-  }
-  return budget.Reserve(runtime::HostMemoryBytes(*report),
-                        absl::StrCat("executable ", cached.executable->content_hash.substr(0, 16),
-                                     " for session ", session));
 }
 
 // ---------------------------------------------------------------- tensors
@@ -317,18 +252,6 @@ absl::Status WriteTensors(const Tensors& tensors, Writer* writer) {
       });
 }
 
-// Computes one step when its turn comes; the slot is released before the
-// outputs stream back, so a slow reader never holds the server's compute.
-absl::StatusOr<runtime::StepResult> RunStepInTurn(runtime::ComputeGate& compute,
-                                                  grpc::ServerContext& context,
-                                                  runtime::Program& program,
-                                                  const tensor::NamedTensors& inputs) {
-  IPUPOD_ASSIGN_OR_RETURN(
-      runtime::ComputeGate::Slot slot,
-      compute.Acquire(kComputeWait, [&context] { return context.IsCancelled(); }));
-  return program.RunStep(inputs);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- handlers
@@ -338,7 +261,8 @@ grpc::Status ExecutionServiceImpl::StatExecutable(grpc::ServerContext* context,
                                                   v1::ExecutableRef* response) {
   return Handle(context, env_, calls_, "StatExecutable", [&](const Caller& caller) -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(const std::string sha256, ParseSha256(request->sha256()));
-    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Get(sha256, caller.user));
+    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached,
+                            execution_->cache().Get(sha256, caller.user));
     ToProto(*cached.executable, cached.size_bytes, true, response);
     return absl::OkStatus();
   });
@@ -352,10 +276,11 @@ grpc::Status ExecutionServiceImpl::UploadExecutable(grpc::ServerContext* context
       [&](const Caller& caller, auto& watched) -> absl::Status {
         std::string sha256;
         IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ExecutableCache::Upload> upload,
-                                ReceiveExecutable(&watched, *cache_, &sha256));
+                                ReceiveExecutable(&watched, execution_->cache(), &sha256));
         IPUPOD_RETURN_IF_ERROR(compiler::CheckDeclaredHash(upload->bytes(), sha256));
-        IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached,
-                                cache_->Put(upload->bytes(), caller.user, upload.get()));
+        IPUPOD_ASSIGN_OR_RETURN(
+            runtime::CachedExecutable cached,
+            execution_->cache().Put(upload->bytes(), caller.user, upload.get()));
         ToProto(*cached.executable, cached.size_bytes, cached.cache_hit, response);
         return absl::OkStatus();
       });
@@ -365,32 +290,12 @@ grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
                                         const v1::LoadRequest* request,
                                         v1::LoadedProgram* response) {
   return Handle(context, env_, calls_, "Load", [&](const Caller& caller) -> absl::Status {
-    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
-                            SessionOp::Begin(env_, *programs_, caller, request->session()));
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
+                            BeginOperation(*execution_, caller, request->session()));
     IPUPOD_ASSIGN_OR_RETURN(const std::string sha256, ParseSha256(request->sha256()));
-    IPUPOD_ASSIGN_OR_RETURN(runtime::CachedExecutable cached, cache_->Get(sha256, caller.user));
-    IPUPOD_RETURN_IF_ERROR(compiler::CheckSessionIpus(
-        cached.executable->ipus, static_cast<int64_t>(op->session().ipus.size()),
-        op->session().id));
-    IPUPOD_ASSIGN_OR_RETURN(std::shared_ptr<const MemoryBudget::Charge> host_memory,
-                            ReserveHostMemory(*load_memory_, cached, op->session().id));
-    runtime::LoadOptions load;
-    load.cancelled = [context] { return context->IsCancelled(); };
-    load.max_folded_bytes = host_memory->bytes();  // folding past the charge is refused
-    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Program> program,
-                            runtime::Program::Create(cached.executable, load));
-    if (context->IsCancelled()) return absl::CancelledError("the client cancelled the load");
-    const std::vector<uint64_t> charge = program->MemoryChargePerIpu(op->session().ipus.size());
     IPUPOD_ASSIGN_OR_RETURN(
-        const uint64_t generation,
-        env_.scheduler->RecordLoad(op->session().id, op->load_generation(), charge));
-    LoadedState state;
-    state.simulated_load_seconds = program->SimulatedLoadSeconds();
-    state.program = std::move(program);
-    state.host_memory = std::move(host_memory);
-    state.executable_size_bytes = cached.size_bytes;
-    state.load_generation = generation;
-    op->slot().set_state(state);
+        const execution::LoadedState state,
+        execution_->Load(*op, caller, sha256, [context] { return context->IsCancelled(); }));
     ToProto(op->session(), state, env_.scheduler->GetPod(), response);
     return absl::OkStatus();
   });
@@ -400,9 +305,9 @@ grpc::Status ExecutionServiceImpl::GetLoaded(grpc::ServerContext* context,
                                              const v1::GetLoadedRequest* request,
                                              v1::LoadedProgram* response) {
   return Handle(context, env_, calls_, "GetLoaded", [&](const Caller& caller) -> absl::Status {
-    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
-                            SessionOp::Begin(env_, *programs_, caller, request->session()));
-    IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
+                            BeginOperation(*execution_, caller, request->session()));
+    IPUPOD_ASSIGN_OR_RETURN(const execution::LoadedState state, op->Loaded());
     ToProto(op->session(), state, env_.scheduler->GetPod(), response);
     return absl::OkStatus();
   });
@@ -416,9 +321,9 @@ grpc::Status ExecutionServiceImpl::WriteWeights(grpc::ServerContext* context,
       [&](const Caller& caller, auto& watched) -> absl::Status {
         v1::WriteWeightsRequest first;
         IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(&watched, &first));
-        IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
-                                SessionOp::Begin(env_, *programs_, caller, session));
-        IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+        IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
+                                BeginOperation(*execution_, caller, session));
+        IPUPOD_ASSIGN_OR_RETURN(const execution::LoadedState state, op->Loaded());
         TensorAssembler assembler("weights", state.program->max_set_weights_bytes());
         IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors weights,
                                 ReadTensors<v1::WriteWeightsRequest>(&watched, assembler));
@@ -436,9 +341,9 @@ grpc::Status ExecutionServiceImpl::ReadWeights(
     grpc::ServerContext* context, const v1::ReadWeightsRequest* request,
     grpc::ServerWriter<v1::ReadWeightsResponse>* writer) {
   return Handle(context, env_, calls_, "ReadWeights", [&](const Caller& caller) -> absl::Status {
-    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
-                            SessionOp::Begin(env_, *programs_, caller, request->session()));
-    IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
+                            BeginOperation(*execution_, caller, request->session()));
+    IPUPOD_ASSIGN_OR_RETURN(const execution::LoadedState state, op->Loaded());
     IPUPOD_RETURN_IF_ERROR(
         CheckWeightNames(request->names(), state.program->weight_specs().size()));
     const std::vector<std::string> names(request->names().begin(), request->names().end());
@@ -467,14 +372,15 @@ grpc::Status ExecutionServiceImpl::Run(
       [&](const Caller& caller, auto& watched) -> absl::Status {
         v1::RunRequest first;
         IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(&watched, &first));
-        IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
-                                SessionOp::Begin(env_, *programs_, caller, session));
-        IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+        IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
+                                BeginOperation(*execution_, caller, session));
+        IPUPOD_ASSIGN_OR_RETURN(const execution::LoadedState state, op->Loaded());
         TensorAssembler assembler("inputs", HostBytes(state.program->host_inputs()));
         IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors inputs,
                                 ReadTensors<v1::RunRequest>(&watched, assembler));
         IPUPOD_ASSIGN_OR_RETURN(const runtime::StepResult step,
-                                RunStepInTurn(*compute_, *context, *state.program, inputs));
+                                execution_->RunStep(*state.program, inputs,
+                                                    [context] { return context->IsCancelled(); }));
         if (env_.ShuttingDown()) {
           return ShuttingDownError(absl::StrCat("the step's outputs went with session ", session));
         }
@@ -491,9 +397,9 @@ grpc::Status ExecutionServiceImpl::SetOptimizer(grpc::ServerContext* context,
                                                 const v1::SetOptimizerRequest* request,
                                                 v1::OptimizerInfo* response) {
   return Handle(context, env_, calls_, "SetOptimizer", [&](const Caller& caller) -> absl::Status {
-    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<SessionOp> op,
-                            SessionOp::Begin(env_, *programs_, caller, request->session()));
-    IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
+                            BeginOperation(*execution_, caller, request->session()));
+    IPUPOD_ASSIGN_OR_RETURN(const execution::LoadedState state, op->Loaded());
     const std::map<std::string, double> values(request->variables().begin(),
                                                request->variables().end());
     IPUPOD_ASSIGN_OR_RETURN(const runtime::OptimizerState optimizer,

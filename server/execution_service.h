@@ -17,19 +17,11 @@
 // (server/status_convert.h, with device-error trailers).
 //
 // Session operations (Load, GetLoaded, WriteWeights, ReadWeights, Run,
-// SetOptimizer):
-//   1. the session's slot is taken (server/loaded_programs.h: one operation
-//      per session; UNAVAILABLE after waiting `operation_wait`);
-//   2. Scheduler::BeginSessionOperation: ownership (PERMISSION_DENIED,
-//      NOT_FOUND), one random-fault draw, health (ABORTED / DATA_LOSS with
-//      kind and recovery action, UNAVAILABLE while resetting), IPUs busy;
-//   3. all but Load: FAILED_PRECONDITION if nothing is loaded, or if the
-//      session's IPUs were cleared since the load (load generation moved);
-//   4. the work; EndSessionOperation and the slot are released on every
-//      path.
-// Load charges device memory through Scheduler::RecordLoad and replaces
-// the session's previous program only once everything succeeded.
-//
+// SetOptimizer) go through execution::SessionExecution
+// (execution/session_execution.h): the session's slot, the scheduler's
+// operation (ownership, fault draw, health), what is loaded, the work; the
+// server's batch jobs run through the same object.
+
 // Executables are scoped to the users who uploaded them
 // (runtime/executable_cache.h): StatExecutable and Load of another user's
 // hash are NOT_FOUND.
@@ -44,33 +36,25 @@
 // (INVALID_ARGUMENT). A failed call changes nothing.
 //
 // Thread safety: handlers run concurrently on gRPC's sync threads. The
-// ServiceEnv, cache and programs must outlive the service.
+// ServiceEnv and the SessionExecution must outlive the service.
 #ifndef IPUPOD_SERVER_EXECUTION_SERVICE_H_
 #define IPUPOD_SERVER_EXECUTION_SERVICE_H_
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include "execution/session_execution.h"
 #include "ipupod/v1/execution.grpc.pb.h"
-#include "runtime/compute_gate.h"
-#include "runtime/executable_cache.h"
 #include "server/call_limit.h"
-#include "server/loaded_programs.h"
 #include "server/service_env.h"
 
 namespace ipupod::server {
 
 class ExecutionServiceImpl final : public v1::ExecutionService::Service {
  public:
-  ExecutionServiceImpl(const ServiceEnv& env, runtime::ExecutableCache* cache,
-                       LoadedPrograms* programs, MemoryBudget* load_memory,
-                       runtime::ComputeGate* compute, int max_calls, int max_calls_per_user)
-      : env_(env),
-        cache_(cache),
-        programs_(programs),
-        load_memory_(load_memory),
-        compute_(compute),
-        calls_(max_calls, max_calls_per_user) {}
+  ExecutionServiceImpl(const ServiceEnv& env, execution::SessionExecution* execution, int max_calls,
+                       int max_calls_per_user)
+      : env_(env), execution_(execution), calls_(max_calls, max_calls_per_user) {}
 
   grpc::Status StatExecutable(grpc::ServerContext* context,
                               const v1::StatExecutableRequest* request,
@@ -94,10 +78,7 @@ class ExecutionServiceImpl final : public v1::ExecutionService::Service {
 
  private:
   const ServiceEnv& env_;
-  runtime::ExecutableCache* const cache_;
-  LoadedPrograms* const programs_;
-  MemoryBudget* const load_memory_;      // host memory of loaded programs, all sessions
-  runtime::ComputeGate* const compute_;  // steps compute in turn (FIFO)
+  execution::SessionExecution* const execution_;
   CallLimit calls_;  // --max-execution-threads, --max-execution-threads-per-user
 };
 

@@ -47,7 +47,7 @@ void ToProto(const runtime::Program& program, v1::TrainingInfo* out) {
   if (optimizer.ok()) ToProto(*optimizer, out->mutable_optimizer());
 }
 
-void ToProto(const scheduler::SessionView& session, const LoadedState& state,
+void ToProto(const scheduler::SessionView& session, const execution::LoadedState& state,
              const scheduler::PodView& pod, v1::LoadedProgram* out) {
   const runtime::Program& program = *state.program;
   if (program.is_training()) ToProto(program, out->mutable_training());

@@ -10,10 +10,10 @@
 #include <cstdint>
 
 #include "compiler/executable.h"
+#include "execution/loaded_programs.h"
 #include "ipupod/v1/execution.pb.h"
 #include "runtime/program.h"
 #include "scheduler/scheduler.h"
-#include "server/loaded_programs.h"
 
 namespace ipupod::server {
 
@@ -26,7 +26,7 @@ void ToProto(const runtime::OptimizerState& state, v1::OptimizerInfo* out);
 void ToProto(const runtime::Program& program, v1::TrainingInfo* out);
 // What `session` has loaded; `pod` supplies its IPUs' memory figures.
 // REQUIRES: state.program is not null.
-void ToProto(const scheduler::SessionView& session, const LoadedState& state,
+void ToProto(const scheduler::SessionView& session, const execution::LoadedState& state,
              const scheduler::PodView& pod, v1::LoadedProgram* out);
 // One step's statistics; `run_index` counts runs since the load.
 void ToProto(const runtime::StepResult& step, uint64_t run_index, v1::RunStats* out);

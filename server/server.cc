@@ -128,14 +128,17 @@ absl::Status PodServer::Init() {
       std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads);
   IPUPOD_ASSIGN_OR_RETURN(store_, OpenStore(config_));
   cache_ = std::make_unique<runtime::ExecutableCache>(config_.executable_cache_mb << 20);
-  load_memory_ = std::make_unique<MemoryBudget>(
-      config_.load_memory_mb > 0 ? config_.load_memory_mb << 20 : DefaultLoadMemoryBytes());
-  programs_ = std::make_unique<LoadedPrograms>(kOperationWait);
+  load_memory_ = std::make_unique<execution::MemoryBudget>(
+      config_.load_memory_mb > 0 ? config_.load_memory_mb << 20
+                                 : execution::DefaultLoadMemoryBytes());
+  programs_ = std::make_unique<execution::LoadedPrograms>(kOperationWait);
   scheduler::SchedulerOptions options = ToSchedulerOptions(config_);
-  LoadedPrograms* programs = programs_.get();
+  execution::LoadedPrograms* programs = programs_.get();
   options.on_session_ended = [programs](const std::string& session) { programs->Drop(session); };
   IPUPOD_ASSIGN_OR_RETURN(scheduler_,
                           scheduler::Scheduler::Create(std::move(options), store_.get()));
+  execution_ = std::make_unique<execution::SessionExecution>(execution::ExecutionResources{
+      scheduler_.get(), cache_.get(), programs_.get(), load_memory_.get(), compute_.get()});
   absl::Duration lease = absl::Seconds(config_.session_lease_seconds);
   ticker_ = std::make_unique<StreamTicker>(TickPeriod(lease));
   env_ = ServiceEnv{scheduler_.get(), AuthPolicy::FromConfig(config_),
@@ -146,8 +149,7 @@ absl::Status PodServer::Init() {
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
   execution_service_ = std::make_unique<ExecutionServiceImpl>(
-      env_, cache_.get(), programs_.get(), load_memory_.get(), compute_.get(),
-      config_.max_execution_threads, ExecutionThreadsPerUser(config_));
+      env_, execution_.get(), config_.max_execution_threads, ExecutionThreadsPerUser(config_));
   absl::Status status = BuildGrpcServer();
   if (!status.ok()) {
     scheduler_->Shutdown();

@@ -41,12 +41,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "execution/loaded_programs.h"
+#include "execution/memory_budget.h"
+#include "execution/session_execution.h"
 #include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
 #include "scheduler/scheduler.h"
 #include "server/config.h"
 #include "server/execution_service.h"
-#include "server/loaded_programs.h"
 #include "server/service_env.h"
 #include "server/services.h"
 #include "server/stream_ticker.h"
@@ -86,10 +88,12 @@ class PodServer {
   // sessions end (also from its destructor).
   std::unique_ptr<store::SqliteStateStore> store_;
   std::unique_ptr<runtime::ExecutableCache> cache_;
-  std::unique_ptr<MemoryBudget> load_memory_;  // outlives programs_, whose states hold charges
-  std::unique_ptr<LoadedPrograms> programs_;
+  // outlives programs_, whose states hold charges
+  std::unique_ptr<execution::MemoryBudget> load_memory_;
+  std::unique_ptr<execution::LoadedPrograms> programs_;
   std::unique_ptr<runtime::ComputeGate> compute_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<execution::SessionExecution> execution_;
   std::unique_ptr<StreamTicker> ticker_;
   ServiceEnv env_;
   std::unique_ptr<PodServiceImpl> pod_service_;

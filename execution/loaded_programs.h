@@ -1,4 +1,4 @@
-// File: server/loaded_programs.h
+// File: execution/loaded_programs.h
 //
 // LoadedPrograms: what each session has loaded on its IPUs (a
 // runtime::Program, its load generation, its run count), and the
@@ -21,8 +21,8 @@
 // LoadedPrograms::mu_, then SessionSlot::mu_ (a leaf); neither is held while
 // waiting for a busy slot or while a Program runs or is freed.
 // Errors: Acquire - UNAVAILABLE when the slot stays busy past the wait.
-#ifndef IPUPOD_SERVER_LOADED_PROGRAMS_H_
-#define IPUPOD_SERVER_LOADED_PROGRAMS_H_
+#ifndef IPUPOD_EXECUTION_LOADED_PROGRAMS_H_
+#define IPUPOD_EXECUTION_LOADED_PROGRAMS_H_
 
 #include <cstdint>
 #include <memory>
@@ -35,10 +35,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "execution/memory_budget.h"
 #include "runtime/program.h"
-#include "server/memory_budget.h"
 
-namespace ipupod::server {
+namespace ipupod::execution {
 
 // What a session has loaded. A null program: nothing.
 struct LoadedState {
@@ -97,6 +97,6 @@ class LoadedPrograms {
   absl::flat_hash_map<std::string, std::shared_ptr<SessionSlot>> slots_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace ipupod::server
+}  // namespace ipupod::execution
 
-#endif  // IPUPOD_SERVER_LOADED_PROGRAMS_H_
+#endif  // IPUPOD_EXECUTION_LOADED_PROGRAMS_H_

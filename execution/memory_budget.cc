@@ -1,4 +1,4 @@
-#include "server/memory_budget.h"
+#include "execution/memory_budget.h"
 
 #include <algorithm>
 
@@ -8,7 +8,7 @@
 #include "common/sync.h"
 #include <unistd.h>
 
-namespace ipupod::server {
+namespace ipupod::execution {
 
 MemoryBudget::Charge::~Charge() { budget_->Release(bytes_); }
 
@@ -44,4 +44,4 @@ int64_t DefaultLoadMemoryBytes() {
   return std::max(int64_t{1} << 30, physical / 2);
 }
 
-}  // namespace ipupod::server
+}  // namespace ipupod::execution

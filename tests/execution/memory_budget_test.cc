@@ -1,4 +1,4 @@
-#include "server/memory_budget.h"
+#include "execution/memory_budget.h"
 
 #include <memory>
 #include <thread>
@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace ipupod::server {
+namespace ipupod::execution {
 namespace {
 
 using ::testing::AllOf;
@@ -55,4 +55,4 @@ TEST(MemoryBudgetTest, TheDefaultIsHalfThisHostsMemoryAndAtLeastOneGiB) {
 }
 
 }  // namespace
-}  // namespace ipupod::server
+}  // namespace ipupod::execution

@@ -1,11 +1,11 @@
-#include "server/loaded_programs.h"
+#include "execution/loaded_programs.h"
 
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "common/sync.h"
 
-namespace ipupod::server {
+namespace ipupod::execution {
 
 absl::Status SessionSlot::Acquire(absl::string_view session, absl::Duration wait) {
   sync::MutexLock lock(&mu_);
@@ -82,4 +82,4 @@ size_t LoadedPrograms::size() const {
   return slots_.size();
 }
 
-}  // namespace ipupod::server
+}  // namespace ipupod::execution

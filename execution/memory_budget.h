@@ -1,4 +1,4 @@
-// File: server/memory_budget.h
+// File: execution/memory_budget.h
 //
 // MemoryBudget: the host memory the server lets loaded programs hold, all
 // sessions together (ServerConfig::load_memory_mb). The simulated IPUs'
@@ -17,8 +17,8 @@
 // destroyed (PodServer declares the budget before what holds charges).
 // Errors: Reserve - RESOURCE_EXHAUSTED saying what was asked, what is held,
 // the budget and how to raise it; nothing is reserved then.
-#ifndef IPUPOD_SERVER_MEMORY_BUDGET_H_
-#define IPUPOD_SERVER_MEMORY_BUDGET_H_
+#ifndef IPUPOD_EXECUTION_MEMORY_BUDGET_H_
+#define IPUPOD_EXECUTION_MEMORY_BUDGET_H_
 
 #include <cstdint>
 #include <memory>
@@ -28,7 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
-namespace ipupod::server {
+namespace ipupod::execution {
 
 class MemoryBudget {
  public:
@@ -69,6 +69,6 @@ class MemoryBudget {
 // memory, at least 1 GiB.
 int64_t DefaultLoadMemoryBytes();
 
-}  // namespace ipupod::server
+}  // namespace ipupod::execution
 
-#endif  // IPUPOD_SERVER_MEMORY_BUDGET_H_
+#endif  // IPUPOD_EXECUTION_MEMORY_BUDGET_H_

@@ -1,7 +1,7 @@
 // LoadedPrograms and SessionSlot: one slot per session, one operation at a
 // time with a bounded wait (UNAVAILABLE naming the session), the loaded
 // state and its generation, run counts, and dropping slots.
-#include "server/loaded_programs.h"
+#include "execution/loaded_programs.h"
 
 #include <atomic>
 #include <memory>
@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace ipupod::server {
+namespace ipupod::execution {
 namespace {
 
 using ::testing::HasSubstr;
@@ -121,4 +121,4 @@ TEST(LoadedProgramsTest, DropIfUnloadedDropsOnlyThatEmptySlot) {
 }
 
 }  // namespace
-}  // namespace ipupod::server
+}  // namespace ipupod::execution

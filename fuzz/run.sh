@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets and runs each for a fixed time.
 #   fuzz/run.sh SECONDS [TARGET...]     (default: every target, in turn)
 # Build: build-fuzz/ (or $IPUPOD_FUZZ_BUILD_DIR), clang, -DIPUPOD_FUZZ=ON,
-# only the `ipupod_fuzzers` target. Each target starts from its checked-in
+# only the `ipupod_fuzzers` target; a directory already configured with
+# IPUPOD_FUZZ=ON (CI's build-asan/) is only brought up to date. Each target starts from its checked-in
 # seeds (fuzz/corpus/TARGET, read-only) plus what earlier runs found
 # (BUILD/fuzz-corpus/TARGET); crashes, leaks, timeouts and over-limit
 # allocations land in BUILD/fuzz-artifacts/TARGET/ and fail the script.
@@ -18,8 +19,13 @@ if [ ${#targets[@]} -eq 0 ]; then
   targets=(fuzz_npz fuzz_npy fuzz_safetensors fuzz_tensor_stream fuzz_ipu_config
            fuzz_server_config fuzz_executable fuzz_onnx_compile)
 fi
-IPUPOD_BUILD_TARGET=ipupod_fuzzers bash deploy/build.sh "$dir" -DCMAKE_CXX_COMPILER=clang++ \
-  -DIPUPOD_FUZZ=ON -DIPUPOD_BUILD_TESTS=OFF -DIPUPOD_BUILD_BENCH=OFF
+if grep -q '^IPUPOD_FUZZ:BOOL=ON' "$dir/CMakeCache.txt" 2>/dev/null; then
+  # Already configured for fuzzing (CI's ASan stage builds them with the tests).
+  cmake --build "$dir" --parallel "$(nproc)" --target ipupod_fuzzers
+else
+  IPUPOD_BUILD_TARGET=ipupod_fuzzers bash deploy/build.sh "$dir" -DCMAKE_CXX_COMPILER=clang++ \
+    -DIPUPOD_FUZZ=ON -DIPUPOD_BUILD_TESTS=OFF -DIPUPOD_BUILD_BENCH=OFF
+fi
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "$dir/fuzz-corpus/$t" "$dir/fuzz-artifacts/$t"

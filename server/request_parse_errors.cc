@@ -24,7 +24,8 @@ class RequestParseErrors : public grpc::experimental::Interceptor {
       unparsable_.store(true);
     }
     if (unparsable_.load() &&
-        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
+        IsParseFailureStatus(methods->GetSendStatus())) {
       spdlog::warn("rpc method={} code=INVALID_ARGUMENT: the request did not parse", method_);
       methods->ModifySendStatus(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
@@ -42,6 +43,10 @@ class RequestParseErrors : public grpc::experimental::Interceptor {
 };
 
 }  // namespace
+
+bool IsParseFailureStatus(const grpc::Status& outgoing) {
+  return outgoing.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED;
+}
 
 grpc::experimental::Interceptor* RequestParseErrorsFactory::CreateServerInterceptor(
     ServerRpcInfo* info) {

@@ -21,8 +21,16 @@
 #define IPUPOD_SERVER_REQUEST_PARSE_ERRORS_H_
 
 #include <grpcpp/support/server_interceptor.h>
+#include <grpcpp/support/status.h>
 
 namespace ipupod::server {
+
+// Whether `outgoing`, the status gRPC is about to send for a call whose
+// request it could not read, is the parse failure: everything but
+// RESOURCE_EXHAUSTED. A call the sync pool refused in a burst ("Server
+// Threadpool Exhausted") never read its request either, and must reach the
+// client as the refusal it is, not as a malformed request.
+bool IsParseFailureStatus(const grpc::Status& outgoing);
 
 // Register with ServerBuilder::experimental().SetInterceptorCreators.
 class RequestParseErrorsFactory : public grpc::experimental::ServerInterceptorFactoryInterface {

@@ -8,14 +8,6 @@
 #include "common/status_macros.h"
 
 namespace ipupod::client {
-namespace {
-
-bool IsFullReset(const absl::Status& status) {
-  return driver::IsRecoverableFault(status) &&
-         GetRecoveryAction(status) == RecoveryAction::kFullReset;
-}
-
-}  // namespace
 
 driver::StepStats StepStatsOf(const v1::RunStats& stats) {
   driver::StepStats out;
@@ -81,28 +73,14 @@ absl::Status RemoteSessionExecutable::Reset(const absl::Status& fault) {
                      "; the host copy of the training state is intact: attach again and resume "
                      "from it"));
   }
-  if (IsFullReset(fault)) return WaitForPodReset(fault);
+  if (driver::IsFullReset(fault)) return WaitForPodReset(fault);
   return client_.ResetSession(session_).status();
 }
 
-// Until the session's IPUs no longer wait for FULL_RESET: then they are
-// resetting (Load waits) or back; a new fault surfaces from Load.
 absl::Status RemoteSessionExecutable::WaitForPodReset(const absl::Status& fault) {
-  const absl::Time deadline = absl::Now() + options_.full_reset_wait;
-  for (;;) {
-    absl::Status health = client_.GetSession(session_).status();
-    if (!IsFullReset(health)) {
-      const bool usable =
-          health.ok() || absl::IsUnavailable(health) || driver::IsRecoverableFault(health);
-      return usable ? absl::OkStatus() : health;
-    }
-    if (absl::Now() >= deadline) {
-      return driver::WithContext(
-          fault, absl::StrCat("waited ", absl::FormatDuration(options_.full_reset_wait),
-                              " for an admin to run `ipupod pod reset`"));
-    }
-    absl::SleepFor(options_.poll_interval);
-  }
+  return driver::WaitForPodReset(
+      [this] { return client_.GetSession(session_).status(); }, fault,
+      {.timeout = options_.full_reset_wait, .poll = options_.poll_interval});
 }
 
 }  // namespace ipupod::client

@@ -40,13 +40,7 @@
 
 namespace ipupod::client {
 
-struct RecoveryOptions {
-  // How long Load retries while the IPUs come back from a reset.
-  absl::Duration reset_wait = absl::Seconds(30);
-  // How long Reset waits for an admin's pod reset after a FULL_RESET fault.
-  absl::Duration full_reset_wait = absl::Minutes(10);
-  absl::Duration poll_interval = absl::Milliseconds(50);
-};
+using RecoveryOptions = driver::ResetWaits;
 
 // Converts the server's RunStats.
 driver::StepStats StepStatsOf(const v1::RunStats& stats);

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "compiler/memory_plan.h"
 #include "compiler/onnx_annotations.h"
-#include "compiler/sha256.h"
 #include "graph/interpreter.h"
 #include "graph/onnx_import.h"
 

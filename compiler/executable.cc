@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "compiler/executable_json.h"
-#include "compiler/sha256.h"
 #include "graph/onnx_import.h"
 #include <unistd.h>
 

@@ -18,6 +18,7 @@
 #ifndef IPUPOD_DRIVER_INFERENCE_DRIVER_H_
 #define IPUPOD_DRIVER_INFERENCE_DRIVER_H_
 
+#include <cstdint>
 #include <functional>
 
 #include "absl/status/statusor.h"
@@ -30,12 +31,20 @@ namespace ipupod::driver {
 struct InferenceCallbacks {
   std::function<void(const RunProgress&)> on_step = nullptr;
   std::function<bool()> stop_requested = nullptr;
+  // When set, each step's outputs go here as they come (a batch job writes
+  // them to disk, so a restart goes on after the last one) instead of being
+  // concatenated: RunInference then returns no tensors. An error ends the
+  // run with it.
+  std::function<absl::Status(int64_t step, const tensor::NamedTensors& outputs)> on_outputs =
+      nullptr;
 };
 
-// REQUIRES: data.steps > 0.
+// Runs steps first_step .. data.steps - 1. REQUIRES: data.steps > 0,
+// 0 <= first_step <= data.steps.
 absl::StatusOr<tensor::NamedTensors> RunInference(SessionExecutable& executable,
                                                   const StepPlan& data,
-                                                  const InferenceCallbacks& callbacks);
+                                                  const InferenceCallbacks& callbacks,
+                                                  int64_t first_step = 0);
 
 }  // namespace ipupod::driver
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/errors.h"
 
 namespace ipupod::driver {
@@ -16,6 +17,28 @@ absl::Status WithContext(const absl::Status& status, absl::string_view context) 
   status.ForEachPayload(
       [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
+}
+
+bool IsFullReset(const absl::Status& status) {
+  return IsRecoverableFault(status) && GetRecoveryAction(status) == RecoveryAction::kFullReset;
+}
+
+absl::Status WaitForPodReset(const std::function<absl::Status()>& health, const absl::Status& fault,
+                             const PodResetWait& wait) {
+  const absl::Time deadline = absl::Now() + wait.timeout;
+  for (;;) {
+    absl::Status now = health();
+    if (!IsFullReset(now)) {
+      const bool usable = now.ok() || absl::IsUnavailable(now) || IsRecoverableFault(now);
+      return usable ? absl::OkStatus() : now;
+    }
+    if (wait.stop && wait.stop()) return absl::CancelledError("stopped waiting for a pod reset");
+    if (absl::Now() >= deadline) {
+      return WithContext(fault, absl::StrCat("waited ", absl::FormatDuration(wait.timeout),
+                                             " for an admin to run `ipupod pod reset`"));
+    }
+    absl::SleepFor(wait.poll);
+  }
 }
 
 }  // namespace ipupod::driver

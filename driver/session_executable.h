@@ -24,6 +24,7 @@
 #define IPUPOD_DRIVER_SESSION_EXECUTABLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "tensor/tensor_files.h"
 
 namespace ipupod::driver {
@@ -95,6 +97,34 @@ bool IsRecoverableFault(const absl::Status& error);
 // `status` with its message prefixed "context: ", payloads (device-error
 // kind, action, IPUs) kept.
 absl::Status WithContext(const absl::Status& status, absl::string_view context);
+
+// A recoverable fault whose action is FULL_RESET (only an admin's pod reset
+// clears it).
+bool IsFullReset(const absl::Status& status);
+
+// How long a SessionExecutable waits on the way back from a fault.
+struct ResetWaits {
+  // How long Load retries while the IPUs come back from a reset.
+  absl::Duration reset_wait = absl::Seconds(30);
+  // How long Reset waits for an admin's pod reset after a FULL_RESET fault.
+  absl::Duration full_reset_wait = absl::Minutes(10);
+  absl::Duration poll_interval = absl::Milliseconds(50);
+};
+
+struct PodResetWait {
+  absl::Duration timeout = absl::Minutes(30);
+  absl::Duration poll = absl::Milliseconds(50);
+  std::function<bool()> stop = nullptr;  // polled; true ends the wait CANCELLED
+};
+
+// After a FULL_RESET `fault`: polls `health` (the session's state as
+// GetSession reports it) until its IPUs no longer wait for an admin. OK
+// once they are usable (back, resetting, or with another recoverable fault
+// the next load surfaces); health's error when it is something else; the
+// fault, saying how long it waited, after wait.timeout. Both SessionExecutable
+// implementations perform FULL_RESET's "action" this way.
+absl::Status WaitForPodReset(const std::function<absl::Status()>& health, const absl::Status& fault,
+                             const PodResetWait& wait);
 
 }  // namespace ipupod::driver
 

@@ -5,7 +5,7 @@
 //   * a StepPlan holds a data set whose inputs all have `samples` rows
 //     (dim 0), split into `steps` steps of `samples_per_step` rows (the
 //     checks against an executable that make one live where the executable
-//     is known: client/cli/run_steps.h PlanSteps);
+//     is known: runtime/run_steps.h PlanSteps);
 //   * StepInputs cuts one step out of every input (dim 0);
 //   * OutputAccumulator concatenates the outputs of consecutive steps along
 //     dim 0, keyed by output name.

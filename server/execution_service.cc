@@ -1,5 +1,5 @@
 // ExecutionService handlers. Each is authenticate -> body -> log -> convert
-// (Handle); session operations go through SessionOp, which takes the
+// (server/sync_handlers.h Handle); session operations go through SessionOp, which takes the
 // session's slot and the scheduler's operation and gives both back on every
 // path.
 #include "server/execution_service.h"
@@ -16,12 +16,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "compiler/checks.h"
 #include "compiler/report.h"
-#include "compiler/sha256.h"
 #include "server/proto_convert_execution.h"
 #include "server/stream_idle_watch.h"
+#include "server/sync_handlers.h"
 #include "wire/tensor_stream.h"
 
 namespace ipupod::server {
@@ -32,50 +33,6 @@ using wire::StreamTensors;
 using wire::TensorAssembler;
 
 constexpr size_t kExecutableChunkBytes = wire::kTensorChunkBytesMax;  // 1 MiB
-
-absl::Status ShuttingDownError(absl::string_view what) {
-  return absl::UnavailableError(
-      absl::StrCat("ipupodd is shutting down: ", what, "; retry when the server is back"));
-}
-
-// A call that ends while the server shuts down says so: its session has
-// ended with the server, and a cancelled stream or a failed write would
-// otherwise reach the client as CANCELLED or "Socket closed".
-absl::Status DuringShutdown(const ServiceEnv& env, absl::string_view method, absl::Status status) {
-  if (status.ok() || absl::IsUnavailable(status) || !env.ShuttingDown()) return status;
-  return ShuttingDownError(absl::StrCat(method, " did not complete (", status.message(), ")"));
-}
-
-// The call leaves `calls` before its status is sent, so a client's next
-// call never finds its previous one still counted.
-template <typename Body>
-grpc::Status Handle(grpc::ServerContext* context, const ServiceEnv& env, CallLimit& calls,
-                    absl::string_view method, Body&& body) {
-  RequestLog log(method);
-  absl::StatusOr<Caller> caller = Authenticate(env.auth, context->client_metadata());
-  absl::Status status = caller.status();
-  if (caller.ok()) {
-    log.set_user(caller->user);
-    absl::StatusOr<CallLimit::Ticket> admitted = calls.Enter(method, caller->user);
-    status = admitted.ok() ? body(*caller) : admitted.status();
-  }
-  status = DuringShutdown(env, method, std::move(status));
-  log.Done(status);
-  return ToGrpcStatus(context, status);
-}
-
-// A client-streaming call: its reads go through an idle watch
-// (server/stream_idle_watch.h), and a call the watch ended answers
-// DEADLINE_EXCEEDED whatever its body made of the lost stream.
-template <typename Reader, typename Body>
-grpc::Status HandleStream(grpc::ServerContext* context, const ServiceEnv& env, CallLimit& calls,
-                          absl::string_view method, Reader* reader, Body&& body) {
-  return Handle(context, env, calls, method, [&](const Caller& caller) -> absl::Status {
-    ScopedStreamIdleWatch watch(env.ticker, context, method, env.stream_idle);
-    WatchedReader<Reader> watched(reader, &watch);
-    return watch.Outcome(body(caller, watched));
-  });
-}
 
 using Operation = execution::SessionExecution::Operation;
 
@@ -340,28 +297,30 @@ grpc::Status ExecutionServiceImpl::WriteWeights(grpc::ServerContext* context,
 grpc::Status ExecutionServiceImpl::ReadWeights(
     grpc::ServerContext* context, const v1::ReadWeightsRequest* request,
     grpc::ServerWriter<v1::ReadWeightsResponse>* writer) {
-  return Handle(context, env_, calls_, "ReadWeights", [&](const Caller& caller) -> absl::Status {
-    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
-                            BeginOperation(*execution_, caller, request->session()));
-    IPUPOD_ASSIGN_OR_RETURN(const execution::LoadedState state, op->Loaded());
-    IPUPOD_RETURN_IF_ERROR(
-        CheckWeightNames(request->names(), state.program->weight_specs().size()));
-    const std::vector<std::string> names(request->names().begin(), request->names().end());
-    if (request->checkpoint()) {
-      if (!names.empty()) {
-        return absl::InvalidArgumentError(
-            "a checkpoint is every weight and the optimizer state; ask for no names with it");
-      }
-      IPUPOD_ASSIGN_OR_RETURN(const tensor::NamedTensors checkpoint,
-                              state.program->GetCheckpoint());
-      return WriteTensors<v1::ReadWeightsResponse>(checkpoint, writer);
-    }
-    // Streamed from the program itself: the operation holds the session,
-    // so no SetWeights can overlap, and a gigabyte is never copied first.
-    IPUPOD_ASSIGN_OR_RETURN(const std::vector<tensor::TensorRef> weights,
-                            state.program->ViewWeights(names));
-    return WriteTensors<v1::ReadWeightsResponse>(weights, writer);
-  });
+  return HandleStream(
+      context, env_, calls_, "ReadWeights", writer,
+      [&](const Caller& caller, auto& watched) -> absl::Status {
+        IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
+                                BeginOperation(*execution_, caller, request->session()));
+        IPUPOD_ASSIGN_OR_RETURN(const execution::LoadedState state, op->Loaded());
+        IPUPOD_RETURN_IF_ERROR(
+            CheckWeightNames(request->names(), state.program->weight_specs().size()));
+        const std::vector<std::string> names(request->names().begin(), request->names().end());
+        if (request->checkpoint()) {
+          if (!names.empty()) {
+            return absl::InvalidArgumentError(
+                "a checkpoint is every weight and the optimizer state; ask for no names with it");
+          }
+          IPUPOD_ASSIGN_OR_RETURN(const tensor::NamedTensors checkpoint,
+                                  state.program->GetCheckpoint());
+          return WriteTensors<v1::ReadWeightsResponse>(checkpoint, &watched);
+        }
+        // Streamed from the program itself: the operation holds the session,
+        // so no SetWeights can overlap, and a gigabyte is never copied first.
+        IPUPOD_ASSIGN_OR_RETURN(const std::vector<tensor::TensorRef> weights,
+                                state.program->ViewWeights(names));
+        return WriteTensors<v1::ReadWeightsResponse>(weights, &watched);
+      });
 }
 
 grpc::Status ExecutionServiceImpl::Run(
@@ -385,10 +344,10 @@ grpc::Status ExecutionServiceImpl::Run(
           return ShuttingDownError(absl::StrCat("the step's outputs went with session ", session));
         }
         const uint64_t run_index = op->slot().CountRun();
-        IPUPOD_RETURN_IF_ERROR(WriteTensors<v1::RunResponse>(step.outputs, stream));
+        IPUPOD_RETURN_IF_ERROR(WriteTensors<v1::RunResponse>(step.outputs, &watched));
         v1::RunResponse last;
         ToProto(step, run_index, last.mutable_stats());
-        if (!stream->Write(last)) return absl::CancelledError("the client stopped reading");
+        if (!watched.Write(last)) return absl::CancelledError("the client stopped reading");
         return absl::OkStatus();
       });
 }

@@ -6,9 +6,10 @@
 // `max_calls` run at once (ipupodd --max-execution-threads, CallLimit in
 // server/call_limit.h), at most `max_calls_per_user` of them from one user
 // (--max-execution-threads-per-user); one more is answered
-// RESOURCE_EXHAUSTED naming the bound (retry), and logged. A client stream
-// (upload, weights written, run inputs) silent for longer than
-// ServiceEnv::stream_idle is ended DEADLINE_EXCEEDED
+// RESOURCE_EXHAUSTED naming the bound (retry), and logged. A stream whose
+// client stalls for longer than ServiceEnv::stream_idle - sends nothing
+// (upload, weights written, run inputs) or reads nothing (weights read, run
+// outputs) while the server waits on it - is ended DEADLINE_EXCEEDED
 // (server/stream_idle_watch.h). The callback services (pod, partitions,
 // sessions) do not use that pool.
 //

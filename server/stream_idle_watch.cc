@@ -12,14 +12,15 @@ StreamIdleWatch::StreamIdleWatch(grpc::ServerContext* context, absl::string_view
                                  absl::Duration idle)
     : method_(method), idle_(idle), context_(context) {}
 
-void StreamIdleWatch::BeginRead(absl::Time now) {
+void StreamIdleWatch::BeginWait(Wait what, absl::Time now) {
   sync::MutexLock lock(&mu_);
-  reading_since_ = now;
+  waiting_since_ = now;
+  waiting_for_ = what;
 }
 
-void StreamIdleWatch::EndRead() {
+void StreamIdleWatch::EndWait() {
   sync::MutexLock lock(&mu_);
-  reading_since_ = absl::InfiniteFuture();
+  waiting_since_ = absl::InfiniteFuture();
 }
 
 void StreamIdleWatch::Stop() {
@@ -33,7 +34,19 @@ bool StreamIdleWatch::expired() const {
 }
 
 absl::Status StreamIdleWatch::ExpiredStatus() const {
+  sync::MutexLock lock(&mu_);
+  return ExpiredStatusLocked();
+}
+
+absl::Status StreamIdleWatch::ExpiredStatusLocked() const {
   const int64_t seconds = absl::ToInt64Seconds(idle_);
+  if (waiting_for_ == Wait::kWrite) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "%s: the client read nothing for %d s; the server ended it (ipupodd "
+        "--execution-stream-idle-seconds %d): read the stream as it comes, or start the call "
+        "again",
+        method_, seconds, seconds));
+  }
   return absl::DeadlineExceededError(absl::StrFormat(
       "%s sent nothing for %d s; the server ended it (ipupodd --execution-stream-idle-seconds "
       "%d): keep sending without pauses that long, or start the call again",
@@ -43,11 +56,12 @@ absl::Status StreamIdleWatch::ExpiredStatus() const {
 // Cancels under the lock: Stop() waits for it, so the call is still running.
 void StreamIdleWatch::Tick(absl::Time now) {
   sync::MutexLock lock(&mu_);
-  if (context_ == nullptr || expired_ || now - reading_since_ < idle_) return;
+  if (context_ == nullptr || expired_ || now - waiting_since_ < idle_) return;
   expired_ = true;
-  const std::string message(ExpiredStatus().message());
-  spdlog::warn("ending method={}: the client sent nothing for {}", method_,
-               absl::FormatDuration(now - reading_since_));
+  const std::string message(ExpiredStatusLocked().message());
+  spdlog::warn("ending method={}: the client {} nothing for {}", method_,
+               waiting_for_ == Wait::kWrite ? "read" : "sent",
+               absl::FormatDuration(now - waiting_since_));
   grpc_call_cancel_with_status(context_->c_call(), GRPC_STATUS_DEADLINE_EXCEEDED, message.c_str(),
                                nullptr);
 }

@@ -1,19 +1,24 @@
 // File: server/stream_idle_watch.h
 //
-// StreamIdleWatch: ends a client-streaming ExecutionService call whose
-// client has sent nothing for `idle` (ipupodd --execution-stream-idle-seconds).
-// Without it a client that sends one chunk and goes silent holds a sync-pool
-// thread, an execution call and the bytes it sent for as long as it likes.
+// StreamIdleWatch: ends a streaming ExecutionService call whose client has
+// stalled for `idle` (ipupodd --execution-stream-idle-seconds): it sent
+// nothing while the server waited to read, or it took nothing while the
+// server waited to write (flow control holds a write until the client reads).
+// Without it a client that sends one chunk and goes silent, or asks for a
+// gigabyte of weights and never reads them, holds a sync-pool thread, an
+// execution call and the bytes in flight for as long as it likes.
 //
 // The server-wide StreamTicker (server/stream_ticker.h) visits each watch;
-// no thread or timer per stream. Only time spent blocked in a read counts
-// (between BeginRead and EndRead): a call waiting for its session's slot or
-// for compute is not idle. An expired watch cancels the call with
-// DEADLINE_EXCEEDED and a message naming the method, the bound and its flag
+// no thread or timer per stream. Only time spent blocked on the client
+// counts (between BeginWait and EndWait, around a read or a write): a call
+// waiting for its session's slot or for compute is not idle. An expired
+// watch cancels the call with DEADLINE_EXCEEDED and a message naming the
+// method, what the client did not do, the bound and its flag
 // (grpc_call_cancel_with_status: the client sees that status, the blocked
-// read returns false, and the handler returns and frees what it held).
+// read or write returns false, and the handler returns and frees what it
+// held).
 //
-// Thread safety: BeginRead/EndRead/expired/ExpiredStatus from the handler's
+// Thread safety: BeginWait/EndWait/expired/ExpiredStatus from the handler's
 // thread, Tick from the ticker's; one mutex. Stop() (called by the
 // destructor of ScopedStreamIdleWatch) returns only when no Tick can touch
 // the call any more, so the call outlives every cancellation.
@@ -42,8 +47,11 @@ class StreamIdleWatch final : public Tickable {
   StreamIdleWatch(const StreamIdleWatch&) = delete;
   StreamIdleWatch& operator=(const StreamIdleWatch&) = delete;
 
-  void BeginRead(absl::Time now = absl::Now());
-  void EndRead();
+  // What the handler is blocked on: the client's next message, or the
+  // client taking what was written.
+  enum class Wait { kRead, kWrite };
+  void BeginWait(Wait what, absl::Time now = absl::Now());
+  void EndWait();
   // After it returns, Tick never touches the call.
   void Stop();
   bool expired() const;
@@ -52,11 +60,14 @@ class StreamIdleWatch final : public Tickable {
   void Tick(absl::Time now) override;
 
  private:
+  absl::Status ExpiredStatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::string method_;
   const absl::Duration idle_;
   mutable absl::Mutex mu_;
   grpc::ServerContext* context_ ABSL_GUARDED_BY(mu_);  // null after Stop
-  absl::Time reading_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Time waiting_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  Wait waiting_for_ ABSL_GUARDED_BY(mu_) = Wait::kRead;  // the last wait begun
   bool expired_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -75,9 +86,18 @@ class ScopedStreamIdleWatch {
   // Reads one message through `reader`, counting the wait as idle time.
   template <typename Reader, typename Message>
   bool Read(Reader* reader, Message* message) {
-    if (watch_ != nullptr) watch_->BeginRead();
+    if (watch_ != nullptr) watch_->BeginWait(StreamIdleWatch::Wait::kRead);
     const bool ok = reader->Read(message);
-    if (watch_ != nullptr) watch_->EndRead();
+    if (watch_ != nullptr) watch_->EndWait();
+    return ok;
+  }
+  // Writes one message through `writer`, counting a write held by flow
+  // control (the client is not reading) as idle time.
+  template <typename Writer, typename Message>
+  bool Write(Writer* writer, const Message& message) {
+    if (watch_ != nullptr) watch_->BeginWait(StreamIdleWatch::Wait::kWrite);
+    const bool ok = writer->Write(message);
+    if (watch_ != nullptr) watch_->EndWait();
     return ok;
   }
 
@@ -86,19 +106,23 @@ class ScopedStreamIdleWatch {
   std::shared_ptr<StreamIdleWatch> watch_;
 };
 
-// A reader whose Read goes through a watch: hand it to code templated on
-// the reader.
-template <typename Reader>
-class WatchedReader {
+// A stream (reader, writer or both) whose Read and Write go through a
+// watch: hand it to code templated on the stream.
+template <typename Stream>
+class WatchedStream {
  public:
-  WatchedReader(Reader* reader, ScopedStreamIdleWatch* watch) : reader_(reader), watch_(watch) {}
+  WatchedStream(Stream* stream, ScopedStreamIdleWatch* watch) : stream_(stream), watch_(watch) {}
   template <typename Message>
   bool Read(Message* message) {
-    return watch_->Read(reader_, message);
+    return watch_->Read(stream_, message);
+  }
+  template <typename Message>
+  bool Write(const Message& message) {
+    return watch_->Write(stream_, message);
   }
 
  private:
-  Reader* const reader_;
+  Stream* const stream_;
   ScopedStreamIdleWatch* const watch_;
 };
 

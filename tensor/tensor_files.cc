@@ -11,12 +11,32 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace ipupod::tensor {
 namespace {
 
 namespace fs = std::filesystem;
+
+// "<what> '<path>': <strerror>", RESOURCE_EXHAUSTED when the disk is full.
+absl::Status FileError(absl::string_view what, absl::string_view path) {
+  const int err = errno;
+  const std::string message = absl::StrCat(what, " '", path, "': ", std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
+  return absl::FailedPreconditionError(message);
+}
+
+// Makes a rename in the file's directory durable (best effort: some
+// filesystems cannot fsync a directory).
+void SyncDirectoryOf(const std::string& path) {
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
 
 // The whole file, if it is a regular file within the limit's size.
 absl::StatusOr<std::string> ReadFile(absl::string_view path, const TensorReadLimits& limits) {
@@ -71,21 +91,35 @@ absl::StatusOr<TensorFileFormat> TensorFileFormatOf(absl::string_view path) {
 }
 
 absl::Status WriteFileAtomically(absl::string_view path, absl::string_view bytes) {
+  const std::string target(path);
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    if (!file) return absl::InternalError(absl::StrCat("cannot create '", tmp, "'"));
-    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    file.flush();
-    if (!file) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return FileError("cannot create", tmp);
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      absl::Status error = FileError("cannot write", tmp);
+      ::close(fd);
       std::remove(tmp.c_str());
-      return absl::InternalError(absl::StrCat("error writing '", tmp, "' (disk full?)"));
+      return error;
     }
+    written += static_cast<size_t>(n);
   }
-  if (std::rename(tmp.c_str(), std::string(path).c_str()) != 0) {
+  if (::fsync(fd) != 0) {
+    absl::Status error = FileError("cannot flush", tmp);
+    ::close(fd);
     std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename '", tmp, "' to '", path, "'"));
+    return error;
   }
+  ::close(fd);
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+    absl::Status error = FileError(absl::StrCat("cannot rename '", tmp, "' to"), target);
+    std::remove(tmp.c_str());
+    return error;
+  }
+  SyncDirectoryOf(target);
   return absl::OkStatus();
 }
 

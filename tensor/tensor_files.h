@@ -80,7 +80,11 @@ absl::StatusOr<NamedTensors> ParseOnnxInitializers(absl::string_view model_bytes
                                                    absl::string_view model_dir = "",
                                                    const TensorReadLimits& limits = {});
 
-// Writes `bytes` to `path` via a temporary file and a rename.
+// Writes `bytes` to `path` via a temporary file, fsync and a rename (then
+// fsyncs the directory): a crash leaves the old file or the whole new one,
+// and the new one survives a power loss once this returns.
+// FAILED_PRECONDITION naming the file, RESOURCE_EXHAUSTED when the disk is
+// full.
 absl::Status WriteFileAtomically(absl::string_view path, absl::string_view bytes);
 
 // By extension. Writing .onnx is not supported here (INVALID_ARGUMENT).

@@ -65,6 +65,12 @@ absl::StatusOr<tensor::DType> TensorAssembler::CheckHeader(const v1::TensorHeade
     return absl::InvalidArgumentError(absl::StrCat("a tensor of the ", what_, " has no name"));
   }
   IPUPOD_RETURN_IF_ERROR(CheckNameLength("tensor", name, "send the model's own names"));
+  if (done_.size() >= kTensorsMax) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the %s carry more than %d tensors, more than any program has; send only the "
+        "program's own tensors",
+        what_, kTensorsMax));
+  }
   if (names_.contains(name)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("tensor %s is sent twice in the %s; send each once", name, what_));

@@ -15,7 +15,8 @@
 //                    non-negative dims; total_bytes equal to the shape's
 //                    element count x dtype size; at most `bytes_max` bytes
 //                    declared in all (checked on each header, before
-//                    anything is allocated); no data before a header; no
+//                    anything is allocated); at most kTensorsMax tensors,
+//                    so empty ones cannot grow it either; no data before a header; no
 //                    chunk over kTensorChunkBytesMax; no more bytes than
 //                    declared; no header before the previous tensor is
 //                    complete; bools 0 or 1. Chunks are copied straight
@@ -59,6 +60,11 @@ inline constexpr size_t kTensorChunkBytesMax = size_t{1} << 20;
 // Longer ones are INVALID_ARGUMENT up front (CheckNameLength), so no error
 // message can grow with a client's name.
 inline constexpr size_t kNameBytesMax = 256;
+
+// The most tensors one stream may carry: far more than any model's weights,
+// or a checkpoint of them with Adam's two moments each, yet a bound on what
+// zero-byte tensors (which `bytes_max` does not see) can make a receiver hold.
+inline constexpr size_t kTensorsMax = size_t{1} << 16;
 
 // INVALID_ARGUMENT "a <what> name of N characters is over the limit of 256;
 // <fix>" if `name` is longer than kNameBytesMax.

@@ -8,8 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/sha256.h"
 #include "compiler/executable.h"
-#include "compiler/sha256.h"
 
 namespace ipupod::client {
 namespace {
@@ -36,7 +36,7 @@ TEST(IpxHeaderTest, ReadsTheHashTheCompilerWrote) {
   const std::string ipx = SampleIpx();
   absl::StatusOr<std::string> hash = IpxContentHash(ipx);
   ASSERT_TRUE(hash.ok()) << hash.status();
-  EXPECT_EQ(*hash, compiler::DigestHex(compiler::Sha256Of(ipx.substr(kIpxHeaderBytes))));
+  EXPECT_EQ(*hash, DigestHex(Sha256Of(ipx.substr(kIpxHeaderBytes))));
 }
 
 TEST(IpxHeaderTest, RejectsOtherFilesAndVersions) {

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/sha256.h"
+#include "common/sha256.h"
 
 namespace ipupod::compiler {
 namespace {

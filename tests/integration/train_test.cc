@@ -9,6 +9,7 @@
 #include "tensor/tensor_files.h"
 #include "tests/integration/harness.h"
 #include "tests/support/models.h"
+#include "tests/support/tensors.h"
 
 namespace ipupod::testing {
 namespace {
@@ -24,11 +25,7 @@ std::string Regressor() {
 // on every forward pass (a buffer), y = (x W) * count.
 std::string Counter() { return test_support::CounterModel({0.5f, -0.3f, 0.2f, 0.1f, -0.4f, 0.6f}); }
 
-std::vector<float> Wave(int64_t n, float seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) v[k] = std::sin(seed + 0.37f * static_cast<float>(k));
-  return v;
-}
+using test_support::Wave;
 
 class TrainTest : public ::testing::Test {
  protected:

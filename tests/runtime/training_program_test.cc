@@ -12,6 +12,7 @@
 #include "graph/onnx_import.h"
 #include "runtime/program.h"
 #include "tests/support/models.h"
+#include "tests/support/tensors.h"
 #include "training/trainer.h"
 
 namespace ipupod::runtime {
@@ -20,11 +21,7 @@ namespace {
 using tensor::Tensor;
 using ::testing::HasSubstr;
 
-std::vector<float> Wave(int64_t n, float seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) v[k] = std::sin(seed + 0.37f * static_cast<float>(k));
-  return v;
-}
+using test_support::Wave;
 
 // y = tanh(x W + b), loss = mean((y - t)^2) for `rows` samples.
 std::string Regressor(int64_t rows) { return test_support::RegressorModel(rows, Wave(6, 1.0f)); }

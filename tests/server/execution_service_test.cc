@@ -862,6 +862,33 @@ TEST_F(ExecutionServiceTest, SilentStreamsEndAfterTheIdleTimeout) {
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
+// Issue 11: a client that asks for weights and reads none held a thread
+// until its own deadline; flow control holds the server's writes, and the
+// idle watch counts that wait too.
+TEST_F(ExecutionServiceTest, ClientsThatStopReadingAreEndedAfterTheIdleTimeout) {
+  StartServer([](ServerConfig& config) { config.execution_stream_idle_seconds = 1; });
+  const Compiled huge = CompileMlp(int64_t{1} << 20);  // 48 MiB of weights: more than any window
+  Attached session(*alice_, 1);
+  MustLoad(session, huge);
+  auto context = alice_->Context();
+  v1::ReadWeightsRequest request;
+  request.set_session(session.id());
+  auto stalled = alice_->exec().ReadWeights(context.get(), request);  // and reads nothing
+  // The stalled call holds the session's slot until the idle watch ends it;
+  // the next call waits for the slot and is served once it has (without
+  // the watch it would wait until the stalled client's own deadline).
+  const absl::Time start = absl::Now();
+  tensor::NamedTensors read;
+  grpc::Status s = alice_->ReadWeights(session.id(), {"fc2.w"}, &read);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  // A client that never reads cannot receive the status the server sent
+  // (gRPC delivers it after the messages before it); the server's side is
+  // long over, and the client gives up.
+  context->TryCancel();
+  EXPECT_FALSE(stalled->Finish().ok());
+}
+
 TEST_F(ExecutionServiceTest, AHugeDeclaredUploadIsRefusedUpFront) {
   StartServer([](ServerConfig& config) { config.executable_cache_mb = kExecutableCacheMbMax; });
   HeldUpload upload(*alice_, 60ull << 30, kChunk);

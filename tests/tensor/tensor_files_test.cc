@@ -294,7 +294,7 @@ TEST(TensorFilesTest, FilesByExtension) {
   ExpectInvalid(WriteTensorFile(dir + "/m.onnx", Sample()), "only as .npz or .safetensors");
   EXPECT_EQ(ReadTensorFile(dir + "/missing.npz").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(WriteTensorFile(dir + "/no/such/dir/w.npz", Sample()).code(),
-            absl::StatusCode::kInternal);
+            absl::StatusCode::kFailedPrecondition);
   std::ofstream(dir + "/bad.safetensors") << "garbage!";
   ExpectInvalid(ReadTensorFile(dir + "/bad.safetensors").status(), "bad.safetensors': malformed");
 

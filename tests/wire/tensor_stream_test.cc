@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/tensors.h"
@@ -76,6 +77,20 @@ TEST(TensorStreamTest, HeadersAreChecked) {
               HasSubstr("before tensor w was complete (0 of 4 bytes)"));
   ASSERT_TRUE(a.AddData(std::string(4, '\0')).ok());
   EXPECT_THAT(a.AddHeader(Header("w", "int32", {1}, 4)).message(), HasSubstr("sent twice"));
+}
+
+// Issue 11: zero-byte tensors pass any byte bound; their count is bounded.
+TEST(TensorStreamTest, ZeroByteTensorsAreBoundedByCount) {
+  TensorAssembler a("weights", 1000);
+  for (size_t i = 0; i < kTensorsMax; ++i) {
+    ASSERT_TRUE(a.AddHeader(Header(absl::StrCat("e", i), "float32", {0}, 0)).ok()) << i;
+  }
+  absl::Status over = a.AddHeader(Header("one_more", "float32", {0}, 0));
+  EXPECT_EQ(over.code(), kInvalid);
+  EXPECT_THAT(over.message(), HasSubstr("the weights carry more than 65536 tensors"));
+  auto all = a.Finish();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), kTensorsMax);
 }
 
 TEST(TensorStreamTest, DataIsChecked) {

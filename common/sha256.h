@@ -1,14 +1,16 @@
-// File: compiler/sha256.h
+// File: common/sha256.h
 //
-// SHA-256 (FIPS 180-4), for the content hash of executables (.ipx) and the
-// executable cache key. Written here to keep ipupod free of a crypto
-// dependency; tested against the FIPS/NIST vectors.
+// SHA-256 (FIPS 180-4): the content hash of executables (.ipx), the
+// executable cache key, and the name of every blob in the jobs' content
+// store (client and server hash the same bytes the same way). Written here
+// to keep ipupod free of a crypto dependency; tested against the FIPS/NIST
+// vectors.
 //
 // Thread safety: Sha256 is a plain value (one per thread); the free
 // functions are pure.
 // Errors: none.
-#ifndef IPUPOD_COMPILER_SHA256_H_
-#define IPUPOD_COMPILER_SHA256_H_
+#ifndef IPUPOD_COMMON_SHA256_H_
+#define IPUPOD_COMMON_SHA256_H_
 
 #include <array>
 #include <cstdint>
@@ -16,7 +18,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace ipupod::compiler {
+namespace ipupod {
 
 using Sha256Digest = std::array<uint8_t, 32>;
 
@@ -41,6 +43,6 @@ Sha256Digest Sha256Of(absl::string_view bytes);
 // Lower-case hex, 64 characters.
 std::string DigestHex(const Sha256Digest& digest);
 
-}  // namespace ipupod::compiler
+}  // namespace ipupod
 
-#endif  // IPUPOD_COMPILER_SHA256_H_
+#endif  // IPUPOD_COMMON_SHA256_H_

@@ -1,9 +1,9 @@
-#include "compiler/sha256.h"
+#include "common/sha256.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace ipupod::compiler {
+namespace ipupod {
 namespace {
 
 constexpr std::array<uint32_t, 64> kRoundConstants = {
@@ -109,4 +109,4 @@ std::string DigestHex(const Sha256Digest& digest) {
   return out;
 }
 
-}  // namespace ipupod::compiler
+}  // namespace ipupod

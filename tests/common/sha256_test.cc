@@ -1,10 +1,10 @@
-#include "compiler/sha256.h"
+#include "common/sha256.h"
 
 #include <string>
 
 #include <gtest/gtest.h>
 
-namespace ipupod::compiler {
+namespace ipupod {
 namespace {
 
 // FIPS 180-4 / NIST CSRC example vectors.
@@ -45,4 +45,4 @@ TEST(Sha256Test, OneBitChangesTheDigest) {
 }
 
 }  // namespace
-}  // namespace ipupod::compiler
+}  // namespace ipupod

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/grpc_status.h"
+#include "client/unary_call.h"
 #include "common/sync.h"  // header only: absl::Mutex as TSan sees it
 #include "common/user_name.h"
 
@@ -83,7 +84,8 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
       pod_(v1::PodService::NewStub(channel_)),
       partitions_(v1::PartitionService::NewStub(channel_)),
       sessions_(v1::SessionService::NewStub(channel_)),
-      execution_(v1::ExecutionService::NewStub(channel_)) {}
+      execution_(v1::ExecutionService::NewStub(channel_)),
+      jobs_(v1::JobService::NewStub(channel_)) {}
 
 void Client::PrepareContext(grpc::ClientContext& context, absl::Duration timeout) const {
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -95,18 +97,6 @@ absl::Status Client::StreamStatus(const grpc::Status& status, const grpc::Client
   if (status.ok()) return absl::OkStatus();
   return ConvertCallStatus(status, context.GetServerTrailingMetadata(),
                            {options_.server, method, options_.stream_timeout});
-}
-
-template <typename Response, typename Invoke>
-absl::StatusOr<Response> Client::Call(absl::string_view method, Invoke invoke) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-  AddIdentity(options_, context);
-  Response response;
-  grpc::Status status = invoke(&context, &response);
-  if (status.ok()) return response;
-  return ConvertCallStatus(status, context.GetServerTrailingMetadata(),
-                           {options_.server, method, options_.rpc_timeout});
 }
 
 // One line per RPC: the stub call inside the generic wrapper.

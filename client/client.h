@@ -69,6 +69,27 @@
 //   IPUPOD_ASSIGN_OR_RETURN(v1::LoadedProgram p, client->Load(session, ref.sha256()));
 //   IPUPOD_ASSIGN_OR_RETURN(RunResult r, client->Run(session, inputs));
 //
+// JobService (implemented in client/jobs.cc; proto/ipupod/v1/jobs.proto):
+// batch jobs the server owns. PutBlobFile puts a file into the server's
+// content-addressed blob store (hashed in 1 MiB pieces, skipped when the
+// server already holds those bytes, else streamed in 1 MiB chunks), then
+// SubmitJob names the blobs by hash; the job is PENDING, RUNNING, then
+// COMPLETED, FAILED, CANCELLED or TIMEOUT, whether or not this client stays.
+// WatchJob streams its events; FetchResult downloads a result file,
+// resumably:
+//
+//   IPUPOD_ASSIGN_OR_RETURN(v1::BlobRef ipx, client->PutBlobFile("m.ipx", "executable"));
+//   IPUPOD_ASSIGN_OR_RETURN(v1::BlobRef data, client->PutBlobFile("d.npz", "inputs"));
+//   v1::SubmitJobRequest request;
+//   request.mutable_spec()->set_executable_sha256(ipx.sha256());
+//   request.mutable_spec()->mutable_inputs()->set_sha256(data.sha256());
+//   request.mutable_spec()->mutable_inputs()->set_format("npz");
+//   IPUPOD_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, client->SubmitJob(request));
+//   IPUPOD_RETURN_IF_ERROR(client->WatchJob(jobs[0].id(), 0, /*follow=*/true,
+//                                           [](const v1::JobEvent& e) { /* show e */ }));
+//   IPUPOD_ASSIGN_OR_RETURN(v1::Job done, client->GetJob(jobs[0].id()));
+//   for (const v1::ResultFile& f : done.results()) client->FetchResult(done.id(), f, f.name());
+//
 // Thread safety: Client is thread-safe (gRPC stubs are). AttachCall: Cancel()
 // is safe from any thread at any time (e.g. a signal-watching thread); the
 // other methods must be called from one thread at a time.
@@ -84,6 +105,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -94,6 +116,7 @@
 #include "absl/time/time.h"
 #include "client/grpc_status.h"
 #include "ipupod/v1/execution.grpc.pb.h"
+#include "ipupod/v1/jobs.grpc.pb.h"
 #include "ipupod/v1/pod.grpc.pb.h"
 #include "tensor/tensor_files.h"
 
@@ -127,6 +150,16 @@ struct RunResult {
   tensor::NamedTensors outputs;
   v1::RunStats stats;
 };
+
+// What FetchResult wrote.
+struct FetchedResult {
+  std::string path;           // the destination
+  uint64_t size_bytes = 0;    // the whole file
+  uint64_t resumed_from = 0;  // bytes a previous attempt had left in "<path>.part"
+};
+
+// FetchResult's progress: bytes of the file on disk so far, and its size.
+using FetchProgress = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
 
 class Client {
  public:
@@ -205,6 +238,52 @@ class Client {
   absl::StatusOr<v1::OptimizerInfo> SetOptimizer(absl::string_view session,
                                                  const std::map<std::string, double>& variables);
 
+  // JobService (client/jobs.cc). Job ids are "17", or "17.3" in a sweep.
+  // NOT_FOUND when the server does not hold a blob with this SHA-256.
+  absl::StatusOr<v1::BlobRef> StatBlob(absl::string_view sha256);
+  // Puts the file at `path` into the blob store: hashes it (common/sha256.h,
+  // read in kFileChunkBytes pieces: bounded memory whatever its size), asks
+  // StatBlob, and uploads only when the server lacks those bytes (then
+  // already_stored is false) in 1 MiB chunks, the first carrying sha256 and
+  // total_bytes. `what` names the file in messages ("--inputs file").
+  // Errors: the file's (client/files.h: NOT_FOUND, INVALID_ARGUMENT for an
+  // empty or non-regular file); the server's RESOURCE_EXHAUSTED (a store
+  // bound, named); DATA_LOSS when the file changed between hashing and
+  // uploading (the server's check, or this client's when it got shorter):
+  // nothing is stored, upload again.
+  absl::StatusOr<v1::BlobRef> PutBlobFile(absl::string_view path, absl::string_view what = "file");
+  // The jobs made (one, or one per value of request.sweep()).
+  absl::StatusOr<std::vector<v1::Job>> SubmitJob(const v1::SubmitJobRequest& request);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request = {});
+  absl::StatusOr<v1::Job> GetJob(absl::string_view id);
+  absl::StatusOr<v1::Job> CancelJob(absl::string_view id);
+  absl::StatusOr<v1::Job> HoldJob(absl::string_view id);
+  absl::StatusOr<v1::Job> ReleaseJob(absl::string_view id);
+  absl::StatusOr<v1::DeleteJobResponse> DeleteJob(absl::string_view id);
+  // Calls `on_event` (on this thread) for each event of job `id` from
+  // `from_event` on; with `follow` the stream stays open until the job has
+  // finished. Returns OK when the server ended the stream. The stream's
+  // deadline is `timeout` when finite; else stream_timeout without `follow`
+  // and none with it. DEADLINE_EXCEEDED "watching job ID: still open after
+  // T" when a finite `timeout` passed.
+  absl::Status WatchJob(absl::string_view id, uint64_t from_event, bool follow,
+                        const std::function<void(const v1::JobEvent&)>& on_event,
+                        absl::Duration timeout = absl::InfiniteDuration());
+  // Downloads result `file` of job `id` to `dest`, resumably: the bytes go to
+  // "<dest>.part", and an existing .part (a dropped download) is continued
+  // from its size; at the end its size and SHA-256 are checked against
+  // `file` and it is renamed to `dest` (replacing it). On a failed transfer
+  // the .part stays for the next attempt. Errors: the server's (NOT_FOUND,
+  // PERMISSION_DENIED, FAILED_PRECONDITION when purged...); UNAVAILABLE when
+  // the stream ended short (run again to resume); DATA_LOSS when the bytes do
+  // not hash to file.sha256() (the .part is removed: run again to download it
+  // afresh); INTERNAL when the server sent chunks out of order or too many
+  // bytes; NOT_FOUND / PERMISSION_DENIED / RESOURCE_EXHAUSTED (disk full) /
+  // INTERNAL for the local file, naming it.
+  absl::StatusOr<FetchedResult> FetchResult(absl::string_view id, const v1::ResultFile& file,
+                                            absl::string_view dest,
+                                            const FetchProgress& on_progress = {});
+
   // Starts the Attach stream in the background and returns at once; errors
   // (bad input, nothing free without `wait`, unreachable server) surface from
   // AttachCall::WaitForGrant.
@@ -213,9 +292,19 @@ class Client {
  private:
   Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
 
-  // Runs one unary RPC: context with deadline and identity, conversion.
+  // Runs one unary RPC: context with deadline and identity, conversion
+  // (defined in client/unary_call.h).
   template <typename Response, typename Invoke>
   absl::StatusOr<Response> Call(absl::string_view method, Invoke invoke);
+  // JobService's unary calls on one job id.
+  template <typename Response, typename Method>
+  absl::StatusOr<Response> CallOnJob(absl::string_view name, absl::string_view id, Method method);
+  absl::StatusOr<v1::BlobRef> PutBlob(absl::string_view path, absl::string_view what,
+                                      absl::string_view sha256, uint64_t size_bytes);
+  // Streams result `file` from byte `offset` into the open file `fd`.
+  absl::Status DownloadResult(absl::string_view id, const v1::ResultFile& file, int fd,
+                              absl::string_view part, uint64_t offset,
+                              const FetchProgress& on_progress);
   absl::StatusOr<tensor::NamedTensors> ReadTensors(const v1::ReadWeightsRequest& request);
   // Deadline (now + timeout) and identity metadata on a fresh context.
   void PrepareContext(grpc::ClientContext& context, absl::Duration timeout) const;
@@ -229,6 +318,7 @@ class Client {
   std::unique_ptr<v1::PartitionService::Stub> partitions_;
   std::shared_ptr<v1::SessionService::Stub> sessions_;
   std::unique_ptr<v1::ExecutionService::Stub> execution_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
 };
 
 // One Attach stream: queued -> granted -> (held) -> ended. A background thread

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +59,48 @@ absl::StatusOr<std::string> ReadWholeFile(absl::string_view path, absl::string_v
         absl::StrCat("cannot read ", what, " '", p, "': ", std::strerror(errno)));
   }
   return std::move(bytes).str();
+}
+
+absl::Status ForEachFileChunk(absl::string_view path, absl::string_view what, uint64_t offset,
+                              size_t chunk_bytes,
+                              const std::function<bool(absl::string_view)>& on_chunk) {
+  if (absl::Status ok = CheckReadableFile(path, what); !ok.ok()) return ok;
+  const std::string p(path);
+  const int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot open ", what, " '", p, "': ", std::strerror(errno)));
+  }
+  std::string buffer(chunk_bytes, '\0');
+  absl::Status status;
+  off_t position = static_cast<off_t>(offset);
+  while (true) {
+    const ssize_t n = pread(fd, buffer.data(), buffer.size(), position);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      status = absl::InternalError(
+          absl::StrCat("cannot read ", what, " '", p, "': ", std::strerror(errno)));
+      break;
+    }
+    if (n == 0 || !on_chunk(absl::string_view(buffer.data(), static_cast<size_t>(n)))) break;
+    position += n;
+  }
+  close(fd);
+  return status;
+}
+
+absl::StatusOr<FileDigest> Sha256OfFile(absl::string_view path, absl::string_view what) {
+  Sha256 hash;
+  FileDigest digest;
+  absl::Status read =
+      ForEachFileChunk(path, what, 0, kFileChunkBytes, [&](absl::string_view chunk) {
+        hash.Update(chunk);
+        digest.size_bytes += chunk.size();
+        return true;
+      });
+  if (!read.ok()) return read;
+  digest.sha256 = DigestHex(hash.Finish());
+  return digest;
 }
 
 absl::Status CheckWritablePath(absl::string_view path, absl::string_view what) {

@@ -256,6 +256,14 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
       {"load_memory_mb", IntField(&ServerConfig::load_memory_mb, 0, kLoadMemoryMbMax)},
       {"random_faults", ParseRandomFaults},
       {"log_level", ParseLogLevel},
+      {"jobs_blob_store_mb", IntField(&ServerConfig::jobs_blob_store_mb, 1, kBlobStoreMbMax)},
+      {"jobs_blob_store_user_mb",
+       IntField(&ServerConfig::jobs_blob_store_user_mb, 1, kBlobStoreMbMax)},
+      {"jobs_retention_hours",
+       IntField(&ServerConfig::jobs_retention_hours, 1, kRetentionHoursMax)},
+      {"jobs_default_time_limit_minutes",
+       IntField(&ServerConfig::jobs_default_time_limit_minutes, 1, kTimeLimitMinutesMax)},
+      {"jobs_max_requeues", IntField(&ServerConfig::jobs_max_requeues, 0, kJobRequeuesMax)},
   };
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
   for (const auto& entry : kKeys) {  // (clang 14 cannot capture a structured binding)
@@ -384,6 +392,12 @@ absl::Status ValidateConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("executable cache MB must be from 1 to ",
                                                    kExecutableCacheMbMax, "; got ",
                                                    config.executable_cache_mb));
+  }
+  if (config.jobs_blob_store_user_mb > config.jobs_blob_store_mb) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("jobs_blob_store_user_mb (", config.jobs_blob_store_user_mb,
+                     ") is larger than the whole blob store, jobs_blob_store_mb (",
+                     config.jobs_blob_store_mb, "); lower the first or raise the second"));
   }
   if (config.load_memory_mb < 0 || config.load_memory_mb > kLoadMemoryMbMax) {
     return absl::InvalidArgumentError(absl::StrCat("load memory MB must be from 0 (half of this ",

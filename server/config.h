@@ -73,6 +73,14 @@ struct ServerConfig {
   int compute_threads = 0;     // 0: every CPU of the host (kernels::MaxBlasThreads)
   scheduler::RandomFaults random_faults{.seed = 0, .probability_per_operation = 0.0};
   std::string log_level = "info";
+  // Batch jobs (batch/job_manager.h): the blob store's bounds, how long
+  // results are kept, the time limit of a job that names none, and how
+  // often a job goes back to the queue after device faults before FAILED.
+  int64_t jobs_blob_store_mb = 65536;
+  int64_t jobs_blob_store_user_mb = 16384;
+  int jobs_retention_hours = 168;
+  int jobs_default_time_limit_minutes = 1440;
+  int jobs_max_requeues = 3;
   // ipupodd --reinitialise only (never a config key: a config file is read
   // at every start): discard the state in state_dir and start a new pod.
   bool reinitialise = false;
@@ -96,6 +104,10 @@ inline constexpr int kExecutionThreadsMin = 1;
 inline constexpr int kExecutionThreadsMax = 1024;
 inline constexpr int kComputeThreadsMax = 1024;
 inline constexpr int kStreamIdleSecondsMax = 3600;
+inline constexpr int64_t kBlobStoreMbMax = int64_t{1} << 24;  // 16 TiB
+inline constexpr int kRetentionHoursMax = 24 * 365;
+inline constexpr int kTimeLimitMinutesMax = 60 * 24 * 30;
+inline constexpr int kJobRequeuesMax = 100;
 inline constexpr size_t kStringLengthMax = 4096;  // paths, addresses
 inline constexpr size_t kTokenLengthMax = 512;
 inline constexpr size_t kTokensMax = 1024;

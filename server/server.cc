@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -43,6 +44,11 @@ void SetLivenessOptions(grpc::ServerBuilder& builder, absl::Duration lease) {
   // split the clients between two pods.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
+
+// JobService calls at once, server-wide and per user (a follower of a
+// job's log holds one while it follows).
+constexpr int kMaxJobCalls = 16;
+constexpr int kMaxJobCallsPerUser = 4;
 
 // A second operation of one session waits this long for the first.
 constexpr absl::Duration kOperationWait = absl::Seconds(30);
@@ -139,6 +145,11 @@ absl::Status PodServer::Init() {
                           scheduler::Scheduler::Create(std::move(options), store_.get()));
   execution_ = std::make_unique<execution::SessionExecution>(execution::ExecutionResources{
       scheduler_.get(), cache_.get(), programs_.get(), load_memory_.get(), compute_.get()});
+  absl::Status jobs = StartJobs();
+  if (!jobs.ok()) {
+    scheduler_->Shutdown();
+    return jobs;
+  }
   absl::Duration lease = absl::Seconds(config_.session_lease_seconds);
   ticker_ = std::make_unique<StreamTicker>(TickPeriod(lease));
   env_ = ServiceEnv{scheduler_.get(), AuthPolicy::FromConfig(config_),
@@ -150,12 +161,34 @@ absl::Status PodServer::Init() {
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
   execution_service_ = std::make_unique<ExecutionServiceImpl>(
       env_, execution_.get(), config_.max_execution_threads, ExecutionThreadsPerUser(config_));
+  job_service_ = std::make_unique<JobServiceImpl>(env_, blobs_.get(), jobs_.get(), kMaxJobCalls,
+                                                  kMaxJobCallsPerUser);
   absl::Status status = BuildGrpcServer();
   if (!status.ok()) {
+    jobs_->Shutdown();
     scheduler_->Shutdown();
     ticker_->Stop();
   }
   return status;
+}
+
+// The blob store under <state_dir>/blobs and the job manager, which resumes
+// the jobs the last run left (batch/job_manager.h).
+absl::Status PodServer::StartJobs() {
+  const std::filesystem::path state_dir(config_.state_dir);
+  jobs::BlobStoreLimits limits;
+  limits.max_total_bytes = static_cast<uint64_t>(config_.jobs_blob_store_mb) << 20;
+  limits.max_user_bytes = static_cast<uint64_t>(config_.jobs_blob_store_user_mb) << 20;
+  IPUPOD_ASSIGN_OR_RETURN(blobs_, jobs::BlobStore::Open(state_dir / "blobs", limits));
+  batch::JobManagerOptions options;
+  options.jobs_dir = state_dir / "jobs";
+  options.retention = absl::Hours(config_.jobs_retention_hours);
+  options.default_time_limit = absl::Minutes(config_.jobs_default_time_limit_minutes);
+  options.max_requeues = config_.jobs_max_requeues;
+  IPUPOD_ASSIGN_OR_RETURN(
+      jobs_, batch::JobManager::Start(std::move(options), {scheduler_.get(), execution_.get(),
+                                                           store_.get(), blobs_.get()}));
+  return absl::OkStatus();
 }
 
 absl::Status PodServer::BuildGrpcServer() {
@@ -169,7 +202,8 @@ absl::Status PodServer::BuildGrpcServer() {
   builder.RegisterService(partition_service_.get());
   builder.RegisterService(session_service_.get());
   builder.RegisterService(execution_service_.get());
-  SetExecutionThreads(builder, config_.max_execution_threads);
+  builder.RegisterService(job_service_.get());
+  SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls);
   SetInterceptors(builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
@@ -203,6 +237,7 @@ void PodServer::Shutdown() {
   spdlog::info("shutting down");
   shutting_down_.store(true);  // execution calls ending from now on say so
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
+  jobs_->Shutdown();       // running jobs stop after their step and resume at the next start
   scheduler_->Shutdown();  // attach streams end UNAVAILABLE; queued resets complete
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   ticker_->Stop();

@@ -41,14 +41,17 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "batch/job_manager.h"
 #include "execution/loaded_programs.h"
 #include "execution/memory_budget.h"
 #include "execution/session_execution.h"
+#include "jobs/blob_store.h"
 #include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
 #include "scheduler/scheduler.h"
 #include "server/config.h"
 #include "server/execution_service.h"
+#include "server/job_service.h"
 #include "server/service_env.h"
 #include "server/services.h"
 #include "server/stream_ticker.h"
@@ -81,6 +84,7 @@ class PodServer {
   explicit PodServer(ServerConfig config);
   absl::Status Init();
   absl::Status BuildGrpcServer();
+  absl::Status StartJobs();
 
   const ServerConfig config_;
   // Destroyed in reverse order: the gRPC server (and every RPC) goes first,
@@ -94,12 +98,16 @@ class PodServer {
   std::unique_ptr<runtime::ComputeGate> compute_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<execution::SessionExecution> execution_;
+  // Batch jobs: the manager goes before everything it uses.
+  std::unique_ptr<jobs::BlobStore> blobs_;
+  std::unique_ptr<batch::JobManager> jobs_;
   std::unique_ptr<StreamTicker> ticker_;
   ServiceEnv env_;
   std::unique_ptr<PodServiceImpl> pod_service_;
   std::unique_ptr<PartitionServiceImpl> partition_service_;
   std::unique_ptr<SessionServiceImpl> session_service_;
   std::unique_ptr<ExecutionServiceImpl> execution_service_;
+  std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;

@@ -49,6 +49,19 @@ CREATE TABLE meta (
 PRAGMA user_version = 1;
 )sql";
 
+// Version 2: batch jobs (jobs/job_store.h). A record is its JSON
+// (jobs::ToJson); id, user and state are columns for queries and checks.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE jobs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT UNIQUE NOT NULL CHECK (length(id) > 0),
+  user TEXT NOT NULL,
+  state TEXT NOT NULL,
+  record TEXT NOT NULL
+);
+PRAGMA user_version = 2;
+)sql";
+
 absl::StatusCode CodeOf(int rc) {
   switch (rc & 0xff) {
     case SQLITE_CANTOPEN:
@@ -228,8 +241,10 @@ absl::Status Migrate(sqlite3* db) {
   }
   if (version == SqliteStateStore::kSchemaVersion) return absl::OkStatus();
   WriteFaultInjector no_faults(std::nullopt);  // the schema alone is no pod yet
-  return WriteTransaction(db, WritePoint::kInitialise, no_faults,
-                          [db] { return Exec(db, kSchemaV1); });
+  return WriteTransaction(db, WritePoint::kInitialise, no_faults, [db, version]() -> absl::Status {
+    if (version < 1) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV1));
+    return Exec(db, kSchemaV2);
+  });
 }
 
 absl::StatusOr<int> ToInt(int64_t value, absl::string_view what) {
@@ -600,6 +615,74 @@ absl::Status SqliteStateStore::DeleteFailure(int ipu) {
     IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
                             Statement::Prepare(db, "DELETE FROM failures WHERE ipu = ?1"));
     IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, int64_t{ipu}));
+    return stmt.Run();
+  });
+}
+
+// ---------------------------------------------------------------- jobs
+
+absl::StatusOr<std::vector<jobs::JobRecord>> SqliteStateStore::LoadJobs() {
+  sync::MutexLock lock(&mu_);
+  IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
+                          Statement::Prepare(db_, "SELECT id, record FROM jobs ORDER BY seq"));
+  std::vector<jobs::JobRecord> out;
+  while (true) {
+    IPUPOD_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return out;
+    absl::StatusOr<jobs::JobRecord> job = jobs::JobRecordFromJson(stmt.Text(1));
+    if (!job.ok() || job->id != stmt.Text(0)) {
+      return absl::DataLossError(
+          absl::StrCat("state store ", path_, ": the record of job ", stmt.Text(0),
+                       " is corrupt: ", job.ok() ? "its id differs" : job.status().message()));
+    }
+    out.push_back(*std::move(job));
+  }
+}
+
+absl::StatusOr<int64_t> SqliteStateStore::NextJobNumber() {
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  int64_t number = 0;
+  IPUPOD_RETURN_IF_ERROR(
+      WriteTransaction(db, WritePoint::kJobNumber, faults_, [&]() -> absl::Status {
+        IPUPOD_ASSIGN_OR_RETURN(number,
+                                QueryInt(db,
+                                         "SELECT coalesce((SELECT value FROM meta WHERE key = "
+                                         "'job_count'), 0) + 1"));
+        return PutMeta(db, "job_count", number);
+      }));
+  return number;
+}
+
+absl::Status SqliteStateStore::PutJobs(absl::Span<const jobs::JobRecord> records) {
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  return WriteTransaction(db, WritePoint::kPutJobs, faults_, [&]() -> absl::Status {
+    for (const jobs::JobRecord& job : records) {
+      // An UPSERT keeps the row (and its seq: the submission order).
+      IPUPOD_ASSIGN_OR_RETURN(
+          Statement stmt,
+          Statement::Prepare(db,
+                             "INSERT INTO jobs(id, user, state, record) VALUES(?1, ?2, ?3, ?4) "
+                             "ON CONFLICT(id) DO UPDATE SET user = excluded.user, "
+                             "state = excluded.state, record = excluded.record"));
+      IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, job.id));
+      IPUPOD_RETURN_IF_ERROR(stmt.Bind(2, job.user));
+      IPUPOD_RETURN_IF_ERROR(stmt.Bind(3, jobs::JobStateName(job.state)));
+      IPUPOD_RETURN_IF_ERROR(stmt.Bind(4, jobs::ToJson(job)));
+      IPUPOD_RETURN_IF_ERROR(stmt.Run());
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status SqliteStateStore::DeleteJob(absl::string_view id) {
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  return WriteTransaction(db, WritePoint::kDeleteJob, faults_, [&]() -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
+                            Statement::Prepare(db, "DELETE FROM jobs WHERE id = ?1"));
+    IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, id));
     return stmt.Run();
   });
 }

@@ -9,7 +9,10 @@
 //   partitions(name PK, start, size, owner, created_unix_ms)
 //   failures(ipu PK, reason)
 //   meta(key PK, value)   -- "pod_id", "boot_count", "clean_stop" (the boot
-//                            that last shut down in order)
+//                            that last shut down in order), "job_count"
+//   jobs(seq PK, id UNIQUE, user, state, record)  -- batch jobs (v2): the
+//                            record is jobs::ToJson; seq keeps submission order
+// A version-1 file is migrated to version 2 (the jobs table) at Open.
 //
 // Every write is one transaction, and every durable write is a named write
 // point (store/write_points.h) where tests can inject a crash or a failure.
@@ -62,6 +65,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "jobs/job.h"
+#include "jobs/job_store.h"
 #include "scheduler/state_store.h"
 #include "store/state_marker.h"
 #include "store/write_points.h"
@@ -78,11 +84,14 @@ struct StoreOptions {
   std::optional<WriteFault> fault;
 };
 
-class SqliteStateStore : public scheduler::StateStore {
+// The scheduler's state and the batch jobs share one database, one
+// connection and one lost-store check: a job is acknowledged only once it is
+// as durable as a partition.
+class SqliteStateStore : public scheduler::StateStore, public jobs::JobStore {
  public:
   // The schema this build writes; a file with a larger user_version is
   // refused with FAILED_PRECONDITION (never downgraded or overwritten).
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Creates `state_dir` (and parents) if needed, opens or creates state.db,
   // migrates an empty file to kSchemaVersion, and checks it against the
@@ -104,6 +113,13 @@ class SqliteStateStore : public scheduler::StateStore {
   // Inserts or replaces the failure record of that IPU.
   absl::Status PutFailure(const scheduler::StoredFailure& failure) override;
   absl::Status DeleteFailure(int ipu) override;
+
+  // jobs::JobStore: every write one transaction at its write point
+  // (kJobNumber, kPutJobs, kDeleteJob).
+  absl::StatusOr<std::vector<jobs::JobRecord>> LoadJobs() override;
+  absl::StatusOr<int64_t> NextJobNumber() override;
+  absl::Status PutJobs(absl::Span<const jobs::JobRecord> records) override;
+  absl::Status DeleteJob(absl::string_view id) override;
 
   const std::string& path() const { return path_; }
   // The pod's id (32 hex digits), as in the database and the marker.

@@ -55,6 +55,12 @@ absl::string_view WritePointName(WritePoint point) {
       return "delete_failure";
     case WritePoint::kCleanStop:
       return "clean_stop";
+    case WritePoint::kJobNumber:
+      return "job_number";
+    case WritePoint::kPutJobs:
+      return "put_jobs";
+    case WritePoint::kDeleteJob:
+      return "delete_job";
   }
   return "unknown";
 }

@@ -42,12 +42,16 @@ enum class WritePoint {
   kPutFailure,       // an IPU failed (unrecoverable fault)
   kDeleteFailure,    // a failed IPU repaired
   kCleanStop,        // the clean-stop record, at an orderly shutdown
+  kJobNumber,        // a job number taken (submit)
+  kPutJobs,          // job records written (submit, every state change, progress)
+  kDeleteJob,        // a finished job deleted
 };
 
 inline constexpr WritePoint kAllWritePoints[] = {
     WritePoint::kInitialise,    WritePoint::kBootCount,       WritePoint::kMarker,
     WritePoint::kPutPartition,  WritePoint::kDeletePartition, WritePoint::kPutFailure,
-    WritePoint::kDeleteFailure, WritePoint::kCleanStop,
+    WritePoint::kDeleteFailure, WritePoint::kCleanStop,       WritePoint::kJobNumber,
+    WritePoint::kPutJobs,       WritePoint::kDeleteJob,
 };
 
 // "initialise", "boot_count", "marker", "put_partition", ...

@@ -32,7 +32,8 @@ constexpr const char* kFooter =
     "5 nothing free (resource exhausted), 6 timed out, 7 failed precondition,\n"
     "8 server unavailable, 9 invalid argument, 10 already exists, 11 session ended by\n"
     "someone else, 12 compile error, 20 IPU_RESET, 21 LINK_RESET, 22 PARTITION_RESET,\n"
-    "23 FULL_RESET needed, 24 unrecoverable device error, 130 interrupted.\n"
+    "23 FULL_RESET needed, 24 unrecoverable device error, 130 interrupted; `job wait`:\n"
+    "30 job FAILED, 31 CANCELLED, 32 TIMEOUT, 33 still running when --timeout ran out.\n"
     "\n"
     "Examples:\n"
     "  ipupod info\n"
@@ -40,6 +41,8 @@ constexpr const char* kFooter =
     "  ipupod attach --ipus 4 --wait -- python train.py\n"
     "  ipupod compile model.onnx --ipu-config ipu_config.json -o model.ipx\n"
     "  ipupod inspect model.ipx\n"
+    "  ipupod submit model.ipx --inputs data.npz --train --epochs 3 --time-limit 2h\n"
+    "  ipupod jobs\n"
     "  ipupod --json queue";
 
 void AddGlobalOptions(CLI::App& app, GlobalFlags& flags) {
@@ -159,6 +162,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   AddCompileCommand(app, selection);
   AddInspectCommand(app, selection);
   AddRunCommand(app, selection);
+  AddSubmitCommand(app, selection);
+  AddJobsCommands(app, selection);
   try {
     app.parse(static_cast<int>(split.ours.size()), split.ours.data());
   } catch (const CLI::ParseError& e) {

@@ -1,5 +1,6 @@
 #include "client/cli/args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <utility>
@@ -132,6 +133,153 @@ absl::StatusOr<v1::FaultKind> ParseFaultKind(absl::string_view text) {
       absl::StrCat("--kind: ", Quote(text),
                    " is not a fault kind; use ipu-reset, link-reset, partition-reset, "
                    "full-reset or unrecoverable"));
+}
+
+// ---------------------------------------------------------------- batch jobs
+
+namespace {
+
+constexpr absl::string_view kDurationUnits = "dhms";
+constexpr int64_t kDurationUnitSeconds[] = {86400, 3600, 60, 1};
+// Digits in one part of a duration: enough for any sensible one, and the
+// sum of four parts cannot overflow.
+constexpr size_t kDurationDigitsMax = 9;
+
+size_t LeadingDigits(absl::string_view text) {
+  size_t n = 0;
+  while (n < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[n]))) ++n;
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text, absl::string_view what,
+                                             absl::Duration max) {
+  const std::string shape =
+      absl::StrCat("; use whole numbers with units d, h, m, s, largest first (e.g. 90s, 30m, 2h, ",
+                   "1d or 1h30m), at most ", FormatDurationArg(absl::ToInt64Seconds(max)));
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", Quote(text), " ", why, shape));
+  };
+  if (text.empty()) return bad("is empty");
+  int64_t seconds = 0;
+  size_t next_unit = 0;  // units must come largest first, each once
+  for (absl::string_view rest = text; !rest.empty();) {
+    const size_t digits = LeadingDigits(rest);
+    if (digits == 0) return bad("is not a duration");
+    if (digits > kDurationDigitsMax) return bad("is too large");
+    if (digits == rest.size()) return bad("has a number without a unit");
+    const size_t unit = kDurationUnits.find(rest[digits]);
+    if (unit == absl::string_view::npos) {
+      return bad(absl::StrCat("has the unit '", rest.substr(digits, 1), "', not d, h, m or s"));
+    }
+    if (unit < next_unit) return bad("repeats a unit or puts a smaller one first");
+    int64_t number = 0;
+    (void)absl::SimpleAtoi(rest.substr(0, digits), &number);  // digits only, at most 9
+    seconds += number * kDurationUnitSeconds[unit];
+    next_unit = unit + 1;
+    rest.remove_prefix(digits + 1);
+  }
+  if (seconds == 0) return bad("is zero; it must be more than 0");
+  if (absl::Seconds(seconds) > max) return bad("is too long");
+  return absl::Seconds(seconds);
+}
+
+std::string FormatDurationArg(uint64_t seconds) {
+  if (seconds == 0) return "0s";
+  std::string text;
+  for (size_t i = 0; i < kDurationUnits.size(); ++i) {
+    const uint64_t unit = static_cast<uint64_t>(kDurationUnitSeconds[i]);
+    if (seconds >= unit) {
+      absl::StrAppend(&text, seconds / unit, kDurationUnits.substr(i, 1));
+      seconds %= unit;
+    }
+  }
+  return text;
+}
+
+namespace {
+
+bool IsVariableName(absl::string_view name) {
+  if (name.empty() || absl::ascii_isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<SweepArg> ParseSweep(absl::string_view text) {
+  constexpr absl::string_view kShape =
+      "; use NAME=V1,V2,... with an optimizer variable and numbers, e.g. --sweep "
+      "\"lr=0.1,0.01,0.001\"";
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("--sweep: ", why, kShape));
+  };
+  const size_t eq = text.find('=');
+  if (eq == absl::string_view::npos) return bad(absl::StrCat(Quote(text), " has no '='"));
+  SweepArg sweep;
+  sweep.variable = std::string(absl::StripAsciiWhitespace(text.substr(0, eq)));
+  if (!IsVariableName(sweep.variable)) {
+    return bad(absl::StrCat(Quote(sweep.variable),
+                            " is not a variable name (letters, digits and _, not starting with a "
+                            "digit)"));
+  }
+  for (absl::string_view item : absl::StrSplit(text.substr(eq + 1), ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    double value = 0;
+    if (item.empty()) return bad(absl::StrCat("an empty value in ", Quote(text)));
+    if (!absl::SimpleAtod(item, &value) || !std::isfinite(value)) {
+      return bad(absl::StrCat(Quote(item), " is not a finite number"));
+    }
+    if (std::find(sweep.values.begin(), sweep.values.end(), value) != sweep.values.end()) {
+      return bad(absl::StrCat(Quote(item), " is given twice; give each value once"));
+    }
+    if (sweep.values.size() == kSweepValuesMax) {
+      return bad(absl::StrCat("more than ", kSweepValuesMax, " values; split the sweep"));
+    }
+    sweep.values.push_back(value);
+  }
+  return sweep;
+}
+
+absl::Status CheckJobId(absl::string_view text, absl::string_view what) {
+  constexpr size_t kNumberDigitsMax = 18;
+  const size_t dot = text.find('.');
+  const absl::string_view number = text.substr(0, dot);
+  const absl::string_view index =
+      dot == absl::string_view::npos ? absl::string_view("0") : text.substr(dot + 1);
+  if (!AllDigits(number) || number.size() > kNumberDigitsMax || !AllDigits(index) ||
+      index.size() > kNumberDigitsMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", Quote(text),
+                     " is not a job id; ids look like 17, or 17.3 for a job of a sweep "
+                     "(`ipupod jobs` lists them)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::JobState>> ParseJobStates(absl::string_view text) {
+  static constexpr std::pair<absl::string_view, v1::JobState> kStates[] = {
+      {"PENDING", v1::PENDING}, {"RUNNING", v1::RUNNING},     {"COMPLETED", v1::COMPLETED},
+      {"FAILED", v1::FAILED},   {"CANCELLED", v1::CANCELLED}, {"TIMEOUT", v1::TIMEOUT}};
+  std::vector<v1::JobState> states;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    const std::string word = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(item));
+    const auto* found = std::find_if(std::begin(kStates), std::end(kStates),
+                                     [&word](const auto& s) { return s.first == word; });
+    if (found == std::end(kStates)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--state: ", Quote(item),
+          " is not a job state; use PENDING, RUNNING, COMPLETED, FAILED, CANCELLED or TIMEOUT "
+          "(or several, separated by commas)"));
+    }
+    if (std::find(states.begin(), states.end(), found->second) == states.end()) {
+      states.push_back(found->second);
+    }
+  }
+  return states;
 }
 
 EnvLookup ProcessEnv() {

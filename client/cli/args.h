@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -47,6 +48,42 @@ absl::StatusOr<double> ParseSeconds(absl::string_view text, absl::string_view wh
 // A fault kind: ipu-reset | partition-reset | link-reset | full-reset |
 // unrecoverable.
 absl::StatusOr<v1::FaultKind> ParseFaultKind(absl::string_view text);
+
+// ---------------------------------------------------------------- batch jobs
+
+// Longest `submit --time-limit` (the server refuses more too).
+inline constexpr absl::Duration kTimeLimitMax = absl::Hours(24 * 30);
+// Longest `job wait --timeout`: a year.
+inline constexpr absl::Duration kJobWaitMax = absl::Hours(24 * 365);
+
+// A duration as `submit --time-limit` and `job wait --timeout` take it:
+// whole numbers with a unit each, d, h, m, s, largest first and each at
+// most once: "90s", "30m", "2h", "1d", "1h30m", "2d12h". INVALID_ARGUMENT
+// naming `what` for a number without a unit, another unit, a unit twice or
+// out of order, zero, or more than `max`.
+absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text, absl::string_view what,
+                                             absl::Duration max);
+// The inverse for whole seconds: 5400 -> "1h30m", 86400 -> "1d", 0 -> "0s".
+std::string FormatDurationArg(uint64_t seconds);
+
+// `submit --sweep "NAME=V1,V2,..."`: one job per value of the optimizer
+// variable NAME (letters, digits and '_', not starting with a digit), 1 to
+// kSweepValuesMax finite numbers, none twice. INVALID_ARGUMENT saying what
+// is wrong and showing the shape otherwise.
+inline constexpr size_t kSweepValuesMax = 64;
+struct SweepArg {
+  std::string variable;
+  std::vector<double> values;
+};
+absl::StatusOr<SweepArg> ParseSweep(absl::string_view text);
+
+// A job id: "17", or "17.3" for a job of a sweep. INVALID_ARGUMENT naming
+// `what` ("--after") otherwise.
+absl::Status CheckJobId(absl::string_view text, absl::string_view what);
+
+// `jobs --state S`: one state or a comma list ("running", "PENDING,RUNNING"),
+// case-insensitive. INVALID_ARGUMENT naming the states otherwise.
+absl::StatusOr<std::vector<v1::JobState>> ParseJobStates(absl::string_view text);
 
 // The global options as given on the command line (empty = not given).
 struct GlobalFlags {

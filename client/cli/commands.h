@@ -8,6 +8,8 @@
 //   admin.cc      ipu reset|repair, pod reset, fault inject
 //   compile.cc    compile (offline: ONNX -> .ipx), inspect (offline: an .ipx)
 //   run.cc        run (upload, load, weights, steps, outputs)
+//   submit.cc     submit (a batch job: upload its files, submit, return)
+//   jobs.cc       jobs, job show|logs|cancel|hold|release|delete|wait|fetch
 // Each Add*Commands registers its subcommands on the CLI11 app; the one the
 // user names records its runner in the Selection, and app.cc runs it after
 // the whole command line (including global options after it) was parsed.
@@ -41,6 +43,8 @@ void AddAdminCommands(CLI::App& app, Selection& selection);
 void AddCompileCommand(CLI::App& app, Selection& selection);
 void AddInspectCommand(CLI::App& app, Selection& selection);
 void AddRunCommand(CLI::App& app, Selection& selection);
+void AddSubmitCommand(CLI::App& app, Selection& selection);
+void AddJobsCommands(CLI::App& app, Selection& selection);
 
 // attach (attach.cc), registered by AddSessionCommands.
 void AddAttachCommand(CLI::App& app, Selection& selection);

@@ -20,7 +20,6 @@
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
 #include "client/cli/exit_codes.h"
-#include "client/cli/run_steps.h"
 #include "client/files.h"
 #include "common/format.h"
 #include "common/status_macros.h"
@@ -30,6 +29,7 @@
 #include "compiler/report.h"
 #include "compiler/training_spec.h"
 #include "runtime/program.h"
+#include "runtime/run_steps.h"
 #include "training/optimizer.h"
 
 namespace ipupod::cli {
@@ -406,8 +406,9 @@ std::string InspectText(const InspectArgs& args, const compiler::Executable& e,
       e.ipus.reserved, "; ", compiler::ExecutionStrategyName(e.strategy), ", stages on IPUs [",
       absl::StrJoin(e.placement.stage_ipu, ","), "] (",
       compiler::PlacementMethodName(e.placement.method), ")\n", "step: ", SamplesPerStep(e),
-      " samples (", StepSizeText(e), "); output mode ", compiler::OutputModeName(e.output_mode),
-      "\n", "inputs per step:\n", LinesText(SpecLines(e, e.inputs, true)), "outputs per step:\n",
+      " samples (", runtime::StepSizeText(e), "); output mode ",
+      compiler::OutputModeName(e.output_mode), "\n", "inputs per step:\n",
+      LinesText(SpecLines(e, e.inputs, true)), "outputs per step:\n",
       LinesText(SpecLines(e, e.outputs, false)), "weights (", weights.size(), "):\n",
       LinesText(weight_lines));
   if (IsTraining(e)) absl::StrAppend(&text, TrainingText(e.training));

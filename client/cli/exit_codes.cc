@@ -76,6 +76,21 @@ int ExitCodeForStatus(const absl::Status& status) {
   return ExitCodeForDeviceError(status, ExitCodeForCode(status.code()));
 }
 
+int ExitCodeForJobState(v1::JobState state) {
+  switch (state) {
+    case v1::COMPLETED:
+      return kExitOk;
+    case v1::FAILED:
+      return kExitJobFailed;
+    case v1::CANCELLED:
+      return kExitJobCancelled;
+    case v1::TIMEOUT:
+      return kExitJobTimeout;
+    default:
+      return kExitJobNotFinished;
+  }
+}
+
 int ExitCodeForWaitStatus(int wait_status) {
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);

@@ -27,7 +27,16 @@
 //    22   recoverable device error: PARTITION_RESET kind recoverable, action PARTITION_RESET
 //    23   recoverable device error: FULL_RESET      kind recoverable, action FULL_RESET
 //    24   unrecoverable device error                kind unrecoverable (or DATA_LOSS)
+//    30   `job wait`: the job ended FAILED           JobState FAILED
+//    31   `job wait`: the job ended CANCELLED        JobState CANCELLED
+//    32   `job wait`: the job ended TIMEOUT          JobState TIMEOUT (its --time-limit)
+//    33   `job wait --timeout`: the wait ran out     still PENDING or RUNNING
+//         before the job finished
 //   130   interrupted (SIGINT/SIGTERM while waiting) CANCELLED
+//
+// `ipupod job wait` exits 0 when the job COMPLETED and 30-33 as above; an
+// error of the wait itself (no such job, server unreachable) has its
+// status's code.
 //
 // `ipupod attach ... -- COMMAND` exits with COMMAND's own exit code (128 +
 // signal number when it was killed by a signal; 127 when COMMAND was not
@@ -39,8 +48,11 @@
 #define IPUPOD_CLIENT_CLI_EXIT_CODES_H_
 
 #include "absl/status/status.h"
+#include "ipupod/v1/jobs.pb.h"
 
 namespace ipupod::cli {
+
+namespace v1 = ::ipupod::v1;
 
 enum ExitCode : int {
   kExitOk = 0,
@@ -61,12 +73,21 @@ enum ExitCode : int {
   kExitPartitionReset = 22,
   kExitFullReset = 23,
   kExitUnrecoverable = 24,
+  kExitJobFailed = 30,
+  kExitJobCancelled = 31,
+  kExitJobTimeout = 32,
+  kExitJobNotFinished = 33,
   kExitInterrupted = 130,
 };
 
 // The exit code for a (client-converted) status; device-error payloads take
 // precedence over the status code.
 int ExitCodeForStatus(const absl::Status& status);
+
+// `job wait`: 0 for COMPLETED, 30-32 for the other final states, 33 for a
+// job that has not finished (PENDING, RUNNING, or a state this CLI does not
+// know).
+int ExitCodeForJobState(v1::JobState state);
 
 // 128 + signal for a child killed by a signal, its exit status otherwise;
 // `wait_status` as waitpid() returns it.

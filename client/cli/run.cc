@@ -28,7 +28,6 @@
 #include "client/cli/attach.h"
 #include "client/cli/commands.h"
 #include "client/cli/exit_codes.h"
-#include "client/cli/run_steps.h"
 #include "client/cli/signal_watcher.h"
 #include "client/files.h"
 #include "client/session_executable.h"
@@ -40,11 +39,14 @@
 #include "driver/inference_driver.h"
 #include "driver/training_driver.h"
 #include "runtime/onnx_model.h"
+#include "runtime/run_steps.h"
 #include "tensor/tensor_files.h"
 #include <unistd.h>
 
 namespace ipupod::cli {
 namespace {
+
+using driver::StepPlan;
 
 struct TrainArgs {
   bool train = false;
@@ -131,7 +133,8 @@ absl::StatusOr<RunFiles> ReadRunFiles(const RunArgs& args) {
   IPUPOD_RETURN_IF_ERROR(CheckMode(args, files.executable));
   absl::StatusOr<tensor::NamedTensors> inputs = tensor::ReadTensorFile(args.inputs);
   if (!inputs.ok()) return WithContext(inputs.status(), absl::StrCat("--inputs ", args.inputs));
-  IPUPOD_ASSIGN_OR_RETURN(files.plan, PlanSteps(files.executable, *std::move(inputs), args.inputs));
+  IPUPOD_ASSIGN_OR_RETURN(files.plan,
+                          runtime::PlanSteps(files.executable, *std::move(inputs), args.inputs));
   if (!args.weights.empty()) {
     absl::StatusOr<tensor::TensorFileFormat> format = tensor::TensorFileFormatOf(args.weights);
     if (!format.ok()) return WithContext(format.status(), "--weights");

@@ -192,5 +192,121 @@ TEST(MergeEnvironmentTest, ExtraVariablesReplaceInheritedOnes) {
             (std::vector<std::string>{"PATH=/bin", "IPUPOD_SESSIONX=keep", "IPUPOD_SESSION=s1-2"}));
 }
 
+TEST(ParseDurationTest, AcceptsUnitsLargestFirst) {
+  constexpr absl::Duration kMax = kTimeLimitMax;
+  EXPECT_EQ(*ParseDuration("90s", "--time-limit", kMax), absl::Seconds(90));
+  EXPECT_EQ(*ParseDuration("30m", "--time-limit", kMax), absl::Minutes(30));
+  EXPECT_EQ(*ParseDuration("2h", "--time-limit", kMax), absl::Hours(2));
+  EXPECT_EQ(*ParseDuration("1d", "--time-limit", kMax), absl::Hours(24));
+  EXPECT_EQ(*ParseDuration("1h30m", "--time-limit", kMax), absl::Minutes(90));
+  EXPECT_EQ(*ParseDuration("2d12h5m3s", "--time-limit", kMax),
+            absl::Hours(60) + absl::Minutes(5) + absl::Seconds(3));
+  EXPECT_EQ(*ParseDuration("30d", "--time-limit", kMax), absl::Hours(720)) << "the limit itself";
+  EXPECT_EQ(*ParseDuration("0h1s", "--time-limit", kMax), absl::Seconds(1));
+}
+
+TEST(ParseDurationTest, RefusesZeroTooLongAndMalformedSayingWhy) {
+  constexpr absl::Duration kMax = kTimeLimitMax;
+  auto zero = ParseDuration("0s", "--time-limit", kMax);
+  EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(zero.status().message(), HasSubstr("--time-limit: '0s' is zero"));
+  EXPECT_THAT(ParseDuration("0h0m", "--time-limit", kMax).status().message(), HasSubstr("zero"));
+  auto years = ParseDuration("365d", "--time-limit", kMax);
+  EXPECT_THAT(years.status().message(), HasSubstr("is too long"));
+  EXPECT_THAT(years.status().message(), HasSubstr("at most 30d"));
+  EXPECT_FALSE(ParseDuration("30d1s", "--time-limit", kMax).ok());
+  EXPECT_THAT(ParseDuration("90", "--time-limit", kMax).status().message(),
+              HasSubstr("a number without a unit"));
+  EXPECT_THAT(ParseDuration("2w", "--time-limit", kMax).status().message(),
+              HasSubstr("the unit 'w'"));
+  EXPECT_THAT(ParseDuration("30m1h", "--time-limit", kMax).status().message(),
+              HasSubstr("smaller one first"));
+  EXPECT_THAT(ParseDuration("1h1h", "--time-limit", kMax).status().message(),
+              HasSubstr("repeats a unit"));
+  EXPECT_THAT(ParseDuration("9999999999s", "--time-limit", kMax).status().message(),
+              HasSubstr("too large"));
+  for (const char* bad : {"", "h", "-1h", "1.5h", " 1h", "1h ", "1H", "1h-", "abc"}) {
+    auto r = ParseDuration(bad, "--timeout", kJobWaitMax);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("--timeout: ")) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("e.g. 90s, 30m, 2h, 1d or 1h30m")) << bad;
+  }
+}
+
+TEST(ParseDurationTest, FormatIsItsInverse) {
+  EXPECT_EQ(FormatDurationArg(0), "0s");
+  EXPECT_EQ(FormatDurationArg(90), "1m30s");
+  EXPECT_EQ(FormatDurationArg(5400), "1h30m");
+  EXPECT_EQ(FormatDurationArg(86400), "1d");
+  EXPECT_EQ(FormatDurationArg(30 * 86400), "30d");
+  for (uint64_t seconds : {1u, 59u, 3600u, 3661u, 90061u, 2591999u}) {
+    EXPECT_EQ(*ParseDuration(FormatDurationArg(seconds), "x", kTimeLimitMax),
+              absl::Seconds(seconds));
+  }
+}
+
+TEST(ParseSweepTest, OneVariableAndItsValues) {
+  absl::StatusOr<SweepArg> sweep = ParseSweep("lr=0.1,0.01,0.001");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_EQ(sweep->variable, "lr");
+  EXPECT_EQ(sweep->values, (std::vector<double>{0.1, 0.01, 0.001}));
+  sweep = ParseSweep(" momentum_2 = 0.9 , 1e-3 ");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_EQ(sweep->variable, "momentum_2");
+  EXPECT_EQ(sweep->values, (std::vector<double>{0.9, 1e-3}));
+  std::string many = "lr=1";
+  for (size_t i = 2; i <= kSweepValuesMax; ++i) absl::StrAppend(&many, ",", i);
+  EXPECT_EQ(ParseSweep(many)->values.size(), kSweepValuesMax);
+  EXPECT_THAT(ParseSweep(many + ",65").status().message(), HasSubstr("more than 64 values"));
+}
+
+TEST(ParseSweepTest, MalformedStringsSayWhatIsWrong) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"lr", "has no '='"},
+      {"=0.1", "is not a variable name"},
+      {"1lr=0.1", "is not a variable name"},
+      {"l-r=0.1", "is not a variable name"},
+      {"lr=", "an empty value"},
+      {"lr=0.1,,0.2", "an empty value"},
+      {"lr=0.1,", "an empty value"},
+      {"lr=abc", "'abc' is not a finite number"},
+      {"lr=inf", "is not a finite number"},
+      {"lr=nan", "is not a finite number"},
+      {"lr=0.1,0.10", "is given twice"},
+  };
+  for (const auto& [text, why] : cases) {
+    absl::StatusOr<SweepArg> sweep = ParseSweep(text);
+    EXPECT_EQ(sweep.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(sweep.status().message(), HasSubstr(why)) << text;
+    EXPECT_THAT(sweep.status().message(), HasSubstr("--sweep: ")) << text;
+    EXPECT_THAT(sweep.status().message(), HasSubstr("lr=0.1,0.01,0.001")) << text;
+  }
+}
+
+TEST(CheckJobIdTest, NumbersWithAnOptionalSweepIndex) {
+  for (const char* good : {"17", "0", "17.3", "123456789012345678"}) {
+    EXPECT_TRUE(CheckJobId(good, "--after").ok()) << good;
+  }
+  for (const char* bad :
+       {"", "abc", "17.", ".3", "17.3.1", "-17", "17 ", "1234567890123456789", "../17", "17/x"}) {
+    absl::Status status = CheckJobId(bad, "--after");
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(status.message(), HasSubstr("is not a job id")) << bad;
+  }
+}
+
+TEST(ParseJobStatesTest, CaseInsensitiveCommaList) {
+  EXPECT_EQ(*ParseJobStates("running"), (std::vector<v1::JobState>{v1::RUNNING}));
+  EXPECT_EQ(*ParseJobStates("PENDING, Failed,failed,timeout"),
+            (std::vector<v1::JobState>{v1::PENDING, v1::FAILED, v1::TIMEOUT}));
+  EXPECT_EQ(*ParseJobStates("completed,cancelled"),
+            (std::vector<v1::JobState>{v1::COMPLETED, v1::CANCELLED}));
+  for (const char* bad : {"", "done", "RUNNING,", "JOB_STATE_UNSPECIFIED"}) {
+    auto r = ParseJobStates(bad);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("is not a job state")) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace ipupod::cli

@@ -39,6 +39,24 @@ TEST(ExitCodesTest, DeviceErrorsMapByKindAndAction) {
   EXPECT_EQ(ExitCodeForStatus(AsApplicationError(absl::AbortedError("x"))), 11);
 }
 
+TEST(ExitCodesTest, EachFinalJobStateHasItsOwnCode) {
+  EXPECT_EQ(ExitCodeForJobState(v1::COMPLETED), 0);
+  EXPECT_EQ(ExitCodeForJobState(v1::FAILED), 30);
+  EXPECT_EQ(ExitCodeForJobState(v1::CANCELLED), 31);
+  EXPECT_EQ(ExitCodeForJobState(v1::TIMEOUT), 32);
+  // Not finished: the wait ran out first.
+  EXPECT_EQ(ExitCodeForJobState(v1::PENDING), 33);
+  EXPECT_EQ(ExitCodeForJobState(v1::RUNNING), 33);
+  EXPECT_EQ(ExitCodeForJobState(v1::JOB_STATE_UNSPECIFIED), 33);
+  EXPECT_EQ(ExitCodeForJobState(static_cast<v1::JobState>(99)), 33) << "a state added later";
+  // None collides with a status's code.
+  for (int code : {30, 31, 32, 33}) {
+    for (int s = 0; s <= 16; ++s) {
+      EXPECT_NE(ExitCodeForStatus(absl::Status(static_cast<absl::StatusCode>(s), "x")), code);
+    }
+  }
+}
+
 TEST(ExitCodesTest, WaitStatusGivesExitCodeOr128PlusSignal) {
   EXPECT_EQ(ExitCodeForWaitStatus(7 << 8), 7);  // WIFEXITED, status 7
   EXPECT_EQ(ExitCodeForWaitStatus(SIGKILL), 128 + SIGKILL);

@@ -7,14 +7,18 @@
 // only if its commit completed (crash-after), never half-applied. A failed
 // write also changes nothing in the running server.
 //
-// A new write point (jobs, accounting) adds a Step to StepFor below.
+// A new write point (accounting, ...) adds a case to Reach below.
+#include <cmath>
+#include <filesystem>
 #include <set>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "store/write_points.h"
+#include "tensor/tensor_files.h"
 #include "tests/integration/harness.h"
+#include "tests/support/models.h"
 #include <signal.h>
 
 namespace ipupod::testing {
@@ -27,6 +31,7 @@ using store::WritePoint;
 struct PodState {
   std::set<std::string> partitions;
   std::set<int> failed_ipus;
+  size_t jobs = 0;  // batch jobs kept, every state (ids depend on numbers taken)
   bool operator==(const PodState&) const = default;
 };
 
@@ -35,7 +40,7 @@ std::string Describe(const PodState& s) {
   for (const auto& p : s.partitions) absl::StrAppend(&out, " ", p);
   absl::StrAppend(&out, " } failed {");
   for (int i : s.failed_ipus) absl::StrAppend(&out, " ", i);
-  return out + " }";
+  return absl::StrCat(out, " } jobs ", s.jobs);
 }
 
 class CrashPointsTest : public ::testing::Test {
@@ -53,7 +58,48 @@ class CrashPointsTest : public ::testing::Test {
     for (const auto& ipu : info["ipus"]) {
       if (ipu["state"] == "failed") s.failed_ipus.insert(ipu["id"].get<int>());
     }
+    s.jobs = Jobs().size();
     return s;
+  }
+  std::vector<std::string> Jobs() {
+    std::vector<std::string> ids;
+    const nlohmann::json list = Cli("alice", {"jobs", "--all"}).json();
+    if (list.is_object() && list.contains("jobs")) {
+      for (const auto& job : list["jobs"]) ids.push_back(job["id"].get<std::string>());
+    }
+    return ids;
+  }
+  // A one-step inference job: it runs and completes within moments.
+  bool SubmitJob() {
+    if (!std::filesystem::exists(files_.path() + "/m.ipx")) {
+      EXPECT_TRUE(tensor::WriteFileAtomically(
+                      files_.path() + "/m.onnx",
+                      test_support::RegressorModel(2, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}))
+                      .ok());
+      EXPECT_TRUE(tensor::WriteTensorFile(
+                      files_.path() + "/d.npz",
+                      {{"x", *tensor::Tensor::FromValues<float>({2, 3}, {1, 2, 3, 4, 5, 6})},
+                       {"t", *tensor::Tensor::FromValues<float>({2, 2}, {1, 2, 3, 4})}})
+                      .ok());
+      CliResult c =
+          Cli("alice", {"compile", files_.path() + "/m.onnx", "-o", files_.path() + "/m.ipx"});
+      EXPECT_EQ(c.exit_code, 0) << c.err;
+    }
+    return Cli("alice", {"submit", files_.path() + "/m.ipx", "--inputs", files_.path() + "/d.npz"})
+               .exit_code == 0;
+  }
+  // Acknowledged: a job that has finished.
+  void Job() {
+    ASSERT_TRUE(SubmitJob());
+    model_.jobs += 1;
+    SettleJobs();
+  }
+  // Every job finished, so no later write of one races the next case's fault.
+  void SettleJobs() {
+    for (const std::string& id : Jobs()) {
+      CliResult c = RunCli(server_.address(), "alice", {"job", "wait", id, "--timeout", "60s"});
+      ASSERT_EQ(c.exit_code, 0) << "job " << id << ": " << c.out << c.err;
+    }
   }
   // Acknowledged setup steps (no fault armed for their write point).
   void Create(const std::string& name) {
@@ -72,6 +118,7 @@ class CrashPointsTest : public ::testing::Test {
   bool Reach(WritePoint point, int round, PodState& changed);
 
   ServerUnderTest server_{{"--pod", "POD16"}};
+  TempDir files_;
   PodState model_;
 };
 
@@ -98,6 +145,14 @@ bool CrashPointsTest::Reach(WritePoint point, int round, PodState& changed) {
     case WritePoint::kCleanStop:
       server_.Kill(SIGTERM);
       return false;
+    case WritePoint::kJobNumber:  // a number taken alone is no job
+      return SubmitJob();
+    case WritePoint::kPutJobs:
+      changed.jobs += 1;
+      return SubmitJob();
+    case WritePoint::kDeleteJob:
+      changed.jobs -= 1;
+      return Cli("alice", {"job", "delete", Jobs().front()}).exit_code == 0;
     default:  // written while the server starts (the restart reached them)
       return false;
   }
@@ -120,6 +175,7 @@ void CrashPointsTest::RunCase(WritePoint point, FaultAction action, int round) {
   SCOPED_TRACE(fault);
   if (model_.partitions.empty()) Create(absl::StrCat("d", round));  // something to remove
   if (model_.failed_ipus.empty()) Fail(round % 8);                  // something to repair
+  if (model_.jobs == 0) Job();                                      // something to delete
   server_.Kill(SIGKILL);
   server_.set_env({{store::kWriteFaultEnv, fault}});
   const bool initialise = point == WritePoint::kInitialise;
@@ -146,6 +202,7 @@ void CrashPointsTest::RunCase(WritePoint point, FaultAction action, int round) {
   server_.set_extra_args({});
   ASSERT_TRUE(server_.Restart()) << server_.process().stderr_text();
   EXPECT_EQ(Observe(), model_) << "want " << Describe(model_) << "; got " << Describe(Observe());
+  SettleJobs();
 }
 
 TEST_F(CrashPointsTest, EveryWritePointCrashedOrFailedKeepsExactlyTheAcknowledgedState) {

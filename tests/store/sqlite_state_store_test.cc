@@ -150,8 +150,104 @@ TEST(SqliteStateStoreTest, RefusesNewerSchema) {
   auto store = SqliteStateStore::Open(dir.path());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 2"));
+  EXPECT_THAT(store.status().message(),
+              HasSubstr(absl::StrCat("schema version ", SqliteStateStore::kSchemaVersion + 1)));
   EXPECT_THAT(store.status().message(), HasSubstr("newer"));
+}
+
+jobs::JobRecord Job(const std::string& id, jobs::JobState state) {
+  jobs::JobRecord job;
+  job.id = id;
+  job.user = "alice";
+  job.state = state;
+  job.spec.executable_sha256 = std::string(64, 'a');
+  job.spec.optimizer = {{"lr", 0.01}};
+  job.runs_total = 8;
+  return job;
+}
+
+TEST(SqliteStateStoreTest, JobsRoundTripInSubmissionOrderAcrossReopen) {
+  TempDir dir;
+  {
+    auto store = SqliteStateStore::Open(dir.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(*(*store)->NextJobNumber(), 1);
+    EXPECT_EQ(*(*store)->NextJobNumber(), 2);
+    const jobs::JobRecord sweep[] = {Job("9.0", jobs::JobState::kPending),
+                                     Job("9.1", jobs::JobState::kPending)};
+    ASSERT_TRUE((*store)->PutJobs({Job("10", jobs::JobState::kPending)}).ok());
+    ASSERT_TRUE((*store)->PutJobs(sweep).ok());
+    jobs::JobRecord done = Job("10", jobs::JobState::kCompleted);
+    done.runs_done = 8;
+    ASSERT_TRUE((*store)->PutJobs({done}).ok());  // replaces, keeps its place
+    ASSERT_TRUE((*store)->DeleteJob("9.0").ok());
+    ASSERT_TRUE((*store)->DeleteJob("404").ok());
+  }
+  auto store = SqliteStateStore::Open(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*(*store)->NextJobNumber(), 3);
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].id, "10");
+  EXPECT_EQ((*jobs)[0].state, jobs::JobState::kCompleted);
+  EXPECT_EQ((*jobs)[0].runs_done, 8);
+  EXPECT_EQ((*jobs)[0].spec.optimizer.at("lr"), 0.01);
+  EXPECT_EQ((*jobs)[1].id, "9.1");
+}
+
+TEST(SqliteStateStoreTest, AVersionOneDatabaseGainsTheJobsTableAndKeepsItsState) {
+  TempDir dir;
+  {
+    auto store = SqliteStateStore::Open(dir.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->PutPartition(Partition("p", 0, 4)).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.sub("state.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(db, "DROP TABLE jobs; PRAGMA user_version = 1;", nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  sqlite3_close(db);
+  auto store = SqliteStateStore::Open(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->Load()->partitions.size(), 1u);
+  ASSERT_TRUE((*store)->PutJobs({Job("1", jobs::JobState::kPending)}).ok());
+  EXPECT_EQ((*store)->LoadJobs()->size(), 1u);
+}
+
+TEST(SqliteStateStoreTest, ACorruptJobRecordIsDataLossNamingTheJob) {
+  TempDir dir;
+  {
+    auto store = SqliteStateStore::Open(dir.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->PutJobs({Job("7", jobs::JobState::kPending)}).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.sub("state.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE jobs SET record = '{\"id\": 7}'", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = SqliteStateStore::Open(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto jobs = (*store)->LoadJobs();
+  EXPECT_EQ(jobs.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(jobs.status().message(), HasSubstr("job 7"));
+}
+
+TEST(SqliteStateStoreTest, AFailedJobWriteChangesNothing) {
+  TempDir dir;
+  StoreOptions options;
+  options.fault = WriteFault{WritePoint::kPutJobs, 2, FaultAction::kFail};
+  auto store = SqliteStateStore::Open(dir.path(), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->PutJobs({Job("1", jobs::JobState::kPending)}).ok());
+  const jobs::JobRecord two[] = {Job("1", jobs::JobState::kRunning),
+                                 Job("2", jobs::JobState::kPending)};
+  EXPECT_EQ((*store)->PutJobs(two).code(), absl::StatusCode::kUnavailable);
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].state, jobs::JobState::kPending);
 }
 
 TEST(SqliteStateStoreTest, UncreatableDirIsFailedPrecondition) {

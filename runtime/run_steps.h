@@ -1,4 +1,4 @@
-// File: client/cli/run_steps.h
+// File: runtime/run_steps.h
 //
 // PlanSteps checks the tensors of an inputs file against an executable
 // (every input present, nothing extra, dtype and per-sample shape, the
@@ -11,8 +11,8 @@
 // Thread safety: pure functions.
 // Errors: INVALID_ARGUMENT naming the file, the tensor and what to change
 // (the expected shape, the step size and how it is made).
-#ifndef IPUPOD_CLIENT_CLI_RUN_STEPS_H_
-#define IPUPOD_CLIENT_CLI_RUN_STEPS_H_
+#ifndef IPUPOD_RUNTIME_RUN_STEPS_H_
+#define IPUPOD_RUNTIME_RUN_STEPS_H_
 
 #include <string>
 
@@ -23,7 +23,7 @@
 #include "driver/steps.h"
 #include "tensor/tensor_files.h"
 
-namespace ipupod::cli {
+namespace ipupod::runtime {
 
 using driver::StepPlan;
 
@@ -34,6 +34,6 @@ std::string StepSizeText(const compiler::Executable& executable);
 absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& executable,
                                    tensor::NamedTensors inputs, absl::string_view file);
 
-}  // namespace ipupod::cli
+}  // namespace ipupod::runtime
 
-#endif  // IPUPOD_CLIENT_CLI_RUN_STEPS_H_
+#endif  // IPUPOD_RUNTIME_RUN_STEPS_H_

@@ -1,13 +1,13 @@
-// Unit tests of `ipupod run`'s input checks (client/cli/run_steps.h; the steps
+// Unit tests of the input checks of `ipupod run` and batch jobs (runtime/run_steps.h; the steps
 // themselves: tests/driver/steps_test.cc). The tensor wire helpers are tested
 // in tests/wire/.
-#include "client/cli/run_steps.h"
+#include "runtime/run_steps.h"
 
 #include <gtest/gtest.h>
 
 #include "tests/support/tensors.h"
 
-namespace ipupod::cli {
+namespace ipupod::runtime {
 namespace {
 
 using test_support::Iota;
@@ -69,4 +69,4 @@ TEST(PlanStepsTest, AModelWithoutInputsIsRefusedSayingWhy) {
 }
 
 }  // namespace
-}  // namespace ipupod::cli
+}  // namespace ipupod::runtime

@@ -1,4 +1,4 @@
-#include "client/cli/run_steps.h"
+#include "runtime/run_steps.h"
 
 #include <algorithm>
 #include <utility>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace ipupod::cli {
+namespace ipupod::runtime {
 namespace {
 
 std::string ShapeText(const graph::Shape& shape) {
@@ -109,4 +109,4 @@ absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, tensor::NamedT
   return plan;
 }
 
-}  // namespace ipupod::cli
+}  // namespace ipupod::runtime

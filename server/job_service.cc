@@ -1,0 +1,222 @@
+// JobService handlers: authenticate -> body -> log -> convert
+// (server/sync_handlers.h). The rules are the blob store's and the job
+// manager's; this file only moves messages.
+#include "server/job_service.h"
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/proto_convert_jobs.h"
+#include "server/stream_idle_watch.h"
+#include "server/sync_handlers.h"
+#include "wire/tensor_stream.h"
+
+namespace ipupod::server {
+namespace {
+
+using scheduler::Caller;
+
+constexpr size_t kChunkBytes = wire::kTensorChunkBytesMax;  // 1 MiB
+// How often a follower of a running job looks for new events.
+constexpr absl::Duration kFollowPoll = absl::Milliseconds(200);
+
+template <typename Reader>
+absl::Status ReceiveBlob(const Caller& caller, jobs::BlobStore& blobs, Reader& reader,
+                         v1::BlobRef* response) {
+  v1::BlobChunk chunk;
+  if (!reader.Read(&chunk)) {
+    return absl::InvalidArgumentError("PutBlob got no message: send the sha256 and size first");
+  }
+  const std::string sha256 = chunk.sha256();
+  const uint64_t size = chunk.total_bytes();
+  IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<jobs::BlobStore::Upload> upload,
+                          blobs.BeginUpload(caller.user, sha256, size));
+  response->set_sha256(sha256);
+  response->set_size_bytes(size);
+  response->set_already_stored(upload->already_stored());
+  if (upload->already_stored()) return absl::OkStatus();  // what was sent is not needed
+  do {
+    if (chunk.data().size() > kChunkBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a PutBlob message carries ", chunk.data().size(), " bytes; at most ", kChunkBytes));
+    }
+    if (!chunk.sha256().empty() && chunk.sha256() != sha256) {
+      return absl::InvalidArgumentError("a later PutBlob message names another sha256");
+    }
+    IPUPOD_RETURN_IF_ERROR(upload->Append(chunk.data()));
+  } while (reader.Read(&chunk));
+  return upload->Commit().status();
+}
+
+template <typename Writer>
+absl::Status SendEvents(grpc::ServerContext* context, const ServiceEnv& env,
+                        batch::JobManager& manager, const Caller& caller,
+                        const v1::WatchJobRequest& request, Writer& writer) {
+  uint64_t next = request.from_event();
+  for (;;) {
+    bool finished = false;
+    IPUPOD_ASSIGN_OR_RETURN(
+        const std::vector<batch::JobEvent> events,
+        manager.Events(caller, request.id(), next, JobServiceImpl::kEventsPerRead, &finished));
+    for (const batch::JobEvent& event : events) {
+      v1::JobEvent out;
+      ToProto(event, &out);
+      if (!writer.Write(out)) return absl::CancelledError("the client stopped reading");
+      next = event.seq + 1;
+    }
+    if (!events.empty()) continue;
+    if (!request.follow() || finished) return absl::OkStatus();
+    if (context->IsCancelled()) return absl::CancelledError("the client went away");
+    if (env.ShuttingDown()) return ShuttingDownError("stopped following the job");
+    absl::SleepFor(kFollowPoll);
+  }
+}
+
+template <typename Writer>
+absl::Status SendResult(const std::filesystem::path& path, const jobs::ResultFile& file,
+                        uint64_t offset, Writer& writer) {
+  if (offset > file.size_bytes) {
+    return absl::OutOfRangeError(absl::StrCat("offset ", offset, " is past the end of ", file.name,
+                                              " (", file.size_bytes, " bytes)"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::DataLossError(absl::StrCat("result ", file.name, " is gone from disk"));
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string buffer(kChunkBytes, '\0');
+  uint64_t at = offset;
+  while (at < file.size_bytes) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, file.size_bytes - at));
+    if (!in.read(buffer.data(), static_cast<std::streamsize>(n))) {
+      return absl::DataLossError(absl::StrCat("result ", file.name, " is shorter than recorded"));
+    }
+    v1::ResultChunk chunk;
+    chunk.set_offset(at);
+    chunk.set_data(buffer.data(), n);
+    if (!writer.Write(chunk)) return absl::CancelledError("the client stopped reading");
+    at += n;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status JobServiceImpl::StatBlob(grpc::ServerContext* context,
+                                      const v1::StatBlobRequest* request, v1::BlobRef* response) {
+  return Handle(context, env_, calls_, "StatBlob", [&](const Caller&) -> absl::Status {
+    const std::optional<uint64_t> size = blobs_->Stat(request->sha256());
+    if (!size) {
+      return absl::NotFoundError(
+          absl::StrCat("blob ", request->sha256().substr(0, 64), " is not stored; PutBlob it"));
+    }
+    response->set_sha256(request->sha256());
+    response->set_size_bytes(*size);
+    response->set_already_stored(true);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status JobServiceImpl::PutBlob(grpc::ServerContext* context,
+                                     grpc::ServerReader<v1::BlobChunk>* reader,
+                                     v1::BlobRef* response) {
+  return HandleStream(context, env_, calls_, "PutBlob", reader,
+                      [&](const Caller& caller, auto& watched) -> absl::Status {
+                        return ReceiveBlob(caller, *blobs_, watched, response);
+                      });
+}
+
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
+                                       const v1::SubmitJobRequest* request,
+                                       v1::SubmitJobResponse* response) {
+  return Handle(context, env_, calls_, "SubmitJob", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(const std::vector<batch::JobView> jobs,
+                            manager_->Submit(caller, FromProto(request->spec()), request->sweep()));
+    for (const batch::JobView& job : jobs) ToProto(job, response->add_jobs());
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
+                                      const v1::ListJobsRequest* request,
+                                      v1::ListJobsResponse* response) {
+  return Handle(context, env_, calls_, "ListJobs", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(const batch::JobFilter filter, FromProto(*request));
+    for (const batch::JobView& job : manager_->List(caller, filter)) {
+      ToProto(job, response->add_jobs());
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::JobRequest* request,
+                                    v1::Job* response) {
+  return Handle(context, env_, calls_, "GetJob", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(const batch::JobView job, manager_->Get(caller, request->id()));
+    ToProto(job, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context, const v1::JobRequest* request,
+                                       v1::Job* response) {
+  return Handle(context, env_, calls_, "CancelJob", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(const batch::JobView job, manager_->Cancel(caller, request->id()));
+    ToProto(job, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status JobServiceImpl::HoldJob(grpc::ServerContext* context, const v1::JobRequest* request,
+                                     v1::Job* response) {
+  return Handle(context, env_, calls_, "HoldJob", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(const batch::JobView job, manager_->Hold(caller, request->id()));
+    ToProto(job, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status JobServiceImpl::ReleaseJob(grpc::ServerContext* context, const v1::JobRequest* request,
+                                        v1::Job* response) {
+  return Handle(context, env_, calls_, "ReleaseJob", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(const batch::JobView job, manager_->Release(caller, request->id()));
+    ToProto(job, response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status JobServiceImpl::DeleteJob(grpc::ServerContext* context, const v1::JobRequest* request,
+                                       v1::DeleteJobResponse* response) {
+  return Handle(context, env_, calls_, "DeleteJob", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_ASSIGN_OR_RETURN(const uint64_t freed, manager_->Delete(caller, request->id()));
+    response->set_freed_bytes(freed);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
+                                      const v1::WatchJobRequest* request,
+                                      grpc::ServerWriter<v1::JobEvent>* writer) {
+  return HandleStream(context, env_, calls_, "WatchJob", writer,
+                      [&](const Caller& caller, auto& watched) -> absl::Status {
+                        return SendEvents(context, env_, *manager_, caller, *request, watched);
+                      });
+}
+
+grpc::Status JobServiceImpl::FetchResult(grpc::ServerContext* context,
+                                         const v1::FetchResultRequest* request,
+                                         grpc::ServerWriter<v1::ResultChunk>* writer) {
+  return HandleStream(context, env_, calls_, "FetchResult", writer,
+                      [&](const Caller& caller, auto& watched) -> absl::Status {
+                        IPUPOD_ASSIGN_OR_RETURN(
+                            const auto found,
+                            manager_->Result(caller, request->id(), request->name()));
+                        return SendResult(found.first, found.second, request->offset(), watched);
+                      });
+}
+
+}  // namespace ipupod::server

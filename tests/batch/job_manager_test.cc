@@ -1,0 +1,308 @@
+// batch::JobManager over the real scheduler, execution engine, SQLite store
+// and blob store (no gRPC): jobs run to the same numbers as the program run
+// by hand; a training job stopped mid-way and resumed by a new manager on
+// the same state ends with weights bit-identical to an uninterrupted one;
+// the lifecycle requests and their errors.
+#include "batch/job_manager.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
+#include "compiler/compile.h"
+#include "compiler/executable.h"
+#include "compiler/ipu_config.h"
+#include "device/pod_config.h"
+#include "execution/session_execution.h"
+#include "runtime/program.h"
+#include "store/sqlite_state_store.h"
+#include "tensor/tensor_files.h"
+#include "tests/support/eventually.h"
+#include "tests/support/models.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tensors.h"
+
+namespace ipupod::batch {
+namespace {
+
+using jobs::JobState;
+using scheduler::Caller;
+using tensor::Tensor;
+using ::testing::HasSubstr;
+
+using test_support::Wave;
+
+std::string Ipx(bool training) {
+  compiler::IpuConfig config;
+  compiler::CompileOptions options;
+  if (training) {
+    EXPECT_TRUE(compiler::UpdateFromString(config, "gradient_accumulation_steps=2").ok());
+    options.for_inference = false;
+    options.training.optimizer = "sgd";
+    options.training.optimizer_attrs = {{"lr", 0.05}, {"momentum", 0.9}};
+  }
+  auto e = compiler::Compile(test_support::RegressorModel(2, Wave(6, 1.0f)), config, options);
+  EXPECT_TRUE(e.ok()) << e.status();
+  auto bytes = compiler::WriteExecutable(*e);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return *bytes;
+}
+
+// 16 samples: 8 inference steps of 2, or 4 training runs of 2 x 2.
+tensor::NamedTensors Data() {
+  return {{"x", *Tensor::FromValues<float>({16, 3}, Wave(48, 0.3f))},
+          {"t", *Tensor::FromValues<float>({16, 2}, Wave(32, 1.7f))}};
+}
+
+// One server's worth of the pieces a JobManager runs on, on `dir`.
+class Pod {
+ public:
+  explicit Pod(const std::string& dir) {
+    auto store = store::SqliteStateStore::Open(dir + "/state");
+    EXPECT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    scheduler::SchedulerOptions options;
+    options.pod = *device::PodFromName("POD4");
+    options.ipu_reset_time = absl::Milliseconds(10);
+    execution::LoadedPrograms* programs = &programs_;
+    options.on_session_ended = [programs](const std::string& s) { programs->Drop(s); };
+    scheduler_ = *scheduler::Scheduler::Create(options, store_.get());
+    execution_ = std::make_unique<execution::SessionExecution>(
+        execution::ExecutionResources{scheduler_.get(), &cache_, &programs_, &memory_, &compute_});
+    auto blobs = jobs::BlobStore::Open(dir + "/blobs", {});
+    EXPECT_TRUE(blobs.ok()) << blobs.status();
+    blobs_ = *std::move(blobs);
+    JobManagerOptions job_options;
+    job_options.jobs_dir = dir + "/jobs";
+    job_options.tick = absl::Milliseconds(20);
+    auto manager = JobManager::Start(
+        job_options, {scheduler_.get(), execution_.get(), store_.get(), blobs_.get()});
+    EXPECT_TRUE(manager.ok()) << manager.status();
+    manager_ = *std::move(manager);
+  }
+  ~Pod() {
+    manager_->Shutdown();
+    scheduler_->Shutdown();
+  }
+
+  // Stores `bytes` as `user` and returns its hash.
+  std::string Put(const std::string& user, const std::string& bytes) {
+    const std::string sha = DigestHex(Sha256Of(bytes));
+    auto upload = blobs_->BeginUpload(user, sha, bytes.size());
+    EXPECT_TRUE(upload.ok()) << upload.status();
+    if (!(*upload)->already_stored()) {
+      EXPECT_TRUE((*upload)->Append(bytes).ok());
+      EXPECT_TRUE((*upload)->Commit().ok());
+    }
+    return sha;
+  }
+
+  JobManager& jobs() { return *manager_; }
+
+ private:
+  std::unique_ptr<store::SqliteStateStore> store_;
+  runtime::ExecutableCache cache_{int64_t{256} << 20};
+  execution::LoadedPrograms programs_{absl::Seconds(10)};
+  execution::MemoryBudget memory_{int64_t{1} << 30};
+  runtime::ComputeGate compute_{1, 16};
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<execution::SessionExecution> execution_;
+  std::unique_ptr<jobs::BlobStore> blobs_;
+  std::unique_ptr<JobManager> manager_;
+};
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { pod_ = std::make_unique<Pod>(dir_.path()); }
+
+  jobs::JobSpec Spec(bool training) {
+    jobs::JobSpec spec;
+    spec.executable_sha256 = pod_->Put("alice", Ipx(training));
+    spec.inputs = {pod_->Put("alice", tensor::SerializeNpz(Data())), "npz"};
+    spec.train = training;
+    if (training) spec.steps = 8;
+    return spec;
+  }
+
+  JobView WaitFinished(const std::string& id) {
+    JobView view;
+    EXPECT_TRUE(test_support::Eventually(
+        [&] {
+          auto got = pod_->jobs().Get(alice_, id);
+          if (got.ok()) view = *got;
+          return got.ok() && jobs::IsFinished(got->record.state);
+        },
+        absl::Seconds(60)))
+        << "job " << id << " is " << jobs::JobStateName(view.record.state) << ": "
+        << view.record.reason;
+    return view;
+  }
+
+  tensor::NamedTensors ResultTensors(const std::string& id, const std::string& name) {
+    auto found = pod_->jobs().Result(alice_, id, name);
+    EXPECT_TRUE(found.ok()) << found.status();
+    if (!found.ok()) return {};
+    auto tensors = tensor::ReadTensorFile(found->first.string());
+    EXPECT_TRUE(tensors.ok()) << tensors.status();
+    return tensors.ok() ? *tensors : tensor::NamedTensors{};
+  }
+
+  test_support::TempDir dir_;
+  std::unique_ptr<Pod> pod_;
+  const Caller alice_{"alice", false};
+  const Caller bob_{"bob", false};
+};
+
+TEST_F(JobManagerTest, InferenceJobOutputsEqualTheProgramRunByHand) {
+  auto submitted = pod_->jobs().Submit(alice_, Spec(false), "");
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  ASSERT_EQ(submitted->size(), 1u);
+  const std::string id = (*submitted)[0].record.id;
+  const JobView done = WaitFinished(id);
+  ASSERT_EQ(done.record.state, JobState::kCompleted) << done.record.reason;
+  EXPECT_EQ(done.record.runs_total, 8);
+  EXPECT_GT(done.record.ipu_seconds, 0);
+
+  auto exe = compiler::ReadExecutable(Ipx(false));
+  ASSERT_TRUE(exe.ok());
+  auto program =
+      runtime::Program::Create(std::make_shared<const compiler::Executable>(*std::move(exe)));
+  ASSERT_TRUE(program.ok());
+  const tensor::NamedTensors data = Data();
+  const tensor::NamedTensors outputs = ResultTensors(id, "outputs.npz");
+  ASSERT_EQ(outputs.size(), 2u);
+  const Tensor& y = outputs[0].second;
+  ASSERT_EQ(y.shape(), (tensor::Shape{16, 2}));
+  for (int64_t step = 0; step < 8; ++step) {
+    tensor::NamedTensors inputs;
+    for (const auto& [name, t] : data) {
+      const int64_t cols = t.shape()[1];
+      inputs.emplace_back(
+          name, *Tensor::FromValues<float>(
+                    {2, cols}, absl::MakeConstSpan(t.data<float>() + step * 2 * cols, 2 * cols)));
+    }
+    auto ran = (*program)->RunStep(inputs);
+    ASSERT_TRUE(ran.ok()) << ran.status();
+    const Tensor& want = ran->outputs[0].second;
+    EXPECT_EQ(0, std::memcmp(want.data<float>(), y.data<float>() + step * 4, 4 * sizeof(float)))
+        << "step " << step;
+  }
+}
+
+TEST_F(JobManagerTest, TrainingResumedByANewServerEndsBitIdentical) {
+  jobs::JobSpec spec = Spec(true);
+  spec.steps = 0;
+  spec.epochs = 2000;  // 8000 runs: long enough to stop in the middle
+  spec.checkpoint_every = 100;
+  auto whole = pod_->jobs().Submit(alice_, spec, "");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const std::string whole_id = (*whole)[0].record.id;
+  ASSERT_EQ(WaitFinished(whole_id).record.state, JobState::kCompleted);
+
+  auto cut = pod_->jobs().Submit(alice_, spec, "");
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  const std::string cut_id = (*cut)[0].record.id;
+  ASSERT_TRUE(test_support::Eventually([&] {
+    auto got = pod_->jobs().Get(alice_, cut_id);
+    return got.ok() && got->record.runs_done >= 300;
+  }));
+  pod_.reset();  // the server stops; the job's record stays RUNNING
+  pod_ = std::make_unique<Pod>(dir_.path());
+  auto resumed = pod_->jobs().Get(alice_, cut_id);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_LT(resumed->record.runs_done, resumed->record.runs_total)
+      << "the job finished before the stop; nothing was resumed";
+  const JobView done = WaitFinished(cut_id);
+  ASSERT_EQ(done.record.state, JobState::kCompleted) << done.record.reason;
+  const tensor::NamedTensors a = ResultTensors(whole_id, "weights.npz");
+  const tensor::NamedTensors b = ResultTensors(cut_id, "weights.npz");
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.bytes(), b[i].second.bytes()) << a[i].first << " differs";
+  }
+}
+
+TEST_F(JobManagerTest, HoldReleaseCancelDeleteAndWhoMay) {
+  jobs::JobSpec spec = Spec(false);
+  auto submitted = pod_->jobs().Submit(alice_, spec, "");
+  ASSERT_TRUE(submitted.ok());
+  const std::string id = (*submitted)[0].record.id;
+  WaitFinished(id);
+  // A held job never starts; released, it runs.
+  spec.after = id;
+  auto second = pod_->jobs().Submit(alice_, spec, "");
+  ASSERT_TRUE(second.ok()) << second.status();
+  const std::string id2 = (*second)[0].record.id;
+  auto held = pod_->jobs().Hold(alice_, id2);
+  if (held.ok()) {
+    EXPECT_TRUE(held->record.held);
+    EXPECT_EQ(pod_->jobs().Hold(bob_, id2).status().code(), absl::StatusCode::kPermissionDenied);
+    ASSERT_TRUE(pod_->jobs().Release(alice_, id2).ok());
+  }
+  EXPECT_EQ(WaitFinished(id2).record.state, JobState::kCompleted);
+  EXPECT_EQ(pod_->jobs().Cancel(alice_, id2).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Others see the queue line only.
+  auto seen = pod_->jobs().Get(bob_, id2);
+  ASSERT_TRUE(seen.ok());
+  EXPECT_FALSE(seen->details);
+  EXPECT_TRUE(seen->record.spec.executable_sha256.empty());
+  EXPECT_EQ(pod_->jobs().Result(bob_, id2, "outputs.npz").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(pod_->jobs().Delete(bob_, id2).status().code(), absl::StatusCode::kPermissionDenied);
+  auto freed = pod_->jobs().Delete(alice_, id2);
+  ASSERT_TRUE(freed.ok()) << freed.status();
+  EXPECT_GT(*freed, 0u);
+  EXPECT_EQ(pod_->jobs().Get(alice_, id2).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, BadSubmitsAreRefusedAndStoreNothing) {
+  const jobs::JobSpec good = Spec(true);
+  const auto refused = [&](jobs::JobSpec spec, absl::string_view sweep, absl::StatusCode code,
+                           absl::string_view words) {
+    auto got = pod_->jobs().Submit(alice_, spec, sweep);
+    EXPECT_EQ(got.status().code(), code) << got.status();
+    EXPECT_THAT(std::string(got.status().message()), HasSubstr(std::string(words)));
+  };
+  jobs::JobSpec s = good;
+  s.time_limit_seconds = int64_t{3600} * 24 * 365 * 3;
+  refused(s, "", absl::StatusCode::kInvalidArgument, "30 days");
+  refused(good, "lr=0.1,x", absl::StatusCode::kInvalidArgument, "'x' is not a finite number");
+  refused(good, "beta=0.1", absl::StatusCode::kInvalidArgument, "not a variable");
+  s = good;
+  s.after = "999";
+  refused(s, "", absl::StatusCode::kNotFound, "does not exist");
+  s = good;
+  s.after = "1;drop";
+  refused(s, "", absl::StatusCode::kInvalidArgument, "not a job id");
+  s = good;
+  s.steps = 3;
+  s.num_ipus = 3;
+  refused(s, "", absl::StatusCode::kInvalidArgument, "");
+  s = good;
+  s.inputs.sha256 = std::string(64, 'a');
+  refused(s, "", absl::StatusCode::kNotFound, "upload it first");
+  s = good;
+  s.train = false;
+  refused(s, "", absl::StatusCode::kInvalidArgument, "for training");
+  JobFilter all;
+  all.all = true;
+  EXPECT_TRUE(pod_->jobs().List(alice_, all).empty());
+
+  auto sweep = pod_->jobs().Submit(alice_, good, "lr=0.1,0.01,0.001");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  ASSERT_EQ(sweep->size(), 3u);
+  EXPECT_EQ((*sweep)[2].record.id, absl::StrCat((*sweep)[0].record.id.substr(0, 1), ".2"));
+  EXPECT_EQ((*sweep)[1].record.spec.optimizer.at("lr"), 0.01);
+}
+
+}  // namespace
+}  // namespace ipupod::batch

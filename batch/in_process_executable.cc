@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "common/sync.h"
 
 namespace ipupod::batch {
 namespace {
@@ -112,9 +113,9 @@ absl::Status InProcessSessionExecutable::ResetSession() {
   execution_.scheduler().ResetSession(caller_, session_,
                                       [done, result](absl::StatusOr<scheduler::ResetResult> r) {
                                         *result = r.status();
-                                        done->Notify();
+                                        sync::Notify(done.get());
                                       });
-  if (!done->WaitForNotificationWithTimeout(options_.reset_wait)) {
+  if (!sync::WaitForNotificationWithTimeout(done.get(), options_.reset_wait)) {
     return absl::DeadlineExceededError(absl::StrCat("the reset of session ", session_,
                                                     " did not finish in ",
                                                     absl::FormatDuration(options_.reset_wait)));

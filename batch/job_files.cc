@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "common/sync.h"
 #include "driver/steps.h"
 
 namespace ipupod::batch {
@@ -196,7 +197,7 @@ void JobLog::LoadLocked() const {
 }
 
 void JobLog::Append(JobEvent event) {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   LoadLocked();
   if (offsets_.size() >= kMaxEventsPerJob) return;
   event.seq = offsets_.size();
@@ -210,7 +211,7 @@ void JobLog::Append(JobEvent event) {
 }
 
 std::vector<JobEvent> JobLog::Read(uint64_t from, size_t max) const {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   LoadLocked();
   std::vector<JobEvent> out;
   if (from >= offsets_.size()) return out;
@@ -225,7 +226,7 @@ std::vector<JobEvent> JobLog::Read(uint64_t from, size_t max) const {
 }
 
 uint64_t JobLog::size() const {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   LoadLocked();
   return offsets_.size();
 }

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "common/sync.h"
 
 namespace ipupod::batch {
 
@@ -71,7 +72,7 @@ JobManager::~JobManager() { Shutdown(); }
 
 absl::Status JobManager::Recover() {
   IPUPOD_ASSIGN_OR_RETURN(std::vector<JobRecord> records, r_.store->LoadJobs());
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   for (JobRecord& record : records) {
     Entry& e = AddLocked(std::move(record));
     if (jobs::IsFinished(e.record.state)) continue;
@@ -112,24 +113,24 @@ void JobManager::Shutdown() {
   if (dispatcher_.joinable()) dispatcher_.join();
   std::vector<std::thread> workers;
   {
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     for (auto& [id, entry] : jobs_) {
       if (entry->worker.joinable()) workers.push_back(std::move(entry->worker));
     }
   }
   for (std::thread& worker : workers) worker.join();
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   for (auto& [id, entry] : jobs_) ReleaseTicketLocked(*entry);
 }
 
 void JobManager::Notify(Notice notice) {
-  absl::MutexLock lock(&notices_mu_);
+  sync::MutexLock lock(&notices_mu_);
   notices_.push_back(std::move(notice));
   notices_cv_.Signal();
 }
 
 void JobManager::Kick() {
-  absl::MutexLock lock(&notices_mu_);
+  sync::MutexLock lock(&notices_mu_);
   kicked_ = true;
   notices_cv_.Signal();
 }
@@ -138,14 +139,14 @@ void JobManager::DispatchLoop() {
   while (!stopping_) {
     std::deque<Notice> notices;
     {
-      absl::MutexLock lock(&notices_mu_);
+      sync::MutexLock lock(&notices_mu_);
       if (notices_.empty() && !kicked_) {
-        notices_cv_.WaitWithTimeout(&notices_mu_, options_.tick);
+        sync::WaitWithTimeout(&notices_cv_, &notices_mu_, options_.tick);
       }
       notices.swap(notices_);
       kicked_ = false;
     }
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     // Once stopping, nothing more is recorded: attempts stopped by the
     // shutdown stay RUNNING, and the next start resumes them.
     if (stopping_) return;
@@ -286,7 +287,7 @@ JobRunCallbacks JobManager::CallbacksFor(Entry* entry) {
       entry->attempt_start + absl::Seconds(limit_s) - absl::Seconds(entry->attempt_wall_before);
   return {.on_run =
               [this, entry](int64_t runs_done, const driver::StepStats& stats, double) {
-                absl::MutexLock lock(&mu_);
+                sync::MutexLock lock(&mu_);
                 entry->live_runs = runs_done;
                 entry->record.simulated_seconds += stats.simulated_seconds;
                 JobEvent event = MakeEvent(
@@ -297,7 +298,7 @@ JobRunCallbacks JobManager::CallbacksFor(Entry* entry) {
               },
           .on_checkpoint = [this, entry](int64_t runs_done,
                                          const std::string& checkpoint) -> absl::Status {
-            absl::MutexLock lock(&mu_);
+            sync::MutexLock lock(&mu_);
             const std::string previous = entry->record.checkpoint;
             IPUPOD_RETURN_IF_ERROR(UpdateLocked(*entry, [&](JobRecord& r) {
               r.runs_done = runs_done;
@@ -312,14 +313,14 @@ JobRunCallbacks JobManager::CallbacksFor(Entry* entry) {
           .on_steps_written = nullptr,
           .on_recovery =
               [this, entry](const std::string& text) {
-                absl::MutexLock lock(&mu_);
+                sync::MutexLock lock(&mu_);
                 LogLocked(*entry, MakeEvent("recovery", text));
               },
           .stop =
               [this, entry, deadline, limit_s] {
                 if (stopping_ || entry->stop) return true;
                 if (limit_s <= 0 || Now() < deadline) return false;
-                absl::MutexLock lock(&mu_);
+                sync::MutexLock lock(&mu_);
                 if (!entry->stop) {
                   entry->stop_state = JobState::kTimeout;
                   entry->stop_reason = absl::StrCat("its time limit of ", limit_s, " s passed");

@@ -8,6 +8,7 @@
 #include "batch/job_manager.h"
 #include "common/format.h"
 #include "common/status_macros.h"
+#include "common/sync.h"
 
 namespace ipupod::batch {
 
@@ -69,7 +70,7 @@ absl::StatusOr<JobManager::Entry*> JobManager::FindLocked(const Caller& caller,
 
 std::vector<JobView> JobManager::List(const Caller& caller, const JobFilter& filter) const {
   const absl::flat_hash_map<std::string, int> positions = QueuePositions();
-  absl::ReaderMutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   std::vector<JobView> out;
   for (const std::string& id : order_) {
     const Entry& e = *jobs_.at(id);
@@ -89,13 +90,13 @@ std::vector<JobView> JobManager::List(const Caller& caller, const JobFilter& fil
 
 absl::StatusOr<JobView> JobManager::Get(const Caller& caller, absl::string_view id) const {
   const absl::flat_hash_map<std::string, int> positions = QueuePositions();
-  absl::ReaderMutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   IPUPOD_ASSIGN_OR_RETURN(const Entry* e, FindLocked(caller, id, /*for_details=*/false));
   return ViewLocked(caller, *e, positions);
 }
 
 absl::StatusOr<JobView> JobManager::Cancel(const Caller& caller, absl::string_view id) {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   IPUPOD_ASSIGN_OR_RETURN(Entry * e, FindLocked(caller, id, /*for_details=*/true));
   const std::string reason = absl::StrCat("cancelled by ", caller.user);
   if (jobs::IsFinished(e->record.state)) {
@@ -119,7 +120,7 @@ absl::StatusOr<JobView> JobManager::Cancel(const Caller& caller, absl::string_vi
 }
 
 absl::StatusOr<JobView> JobManager::Hold(const Caller& caller, absl::string_view id) {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   IPUPOD_ASSIGN_OR_RETURN(Entry * e, FindLocked(caller, id, /*for_details=*/true));
   if (e->record.state != JobState::kPending) {
     return absl::FailedPreconditionError(
@@ -138,7 +139,7 @@ absl::StatusOr<JobView> JobManager::Hold(const Caller& caller, absl::string_view
 }
 
 absl::StatusOr<JobView> JobManager::Release(const Caller& caller, absl::string_view id) {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   IPUPOD_ASSIGN_OR_RETURN(Entry * e, FindLocked(caller, id, /*for_details=*/true));
   if (!e->record.held) {
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " is not held"));
@@ -153,7 +154,7 @@ absl::StatusOr<JobView> JobManager::Release(const Caller& caller, absl::string_v
 }
 
 absl::StatusOr<uint64_t> JobManager::Delete(const Caller& caller, absl::string_view id) {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   IPUPOD_ASSIGN_OR_RETURN(Entry * e, FindLocked(caller, id, /*for_details=*/true));
   if (!jobs::IsFinished(e->record.state)) {
     return absl::FailedPreconditionError(
@@ -176,7 +177,7 @@ absl::StatusOr<std::vector<JobEvent>> JobManager::Events(const Caller& caller, a
                                                          uint64_t from, size_t max,
                                                          bool* finished) const {
   // The log has its own mutex (a leaf); the reader lock keeps the entry.
-  absl::ReaderMutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   IPUPOD_ASSIGN_OR_RETURN(const Entry* e, FindLocked(caller, id, /*for_details=*/true));
   *finished = jobs::IsFinished(e->record.state);
   return e->log->Read(from, max);
@@ -184,7 +185,7 @@ absl::StatusOr<std::vector<JobEvent>> JobManager::Events(const Caller& caller, a
 
 absl::StatusOr<std::pair<std::filesystem::path, jobs::ResultFile>> JobManager::Result(
     const Caller& caller, absl::string_view id, absl::string_view name) const {
-  absl::ReaderMutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   IPUPOD_ASSIGN_OR_RETURN(const Entry* e, FindLocked(caller, id, /*for_details=*/true));
   if (e->record.results_purged) {
     return absl::NotFoundError(

@@ -74,14 +74,25 @@ absl::Status WriteInitialWeights(InProcessSessionExecutable& ex, const Prepared&
   return WithContext(ex.WriteWeights(kept), "weights");
 }
 
-nlohmann::json ReportJson(const JobAttempt& attempt, const std::vector<float>& losses,
-                          int recoveries) {
-  return {{"job", attempt.record.id},
-          {"runs", attempt.record.runs_total},
+// This attempt's time, for the report (earlier attempts' are in the record).
+struct AttemptTotals {
+  absl::Time start = absl::Now();
+  double simulated_seconds = 0;
+};
+
+nlohmann::json ReportJson(const JobAttempt& attempt, const AttemptTotals& totals,
+                          const std::vector<float>& losses, int recoveries) {
+  const jobs::JobRecord& r = attempt.record;
+  const double wall = absl::ToDoubleSeconds(absl::Now() - totals.start);
+  return {{"job", r.id},
+          {"runs", r.runs_total},
           {"losses", losses},
-          {"recoveries", attempt.record.recoveries + recoveries},
-          {"requeues", attempt.record.requeues},
-          {"ipus", attempt.session_ipus}};
+          {"recoveries", r.recoveries + recoveries},
+          {"requeues", r.requeues},
+          {"ipus", attempt.session_ipus},
+          {"wall_seconds", r.wall_seconds + wall},
+          {"simulated_seconds", r.simulated_seconds + totals.simulated_seconds},
+          {"ipu_seconds", r.ipu_seconds + wall * attempt.session_ipus}};
 }
 
 absl::Status AddResult(JobFiles& files, absl::string_view name, absl::string_view bytes,
@@ -131,7 +142,8 @@ driver::TrainingCallbacks TrainingCallbacksOf(const JobAttempt& attempt, JobFile
 
 absl::StatusOr<JobAttemptResult> RunTraining(InProcessSessionExecutable& ex, const Prepared& p,
                                              const JobAttempt& attempt, JobFiles& files,
-                                             const JobRunCallbacks& callbacks) {
+                                             const JobRunCallbacks& callbacks,
+                                             const AttemptTotals& totals) {
   const jobs::JobRecord& record = attempt.record;
   int64_t first_data_step = 0;
   if (!record.checkpoint.empty()) {
@@ -158,7 +170,7 @@ absl::StatusOr<JobAttemptResult> RunTraining(InProcessSessionExecutable& ex, con
   result.recoveries = trainer.recoveries();
   IPUPOD_RETURN_IF_ERROR(SaveTrainingResults(ex, p, files, result.results));
   IPUPOD_RETURN_IF_ERROR(AddResult(files, "report.json",
-                                   ReportJson(attempt, losses, result.recoveries).dump(2),
+                                   ReportJson(attempt, totals, losses, result.recoveries).dump(2),
                                    result.results));
   return result;
 }
@@ -169,7 +181,8 @@ absl::StatusOr<JobAttemptResult> RunTraining(InProcessSessionExecutable& ex, con
 absl::StatusOr<JobAttemptResult> RunInferenceSteps(InProcessSessionExecutable& ex,
                                                    const Prepared& p, const JobAttempt& attempt,
                                                    JobFiles& files,
-                                                   const JobRunCallbacks& callbacks) {
+                                                   const JobRunCallbacks& callbacks,
+                                                   const AttemptTotals& totals) {
   JobAttemptResult result;
   driver::InferenceCallbacks steps{
       .on_step =
@@ -198,8 +211,9 @@ absl::StatusOr<JobAttemptResult> RunInferenceSteps(InProcessSessionExecutable& e
   IPUPOD_ASSIGN_OR_RETURN(jobs::ResultFile outputs,
                           files.AssembleOutputs(p.plan.steps, attempt.record.spec.outputs));
   result.results.push_back(std::move(outputs));
-  IPUPOD_RETURN_IF_ERROR(AddResult(
-      files, "report.json", ReportJson(attempt, {}, result.recoveries).dump(2), result.results));
+  IPUPOD_RETURN_IF_ERROR(AddResult(files, "report.json",
+                                   ReportJson(attempt, totals, {}, result.recoveries).dump(2),
+                                   result.results));
   return result;
 }
 
@@ -245,8 +259,15 @@ absl::StatusOr<JobAttemptResult> RunJob(execution::SessionExecution& execution,
                                 attempt.in_process);
   IPUPOD_RETURN_IF_ERROR(ex.Load());
   IPUPOD_RETURN_IF_ERROR(WriteInitialWeights(ex, p));
-  if (attempt.record.spec.train) return RunTraining(ex, p, attempt, files, callbacks);
-  return RunInferenceSteps(ex, p, attempt, files, callbacks);
+  AttemptTotals totals;
+  JobRunCallbacks counted = callbacks;
+  counted.on_run = [&callbacks, &totals](int64_t runs, const driver::StepStats& stats,
+                                         double wall) {
+    totals.simulated_seconds += stats.simulated_seconds;
+    if (callbacks.on_run) callbacks.on_run(runs, stats, wall);
+  };
+  if (attempt.record.spec.train) return RunTraining(ex, p, attempt, files, counted, totals);
+  return RunInferenceSteps(ex, p, attempt, files, counted, totals);
 }
 
 }  // namespace ipupod::batch

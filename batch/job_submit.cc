@@ -12,6 +12,7 @@
 #include "batch/job_runner.h"
 #include "common/format.h"
 #include "common/status_macros.h"
+#include "common/sync.h"
 #include "compiler/checks.h"
 #include "compiler/executable.h"
 #include "runtime/run_steps.h"
@@ -163,7 +164,7 @@ absl::Status CheckExecutable(JobSpec& s, const compiler::Executable& e,
 
 absl::Status JobManager::CheckDependency(const Caller& caller, absl::string_view after) const {
   if (after.empty()) return absl::OkStatus();
-  absl::ReaderMutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   auto it = jobs_.find(after);
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("the dependency, job ", after,
@@ -256,7 +257,7 @@ absl::StatusOr<std::vector<JobView>> JobManager::Submit(const Caller& caller, co
                                                         absl::string_view sweep) {
   if (stopping_) return absl::UnavailableError("the server is shutting down; submit again later");
   IPUPOD_ASSIGN_OR_RETURN(std::vector<JobRecord> records, PlanSubmit(caller, spec, sweep));
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   IPUPOD_RETURN_IF_ERROR(CheckActiveLimits(caller, records.size()));
   IPUPOD_ASSIGN_OR_RETURN(const int64_t number, r_.store->NextJobNumber());
   const int64_t now = absl::ToUnixMillis(Now());

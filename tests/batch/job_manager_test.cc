@@ -6,6 +6,7 @@
 #include "batch/job_manager.h"
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,7 +64,7 @@ tensor::NamedTensors Data() {
 // One server's worth of the pieces a JobManager runs on, on `dir`.
 class Pod {
  public:
-  explicit Pod(const std::string& dir) {
+  explicit Pod(const std::string& dir, absl::Duration retention = absl::Hours(1)) {
     auto store = store::SqliteStateStore::Open(dir + "/state");
     EXPECT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
@@ -81,6 +82,7 @@ class Pod {
     JobManagerOptions job_options;
     job_options.jobs_dir = dir + "/jobs";
     job_options.tick = absl::Milliseconds(20);
+    job_options.retention = retention;
     auto manager = JobManager::Start(
         job_options, {scheduler_.get(), execution_.get(), store_.get(), blobs_.get()});
     EXPECT_TRUE(manager.ok()) << manager.status();
@@ -262,6 +264,37 @@ TEST_F(JobManagerTest, HoldReleaseCancelDeleteAndWhoMay) {
   ASSERT_TRUE(freed.ok()) << freed.status();
   EXPECT_GT(*freed, 0u);
   EXPECT_EQ(pod_->jobs().Get(alice_, id2).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, ResultsArePurgedAfterTheRetentionAndTheRecordSaysSo) {
+  pod_.reset();
+  pod_ = std::make_unique<Pod>(dir_.path(), absl::Milliseconds(50));
+  auto submitted = pod_->jobs().Submit(alice_, Spec(false), "");
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string id = (*submitted)[0].record.id;
+  ASSERT_EQ(WaitFinished(id).record.state, JobState::kCompleted);
+  ASSERT_TRUE(test_support::Eventually([&] {
+    auto got = pod_->jobs().Get(alice_, id);
+    return got.ok() && got->record.results_purged;
+  }));
+  auto result = pod_->jobs().Result(alice_, id, "outputs.npz");
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("retention"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/jobs/" + id + "/outputs.npz"));
+}
+
+TEST_F(JobManagerTest, AResultNameIsNeverAPath) {
+  auto submitted = pod_->jobs().Submit(alice_, Spec(false), "");
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string id = (*submitted)[0].record.id;
+  WaitFinished(id);
+  for (const char* name : {"../../state/state.db", "/etc/passwd", "events.jsonl", ""}) {
+    EXPECT_EQ(pod_->jobs().Result(alice_, id, name).status().code(),
+              absl::StatusCode::kNotFound)
+        << name;
+  }
+  EXPECT_EQ(pod_->jobs().Get(alice_, "../1").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(JobManagerTest, BadSubmitsAreRefusedAndStoreNothing) {

@@ -460,7 +460,7 @@ TEST_F(JobsTest, SubmitUploadsEachFileOnceAndPrintsTheJobIds) {
   EXPECT_THAT(first.err, HasSubstr("uploaded inputs " + dir_.sub("data.npz")));
   {
     sync::MutexLock lock(&fake_.mu);
-    const v1::SubmitJobRequest& request = fake_.last_submit;
+    const v1::SubmitJobRequest request = fake_.last_submit;  // a copy, read under the lock
     EXPECT_EQ(request.spec().executable_sha256(), Hex(ipx)) << "the blob's hash: the whole file";
     EXPECT_EQ(request.spec().inputs().sha256(), Hex("inputs"));
     EXPECT_EQ(request.spec().inputs().format(), "npz");

@@ -7,6 +7,7 @@
 // jobs behave as documented.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -277,6 +278,18 @@ TEST_F(JobsTest, SweepMakesOneJobPerValueSharingOneUpload) {
   }
   ASSERT_EQ(weights[0].size(), weights[1].size());
   EXPECT_NE(weights[0][0].second.bytes(), weights[1][0].second.bytes()) << "lr had no effect";
+  // The log and the report: every run with its losses; times and IPU-seconds.
+  CliResult logs = Cli("alice", {"job", "logs", ids[0]});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_NE(logs.out.find("run 8 of 8"), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("COMPLETED"), std::string::npos) << logs.out;
+  std::ifstream report_file(Path("fetched-" + ids[0]) + "/report.json");
+  const nlohmann::json report = nlohmann::json::parse(report_file, nullptr, false);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["losses"].size(), 8u) << report.dump();
+  EXPECT_GT(report["wall_seconds"].get<double>(), 0);
+  EXPECT_GT(report["simulated_seconds"].get<double>(), 0);
+  EXPECT_GT(report["ipu_seconds"].get<double>(), 0);
   // Bad input changes nothing.
   CliResult bad = Cli("alice", {"submit", Path("train.ipx"), "--inputs", Path("data.npz"),
                                 "--train", "--steps", "8", "--sweep", "lr=0.1,fast"});

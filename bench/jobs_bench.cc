@@ -88,6 +88,7 @@ bool WriteModel(const fs::path& dir) {
              .ok();
 }
 
+// Says what failed; returns the exit code 1.
 int Fail(const std::string& what) {
   std::fprintf(stderr, "jobs_bench: %s\n", what.c_str());
   return 1;
@@ -158,6 +159,58 @@ double JobFirstStepMs(client::Client& holder_client, client::Client& c,
   }
 }
 
+// The figures with N pending jobs; filled by MeasurePending.
+struct Pending {
+  long loaded_kib = 0;
+  std::vector<double> unary, submit, list;
+};
+
+// N pending jobs behind a holder of every IPU: memory, submit and ListJobs.
+bool MeasurePending(int n, pid_t pid, client::Client& holder_client, client::Client& c,
+                    const v1::SubmitJobRequest& request, Pending& out) {
+  v1::AttachRequest all;
+  all.set_num_ipus(16);
+  all.set_wait(true);  // behind what the previous round left running
+  auto holder = holder_client.StartAttach(all);
+  if (!holder->WaitForGrant(nullptr).ok()) return !Fail("the holder got no grant");
+  for (int i = 0; i < n; ++i) {
+    Clock::time_point t = Clock::now();
+    (void)c.GetPodInfo();
+    out.unary.push_back(Ms(t));
+    t = Clock::now();
+    if (auto s = c.SubmitJob(request); !s.ok()) {
+      return !Fail(std::string(s.status().message()));
+    }
+    out.submit.push_back(Ms(t));
+  }
+  out.loaded_kib = RssKib(pid);
+  for (int i = 0; i < 20; ++i) {
+    const Clock::time_point t = Clock::now();
+    auto listed = c.ListJobs(v1::ListJobsRequest());
+    if (!listed.ok() || listed->jobs_size() < n) return !Fail("ListJobs");
+    out.list.push_back(Ms(t));
+  }
+  return true;
+}
+
+void Print(int n, long idle_kib, const Pending& p, const std::vector<double>& interactive,
+           const std::vector<double>& job) {
+  const Latency u = Summarise(p.unary), s = Summarise(p.submit), l = Summarise(p.list);
+  const Latency ia = Summarise(interactive), jb = Summarise(job);
+  std::printf("jobs_bench: %d pending 1-IPU jobs on a POD16 whose IPUs one session holds\n", n);
+  std::printf("%-44s %12s %12s\n", "figure", "jobs", "reference");
+  std::printf("%-44s %12.1f %12.1f  (idle server)\n", "server RSS (MiB)", p.loaded_kib / 1024.0,
+              idle_kib / 1024.0);
+  std::printf("%-44s %12.1f\n", "server RSS per pending job (KiB)",
+              static_cast<double>(p.loaded_kib - idle_kib) / n);
+  std::printf("%-44s %12.3f %12.3f  (GetPodInfo, p50)\n", "submit latency p50 (ms)", s.p50, u.p50);
+  std::printf("%-44s %12.3f %12.3f  (GetPodInfo, p99)\n", "submit latency p99 (ms)", s.p99, u.p99);
+  std::printf("%-44s %12.3f %12.3f  (GetPodInfo, p50)\n",
+              absl::StrCat("ipupod jobs with ", n, " pending p50 (ms)").c_str(), l.p50, u.p50);
+  std::printf("%-44s %12.3f %12.3f  (attach --wait + load + run, p50 of 5)\n",
+              "IPUs free -> first step (ms)", jb.p50, ia.p50);
+}
+
 int Run(int n) {
   const fs::path dir = fs::temp_directory_path() / "ipupod-jobs-bench";
   fs::remove_all(dir);
@@ -187,56 +240,18 @@ int Run(int n) {
   request.mutable_spec()->mutable_inputs()->set_sha256(data->sha256());
   request.mutable_spec()->mutable_inputs()->set_format("npz");
   const tensor::NamedTensors x = *tensor::ReadTensorFile((dir / "x.npz").string());
-
   std::vector<double> interactive, job;
   for (int round = 0; round < 5; ++round) {
     interactive.push_back(InteractiveFirstStepMs(*holder_client, *c, ref->sha256(), x));
     job.push_back(JobFirstStepMs(*holder_client, *c, request));
   }
-
-  // N pending jobs behind a holder of every IPU.
-  v1::AttachRequest all;
-  all.set_num_ipus(16);
-  all.set_wait(true);  // behind what the previous round left running
-  auto holder = holder_client->StartAttach(all);
-  if (!holder->WaitForGrant(nullptr).ok()) return Fail("the holder got no grant");
-  std::vector<double> unary, submit;
-  for (int i = 0; i < n; ++i) {
-    Clock::time_point t = Clock::now();
-    (void)c->GetPodInfo();
-    unary.push_back(Ms(t));
-    t = Clock::now();
-    if (auto s = c->SubmitJob(request); !s.ok()) return Fail(std::string(s.status().message()));
-    submit.push_back(Ms(t));
-  }
-  const long loaded_kib = RssKib(pid);
-  std::vector<double> list_ms;
-  v1::ListJobsRequest pending;
-  for (int i = 0; i < 20; ++i) {
-    const Clock::time_point t = Clock::now();
-    auto listed = c->ListJobs(pending);
-    if (!listed.ok() || listed->jobs_size() < n) return Fail("ListJobs");
-    list_ms.push_back(Ms(t));
-  }
-  const Latency u = Summarise(unary), s = Summarise(submit), l = Summarise(list_ms);
-  const Latency ia = Summarise(interactive), jb = Summarise(job);
-  std::printf("jobs_bench: %d pending 1-IPU jobs on a POD16 whose IPUs one session holds\n", n);
-  std::printf("%-44s %12s %12s\n", "figure", "jobs", "reference");
-  std::printf("%-44s %12.1f %12.1f  (idle server)\n", "server RSS (MiB)", loaded_kib / 1024.0,
-              idle_kib / 1024.0);
-  std::printf("%-44s %12.1f\n", "server RSS per pending job (KiB)",
-              static_cast<double>(loaded_kib - idle_kib) / n);
-  std::printf("%-44s %12.3f %12.3f  (GetPodInfo, p50)\n", "submit latency p50 (ms)", s.p50, u.p50);
-  std::printf("%-44s %12.3f %12.3f  (GetPodInfo, p99)\n", "submit latency p99 (ms)", s.p99, u.p99);
-  std::printf("%-44s %12.3f %12.3f  (GetPodInfo, p50)\n",
-              absl::StrCat("ipupod jobs with ", n, " pending p50 (ms)").c_str(), l.p50, u.p50);
-  std::printf("%-44s %12.3f %12.3f  (attach --wait + load + run, p50 of 5)\n",
-              "IPUs free -> first step (ms)", jb.p50, ia.p50);
-  holder.reset();
+  Pending pending;
+  const bool measured = MeasurePending(n, pid, *holder_client, *c, request, pending);
+  if (measured) Print(n, idle_kib, pending, interactive, job);
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);
   fs::remove_all(dir);
-  return 0;
+  return measured ? 0 : 1;
 }
 
 }  // namespace

@@ -289,12 +289,10 @@ TEST_F(JobManagerTest, AResultNameIsNeverAPath) {
   const std::string id = (*submitted)[0].record.id;
   WaitFinished(id);
   for (const char* name : {"../../state/state.db", "/etc/passwd", "events.jsonl", ""}) {
-    EXPECT_EQ(pod_->jobs().Result(alice_, id, name).status().code(),
-              absl::StatusCode::kNotFound)
+    EXPECT_EQ(pod_->jobs().Result(alice_, id, name).status().code(), absl::StatusCode::kNotFound)
         << name;
   }
-  EXPECT_EQ(pod_->jobs().Get(alice_, "../1").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pod_->jobs().Get(alice_, "../1").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(JobManagerTest, BadSubmitsAreRefusedAndStoreNothing) {

@@ -199,7 +199,10 @@ void JobLog::LoadLocked() const {
 void JobLog::Append(JobEvent event) {
   sync::MutexLock lock(&mu_);
   LoadLocked();
-  if (offsets_.size() >= kMaxEventsPerJob) return;
+  if (offsets_.size() >= kMaxEventsPerJob &&
+      (event.kind != "state" || offsets_.size() >= kMaxEventsPerJob + kMaxStateEventsPastTheCap)) {
+    return;
+  }
   event.seq = offsets_.size();
   const std::string line = EventJson(event).dump() + "\n";
   std::error_code ec;

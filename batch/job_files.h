@@ -51,8 +51,11 @@ struct JobEvent {
 // An event of `kind` saying `text`; seq and time are set when it is logged.
 JobEvent MakeEvent(absl::string_view kind, std::string text);
 
-// At most this many events are kept per job; later ones are dropped.
-inline constexpr uint64_t kMaxEventsPerJob = 100000;
+// A job's log keeps every event up to this many; past it only state changes
+// (so how the job ended is always there). Bounds the log's file and the
+// offsets the server keeps of it (8 bytes an event).
+inline constexpr uint64_t kMaxEventsPerJob = 20000;
+inline constexpr uint64_t kMaxStateEventsPastTheCap = 1000;
 
 class JobFiles {
  public:
@@ -102,7 +105,8 @@ class JobLog {
   JobLog(const JobLog&) = delete;
   JobLog& operator=(const JobLog&) = delete;
 
-  // Sets seq and appends; past kMaxEventsPerJob, drops the event.
+  // Sets seq and appends; past kMaxEventsPerJob, drops all but state events
+  // (up to kMaxStateEventsPastTheCap more).
   void Append(JobEvent event);
   // Events seq >= from, at most `max` of them.
   std::vector<JobEvent> Read(uint64_t from, size_t max) const;

@@ -219,6 +219,13 @@ int Run(int n) {
   std::string address;
   const pid_t pid = StartServer((dir / "state").string(), &address);
   if (pid < 0) return Fail("ipupodd did not start");
+  struct StopServer {  // on every way out
+    pid_t pid;
+    ~StopServer() {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+  } stop{pid};
   client::ClientOptions options;
   options.server = address;
   options.user = "bench";
@@ -248,8 +255,6 @@ int Run(int n) {
   Pending pending;
   const bool measured = MeasurePending(n, pid, *holder_client, *c, request, pending);
   if (measured) Print(n, idle_kib, pending, interactive, job);
-  kill(pid, SIGTERM);
-  waitpid(pid, nullptr, 0);
   fs::remove_all(dir);
   return measured ? 0 : 1;
 }

@@ -216,6 +216,8 @@ TEST_F(JobManagerTest, TrainingResumedByANewServerEndsBitIdentical) {
   }));
   pod_.reset();  // the server stops; the job's record stays RUNNING
   pod_ = std::make_unique<Pod>(dir_.path());
+  pod_.reset();  // and stops again before the job could start
+  pod_ = std::make_unique<Pod>(dir_.path());
   auto resumed = pod_->jobs().Get(alice_, cut_id);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   ASSERT_LT(resumed->record.runs_done, resumed->record.runs_total)

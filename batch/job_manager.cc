@@ -35,6 +35,13 @@ class JobManager::Observer : public scheduler::AttachObserver {
     n.why = why;
     manager_->Notify(std::move(n));
   }
+  void OnPreempted(const scheduler::PreemptionView& notice) override {
+    Notice n;
+    n.kind = Notice::kPreempted;
+    n.id = id_;
+    n.why = absl::AbortedError(notice.message);
+    manager_->Notify(std::move(n));
+  }
 
  private:
   JobManager* const manager_;
@@ -175,6 +182,15 @@ void JobManager::HandleNotice(Notice& n) {
     case Notice::kFinished:
       if (e.worker.joinable()) e.worker.join();
       FinishAttemptLocked(e, std::move(n.result));
+      return;
+    case Notice::kPreempted:
+      // The attempt stops at its next step; FinishAttemptLocked requeues it
+      // to resume from its last checkpoint.
+      if (e.record.state != JobState::kRunning || e.stop) return;
+      e.preempted = true;
+      e.stop_reason = std::string(n.why.message());
+      e.stop = true;
+      LogLocked(e, MakeEvent("preempted", e.stop_reason));
       return;
   }
 }
@@ -353,6 +369,7 @@ void JobManager::FinishAttemptLocked(Entry& e, absl::StatusOr<JobAttemptResult> 
     return;
   }
   const absl::Status& error = result.status();
+  if (e.preempted && RequeuePreemptedLocked(e, account)) return;
   if (e.stop) {
     std::vector<jobs::ResultFile> kept;
     if (!e.record.checkpoint.empty()) {
@@ -387,6 +404,20 @@ void JobManager::FinishAttemptLocked(Entry& e, absl::StatusOr<JobAttemptResult> 
     r.recovery_action = std::string(RecoveryActionName(GetRecoveryAction(error)));
   });
   EndLocked(e, JobState::kFailed, std::string(error.message()));
+}
+
+bool JobManager::RequeuePreemptedLocked(Entry& e, const std::function<void(JobRecord&)>& account) {
+  e.preempted = false;
+  e.stop = false;
+  const absl::Status written = UpdateLocked(e, [&](JobRecord& r) {
+    account(r);
+    r.state = JobState::kPending;
+    r.reason =
+        absl::StrCat("Preempted; resumes from ", r.checkpoint.empty() ? "the start" : r.checkpoint);
+  });
+  if (!written.ok()) return false;
+  LogLocked(e, MakeEvent("requeue", e.record.reason));
+  return true;
 }
 
 absl::Status JobManager::UpdateLocked(Entry& e, const std::function<void(JobRecord&)>& change) {

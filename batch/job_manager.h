@@ -23,6 +23,9 @@
 //              (exhausted recoveries, an unrecoverable fault, its session
 //              ended under it), at most options.max_requeues times; the
 //              failed IPU is out of service, so the next grant is elsewhere;
+//              or after a preemption (a scavenger job whose IPUs a request of
+//              a higher class needs: it stops at its next step, and resumes
+//              from its last checkpoint; not counted as a requeue);
 //   FAILED     otherwise, with the reason and the error's kind and action.
 //
 // Durability. Every transition is written to the JobStore before it is
@@ -163,6 +166,7 @@ class JobManager {
     double attempt_wall_before = 0;  // record.wall_seconds when the attempt began
     // Why a running attempt is asked to stop (kCancelled or kTimeout).
     std::atomic<bool> stop{false};
+    bool preempted = false;  // the stop is a preemption: back to PENDING
     jobs::JobState stop_state = jobs::JobState::kCancelled;
     std::string stop_reason;
     std::thread worker;
@@ -172,7 +176,7 @@ class JobManager {
   // few per job are ever outstanding (one grant or end per ticket, one
   // finish per attempt), so the deque is bounded by the job count.
   struct Notice {
-    enum Kind { kGranted, kEnded, kFinished } kind = kGranted;
+    enum Kind { kGranted, kEnded, kFinished, kPreempted } kind = kGranted;
     std::string id;
     std::string ticket;
     scheduler::SessionView session;
@@ -196,6 +200,10 @@ class JobManager {
   void Reconcile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues a pending job; false when the pod's queue is full (try later).
   bool AttachLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A preempted attempt ended: back to PENDING, to resume from its last
+  // checkpoint (not counted as a requeue). False if the store refused.
+  bool RequeuePreemptedLocked(Entry& entry, const std::function<void(jobs::JobRecord&)>& account)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttemptLocked(Entry& entry, const scheduler::SessionView& session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunAttempt(JobAttempt attempt, const JobRunCallbacks& callbacks);

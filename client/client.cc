@@ -120,6 +120,7 @@ IPUPOD_CLIENT_UNARY(partitions_, ResetPartition, ResetPartitionRequest, ResetRes
 IPUPOD_CLIENT_UNARY(sessions_, Detach, DetachRequest, DetachResponse)
 IPUPOD_CLIENT_UNARY(sessions_, GetSession, GetSessionRequest, SessionInfo)
 IPUPOD_CLIENT_UNARY(sessions_, ListQueue, ListQueueRequest, ListQueueResponse)
+IPUPOD_CLIENT_UNARY(sessions_, GetShares, GetSharesRequest, GetSharesResponse)
 IPUPOD_CLIENT_UNARY(sessions_, ResetSession, ResetSessionRequest, ResetResponse)
 
 #undef IPUPOD_CLIENT_UNARY
@@ -256,6 +257,8 @@ void AttachCall::ReadLoop() {
       queued_.push_back(event.queued());
     } else if (event.has_granted() && !granted_) {
       granted_ = event.granted();
+    } else if (event.has_preempted()) {
+      preempted_ = event.preempted();
     } else {
       continue;  // heartbeats only prove the session is alive
     }
@@ -319,6 +322,11 @@ absl::Status AttachCall::EndBeforeGrant(const grpc::Status& status,
     return absl::UnavailableError("ipupodd closed the attach stream without a grant; try again");
   }
   return FromGrpcStatus(status, trailers);
+}
+
+std::optional<v1::Preemption> AttachCall::preempted() const {
+  sync::MutexLock lock(&mu_);
+  return preempted_;
 }
 
 bool AttachCall::GrantEventReady() const { return !queued_.empty() || granted_ || ended_; }

@@ -195,6 +195,8 @@ class Client {
   absl::StatusOr<v1::DetachResponse> Detach(const v1::DetachRequest& request);
   absl::StatusOr<v1::SessionInfo> GetSession(const v1::GetSessionRequest& request);
   absl::StatusOr<v1::ListQueueResponse> ListQueue(const v1::ListQueueRequest& request = {});
+  // Every account's shares, decayed usage and fair-share factor.
+  absl::StatusOr<v1::GetSharesResponse> GetShares(const v1::GetSharesRequest& request = {});
   absl::StatusOr<v1::ResetResponse> ResetSession(const v1::ResetSessionRequest& request);
 
   // Shorthands that build the request.
@@ -371,6 +373,10 @@ class AttachCall {
   // The id of the granted session, "" before the grant.
   std::string session() const;
 
+  // The server's preemption notice, once it came: the session runs in a
+  // preemptible QoS and must give its IPUs back before the notice's deadline.
+  std::optional<v1::Preemption> preempted() const;
+
  private:
   friend class Client;
   AttachCall(ClientOptions options, std::shared_ptr<v1::SessionService::Stub> stub,
@@ -402,6 +408,7 @@ class AttachCall {
   // only the latest position matters).
   std::deque<v1::QueuePosition> queued_ ABSL_GUARDED_BY(mu_);
   std::optional<v1::SessionInfo> granted_ ABSL_GUARDED_BY(mu_);
+  std::optional<v1::Preemption> preempted_ ABSL_GUARDED_BY(mu_);
   std::optional<std::string> last_ticket_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,5 +1,6 @@
 #include "scheduler/allocator.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -68,26 +69,43 @@ std::optional<Block> FindFreeBlock(const IpuMask& usable, const IpuMask& reserve
   return best;
 }
 
-std::optional<Block> ReservationFor(const IpuMask& eligible, const IpuMask& in_use,
-                                    const IpuMask& reserved, const Block& region, int size) {
+std::optional<Reservation> SoonestReservation(const IpuMask& eligible, const IpuMask& in_use,
+                                              const IpuMask& reserved, const FreeTimes& free_at,
+                                              const Block& region, int size) {
   if (size < 1 || size > region.size) return std::nullopt;
-  std::optional<Block> best;
+  std::optional<Reservation> best;
   bool best_overlaps = true;
   size_t best_used = std::numeric_limits<size_t>::max();
   for (int start = region.start; start < region.start + region.size; start += size) {
     const Block candidate{start, size};
     const IpuMask bits = MaskOf(candidate);
     if (!AllIn(eligible, bits)) continue;
+    absl::Time free = absl::InfinitePast();
+    for (int i = start; i < start + size; ++i) free = std::max(free, free_at[i]);
     const bool overlaps = (bits & reserved).any();
     const size_t used = (bits & in_use).count();
-    // Free of earlier reservations first, then fewest in use, then lowest start.
-    if (!best || (best_overlaps && !overlaps) || (overlaps == best_overlaps && used < best_used)) {
-      best = candidate;
+    // Free of earlier reservations first, then soonest free, then fewest in
+    // use, then lowest start.
+    const bool better = !best || (best_overlaps && !overlaps) ||
+                        (overlaps == best_overlaps &&
+                         (free < best->start || (free == best->start && used < best_used)));
+    if (better) {
+      best = Reservation{candidate, free};
       best_overlaps = overlaps;
       best_used = used;
     }
   }
   return best;
+}
+
+std::optional<Block> ReservationFor(const IpuMask& eligible, const IpuMask& in_use,
+                                    const IpuMask& reserved, const Block& region, int size) {
+  FreeTimes unknown;
+  unknown.fill(absl::InfiniteFuture());  // no times: fewest in use decides
+  std::optional<Reservation> r =
+      SoonestReservation(eligible, in_use, reserved, unknown, region, size);
+  if (!r) return std::nullopt;
+  return r->block;
 }
 
 }  // namespace ipupod::scheduler

@@ -18,11 +18,13 @@
 #ifndef IPUPOD_SCHEDULER_ALLOCATOR_H_
 #define IPUPOD_SCHEDULER_ALLOCATOR_H_
 
+#include <array>
 #include <bitset>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "device/device_ids.h"
 #include "device/hardware.h"
 
@@ -54,6 +56,23 @@ std::optional<device::Block> FindFreeBlock(const IpuMask& usable, const IpuMask&
 std::optional<device::Block> ReservationFor(const IpuMask& eligible, const IpuMask& in_use,
                                             const IpuMask& reserved, const device::Block& region,
                                             int size);
+
+// When each IPU of the pod is expected to be free (PlanContext::free_at).
+using FreeTimes = std::array<absl::Time, device::kMaxPodIpus>;
+
+struct Reservation {
+  device::Block block;
+  absl::Time start;  // when all its IPUs are expected free (InfiniteFuture: not known)
+};
+
+// ReservationFor with expected free times: among the candidates that do not
+// overlap `reserved` (or, if there are none, among all of them) it picks the
+// one expected to be free soonest (the latest `free_at` of its IPUs), then
+// the one with the fewest IPUs in `in_use`, then the lowest start. With no
+// known times it chooses exactly as ReservationFor.
+std::optional<Reservation> SoonestReservation(const IpuMask& eligible, const IpuMask& in_use,
+                                              const IpuMask& reserved, const FreeTimes& free_at,
+                                              const device::Block& region, int size);
 
 }  // namespace ipupod::scheduler
 

@@ -223,6 +223,7 @@ void SchedulerImpl::AutoResetLocked(const std::vector<int>& ipus) {
 }
 
 void SchedulerImpl::FinishReset(uint64_t reset_id) {
+  const NotifyEndedOnExit notify(this);  // grants write the usage ledger
   ResetDone done;
   ResetResult result;
   {
@@ -298,6 +299,7 @@ void SchedulerImpl::ResetPod(const Caller& caller, ResetDone done) {
 // ---------------------------------------------------------------- repair
 
 absl::StatusOr<IpuView> SchedulerImpl::RepairIpu(const Caller& caller, int ipu) {
+  const NotifyEndedOnExit notify(this);
   sync::MutexLock lock(&mu_);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   if (!caller.admin) return absl::PermissionDeniedError("only an admin may repair IPUs");

@@ -128,7 +128,7 @@ void SchedulerImpl::EndPartitionUsersLocked(const std::string& partition,
   for (const std::string& id : sessions) {
     const absl::Status why = absl::AbortedError(
         absl::StrFormat("session %s ended: partition %s was removed by %s", id, partition, by));
-    EndSessionLocked(id, &why);
+    EndSessionLocked(id, &why, accounting::kStateDetached);
   }
   std::vector<std::string> tickets;
   for (const Waiter& w : queue_.waiters()) {

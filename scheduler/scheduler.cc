@@ -18,6 +18,22 @@ namespace {
 
 using device::Block;
 
+// Whether any limit is set: without one the walk needs no holdings.
+bool HasLimits(const sharing::SharingPolicy& p) {
+  if (p.user_limits.any()) return true;
+  for (const sharing::Account& a : p.accounts) {
+    if (a.limits.any()) return true;
+  }
+  for (const sharing::Qos& q : p.qos) {
+    if (q.limits.any() || q.per_user.any()) return true;
+  }
+  return false;
+}
+
+// The most usage records read at start-up to rebuild usage; older ones beyond
+// it are left out (the log says how many were read).
+constexpr int kUsageRecordsAtStart = 1000000;
+
 absl::Status CheckOptions(const SchedulerOptions& options) {
   IPUPOD_RETURN_IF_ERROR(device::PodFromSize(options.pod.num_ipus).status());
   if (options.max_waiters < 1 || options.max_partitions < 0 || options.max_name_length < 1) {
@@ -36,6 +52,10 @@ absl::Status CheckOptions(const SchedulerOptions& options) {
   if (rf.probability_per_operation > 0 && rf.kinds.empty()) {
     return absl::InvalidArgumentError("random faults need at least one fault kind");
   }
+  if (options.priority_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("priority_interval must not be negative (0 = none)");
+  }
+  if (options.policy != nullptr) return sharing::ValidateSharingPolicy(*options.policy);
   return absl::OkStatus();
 }
 
@@ -101,6 +121,20 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions op
   IPUPOD_RETURN_IF_ERROR(CheckOptions(options));
   if (options.pod.ipu == nullptr) options.pod.ipu = &device::kGc200;
   if (!options.clock) options.clock = &absl::Now;
+  if (options.policy == nullptr) {
+    options.policy = std::make_shared<const sharing::SharingPolicy>(sharing::DefaultPolicy());
+  }
+  std::vector<accounting::UsageRecord> usage;
+  if (options.ledger != nullptr) {
+    // Enough history for the decayed usage (eight half-lives leave 0.4 %) and
+    // the limits' window.
+    const sharing::SharingPolicy& p = *options.policy;
+    accounting::LedgerQuery query;
+    query.since_unix_ms =
+        absl::ToUnixMillis(options.clock() - std::max(8 * p.usage_half_life, p.usage_window));
+    query.limit = kUsageRecordsAtStart;
+    IPUPOD_ASSIGN_OR_RETURN(usage, options.ledger->Query(query));
+  }
   StoredState state;
   if (store != nullptr) {
     IPUPOD_ASSIGN_OR_RETURN(state, store->Load());
@@ -112,6 +146,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions op
   }
   auto scheduler = std::make_unique<SchedulerImpl>(std::move(options), store, boot_id);
   scheduler->Restore(state);
+  if (options.ledger != nullptr) scheduler->LoadUsage(usage);
   return scheduler;
 }
 
@@ -121,13 +156,20 @@ SchedulerImpl::SchedulerImpl(SchedulerOptions options, StateStore* store, uint64
       boot_id_(boot_id),
       queue_(options_.max_waiters),
       rng_(options_.random_faults.seed),
-      // Pending timers are wait timeouts (<= max_waiters) and resets (each
-      // holds at least one IPU in kResetting), so this bound is never reached.
-      timer_(static_cast<size_t>(options_.max_waiters) + 2 * device::kMaxPodIpus, options_.clock) {
+      policy_(options_.policy),
+      decayed_usage_(options_.policy->usage_half_life),
+      window_usage_(options_.policy->usage_window),
+      // Pending timers are wait timeouts (<= max_waiters), resets (each
+      // holds at least one IPU in kResetting), preemption deadlines (at most
+      // one per session) and the periodic priority pass, so this bound is
+      // never reached.
+      timer_(static_cast<size_t>(options_.max_waiters) + 3 * device::kMaxPodIpus + 1,
+             options_.clock) {
   sync::MutexLock lock(&mu_);
   for (int i = 0; i < pod_size(); ++i) ipus_.emplace_back(i, *options_.pod.ipu);
   ipu_session_.resize(pod_size());
   ipu_partition_.resize(pod_size());
+  ArmPriorityTimerLocked();
 }
 
 SchedulerImpl::~SchedulerImpl() { Shutdown(); }
@@ -269,6 +311,14 @@ SessionView SchedulerImpl::SessionViewLocked(const Session& s) const {
   view.attached_unix_ms = s.attached_unix_ms;
   view.client = s.client;
   view.needs_load = s.needs_load;
+  view.account = s.account;
+  view.qos = s.qos;
+  view.job = s.job;
+  if (s.expected_end != absl::InfiniteFuture()) {
+    view.expected_end_unix_ms = absl::ToUnixMillis(s.expected_end);
+  }
+  view.waited_seconds = s.waited_seconds;
+  view.fragmentation_delay_seconds = s.fragmentation_delay_seconds;
   return view;
 }
 
@@ -299,18 +349,78 @@ PodView SchedulerImpl::GetPod() const {
 
 // ---------------------------------------------------------------- queue pass
 
-BackfillPlan SchedulerImpl::PlanQueueLocked(const std::optional<Demand>& tail) const {
+Demand SchedulerImpl::DemandOfLocked(const Waiter& w) const {
+  Demand d = DemandLocked(w.partition, w.num_ipus);
+  const absl::Time end = ExpectedEndLocked(w, absl::UnixEpoch());
+  d.duration = end == absl::InfiniteFuture() ? absl::InfiniteDuration() : end - absl::UnixEpoch();
+  return d;
+}
+
+PlanContext SchedulerImpl::PlanContextLocked() const {
+  PlanContext c;
+  c.allocatable = AllocatableLocked();
+  c.healthy = HealthyLocked();
+  c.now = Now();
+  c.fifo = policy_->order == sharing::QueueOrder::kFifo;
+  for (int i = 0; i < pod_size(); ++i) {
+    const Session* s = SessionOfIpuLocked(i);
+    c.free_at[i] =
+        s == nullptr ? c.now : std::max(c.now, std::min(s->expected_end, s->preempt_deadline));
+  }
+  return c;
+}
+
+BackfillPlan SchedulerImpl::PlanQueueLocked(const Waiter* candidate,
+                                            size_t* candidate_index) const {
+  std::vector<const Waiter*> order;
+  order.reserve(queue_.size() + 1);
+  for (const Waiter& w : queue_.waiters()) order.push_back(&w);
+  if (candidate != nullptr) {
+    auto at = std::find_if(order.begin(), order.end(),
+                           [&](const Waiter* w) { return WalkOrder(*candidate, *w); });
+    at = order.insert(at, candidate);
+    if (candidate_index != nullptr) *candidate_index = static_cast<size_t>(at - order.begin());
+  }
   std::vector<Demand> demands;
-  demands.reserve(queue_.size() + 1);
-  for (const Waiter& w : queue_.waiters()) demands.push_back(DemandLocked(w.partition, w.num_ipus));
-  if (tail) demands.push_back(*tail);
-  return PlanBackfill(demands, AllocatableLocked(), HealthyLocked());
+  demands.reserve(order.size());
+  for (const Waiter* w : order) demands.push_back(DemandOfLocked(*w));
+  const PlanContext context = PlanContextLocked();
+  if (!HasLimits(*policy_)) return PlanBackfill(demands, context);
+  Holdings holdings = HoldingsLocked();
+  // PlanBackfill calls the hooks on this thread, within this call: mu_ is held.
+  const PlanHooks hooks{[&](size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                          return HeldByLocked(*order[i], holdings, context.now);
+                        },
+                        [&](size_t i) { AddHolding(holdings, *order[i]); }};
+  return PlanBackfill(demands, context, &hooks);
+}
+
+void SchedulerImpl::RecordReasonsLocked(const BackfillPlan& plan, absl::Time now) {
+  std::vector<Waiter>& waiters = queue_.mutable_waiters();
+  for (size_t i = 0; i < waiters.size(); ++i) {
+    Waiter& w = waiters[i];
+    const bool fragmented = !plan.grants[i] && plan.held[i].empty() && plan.fragmented[i];
+    if (w.fragmented_since != absl::InfinitePast() && !fragmented) {
+      w.fragmentation_delay += now - w.fragmented_since;
+      w.fragmented_since = absl::InfinitePast();
+    } else if (fragmented && w.fragmented_since == absl::InfinitePast()) {
+      w.fragmented_since = now;
+    }
+    if (plan.grants[i]) continue;
+    w.reason = !plan.held[i].empty()               ? plan.held[i]
+               : fragmented                        ? "Fragmentation"
+               : plan.fits_without_reservations[i] ? "Priority"
+                                                   : "Resources";
+  }
 }
 
 void SchedulerImpl::RunQueueLocked() {
   if (shutdown_) return;
+  const absl::Time now = Now();
+  UpdatePrioritiesLocked(now);
   if (!queue_.empty()) {
     const BackfillPlan plan = PlanQueueLocked();
+    RecordReasonsLocked(plan, now);
     std::vector<std::pair<std::string, Block>> grants;
     for (size_t i = 0; i < plan.grants.size(); ++i) {
       if (plan.grants[i]) grants.emplace_back(queue_.waiters()[i].ticket, *plan.grants[i]);
@@ -320,6 +430,7 @@ void SchedulerImpl::RunQueueLocked() {
       if (waiter->timer_id != 0) timer_.Cancel(waiter->timer_id);
       GrantLocked(std::move(*waiter), block);
     }
+    if (!queue_.empty()) PreemptForLocked(grants.empty() ? plan : PlanQueueLocked());
   }
   NotifyPositionsLocked();
 }
@@ -332,9 +443,8 @@ void SchedulerImpl::NotifyPositionsLocked() {
     if (!change.observer) continue;
     const size_t index = static_cast<size_t>(change.position - 1);
     const Waiter& w = queue_.waiters()[index];
-    QueuePositionView view{
-        change.ticket, change.position, change.queue_length,
-        BlockingSessionsLocked(plan, index, DemandLocked(w.partition, w.num_ipus))};
+    QueuePositionView view{change.ticket, change.position, change.queue_length,
+                           BlockingSessionsLocked(plan, index, DemandOfLocked(w))};
     change.observer->OnQueued(view);
   }
 }
@@ -343,15 +453,15 @@ std::vector<std::string> SchedulerImpl::BlockingSessionsLocked(const BackfillPla
                                                                size_t index,
                                                                const Demand& demand) const {
   // The sessions in the block the waiter reserved, or in its whole pool when
-  // it could not reserve one.
+  // it could not reserve one, in IPU order. (Walked over the IPUs, not over
+  // session views: this runs for every waiter told a new position.)
   const IpuMask scope = index < plan.reservations.size() && plan.reservations[index]
                             ? MaskOf(*plan.reservations[index])
                             : demand.members;
   std::vector<std::string> ids;
-  for (const SessionView& s : SessionViewsLocked()) {
-    if ((MaskOf(Block{s.ipus.front(), static_cast<int>(s.ipus.size())}) & scope).any()) {
-      ids.push_back(s.id);
-    }
+  for (int i = 0; i < pod_size(); ++i) {
+    if (!scope.test(i) || ipu_session_[i].empty()) continue;
+    if (ids.empty() || ids.back() != ipu_session_[i]) ids.push_back(ipu_session_[i]);
   }
   return ids;
 }
@@ -388,7 +498,7 @@ void SchedulerImpl::FinishShutdownLocked() {
   for (const std::string& id : ids) {
     const absl::Status why =
         absl::UnavailableError(absl::StrFormat("server is shutting down; session %s ended", id));
-    EndSessionLocked(id, &why);
+    EndSessionLocked(id, &why, accounting::kStateShutdown);
   }
   spdlog::info("scheduler: shut down; {} sessions ended", ids.size());
 }

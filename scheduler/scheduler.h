@@ -50,6 +50,12 @@
 #include "device/device_ids.h"
 #include "device/ipu.h"
 #include "device/pod_config.h"
+#include "sharing/policy.h"
+#include "sharing/priority.h"
+
+namespace ipupod::accounting {
+class Ledger;
+}
 
 namespace ipupod::scheduler {
 
@@ -95,6 +101,17 @@ struct SchedulerOptions {
   // released, on the thread whose call ended it. It may run concurrently
   // for different sessions and may call the Scheduler. Empty = none.
   std::function<void(const std::string& session)> on_session_ended;
+  // The sharing policy in force (accounts, QoS, limits, priority weights,
+  // queue order); null = sharing::DefaultPolicy(). Replace with SetPolicy.
+  std::shared_ptr<const sharing::SharingPolicy> policy;
+  // Where sessions' usage records go (accounting/ledger.h); null = nowhere.
+  // Read at Create to rebuild decayed usage; written after each grant and
+  // each end, outside the Scheduler's mutex. Must outlive the Scheduler.
+  accounting::Ledger* ledger = nullptr;
+  // Priorities change as requests age and usage decays: the queue is
+  // re-ordered and walked at least this often while anyone waits (zero =
+  // only on events and Reprioritize(); ipupod-replay drives it itself).
+  absl::Duration priority_interval = absl::Seconds(30);
 };
 
 // ---- Read-only snapshots, copied out under the lock.
@@ -131,6 +148,16 @@ struct SessionView {
   int64_t attached_unix_ms = 0;
   std::string client;
   bool needs_load = false;
+  std::string account;
+  std::string qos;
+  std::string job;  // the batch job it runs, "" for an interactive session
+  // When the session is expected to end (its time limit, or its QoS's
+  // maximum wall time); 0 = not known.
+  int64_t expected_end_unix_ms = 0;
+  // How long the request waited, and how much of that it was blocked by
+  // fragmentation alone (enough free IPUs, no aligned block).
+  double waited_seconds = 0;
+  double fragmentation_delay_seconds = 0;
 };
 
 struct QueueEntryView {
@@ -142,6 +169,42 @@ struct QueueEntryView {
   double waited_seconds = 0;
   double timeout_seconds = 0;
   std::string client;
+  std::string account;
+  std::string qos;
+  std::string job;
+  double priority = 0;
+  sharing::Factors factors;
+  // Why it waits, Slurm style: "Priority" (others go first), "Resources"
+  // (not enough IPUs free), "Fragmentation" (enough free IPUs, no aligned
+  // block), or the limit that holds it ("QosMaxIpusPerUser", ...).
+  std::string reason;
+  // Seconds it has so far been blocked by fragmentation alone.
+  double fragmentation_delay_seconds = 0;
+  // When its reserved block is expected to be free; 0 = not known.
+  int64_t expected_start_unix_ms = 0;
+};
+
+// One account's share and usage, like sshare.
+struct ShareView {
+  std::string account;
+  std::vector<std::string> users;  // members (the user itself for per-user accounts)
+  double shares = 0;
+  double shares_fraction = 0;    // S
+  double usage_ipu_seconds = 0;  // decayed
+  double usage_fraction = 0;     // U
+  double fair_share_factor = 0;
+  int ipus_held = 0;
+  double window_ipu_hours = 0;  // used in the rolling window (limits)
+};
+
+// What a preempted session is told.
+struct PreemptionView {
+  std::string session;
+  std::string by_user;  // whose request needs the IPUs
+  std::string by_qos;
+  int64_t deadline_unix_ms = 0;
+  double grace_seconds = 0;
+  std::string message;  // "preempted for bob's request (QoS normal) ..."
 };
 
 struct QueuePositionView {
@@ -189,6 +252,18 @@ struct AttachRequest {
   absl::Duration wait_timeout = absl::ZeroDuration();  // zero = no limit
   bool auto_round = false;
   std::string client;
+  // "" = the caller's default account / the policy's default QoS.
+  std::string account;
+  std::string qos;
+  // How long the session will hold its IPUs at most (a batch job's time
+  // limit); zero = its QoS's max_wall or unknown. Backfill uses it.
+  absl::Duration time_limit = absl::ZeroDuration();
+  // The batch job this attach runs ("" = interactive); counts against the
+  // jobs-running limits and marks its usage record.
+  std::string job;
+  // When the request was first made, if before now (a job queued again after
+  // a restart or a requeue keeps its age); InfinitePast = now.
+  absl::Time submitted = absl::InfinitePast();
 };
 
 // Receives the life of one attach request. Implemented by the server's attach
@@ -206,6 +281,12 @@ class AttachObserver {
   // (UNAVAILABLE). Called at most once, and never after Release(). A detach's
   // status names who detached (DetachedBy).
   virtual void OnEnded(const absl::Status& why) = 0;
+  // The granted session runs in a preemptible QoS and a request of a higher
+  // class needs its IPUs: it should give them back (a job checkpoints and
+  // returns to the queue) before `notice.deadline_unix_ms`, when the
+  // scheduler ends it with ABORTED (state PREEMPTED). Called at most once
+  // per session, with the Scheduler's mutex held. Default: nothing.
+  virtual void OnPreempted(const PreemptionView& notice) {}
 };
 
 // The user whose Detach ended a session, read from the ABORTED status
@@ -277,7 +358,24 @@ class Scheduler {
   // resetting (UNAVAILABLE) or failed. Counts as an operation (random faults).
   virtual absl::StatusOr<SessionView> GetSession(const Caller& caller,
                                                  absl::string_view session) = 0;
+  // In the order the queue walk takes them (priority order under the
+  // multifactor policy), positions 1..n.
   virtual std::vector<QueueEntryView> ListQueue() const = 0;
+
+  // ---- Sharing
+  // Every account with configured shares or recent usage, by name.
+  virtual std::vector<ShareView> GetShares() const = 0;
+  virtual std::shared_ptr<const sharing::SharingPolicy> policy() const = 0;
+  // Replaces the policy in force (SIGHUP). INVALID_ARGUMENT (the old policy
+  // stays) if it does not validate. Sessions keep running; waiters keep
+  // their account and QoS, and are re-ordered under the new weights.
+  virtual absl::Status SetPolicy(std::shared_ptr<const sharing::SharingPolicy> policy) = 0;
+  // Charges running sessions' usage up to now, recomputes every waiter's
+  // priority and walks the queue. The periodic pass (priority_interval)
+  // calls it; a replay driver calls it after moving its clock. In arrival
+  // order without IPU-hour limits nothing changes with time alone, so the
+  // walk is skipped.
+  virtual void Reprioritize() = 0;
 
   // ---- Operations on a session's IPUs (server/execution_service.h)
   // Begins one operation: the caller must own the session or be an admin

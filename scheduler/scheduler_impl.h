@@ -7,13 +7,17 @@
 //   partitions.cc  partitions
 //   faults.cc      faults, resets, repair, random faults
 //   operations.cc  session operations and load accounting (ExecutionService)
+//   sharing.cc     the sharing policy at work: usage charged, priorities,
+//                  limits, shares, the usage ledger's records
 //
 // Thread safety: one absl::Mutex (mu_) guards all state. Observers are called
 // with mu_ held (scheduler.h). ResetDone callbacks and the timer's callbacks
 // run without mu_; the timer is only ever called with mu_ held or from its own
 // thread (lock order: mu_, then the timer's lock). Ended sessions are queued
 // in ended_sessions_ under mu_ and handed to options_.on_session_ended by
-// NotifySessionsEnded() after mu_ is released.
+// NotifySessionsEnded() after mu_ is released; usage-ledger writes are queued
+// the same way (ledger_ops_) and written, in order, under ledger_mu_ (taken
+// before mu_, never while holding it).
 #ifndef IPUPOD_SCHEDULER_SCHEDULER_IMPL_H_
 #define IPUPOD_SCHEDULER_SCHEDULER_IMPL_H_
 
@@ -30,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "accounting/ledger.h"
 #include "common/sync.h"
 #include "device/device_ids.h"
 #include "device/ipu.h"
@@ -38,6 +43,8 @@
 #include "scheduler/state_store.h"
 #include "scheduler/timer.h"
 #include "scheduler/wait_queue.h"
+#include "sharing/policy.h"
+#include "sharing/usage.h"
 
 namespace ipupod::scheduler {
 
@@ -60,6 +67,30 @@ struct Session {
   bool needs_load = false;
   uint64_t load_generation = 0;              // scheduler.h SessionOperation
   std::shared_ptr<AttachObserver> observer;  // may be null
+  std::string account;
+  std::string qos;
+  std::string job;
+  absl::Time submitted;
+  absl::Time granted;
+  absl::Time expected_end = absl::InfiniteFuture();  // not known
+  absl::Time charged_until;                          // usage charged up to here
+  double waited_seconds = 0;
+  double fragmentation_delay_seconds = 0;
+  bool preemptible = false;                              // its QoS's
+  absl::Time preempt_deadline = absl::InfiniteFuture();  // set once notified
+};
+
+// A usage-ledger write queued under mu_ and done after it is released.
+struct LedgerOp {
+  bool open = false;               // Open(record) or Close(record.id, ...)
+  accounting::UsageRecord record;  // for a close: id, end, ipu_seconds, state
+};
+
+// IPUs and running jobs held, per limit scope ("user:alice", "account:a",
+// "qos:normal", "qos-user:normal/alice").
+struct Holdings {
+  absl::flat_hash_map<std::string, int> ipus;
+  absl::flat_hash_map<std::string, int> jobs;
 };
 
 struct PendingReset {
@@ -82,6 +113,8 @@ class SchedulerImpl final : public Scheduler {
 
   // Applies checked stored state (CheckStoredState). Called once, before use.
   void Restore(const StoredState& state);
+  // Seeds usage from the ledger's records (at Create, after Restore).
+  void LoadUsage(const std::vector<accounting::UsageRecord>& records) ABSL_LOCKS_EXCLUDED(mu_);
 
   PodView GetPod() const override;
   absl::StatusOr<FaultResult> InjectFault(const Caller& caller, int ipu, FaultKind kind) override;
@@ -112,6 +145,11 @@ class SchedulerImpl final : public Scheduler {
   absl::StatusOr<uint64_t> RecordLoad(absl::string_view session, uint64_t load_generation,
                                       const std::vector<uint64_t>& bytes_per_ipu) override;
 
+  std::vector<ShareView> GetShares() const override;
+  std::shared_ptr<const sharing::SharingPolicy> policy() const override;
+  absl::Status SetPolicy(std::shared_ptr<const sharing::SharingPolicy> policy) override;
+  void Reprioritize() override;
+
   void Shutdown() override;
 
  private:
@@ -141,7 +179,16 @@ class SchedulerImpl final : public Scheduler {
   std::vector<SessionView> SessionViewsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- scheduler.cc: the queue pass
-  BackfillPlan PlanQueueLocked(const std::optional<Demand>& tail = std::nullopt) const
+  // The plan of the queue in its order; with `candidate`, that request
+  // inserted at its place in the order (its index in *candidate_index).
+  BackfillPlan PlanQueueLocked(const Waiter* candidate = nullptr,
+                               size_t* candidate_index = nullptr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Demand DemandOfLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PlanContext PlanContextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records why each waiter not granted by `plan` waits (and fragmentation
+  // time) before the grants are made.
+  void RecordReasonsLocked(const BackfillPlan& plan, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Grants every waiter the plan can, then sends changed positions. Run after
   // anything that may let a waiter through (IPUs freed, a waiter gone).
@@ -157,17 +204,15 @@ class SchedulerImpl final : public Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status NoFitErrorLocked(const AttachRequest& request, const Demand& demand) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::string> EnqueueLocked(const Caller& caller, const AttachRequest& request,
-                                            const Demand& demand,
-                                            std::shared_ptr<AttachObserver> observer)
+  absl::StatusOr<std::string> EnqueueLocked(Waiter waiter, absl::string_view partition)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GrantLocked(Waiter waiter, const device::Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnWaitTimeout(const std::string& ticket) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status TimeoutErrorLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a session: detaches its IPUs and auto-resets their recoverable
   // errors. `why` (if any) goes to its observer. Returns the released IPUs.
-  std::vector<int> EndSessionLocked(const std::string& id, const absl::Status* why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<int> EndSessionLocked(const std::string& id, const absl::Status* why,
+                                    absl::string_view end_state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a waiter without granting it; `why` goes to its observer.
   void EndWaiterLocked(const std::string& ticket, const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -175,7 +220,8 @@ class SchedulerImpl final : public Scheduler {
                                             absl::string_view verb)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SessionHealthLocked(const Session& session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands every session ended since the last call to on_session_ended.
+  // Writes the queued ledger operations, then hands every session ended
+  // since the last call to on_session_ended.
   void NotifySessionsEnded() ABSL_LOCKS_EXCLUDED(mu_);
   // Calls NotifySessionsEnded when it leaves scope: declared before a
   // MutexLock on mu_, it runs after the unlock.
@@ -189,6 +235,53 @@ class SchedulerImpl final : public Scheduler {
    private:
     SchedulerImpl* const scheduler_;
   };
+
+  // ---- sharing.cc
+  // Charges every session's IPU-seconds since its last charge.
+  void ChargeUsageLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ChargeLocked(const std::string& user, const std::string& account, const std::string& qos,
+                    double ipu_seconds, absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Charges usage, recomputes each waiter's factors and priority and sorts
+  // the queue into the walk's order.
+  void UpdatePrioritiesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ComputePriorityLocked(Waiter& waiter, absl::Time now, double total_usage,
+                             double total_shares, double max_qos) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double TotalSharesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The walk's order: higher priority first, then earlier arrival.
+  static bool WalkOrder(const Waiter& a, const Waiter& b);
+  Holdings HoldingsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The limit that holds `waiter` now ("" = none), given `holdings`.
+  std::string HeldByLocked(const Waiter& waiter, const Holdings& holdings, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void AddHolding(Holdings& holdings, const Waiter& waiter);
+  // At Attach: the account and QoS of the request, its time limit against
+  // the QoS, and a size no limit could ever allow.
+  absl::Status AssociateLocked(const Caller& caller, const AttachRequest& request, int size,
+                               Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED for a request without wait that a limit holds.
+  absl::Status HeldErrorLocked(const Waiter& waiter, absl::string_view limit) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time ExpectedEndLocked(const Waiter& waiter, absl::Time granted) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueLedgerOpenLocked(const Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueLedgerCloseLocked(const Session& session, absl::Time end, absl::string_view state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the queued ledger operations in order. Called without mu_.
+  void FlushLedger() ABSL_LOCKS_EXCLUDED(mu_);
+  void ArmPriorityTimerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- preemption.cc
+  // After a walk: the first waiter of a non-preemptible QoS that cannot start
+  // and will not soon preempts preemptible sessions on one block of its pool.
+  void PreemptForLocked(const BackfillPlan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The block of `waiter`'s size whose busy IPUs are all held by preemptible
+  // sessions (none outside `blocked`), fewest such IPUs first; nullopt if none.
+  std::optional<device::Block> PreemptableBlockLocked(const Waiter& waiter,
+                                                      const IpuMask& blocked) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PreemptSessionLocked(Session& session, const Waiter& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnPreemptDeadline(const std::string& session) ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---- operations.cc
   // The session's IPUs were cleared: frees the memory charged on each, sets
@@ -245,6 +338,14 @@ class SchedulerImpl final : public Scheduler {
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> ended_sessions_ ABSL_GUARDED_BY(mu_);  // for on_session_ended
+  std::shared_ptr<const sharing::SharingPolicy> policy_ ABSL_GUARDED_BY(mu_);
+  sharing::DecayedUsage decayed_usage_ ABSL_GUARDED_BY(mu_);  // by account
+  sharing::WindowUsage window_usage_ ABSL_GUARDED_BY(mu_);    // by limit scope (Holdings)
+  uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  // Bounded: one open per grant and one close per end since the last flush,
+  // and every call that grants or ends flushes when it releases mu_.
+  std::vector<LedgerOp> ledger_ops_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex ledger_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   // Last member: its thread stops (in Shutdown) before the state above dies.
   Timer timer_;

@@ -28,7 +28,7 @@ Waiter MakeWaiter(const Caller& caller, const AttachRequest& request, const Dema
   w.client = request.client;
   w.num_ipus = demand.size;
   w.requested_ipus = static_cast<int>(request.num_ipus);
-  w.enqueued = now;
+  w.enqueued = request.submitted != absl::InfinitePast() ? std::min(request.submitted, now) : now;
   w.timeout = request.wait_timeout;
   w.observer = std::move(observer);
   return w;
@@ -61,18 +61,37 @@ std::string SessionRecoveryHint(absl::string_view session, const std::vector<int
 absl::StatusOr<std::string> SchedulerImpl::Attach(const Caller& caller,
                                                   const AttachRequest& request,
                                                   std::shared_ptr<AttachObserver> observer) {
+  const NotifyEndedOnExit notify(this);
   sync::MutexLock lock(&mu_);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   IPUPOD_ASSIGN_OR_RETURN(const Demand demand, CheckAttachLocked(caller, request));
-  // Planned as one more waiter at the tail: it may not take a reserved IPU.
-  const std::optional<Block> grant = PlanQueueLocked(demand).grants.back();
-  if (!grant && !request.wait) return NoFitErrorLocked(request, demand);
-  if (!grant) return EnqueueLocked(caller, request, demand, std::move(observer));
-  Waiter waiter =
-      MakeWaiter(caller, request, demand, NextId("t", &next_ticket_), std::move(observer), Now());
+  const absl::Time now = Now();
+  Waiter waiter = MakeWaiter(caller, request, demand, NextId("t", &next_ticket_), nullptr, now);
+  IPUPOD_RETURN_IF_ERROR(AssociateLocked(caller, request, demand.size, waiter));
+  waiter.sequence = next_sequence_++;
+  waiter.observer = std::move(observer);
+  // Judged at its place in the walk's order: it may not take IPUs reserved
+  // by anyone ahead of it, nor pass a limit.
+  UpdatePrioritiesLocked(now);
+  if (policy_->order == sharing::QueueOrder::kMultifactor) {
+    const sharing::SharingPolicy& p = *policy_;
+    double max_qos = 0;
+    for (const sharing::Qos& q : p.qos) max_qos = std::max(max_qos, q.priority);
+    ComputePriorityLocked(waiter, now, decayed_usage_.Total(now), TotalSharesLocked(), max_qos);
+  }
+  size_t index = 0;
+  const BackfillPlan plan = PlanQueueLocked(&waiter, &index);
   const std::string ticket = waiter.ticket;
-  GrantLocked(std::move(waiter), *grant);
-  return ticket;
+  if (plan.grants[index]) {
+    GrantLocked(std::move(waiter), *plan.grants[index]);
+    NotifyPositionsLocked();
+    return ticket;
+  }
+  if (!request.wait) {
+    if (!plan.held[index].empty()) return HeldErrorLocked(waiter, plan.held[index]);
+    return NoFitErrorLocked(request, demand);
+  }
+  return EnqueueLocked(std::move(waiter), request.partition);
 }
 
 absl::StatusOr<Demand> SchedulerImpl::CheckAttachLocked(const Caller& caller,
@@ -117,25 +136,27 @@ absl::Status SchedulerImpl::NoFitErrorLocked(const AttachRequest& request,
                       DescribeOccupancyLocked(pool ? PodMask() : demand.members, pool), waiting));
 }
 
-absl::StatusOr<std::string> SchedulerImpl::EnqueueLocked(const Caller& caller,
-                                                         const AttachRequest& request,
-                                                         const Demand& demand,
-                                                         std::shared_ptr<AttachObserver> observer) {
+absl::StatusOr<std::string> SchedulerImpl::EnqueueLocked(Waiter waiter,
+                                                         absl::string_view partition) {
   if (queue_.full()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the attach queue is full (%d waiting); try again later", queue_.max_waiters()));
   }
-  Waiter waiter =
-      MakeWaiter(caller, request, demand, NextId("t", &next_ticket_), std::move(observer), Now());
   const std::string ticket = waiter.ticket;
+  const int size = waiter.num_ipus;
   if (waiter.timeout > absl::ZeroDuration()) {
     IPUPOD_ASSIGN_OR_RETURN(waiter.timer_id, timer_.Schedule(waiter.timeout, [this, ticket] {
       OnWaitTimeout(ticket);
     }));
   }
-  IPUPOD_RETURN_IF_ERROR(queue_.Push(std::move(waiter)));
-  spdlog::debug("scheduler: {} queued for {} IPUs in {}", ticket, demand.size,
-                PoolName(request.partition));
+  IPUPOD_RETURN_IF_ERROR(queue_.Insert(std::move(waiter), &SchedulerImpl::WalkOrder));
+  spdlog::debug("scheduler: {} queued for {} IPUs in {}", ticket, size, PoolName(partition));
+  // Its reason and place among the others come from a walk (nothing is
+  // granted by it that was not granted before, but reasons are recorded and
+  // it may preempt scavenger work).
+  const BackfillPlan plan = PlanQueueLocked();
+  RecordReasonsLocked(plan, Now());
+  PreemptForLocked(plan);
   NotifyPositionsLocked();
   return ticket;
 }
@@ -151,6 +172,21 @@ void SchedulerImpl::GrantLocked(Waiter waiter, const Block& block) {
   s.attached_unix_ms = absl::ToUnixMillis(Now());
   s.client = waiter.client;
   s.observer = std::move(waiter.observer);
+  s.account = waiter.account;
+  s.qos = waiter.qos;
+  s.job = waiter.job;
+  s.submitted = waiter.enqueued;
+  s.granted = Now();
+  s.charged_until = s.granted;
+  s.expected_end = ExpectedEndLocked(waiter, s.granted);
+  s.waited_seconds = absl::ToDoubleSeconds(s.granted - waiter.enqueued);
+  absl::Duration fragmented = waiter.fragmentation_delay;
+  if (waiter.fragmented_since != absl::InfinitePast()) {
+    fragmented += s.granted - waiter.fragmented_since;
+  }
+  s.fragmentation_delay_seconds = absl::ToDoubleSeconds(fragmented);
+  const sharing::Qos* qos = sharing::FindQos(*policy_, s.qos);
+  s.preemptible = qos != nullptr && qos->preemptible;
   for (int i = block.start; i < block.start + block.size; ++i) {
     absl::Status attached = ipus_[i].Attach();
     if (!attached.ok())
@@ -160,6 +196,7 @@ void SchedulerImpl::GrantLocked(Waiter waiter, const Block& block) {
   ticket_session_[s.ticket] = s.id;
   spdlog::debug("scheduler: {} granted IPUs {}-{} to {}", s.id, block.start,
                 block.start + block.size - 1, s.user);
+  QueueLedgerOpenLocked(s);
   auto [it, inserted] = sessions_.emplace(s.id, std::move(s));
   if (it->second.observer) it->second.observer->OnGranted(SessionViewLocked(it->second));
 }
@@ -167,6 +204,7 @@ void SchedulerImpl::GrantLocked(Waiter waiter, const Block& block) {
 // ---------------------------------------------------------------- leaving
 
 void SchedulerImpl::OnWaitTimeout(const std::string& ticket) {
+  const NotifyEndedOnExit notify(this);
   sync::MutexLock lock(&mu_);
   if (shutdown_) return;
   const Waiter* waiter = queue_.Find(ticket);
@@ -177,8 +215,8 @@ void SchedulerImpl::OnWaitTimeout(const std::string& ticket) {
 
 absl::Status SchedulerImpl::TimeoutErrorLocked(const Waiter& waiter) const {
   const int position = queue_.PositionOf(waiter.ticket);
-  const std::vector<std::string> blocking = BlockingSessionsLocked(
-      PlanQueueLocked(), position - 1, DemandLocked(waiter.partition, waiter.num_ipus));
+  const std::vector<std::string> blocking =
+      BlockingSessionsLocked(PlanQueueLocked(), position - 1, DemandOfLocked(waiter));
   return absl::DeadlineExceededError(absl::StrFormat(
       "waited %.1f s for %d IPUs; position %d of %d in the queue, blocked by %s; try again "
       "later or wait longer",
@@ -206,7 +244,7 @@ void SchedulerImpl::Release(absl::string_view ticket) {
   auto it = ticket_session_.find(ticket);
   if (it == ticket_session_.end()) return;
   const std::string id = it->second;
-  EndSessionLocked(id, nullptr);
+  EndSessionLocked(id, nullptr, accounting::kStateReleased);
   RunQueueLocked();
 }
 
@@ -225,14 +263,20 @@ absl::StatusOr<std::vector<int>> SchedulerImpl::Detach(const Caller& caller,
   absl::Status why =
       absl::AbortedError(absl::StrFormat("session %s was detached by %s", id, caller.user));
   why.SetPayload(kDetachedByPayload, absl::Cord(caller.user));
-  std::vector<int> released = EndSessionLocked(id, &why);
+  std::vector<int> released = EndSessionLocked(id, &why, accounting::kStateDetached);
   RunQueueLocked();
   return released;
 }
 
-std::vector<int> SchedulerImpl::EndSessionLocked(const std::string& id, const absl::Status* why) {
+std::vector<int> SchedulerImpl::EndSessionLocked(const std::string& id, const absl::Status* why,
+                                                 absl::string_view end_state) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return {};
+  const absl::Time now = Now();
+  ChargeUsageLocked(now);
+  // A session that gives its IPUs back after a preemption notice ends PREEMPTED.
+  const bool preempted = it->second.preempt_deadline != absl::InfiniteFuture();
+  QueueLedgerCloseLocked(it->second, now, preempted ? accounting::kStatePreempted : end_state);
   Session s = std::move(it->second);
   sessions_.erase(it);
   ticket_session_.erase(s.ticket);
@@ -314,6 +358,8 @@ absl::Status SchedulerImpl::SessionHealthLocked(const Session& s) const {
 }
 
 void SchedulerImpl::NotifySessionsEnded() {
+  FlushLedger();
+  if (!options_.on_session_ended) return;
   std::vector<std::string> ended;
   {
     sync::MutexLock lock(&mu_);
@@ -326,11 +372,30 @@ std::vector<QueueEntryView> SchedulerImpl::ListQueue() const {
   sync::MutexLock lock(&mu_);
   std::vector<QueueEntryView> entries;
   const absl::Time now = Now();
+  const BackfillPlan plan = PlanQueueLocked();
   int position = 0;
   for (const Waiter& w : queue_.waiters()) {
-    entries.push_back(QueueEntryView{w.ticket, ++position, w.user, w.num_ipus, w.partition,
-                                     absl::ToDoubleSeconds(now - w.enqueued),
-                                     absl::ToDoubleSeconds(w.timeout), w.client});
+    QueueEntryView e;
+    e.ticket = w.ticket;
+    e.position = ++position;
+    e.user = w.user;
+    e.num_ipus = w.num_ipus;
+    e.partition = w.partition;
+    e.waited_seconds = absl::ToDoubleSeconds(now - w.enqueued);
+    e.timeout_seconds = absl::ToDoubleSeconds(w.timeout);
+    e.client = w.client;
+    e.account = w.account;
+    e.qos = w.qos;
+    e.job = w.job;
+    e.priority = w.priority;
+    e.factors = w.factors;
+    e.reason = w.reason;
+    absl::Duration fragmented = w.fragmentation_delay;
+    if (w.fragmented_since != absl::InfinitePast()) fragmented += now - w.fragmented_since;
+    e.fragmentation_delay_seconds = absl::ToDoubleSeconds(fragmented);
+    const absl::Time start = plan.reservation_starts[position - 1];
+    if (start != absl::InfiniteFuture()) e.expected_start_unix_ms = absl::ToUnixMillis(start);
+    entries.push_back(std::move(e));
   }
   return entries;
 }

@@ -7,23 +7,95 @@
 
 namespace ipupod::scheduler {
 
-BackfillPlan PlanBackfill(const std::vector<Demand>& demands, const IpuMask& allocatable,
-                          const IpuMask& healthy) {
+namespace {
+
+// The reservations made so far in a pass, per IPU: whether one covers it
+// with a start that is not known, and the earliest known start of those that
+// cover it. So the reservations binding a demand are found in one look at
+// each IPU, however many there are.
+struct ReservedIpus {
+  IpuMask covered;
+  IpuMask unknown_start;
+  FreeTimes earliest_start;
+
+  ReservedIpus() { earliest_start.fill(absl::InfiniteFuture()); }
+
+  void Add(const Reservation& r) {
+    for (int i = r.block.start; i < r.block.start + r.block.size; ++i) {
+      covered.set(i);
+      if (r.start == absl::InfiniteFuture()) {
+        unknown_start.set(i);
+      } else {
+        earliest_start[i] = std::min(earliest_start[i], r.start);
+      }
+    }
+  }
+
+  // The IPUs a demand of `duration` planned at `now` may not use: every
+  // reserved one, except where it would be done before every reservation
+  // covering the IPU starts (a reservation whose start is not known binds
+  // everyone: its block may free at any moment).
+  IpuMask Binding(absl::Duration duration, absl::Time now) const {
+    if (duration == absl::InfiniteDuration()) return covered;
+    IpuMask binding = unknown_start;
+    for (int i = 0; i < device::kMaxPodIpus; ++i) {
+      if (covered.test(i) && now + duration > earliest_start[i]) binding.set(i);
+    }
+    return binding;
+  }
+};
+
+void Resize(BackfillPlan& plan, size_t n) {
+  plan.grants.resize(n);
+  plan.reservations.resize(n);
+  plan.reservation_starts.assign(n, absl::InfiniteFuture());
+  plan.held.resize(n);
+  plan.fits_without_reservations.assign(n, false);
+  plan.fragmented.assign(n, false);
+}
+
+}  // namespace
+
+BackfillPlan PlanBackfill(const std::vector<Demand>& demands, const PlanContext& context,
+                          const PlanHooks* hooks) {
   BackfillPlan plan;
-  plan.grants.resize(demands.size());
-  plan.reservations.resize(demands.size());
-  IpuMask free = allocatable;
+  Resize(plan, demands.size());
+  IpuMask free = context.allocatable;
+  FreeTimes free_at = context.free_at;
+  ReservedIpus reserved;
+  bool stopped = false;  // fifo: someone ahead could not start
   for (size_t i = 0; i < demands.size(); ++i) {
     const Demand& d = demands[i];
-    plan.grants[i] = FindFreeBlock(free & d.members, plan.reserved, d.region, d.size);
+    if (hooks != nullptr && hooks->held) {
+      plan.held[i] = hooks->held(i);
+      if (!plan.held[i].empty()) continue;
+    }
+    const IpuMask usable = free & d.members;
+    const IpuMask binding = reserved.Binding(d.duration, context.now);
+    plan.grants[i] = stopped ? std::nullopt : FindFreeBlock(usable, binding, d.region, d.size);
     if (plan.grants[i]) {
-      free &= ~MaskOf(*plan.grants[i]);  // later demands see it taken
+      const IpuMask taken = MaskOf(*plan.grants[i]);
+      free &= ~taken;  // later demands see it taken
+      const absl::Time end = d.duration == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                                    : context.now + d.duration;
+      for (int ipu : IpusOf(taken)) free_at[ipu] = end;
+      if (hooks != nullptr && hooks->granted) hooks->granted(i);
       continue;
     }
-    const IpuMask eligible = d.members & healthy;
-    plan.reservations[i] =
-        ReservationFor(eligible, eligible & ~free, plan.reserved, d.region, d.size);
-    if (plan.reservations[i]) plan.reserved |= MaskOf(*plan.reservations[i]);
+    plan.fits_without_reservations[i] =
+        FindFreeBlock(usable, IpuMask(), d.region, d.size).has_value();
+    plan.fragmented[i] = !plan.fits_without_reservations[i] &&
+                         static_cast<int>((usable & ~binding).count()) >= d.size;
+    if (context.fifo) stopped = true;
+    if (stopped && reserved.covered.any()) continue;  // only the fifo head reserves
+    const IpuMask eligible = d.members & context.healthy;
+    std::optional<Reservation> r =
+        SoonestReservation(eligible, eligible & ~free, plan.reserved, free_at, d.region, d.size);
+    if (!r) continue;
+    plan.reservations[i] = r->block;
+    plan.reservation_starts[i] = r->start;
+    plan.reserved |= MaskOf(r->block);
+    reserved.Add(*r);
   }
   return plan;
 }
@@ -37,6 +109,22 @@ absl::Status WaitQueue::Push(Waiter waiter) {
   }
   waiters_.push_back(std::move(waiter));
   return absl::OkStatus();
+}
+
+absl::Status WaitQueue::Insert(Waiter waiter,
+                               const std::function<bool(const Waiter&, const Waiter&)>& before) {
+  if (full()) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("the attach queue is full (%d waiters); try again later", max_waiters_));
+  }
+  auto it = std::find_if(waiters_.begin(), waiters_.end(),
+                         [&](const Waiter& w) { return before(waiter, w); });
+  waiters_.insert(it, std::move(waiter));
+  return absl::OkStatus();
+}
+
+void WaitQueue::Sort(const std::function<bool(const Waiter&, const Waiter&)>& before) {
+  std::stable_sort(waiters_.begin(), waiters_.end(), before);
 }
 
 std::optional<Waiter> WaitQueue::Remove(absl::string_view ticket) {

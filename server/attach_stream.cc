@@ -79,6 +79,21 @@ void AttachStream::OnGranted(const scheduler::SessionView& session) {
   PumpLocked();
 }
 
+void AttachStream::OnPreempted(const scheduler::PreemptionView& notice) {
+  v1::AttachEvent event;
+  v1::Preemption* p = event.mutable_preempted();
+  p->set_session(notice.session);
+  p->set_by_user(notice.by_user);
+  p->set_by_qos(notice.by_qos);
+  p->set_deadline_unix_ms(notice.deadline_unix_ms);
+  p->set_grace_seconds(notice.grace_seconds);
+  p->set_message(notice.message);
+  sync::MutexLock lock(&mu_);
+  if (end_status_) return;
+  EnqueueLocked(std::move(event));
+  PumpLocked();
+}
+
 void AttachStream::OnEnded(const absl::Status& why) {
   sync::MutexLock lock(&mu_);
   EndLocked(why);

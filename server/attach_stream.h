@@ -4,7 +4,7 @@
 // ServerWriteReactor<AttachEvent> for the stream and the scheduler's
 // AttachObserver for the request, so no thread waits for a grant:
 //
-//   scheduler --OnQueued/OnGranted/OnEnded--> bounded event queue --> StartWrite
+//   scheduler --OnQueued/OnGranted/OnPreempted/OnEnded--> bounded event queue --> StartWrite
 //   client gone (OnCancel/OnDone, failed write) --> Scheduler::Release(ticket)
 //   StreamTicker --Tick--> heartbeat every lease/2 while granted; a write
 //                          outstanding longer than the lease ends the session
@@ -67,6 +67,7 @@ class AttachStream final : public grpc::ServerWriteReactor<v1::AttachEvent>,
   void OnQueued(const scheduler::QueuePositionView& position) override;
   void OnGranted(const scheduler::SessionView& session) override;
   void OnEnded(const absl::Status& why) override;
+  void OnPreempted(const scheduler::PreemptionView& notice) override;
 
   // Tickable (ticker thread).
   void Tick(absl::Time now) override;

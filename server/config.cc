@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "common/json_reader.h"
 #include "common/status_macros.h"
+#include "server/sharing_config.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -222,6 +223,11 @@ auto IntField(Int ServerConfig::*member, int64_t min, int64_t max) {
   };
 }
 
+absl::Status ParseSharingSection(const Json& v, const JsonPath& at, ServerConfig& config) {
+  IPUPOD_ASSIGN_OR_RETURN(config.sharing, ParseSharing(v, at));
+  return absl::OkStatus();
+}
+
 absl::Status ParseStateDir(const Json& v, const JsonPath& at, ServerConfig& config) {
   IPUPOD_ASSIGN_OR_RETURN(config.state_dir, GetString(v, at, kStringLengthMax));
   return absl::OkStatus();
@@ -264,6 +270,7 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
       {"jobs_default_time_limit_minutes",
        IntField(&ServerConfig::jobs_default_time_limit_minutes, 1, kTimeLimitMinutesMax)},
       {"jobs_max_requeues", IntField(&ServerConfig::jobs_max_requeues, 0, kJobRequeuesMax)},
+      {"sharing", ParseSharingSection},
   };
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
   for (const auto& entry : kKeys) {  // (clang 14 cannot capture a structured binding)
@@ -445,6 +452,7 @@ scheduler::SchedulerOptions ToSchedulerOptions(const ServerConfig& config) {
   options.pod_reset_time = absl::Milliseconds(config.pod_reset_ms);
   options.max_waiters = config.max_waiters;
   options.random_faults = config.random_faults;
+  options.policy = std::make_shared<const sharing::SharingPolicy>(config.sharing);
   return options;
 }
 

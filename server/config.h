@@ -24,7 +24,9 @@
 //     "random_faults": {"seed": 1, "probability_per_operation": 0.01,
 //                       "kinds": ["ipu-reset", "link-reset", "partition-reset",
 //                                 "full-reset", "unrecoverable"]},
-//     "log_level": "info"                   trace|debug|info|warn|error|critical|off
+//     "log_level": "info",                  trace|debug|info|warn|error|critical|off
+//     "sharing": {...}                      accounts, QoS, limits, priority
+//                                           (server/sharing_config.h); reloaded on SIGHUP
 //   }
 //
 // Without tokens the server runs in open mode: callers name themselves, so it
@@ -45,6 +47,7 @@
 #include "common/user_name.h"
 #include "device/pod_config.h"
 #include "scheduler/scheduler.h"
+#include "sharing/policy.h"
 
 namespace ipupod::server {
 
@@ -81,6 +84,11 @@ struct ServerConfig {
   int jobs_retention_hours = 168;
   int jobs_default_time_limit_minutes = 1440;
   int jobs_max_requeues = 3;
+  // Fair sharing (sharing/policy.h); SIGHUP re-reads it from config_path.
+  sharing::SharingPolicy sharing = sharing::DefaultPolicy();
+  // The file the config was read from ("" = none); set by the flags, never a
+  // key. SIGHUP reloads the sharing section from it.
+  std::string config_path;
   // ipupodd --reinitialise only (never a config key: a config file is read
   // at every start): discard the state in state_dir and start a new pod.
   bool reinitialise = false;

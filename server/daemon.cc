@@ -46,9 +46,19 @@ int Fail(const absl::Status& status) {
 }
 
 // Serves until SIGINT or SIGTERM, then shuts down and closes the store.
+// SIGHUP reloads the sharing policy; a bad config is logged and ignored.
 void ServeUntilSignalled(std::unique_ptr<PodServer> server, ShutdownSignals& signals) {
   std::optional<int> sig;
-  while (!sig) sig = signals.Wait(kSignalPoll);
+  while (!sig || *sig == SIGHUP) {
+    if (sig) {
+      const absl::Status reloaded = server->ReloadSharing();
+      if (!reloaded.ok()) {
+        spdlog::error("SIGHUP: the config was not reloaded; the old one stays in force: {}",
+                      std::string(reloaded.message()));
+      }
+    }
+    sig = signals.Wait(kSignalPoll);
+  }
   spdlog::info("received {}", ShutdownSignals::Name(*sig));
   server->Shutdown();
   server.reset();  // the store checkpoints its WAL and records a clean stop

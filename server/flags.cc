@@ -151,6 +151,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) 
   ServerConfig config;
   if (!overrides.config_path.empty()) {
     IPUPOD_ASSIGN_OR_RETURN(config, LoadConfigFile(overrides.config_path));
+    config.config_path = overrides.config_path;
   }
   IPUPOD_RETURN_IF_ERROR(ApplyOverrides(overrides, config));
   IPUPOD_RETURN_IF_ERROR(ValidateConfig(config));

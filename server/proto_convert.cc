@@ -9,6 +9,8 @@ namespace {
 
 // Longest attach wait the server accepts (0 = no limit is still allowed).
 constexpr double kWaitTimeoutSecondsMax = 30.0 * 24 * 3600;
+constexpr double kTimeLimitSecondsMax = 365.0 * 24 * 3600;
+constexpr size_t kAssociationNameMax = 64;
 
 void CopyAll(const std::vector<std::string>& values,
              google::protobuf::RepeatedPtrField<std::string>* out) {
@@ -103,6 +105,12 @@ void ToProto(const scheduler::SessionView& view, v1::SessionInfo* out) {
   out->set_attached_unix_ms(view.attached_unix_ms);
   out->set_client(view.client);
   out->set_needs_load(view.needs_load);
+  out->set_account(view.account);
+  out->set_qos(view.qos);
+  out->set_job(view.job);
+  out->set_expected_end_unix_ms(view.expected_end_unix_ms);
+  out->set_waited_seconds(view.waited_seconds);
+  out->set_fragmentation_delay_seconds(view.fragmentation_delay_seconds);
 }
 
 void ToProto(const scheduler::QueuePositionView& view, v1::QueuePosition* out) {
@@ -121,6 +129,29 @@ void ToProto(const scheduler::QueueEntryView& view, v1::QueueEntry* out) {
   out->set_waited_seconds(view.waited_seconds);
   out->set_timeout_seconds(view.timeout_seconds);
   out->set_client(view.client);
+  out->set_account(view.account);
+  out->set_qos(view.qos);
+  out->set_job(view.job);
+  out->set_priority(view.priority);
+  out->set_age_factor(view.factors.age);
+  out->set_fair_share_factor(view.factors.fair_share);
+  out->set_size_factor(view.factors.size);
+  out->set_qos_factor(view.factors.qos);
+  out->set_reason(view.reason);
+  out->set_fragmentation_delay_seconds(view.fragmentation_delay_seconds);
+  out->set_expected_start_unix_ms(view.expected_start_unix_ms);
+}
+
+void ToProto(const scheduler::ShareView& view, v1::AccountShare* out) {
+  out->set_account(view.account);
+  CopyAll(view.users, out->mutable_users());
+  out->set_shares(view.shares);
+  out->set_shares_fraction(view.shares_fraction);
+  out->set_usage_ipu_seconds(view.usage_ipu_seconds);
+  out->set_usage_fraction(view.usage_fraction);
+  out->set_fair_share_factor(view.fair_share_factor);
+  out->set_ipus_held(static_cast<uint32_t>(view.ipus_held));
+  out->set_window_ipu_hours(view.window_ipu_hours);
 }
 
 void ToProto(const scheduler::ResetResult& result, v1::ResetResponse* out) {
@@ -189,6 +220,21 @@ absl::StatusOr<scheduler::AttachRequest> FromProto(const v1::AttachRequest& requ
   out.wait_timeout = absl::Seconds(timeout);
   out.auto_round = request.auto_round();
   out.client = request.client();
+  const double limit = request.time_limit_seconds();
+  if (!std::isfinite(limit) || limit < 0 || limit > kTimeLimitSecondsMax) {
+    return absl::InvalidArgumentError(absl::StrCat("time limit ", limit,
+                                                   " s is out of range; use 0 (none) up to ",
+                                                   kTimeLimitSecondsMax, " s"));
+  }
+  out.time_limit = absl::Seconds(limit);
+  // Names longer than any valid one are refused here, before they are quoted.
+  if (request.account().size() > kAssociationNameMax ||
+      request.qos().size() > kAssociationNameMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("account and QoS names are at most ", kAssociationNameMax, " characters"));
+  }
+  out.account = request.account();
+  out.qos = request.qos();
   return out;
 }
 

@@ -23,6 +23,7 @@ void ToProto(const scheduler::PartitionView& view, v1::Partition* out);
 void ToProto(const scheduler::SessionView& view, v1::SessionInfo* out);
 void ToProto(const scheduler::QueuePositionView& view, v1::QueuePosition* out);
 void ToProto(const scheduler::QueueEntryView& view, v1::QueueEntry* out);
+void ToProto(const scheduler::ShareView& view, v1::AccountShare* out);
 void ToProto(const scheduler::ResetResult& result, v1::ResetResponse* out);
 void ToProto(const scheduler::FaultResult& result, v1::InjectFaultResponse* out);
 // The whole pod. `ipu` describes every IPU; open_mode/version are the server's.

@@ -228,6 +228,20 @@ void PodServer::Wait() {
   if (server_ != nullptr) server_->Wait();
 }
 
+absl::Status PodServer::ReloadSharing() {
+  if (config_.config_path.empty()) {
+    return absl::FailedPreconditionError(
+        "there is no config file to reload (the server was started without --config)");
+  }
+  IPUPOD_ASSIGN_OR_RETURN(ServerConfig fresh, LoadConfigFile(config_.config_path));
+  IPUPOD_RETURN_IF_ERROR(
+      scheduler_->SetPolicy(std::make_shared<const sharing::SharingPolicy>(fresh.sharing)));
+  spdlog::info("reloaded the sharing policy from {}: {} accounts, {} QoS, order {}",
+               config_.config_path, fresh.sharing.accounts.size(), fresh.sharing.qos.size(),
+               std::string(sharing::QueueOrderName(fresh.sharing.order)));
+  return absl::OkStatus();
+}
+
 void PodServer::Shutdown() {
   {
     sync::MutexLock lock(&shutdown_mu_);

@@ -76,6 +76,12 @@ class PodServer {
   // "ipupodd listening on 127.0.0.1:41234 (POD16, 16 IPUs, open mode)".
   std::string ReadyLine() const;
 
+  // SIGHUP: re-reads config().config_path and puts its sharing section in
+  // force. Any error (no file, a malformed or invalid config) is returned and
+  // changes nothing; sessions and waiters carry on either way. Other keys
+  // take effect at the next start.
+  absl::Status ReloadSharing();
+
   // Blocks until Shutdown() has completed.
   void Wait();
   void Shutdown();

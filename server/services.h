@@ -77,6 +77,9 @@ class SessionServiceImpl final : public v1::SessionService::CallbackService {
   grpc::ServerUnaryReactor* ListQueue(grpc::CallbackServerContext* context,
                                       const v1::ListQueueRequest* request,
                                       v1::ListQueueResponse* response) override;
+  grpc::ServerUnaryReactor* GetShares(grpc::CallbackServerContext* context,
+                                      const v1::GetSharesRequest* request,
+                                      v1::GetSharesResponse* response) override;
   grpc::ServerUnaryReactor* ResetSession(grpc::CallbackServerContext* context,
                                          const v1::ResetSessionRequest* request,
                                          v1::ResetResponse* response) override;

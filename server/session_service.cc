@@ -45,6 +45,19 @@ grpc::ServerUnaryReactor* SessionServiceImpl::ListQueue(grpc::CallbackServerCont
   });
 }
 
+grpc::ServerUnaryReactor* SessionServiceImpl::GetShares(grpc::CallbackServerContext* context,
+                                                        const v1::GetSharesRequest* /*request*/,
+                                                        v1::GetSharesResponse* response) {
+  return HandleUnary(context, env_, "GetShares", [&](const Caller& /*caller*/) {
+    // Shares and usage are visible to everyone, as sshare shows them.
+    for (const auto& share : env_.scheduler->GetShares()) ToProto(share, response->add_accounts());
+    const std::shared_ptr<const sharing::SharingPolicy> policy = env_.scheduler->policy();
+    response->set_order(std::string(sharing::QueueOrderName(policy->order)));
+    response->set_usage_half_life_hours(absl::ToDoubleHours(policy->usage_half_life));
+    return absl::OkStatus();
+  });
+}
+
 grpc::ServerUnaryReactor* SessionServiceImpl::ResetSession(grpc::CallbackServerContext* context,
                                                            const v1::ResetSessionRequest* request,
                                                            v1::ResetResponse* response) {

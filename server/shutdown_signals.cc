@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<ShutdownSignals>> ShutdownSignals::Install() {
   g_signal_pipe.store(fds[1]);
   absl::Status status = SetHandler(SIGINT, &signals->previous_int_);
   if (status.ok()) status = SetHandler(SIGTERM, &signals->previous_term_);
+  if (status.ok()) status = SetHandler(SIGHUP, &signals->previous_hup_);
   if (!status.ok()) return status;  // the destructor restores and closes
   // A supervisor may start us with the signals blocked, and a blocked mask is
   // inherited through exec: then the kernel would hand them to some library's
@@ -65,6 +66,7 @@ absl::StatusOr<std::unique_ptr<ShutdownSignals>> ShutdownSignals::Install() {
   sigemptyset(&ours);
   sigaddset(&ours, SIGINT);
   sigaddset(&ours, SIGTERM);
+  sigaddset(&ours, SIGHUP);
   if (::pthread_sigmask(SIG_UNBLOCK, &ours, nullptr) != 0) return SystemError("unblock");
   return signals;
 }
@@ -72,6 +74,7 @@ absl::StatusOr<std::unique_ptr<ShutdownSignals>> ShutdownSignals::Install() {
 ShutdownSignals::~ShutdownSignals() {
   ::sigaction(SIGINT, &previous_int_, nullptr);
   ::sigaction(SIGTERM, &previous_term_, nullptr);
+  ::sigaction(SIGHUP, &previous_hup_, nullptr);
   g_signal_pipe.store(-1);
   ::close(read_fd_);
   ::close(write_fd_);
@@ -93,6 +96,7 @@ std::optional<int> ShutdownSignals::Wait(absl::Duration timeout) {
 std::string ShutdownSignals::Name(int sig) {
   if (sig == SIGINT) return "SIGINT";
   if (sig == SIGTERM) return "SIGTERM";
+  if (sig == SIGHUP) return "SIGHUP";
   return absl::StrCat("signal ", sig);
 }
 

@@ -1,7 +1,8 @@
 // File: server/shutdown_signals.h
 //
-// ShutdownSignals: SIGINT and SIGTERM as an event ipupodd's main thread
-// waits for, whichever thread of the process the kernel delivers them to.
+// ShutdownSignals: SIGINT and SIGTERM (shut down) and SIGHUP (reload the
+// sharing policy) as events ipupodd's main thread waits for, whichever thread
+// of the process the kernel delivers them to.
 //
 // Why a handler and not a blocked mask: a process-directed signal goes to
 // any thread that does not block it, and libraries start threads before
@@ -39,17 +40,17 @@ namespace ipupod::server {
 
 class ShutdownSignals {
  public:
-  // Installs the handler for SIGINT and SIGTERM.
+  // Installs the handler for SIGINT, SIGTERM and SIGHUP.
   static absl::StatusOr<std::unique_ptr<ShutdownSignals>> Install();
   ~ShutdownSignals();
   ShutdownSignals(const ShutdownSignals&) = delete;
   ShutdownSignals& operator=(const ShutdownSignals&) = delete;
 
-  // The next signal received (SIGINT or SIGTERM), or nullopt when none came
+  // The next signal received (SIGINT, SIGTERM or SIGHUP), or nullopt when none came
   // within `timeout`. A signal that arrived before the call is returned at once.
   std::optional<int> Wait(absl::Duration timeout);
 
-  // "SIGINT", "SIGTERM", or "signal N".
+  // "SIGINT", "SIGTERM", "SIGHUP", or "signal N".
   static std::string Name(int sig);
 
  private:
@@ -59,6 +60,7 @@ class ShutdownSignals {
   const int write_fd_;
   struct sigaction previous_int_ {};
   struct sigaction previous_term_ {};
+  struct sigaction previous_hup_ {};
 };
 
 }  // namespace ipupod::server

@@ -37,14 +37,33 @@ int ReleaseSession(Context& ctx, client::AttachCall& call, const v1::SessionInfo
   return exit_code;
 }
 
+// Shows the preemption notice once, when it arrives; true that time.
+bool NotePreemption(Context& ctx, client::AttachCall& call, bool& noted) {
+  if (noted) return false;
+  std::optional<v1::Preemption> notice = call.preempted();
+  if (!notice) return false;
+  noted = true;
+  ctx.Note({{"preempted",
+             {{"session", notice->session()},
+              {"by_user", notice->by_user()},
+              {"by_qos", notice->by_qos()},
+              {"deadline_unix_ms", notice->deadline_unix_ms()},
+              {"grace_seconds", notice->grace_seconds()}}}},
+           absl::StrCat("preempted: ", notice->message(), "\n"));
+  return true;
+}
+
 int Hold(Context& ctx, client::AttachCall& call, SignalWatcher& signals,
          const v1::SessionInfo& session) {
   ctx.Note(nullptr, absl::StrCat("holding session ", session.session(),
                                  "; press Ctrl-C to release it (or run `ipupod detach ",
                                  session.session(), "` elsewhere)\n"));
+  bool noted = false;
   while (true) {
     SignalWatcher::Events events = signals.Wait(kPollInterval);
     if (events.interrupt_signal != 0) return ReleaseSession(ctx, call, session, kExitOk);
+    // Holding nothing but the IPUs: a preempted hold gives them back at once.
+    if (NotePreemption(ctx, call, noted)) return ReleaseSession(ctx, call, session, kExitOk);
     if (call.Ended()) {
       return ctx.FailLate(call.WaitForEnd(absl::ZeroDuration()), {.session = session.session()});
     }
@@ -86,11 +105,15 @@ int RunCommand(Context& ctx, client::AttachCall& call, SignalWatcher& signals,
     ctx.FailLate(child.status(), {.session = session.session()});
     return ExitCodeForSpawnError(child.status());
   }
+  bool noted = false;
   while (true) {
     SignalWatcher::Events events = signals.Wait(kPollInterval);
     if (std::optional<int> code = child->Poll()) {
       return ReleaseSession(ctx, call, session, *code);
     }
+    // Preempted: COMMAND gets SIGTERM at once so it can save its work and
+    // exit within the grace; the IPUs are released when it does.
+    if (NotePreemption(ctx, call, noted)) child->Signal(SIGTERM);
     // A terminal's Ctrl-C already reached COMMAND (same process group); a
     // signal sent to ipupod alone is passed on so COMMAND can clean up.
     if (events.interrupt_signal != 0 && events.interrupt_from_user) {
@@ -154,7 +177,27 @@ absl::StatusOr<v1::AttachRequest> BuildAttachRequest(const AttachArgs& args,
   }
   request.set_auto_round(args.auto_round);
   request.set_client(std::string(client_label));
+  request.set_account(args.account);
+  request.set_qos(args.qos);
+  if (!args.time_limit.empty()) {
+    absl::StatusOr<absl::Duration> limit =
+        ParseDuration(args.time_limit, "--time-limit", kTimeLimitMax);
+    if (!limit.ok()) return limit.status();
+    request.set_time_limit_seconds(absl::ToDoubleSeconds(*limit));
+  }
   return request;
+}
+
+void AddAssociationOptions(CLI::App* command, AttachArgs& args) {
+  command->add_option("--account", args.account, "Charge this account (default: your default)")
+      ->type_name("ACCOUNT");
+  command->add_option("--qos", args.qos, "Quality of service: normal (default), high, scavenger")
+      ->type_name("QOS");
+  command
+      ->add_option("--time-limit", args.time_limit,
+                   "Hold the IPUs at most this long (90s, 30m, 2h); lets backfill start you "
+                   "sooner")
+      ->type_name("DURATION");
 }
 
 std::string ClientLabel(absl::string_view host, int pid, const std::vector<std::string>& command) {
@@ -195,6 +238,7 @@ void AddAttachCommand(CLI::App& app, Selection& selection) {
       ->type_name("S");
   attach->add_flag("--auto-round", args->auto_round,
                    "Round --ipus up to a power of two; the extra IPUs stay reserved but idle");
+  AddAssociationOptions(attach, *args);
   attach->footer(
       "Prints the grant as soon as the IPUs are yours (stdout): `attached session s1-2: IPUs\n"
       "4-7 (device 25)`, or with --json one line {\"session\",\"ipus\",\"device_id\",...}.\n"
@@ -207,13 +251,21 @@ void AddAttachCommand(CLI::App& app, Selection& selection) {
       "ipupod exits with its exit code (128+N if killed by signal N; 127 if not found).\n"
       "If the session ends under it (detached by an admin, server lost), the command gets\n"
       "SIGTERM and ipupod exits with the error's code (11 detached, 8 server lost).\n"
+      "A --qos scavenger session may be preempted for a request of a higher class: the\n"
+      "notice is printed (stderr), COMMAND gets SIGTERM at once and has the server's\n"
+      "grace (30 s by default) to exit; a hold without COMMAND releases at once.\n"
       "With --json, stdout holds exactly one document: the grant, or the error if there\n"
       "was no grant; later events (released, errors) are JSON lines on stderr.\n"
       "\n"
       "Examples:\n"
       "  ipupod attach --ipus 4 --wait -- python train.py --epochs 3\n"
       "  ipupod attach --ipus 3 --auto-round --partition p1\n"
-      "  ipupod attach --ipus 8 --wait-timeout 600 --json -- ./bench.sh");
+      "  ipupod attach --ipus 8 --wait-timeout 600 --json -- ./bench.sh\n"
+      "  ipupod attach --ipus 2 --wait --qos scavenger --time-limit 30m -- ./sweep.sh\n"
+      "\n"
+      "The queue is ordered by priority (see `ipupod priority`, `ipupod shares`); a\n"
+      "request with --time-limit may start ahead of larger ones when it will be done\n"
+      "before their IPUs free up.");
   OnSelected(
       attach, selection, "attach", [args](Context& ctx) { return RunAttach(ctx, *args); },
       /*takes_command=*/true);

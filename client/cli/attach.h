@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/cli/child_process.h"
@@ -28,9 +30,16 @@ struct AttachArgs {
   bool wait = false;         // --wait
   std::string wait_timeout;  // --wait-timeout S (implies --wait)
   bool auto_round = false;   // --auto-round
+  std::string account;       // --account A ("" = the default)
+  std::string qos;           // --qos Q ("" = normal)
+  std::string time_limit;    // --time-limit DURATION (lets backfill start it sooner)
 };
 
-// INVALID_ARGUMENT (a usage error) for a bad --ipus or --wait-timeout.
+// Registers --account, --qos and --time-limit (shared by attach and run).
+void AddAssociationOptions(CLI::App* command, AttachArgs& args);
+
+// INVALID_ARGUMENT (a usage error) for a bad --ipus, --wait-timeout or
+// --time-limit.
 absl::StatusOr<v1::AttachRequest> BuildAttachRequest(const AttachArgs& args,
                                                      absl::string_view client_label);
 

@@ -226,7 +226,14 @@ Json QueueJson(const v1::ListQueueResponse& queue) {
                        {"partition", e.partition()},
                        {"waited_seconds", e.waited_seconds()},
                        {"timeout_seconds", e.timeout_seconds()},
-                       {"client", e.client()}});
+                       {"client", e.client()},
+                       {"account", e.account()},
+                       {"qos", e.qos()},
+                       {"job", e.job()},
+                       {"priority", e.priority()},
+                       {"reason", e.reason()},
+                       {"fragmentation_delay_seconds", e.fragmentation_delay_seconds()},
+                       {"expected_start_unix_ms", e.expected_start_unix_ms()}});
   }
   return {{"entries", std::move(entries)}};
 }
@@ -412,14 +419,19 @@ std::string QueueText(const v1::ListQueueResponse& queue) {
   Table table({{"POS", Table::Align::kRight},
                {"TICKET"},
                {"USER"},
+               {"ACCOUNT"},
+               {"QOS"},
                {"IPUS", Table::Align::kRight},
                {"PARTITION"},
+               {"PRIORITY", Table::Align::kRight},
+               {"REASON"},
                {"WAITED", Table::Align::kRight},
                {"TIMEOUT", Table::Align::kRight},
                {"CLIENT"}});
   for (const v1::QueueEntry& e : queue.entries()) {
-    table.AddRow({absl::StrCat(e.position()), e.ticket(), OrDash(e.user()),
-                  absl::StrCat(e.num_ipus()), OrDash(e.partition()),
+    table.AddRow({absl::StrCat(e.position()), e.ticket(), OrDash(e.user()), OrDash(e.account()),
+                  OrDash(e.qos()), absl::StrCat(e.num_ipus()), OrDash(e.partition()),
+                  absl::StrFormat("%.0f", e.priority()), OrDash(e.reason()),
                   FormatClockDuration(e.waited_seconds()),
                   e.timeout_seconds() > 0 ? FormatClockDuration(e.timeout_seconds()) : "none",
                   OrDash(e.client())});
@@ -528,6 +540,11 @@ std::vector<std::string> Hints(const absl::Status& status, const HintContext& co
     case absl::StatusCode::kUnauthenticated:
       return {"pass --token TOKEN or set IPUPOD_TOKEN (this server requires a token)"};
     case absl::StatusCode::kPermissionDenied:
+      // Account and QoS refusals say what to do themselves (`ipupod shares`).
+      if (absl::StrContains(status.message(), "account") ||
+          absl::StrContains(status.message(), "QoS")) {
+        return {"`ipupod shares` lists the accounts; check --token / IPUPOD_TOKEN (or --user)"};
+      }
       return {
           "only the owner or an admin may do this; check --token / IPUPOD_TOKEN "
           "(or --user in open mode)"};

@@ -730,6 +730,7 @@ void AddRunCommand(CLI::App& app, Selection& selection) {
   run->add_option("--wait-timeout", args->attach.wait_timeout,
                   "Give up waiting after S seconds (implies --wait)")
       ->type_name("S");
+  AddAssociationOptions(run, args->attach);
   run->footer(kRunFooter);
   OnSelected(run, selection, "run", [args](Context& ctx) { return RunRun(ctx, *args); });
 }

@@ -234,9 +234,15 @@ TEST(TextTest, SessionsAndQueueTables) {
   e->set_user("bob");
   e->set_num_ipus(8);
   e->set_waited_seconds(12);
+  e->set_account("speech");
+  e->set_qos("normal");
+  e->set_priority(11050.4);
+  e->set_reason("Resources");
   EXPECT_EQ(QueueText(queue),
-            "POS  TICKET  USER  IPUS  PARTITION  WAITED  TIMEOUT  CLIENT\n"
-            "  1  t-1     bob      8  -             12s     none  -\n");
+            "POS  TICKET  USER  ACCOUNT  QOS     IPUS  PARTITION  PRIORITY  REASON     WAITED  "
+            "TIMEOUT  CLIENT\n"
+            "  1  t-1     bob   speech   normal     8  -             11050  Resources     12s  "
+            "   none  -\n");
 }
 
 TEST(ErrorTextTest, DeviceErrorsNameKindActionAndTheCommandToRun) {

@@ -90,6 +90,8 @@ class ServerUnderTest {
   int port() const { return port_.load(); }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_.load()); }
   const std::string& state_dir() const { return state_.path(); }
+  // The --config file ("" without one); rewrite it and Kill(SIGHUP) to reload.
+  const std::string& config_path() const { return config_path_; }
   // SIGKILL (no chance to clean up), then start again on the same port and state.
   void KillAndRestart();
   void Kill(int sig);

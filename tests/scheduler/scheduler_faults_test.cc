@@ -432,23 +432,6 @@ TEST_F(FaultsTest, RestartRefusesFailuresOutsideThePod) {
 
 // ---------------------------------------------------------------- clock
 
-// A settable clock, read by the test and the timer thread.
-class FakeClock {
- public:
-  absl::Time Now() {
-    sync::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    sync::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'700'000'000);
-};
-
 TEST_F(FaultsTest, TheClockIsInjectable) {
   auto clock = std::make_shared<FakeClock>();
   SchedulerOptions o = Options();

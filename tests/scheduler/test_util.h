@@ -67,6 +67,23 @@ class FakeStore : public StateStore {
   bool fail_load = false;
 };
 
+// A settable clock, read by the test and the timer thread.
+class FakeClock {
+ public:
+  absl::Time Now() {
+    sync::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    sync::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'700'000'000);
+};
+
 class RecordingObserver : public AttachObserver {
  public:
   void OnQueued(const QueuePositionView& position) override {

@@ -17,6 +17,29 @@ IpuMask FreeExcept(const std::vector<Block>& busy) {
   return mask;
 }
 
+const absl::Time kNow = absl::FromUnixSeconds(1000000);
+
+// IPUs not free are busy until `busy_until` (InfiniteFuture: not known).
+PlanContext Context(const IpuMask& free, const IpuMask& healthy,
+                    absl::Time busy_until = absl::InfiniteFuture()) {
+  PlanContext c;
+  c.allocatable = free;
+  c.healthy = healthy;
+  c.now = kNow;
+  for (int i = 0; i < device::kMaxPodIpus; ++i) c.free_at[i] = free.test(i) ? kNow : busy_until;
+  return c;
+}
+
+BackfillPlan Plan(const std::vector<Demand>& demands, const IpuMask& free, const IpuMask& healthy) {
+  return PlanBackfill(demands, Context(free, healthy));
+}
+
+Demand Timed(int size, absl::Duration duration) {
+  Demand d = Pool(size);
+  d.duration = duration;
+  return d;
+}
+
 Waiter W(const std::string& ticket) {
   Waiter w;
   w.ticket = ticket;
@@ -26,7 +49,7 @@ Waiter W(const std::string& ticket) {
 
 TEST(WaitQueueTest, FirstComeFirstServedOnAnEmptyPod) {
   const BackfillPlan plan =
-      PlanBackfill({Pool(8), Pool(4), Pool(4), Pool(1)}, MaskOf(kPod16), MaskOf(kPod16));
+      Plan({Pool(8), Pool(4), Pool(4), Pool(1)}, MaskOf(kPod16), MaskOf(kPod16));
   EXPECT_EQ(plan.grants[0], (Block{0, 8}));
   EXPECT_EQ(plan.grants[1], (Block{8, 4}));
   EXPECT_EQ(plan.grants[2], (Block{12, 4}));
@@ -39,7 +62,7 @@ TEST(WaitQueueTest, HeadReservesAndLaterRequestsMayNotDelayIt) {
   // (4 in use, fewer than 0-7). A later pair would fit on 12-13 but that
   // would delay the head, so it is not granted.
   const IpuMask free = FreeExcept({{0, 8}, {8, 4}});
-  const BackfillPlan plan = PlanBackfill({Pool(8), Pool(2)}, free, MaskOf(kPod16));
+  const BackfillPlan plan = Plan({Pool(8), Pool(2)}, free, MaskOf(kPod16));
   EXPECT_EQ(plan.grants[0], std::nullopt);
   EXPECT_EQ(plan.reservations[0], (Block{8, 8}));
   EXPECT_EQ(plan.grants[1], std::nullopt);
@@ -50,7 +73,7 @@ TEST(WaitQueueTest, BackfillsOutsideTheHeadsReservation) {
   // 0-3 and 8-11 in use. The head wants 8: 0-7 and 8-15 tie (4 in use each),
   // so it reserves 0-7. A later pair fits on 12-13, outside, and is granted.
   const IpuMask free = FreeExcept({{0, 4}, {8, 4}});
-  const BackfillPlan plan = PlanBackfill({Pool(8), Pool(2), Pool(4)}, free, MaskOf(kPod16));
+  const BackfillPlan plan = Plan({Pool(8), Pool(2), Pool(4)}, free, MaskOf(kPod16));
   EXPECT_EQ(plan.reservations[0], (Block{0, 8}));
   EXPECT_EQ(plan.grants[1], (Block{12, 2}));
   // The quad would fit on 4-7 only, inside the reservation: not granted.
@@ -60,7 +83,7 @@ TEST(WaitQueueTest, BackfillsOutsideTheHeadsReservation) {
 TEST(WaitQueueTest, NonWaitRequestIsPlannedAtTheTail) {
   // Same as above, the pair planned as the last demand: granted only outside.
   const IpuMask free = FreeExcept({{0, 8}, {8, 4}});
-  const BackfillPlan plan = PlanBackfill({Pool(8), Pool(2)}, free, MaskOf(kPod16));
+  const BackfillPlan plan = Plan({Pool(8), Pool(2)}, free, MaskOf(kPod16));
   EXPECT_FALSE(plan.grants.back().has_value());
 }
 
@@ -68,7 +91,7 @@ TEST(WaitQueueTest, DemandsOfDifferentPoolsDoNotInterfere) {
   const Demand partition{4, Block{0, 4}, MaskOf(Block{0, 4})};
   const Demand pool{8, kPod16, MaskOf(kPod16) & ~MaskOf(Block{0, 4})};
   const IpuMask free = FreeExcept({{0, 2}, {8, 1}});
-  const BackfillPlan plan = PlanBackfill({partition, pool, Pool(1)}, free, MaskOf(kPod16));
+  const BackfillPlan plan = Plan({partition, pool, Pool(1)}, free, MaskOf(kPod16));
   EXPECT_EQ(plan.reservations[0], (Block{0, 4}));
   EXPECT_EQ(plan.grants[1], std::nullopt);
   EXPECT_EQ(plan.reservations[1], (Block{8, 8}));
@@ -80,10 +103,90 @@ TEST(WaitQueueTest, NoReservationWhenEveryBlockHoldsAFailedIpu) {
   healthy.reset(3);
   IpuMask free = healthy;
   free.reset(9);
-  const BackfillPlan plan = PlanBackfill({Pool(16), Pool(2)}, free, healthy);
+  const BackfillPlan plan = Plan({Pool(16), Pool(2)}, free, healthy);
   EXPECT_EQ(plan.reservations[0], std::nullopt);
   // Pairs 0-1 and 10-11 both sit in a quad with one unavailable IPU: lowest wins.
   EXPECT_EQ(plan.grants[1], (Block{0, 2}));
+}
+
+TEST(WaitQueueTest, ReservationIsTheBlockThatFreesSoonest) {
+  // 0-7 busy for an hour, 8-11 busy for a minute; 12-15 free. An eight
+  // reserves 8-15 (free in a minute), not 0-7.
+  PlanContext c = Context(FreeExcept({{0, 8}, {8, 4}}), MaskOf(kPod16));
+  for (int i = 0; i < 8; ++i) c.free_at[i] = kNow + absl::Hours(1);
+  for (int i = 8; i < 12; ++i) c.free_at[i] = kNow + absl::Minutes(1);
+  const BackfillPlan plan = PlanBackfill({Pool(8)}, c);
+  EXPECT_EQ(plan.reservations[0], (Block{8, 8}));
+  EXPECT_EQ(plan.reservation_starts[0], kNow + absl::Minutes(1));
+}
+
+TEST(WaitQueueTest, ShortRequestsBackfillOverAReservationTheyEndBefore) {
+  // 0-7 and 8-11 busy for ten minutes; the head reserves 8-15 from then on.
+  // A pair that will be done in five minutes may use 12-13 now; one of an
+  // hour or of unknown length may not.
+  const PlanContext c =
+      Context(FreeExcept({{0, 8}, {8, 4}}), MaskOf(kPod16), kNow + absl::Minutes(10));
+  const BackfillPlan plan =
+      PlanBackfill({Pool(8), Timed(2, absl::Hours(1)), Pool(2), Timed(2, absl::Minutes(5))}, c);
+  EXPECT_EQ(plan.reservations[0], (Block{8, 8}));
+  EXPECT_EQ(plan.grants[1], std::nullopt);
+  EXPECT_EQ(plan.grants[2], std::nullopt);
+  ASSERT_TRUE(plan.grants[3].has_value());
+  EXPECT_TRUE((MaskOf(*plan.grants[3]) & MaskOf(Block{12, 4})).any());
+}
+
+TEST(WaitQueueTest, AReservationThatMayFreeAnyMomentIsNeverBackfilled) {
+  // The sessions on 8-11 have no time limit: the head's block may free at
+  // any moment, so even a one-minute request keeps off it.
+  const PlanContext c = Context(FreeExcept({{0, 8}, {8, 4}}), MaskOf(kPod16));
+  const BackfillPlan plan = PlanBackfill({Pool(8), Timed(2, absl::Minutes(1))}, c);
+  EXPECT_EQ(plan.reservations[0], (Block{8, 8}));
+  EXPECT_EQ(plan.reservation_starts[0], absl::InfiniteFuture());
+  EXPECT_EQ(plan.grants[1], std::nullopt);
+}
+
+TEST(WaitQueueTest, FifoStartsNothingBehindAHeadThatCannotStart) {
+  const IpuMask free = FreeExcept({{0, 8}, {8, 4}});
+  PlanContext c = Context(free, MaskOf(kPod16));
+  c.fifo = true;
+  const BackfillPlan plan = PlanBackfill({Pool(8), Pool(1)}, c);
+  EXPECT_EQ(plan.grants[0], std::nullopt);
+  EXPECT_EQ(plan.grants[1], std::nullopt);  // 12-15 are free, but it is behind the head
+  EXPECT_TRUE(plan.fits_without_reservations[1]);
+}
+
+TEST(WaitQueueTest, HeldDemandsNeitherStartNorReserve) {
+  const IpuMask free = FreeExcept({{0, 8}, {8, 4}});
+  int granted = -1;
+  const PlanHooks hooks{[](size_t i) { return i == 0 ? std::string("UserMaxIpus") : ""; },
+                        [&](size_t i) { granted = static_cast<int>(i); }};
+  const BackfillPlan plan = PlanBackfill({Pool(8), Pool(2)}, Context(free, MaskOf(kPod16)), &hooks);
+  EXPECT_EQ(plan.held[0], "UserMaxIpus");
+  EXPECT_EQ(plan.reservations[0], std::nullopt);
+  EXPECT_TRUE(plan.grants[1].has_value());  // nothing reserved ahead of it
+  EXPECT_EQ(granted, 1);
+}
+
+TEST(WaitQueueTest, FragmentationIsToldApartFromLackOfIpus) {
+  // Four free IPUs, 1, 3, 5 and 7, no aligned pair among them.
+  IpuMask free;
+  for (int i : {1, 3, 5, 7}) free.set(i);
+  const BackfillPlan plan = Plan({Pool(2), Pool(8)}, free, MaskOf(kPod16));
+  EXPECT_TRUE(plan.fragmented[0]);
+  EXPECT_FALSE(plan.fragmented[1]);  // eight need more than are free
+  EXPECT_FALSE(plan.fits_without_reservations[0]);
+}
+
+TEST(WaitQueueTest, InsertKeepsTheOrderAndSortReorders) {
+  WaitQueue queue(8);
+  const auto by_ticket = [](const Waiter& a, const Waiter& b) { return a.ticket < b.ticket; };
+  for (const char* t : {"b", "d"}) ASSERT_TRUE(queue.Push(W(t)).ok());
+  ASSERT_TRUE(queue.Insert(W("c"), by_ticket).ok());
+  ASSERT_TRUE(queue.Insert(W("a"), by_ticket).ok());
+  EXPECT_EQ(queue.PositionOf("a"), 1);
+  EXPECT_EQ(queue.PositionOf("c"), 3);
+  queue.Sort([](const Waiter& a, const Waiter& b) { return a.ticket > b.ticket; });
+  EXPECT_EQ(queue.PositionOf("d"), 1);
 }
 
 TEST(WaitQueueTest, PushIsBounded) {

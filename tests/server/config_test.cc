@@ -97,6 +97,54 @@ TEST(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(options.random_faults.kinds.size(), 5u);
 }
 
+TEST(ConfigTest, TheSharingSectionIsReadWhole) {
+  absl::StatusOr<ServerConfig> c = ParseConfigJson(R"({"sharing": {
+    "order": "backfill",
+    "accounts": [{"name": "vision", "shares": 3, "users": ["alice"],
+                  "limits": {"max_ipus": 8, "max_ipu_hours": 100}}],
+    "default_accounts": {"alice": "vision"},
+    "qos": [{"name": "normal", "priority": 10, "max_wall_minutes": 60,
+             "per_user": {"max_jobs_running": 2}},
+            {"name": "low", "preemptible": true, "users": ["bob"]}],
+    "default_qos": "normal",
+    "user_limits": {"max_jobs_pending": 50},
+    "weights": {"age": 1, "fair_share": 2, "size": 3, "qos": 4, "age_max_hours": 48},
+    "usage_half_life_hours": 24, "usage_window_hours": 72,
+    "preempt_grace_seconds": 5, "interactive_wall_minutes": 120}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const sharing::SharingPolicy& p = c->sharing;
+  EXPECT_EQ(p.order, sharing::QueueOrder::kBackfill);
+  ASSERT_EQ(p.accounts.size(), 1u);
+  EXPECT_EQ(p.accounts[0].shares, 3);
+  EXPECT_EQ(p.accounts[0].limits.max_ipus, 8);
+  EXPECT_EQ(p.accounts[0].limits.max_ipu_hours, 100);
+  ASSERT_EQ(p.qos.size(), 2u);
+  EXPECT_EQ(p.qos[0].max_wall, absl::Hours(1));
+  EXPECT_EQ(p.qos[0].per_user.max_jobs_running, 2);
+  EXPECT_TRUE(p.qos[1].preemptible);
+  EXPECT_EQ(p.user_limits.max_jobs_pending, 50);
+  EXPECT_EQ(p.weights.age_max, absl::Hours(48));
+  EXPECT_EQ(p.usage_half_life, absl::Hours(24));
+  EXPECT_EQ(p.preempt_grace, absl::Seconds(5));
+  EXPECT_EQ(p.interactive_wall, absl::Hours(2));
+  EXPECT_EQ(ToSchedulerOptions(*c).policy->accounts.size(), 1u);
+}
+
+TEST(ConfigTest, SharingMistakesAreNamed) {
+  absl::Status st = ParseConfigJson(R"({"sharing": {"acounts": []}})").status();
+  EXPECT_THAT(st.message(), HasSubstr("sharing.acounts"));
+  EXPECT_THAT(st.message(), HasSubstr("accounts"));
+  st = ParseConfigJson(R"({"sharing": {"accounts": [{"name": "a", "shares": 0}]}})").status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("account a: shares must be greater than 0"));
+  st = ParseConfigJson(R"({"sharing": {"order": "lottery"}})").status();
+  EXPECT_THAT(st.message(), HasSubstr("use fifo, backfill or multifactor"));
+  st = ParseConfigJson(R"({"sharing": {"default_qos": "gold"}})").status();
+  EXPECT_THAT(st.message(), HasSubstr("default QoS gold is not defined"));
+  st = ParseConfigJson(R"({"sharing": {"user_limits": {"max_ipus": -1}}})").status();
+  EXPECT_THAT(st.message(), HasSubstr("sharing.user_limits.max_ipus"));
+}
+
 TEST(ConfigTest, PodAsIntegerCount) {
   auto config = ParseConfigJson(R"({"pod": 4})");
   ASSERT_TRUE(config.ok()) << config.status();

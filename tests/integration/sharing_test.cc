@@ -1,0 +1,171 @@
+// End to end: fair sharing through the ipupod CLI against a real ipupodd
+// (POD4, open mode, a "sharing" config): accounts and QoS checked at attach,
+// limits holding requests with their reason, the queue walked in priority
+// order, `ipupod priority` and `ipupod shares`, and SIGHUP reloads (a bad
+// config changes nothing).
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/integration/harness.h"
+#include <signal.h>
+
+namespace ipupod::testing {
+namespace {
+
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+constexpr const char* kConfig = R"({
+  "pod": "POD4",
+  "sharing": {
+    "accounts": [{"name": "vision", "shares": 3, "users": ["alice", "carol"]},
+                 {"name": "speech", "shares": 1, "users": ["bob", "alice"]}],
+    "qos": [{"name": "normal", "priority": 100},
+            {"name": "high", "priority": 1000, "admins_only": true},
+            {"name": "scavenger", "preemptible": true, "per_user": {"max_ipus": 2}}],
+    "preempt_grace_seconds": 3
+  }
+})";
+
+class SharingTest : public ::testing::Test {
+ protected:
+  CliResult Cli(const std::string& user, std::vector<std::string> args) {
+    args.insert(args.begin(), "--json");
+    return RunCli(server_.address(), user, args);
+  }
+  Process Hold(const std::string& user, std::vector<std::string> args) {
+    args.insert(args.begin(), {"--json", "attach"});
+    Process p = StartCli(server_.address(), user, args);
+    EXPECT_TRUE(p.ReadStdoutJson(seconds(15))) << p.stderr_text();
+    return p;
+  }
+  Process Waiter(const std::string& user, std::vector<std::string> args) {
+    args.insert(args.begin(), {"--json", "attach", "--wait"});
+    return StartCli(server_.address(), user, args);
+  }
+  nlohmann::json Queue() { return Cli("alice", {"queue"}).json().at("entries"); }
+  bool QueueLengthIs(size_t n) {
+    return Eventually([&] { return Queue().size() == n; }, seconds(10));
+  }
+  void RewriteConfig(const std::string& json) {
+    std::ofstream(server_.config_path(), std::ios::trunc) << json;
+    server_.Kill(SIGHUP);
+  }
+
+  ServerUnderTest server_{{}, kConfig};
+};
+
+TEST_F(SharingTest, AccountsAndQosAreCheckedAtAttach) {
+  CliResult r = Cli("bob", {"attach", "--ipus", "1", "--account", "vision"});
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("bob is not a member of account vision; yours: speech"));
+  r = Cli("dave", {"attach", "--ipus", "1"});
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(), HasSubstr("belongs to no account"));
+  r = Cli("bob", {"attach", "--ipus", "1", "--qos", "high"});
+  EXPECT_EQ(r.exit_code, 4);
+  r = Cli("bob", {"attach", "--ipus", "1", "--qos", "gold"});
+  EXPECT_EQ(r.exit_code, 9);
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("normal, high, scavenger"));
+  r = Cli("bob", {"attach", "--ipus", "1", "--time-limit", "ten"});
+  EXPECT_EQ(r.exit_code, 2);
+  // Nothing was granted or queued by any of them.
+  EXPECT_EQ(Cli("alice", {"info"}).json()["pod"]["free_ipus"], 4);
+}
+
+TEST_F(SharingTest, AQosLimitHoldsWithItsReasonOrRefusesAtOnce) {
+  Process held = Hold("alice", {"--ipus", "2", "--qos", "scavenger"});
+  CliResult over = Cli("alice", {"attach", "--ipus", "4", "--wait", "--qos", "scavenger"});
+  EXPECT_EQ(over.exit_code, 5);
+  EXPECT_THAT(over.json()["error"]["message"].get<std::string>(),
+              HasSubstr("QosMaxIpusPerUser: alice in QoS scavenger may hold at most 2 IPUs"));
+  CliResult now = Cli("alice", {"attach", "--ipus", "1", "--qos", "scavenger"});
+  EXPECT_EQ(now.exit_code, 5);
+  EXPECT_THAT(now.json()["error"]["message"].get<std::string>(),
+              HasSubstr("QosMaxIpusPerUser: alice in QoS scavenger holds 2 IPUs, the limit is 2"));
+  EXPECT_EQ(Cli("alice", {"attach", "--ipus", "1", "--", "true"}).exit_code, 0);  // normal QoS
+  Process waiting = Waiter("alice", {"--ipus", "1", "--qos", "scavenger", "--", "true"});
+  ASSERT_TRUE(QueueLengthIs(1));
+  EXPECT_EQ(Queue()[0]["reason"], "QosMaxIpusPerUser");
+  EXPECT_EQ(Queue()[0]["account"], "vision");
+  EXPECT_EQ(Queue()[0]["qos"], "scavenger");
+  held.Signal(SIGINT);
+  EXPECT_EQ(waiting.Wait(seconds(20)), 0) << waiting.stderr_text();
+}
+
+TEST_F(SharingTest, TheAccountThatUsedLessGoesFirstAndPrioritySaysWhy) {
+  {
+    // vision uses the pod for a while: its fair-share factor drops.
+    Process a = Hold("alice", {"--ipus", "2"});
+    Process b = Hold("alice", {"--ipus", "2", "--account", "speech"});
+    std::this_thread::sleep_for(seconds(2));
+  }
+  Process holder = Hold("bob", {"--ipus", "2"});
+  Process holder2 = Hold("carol", {"--ipus", "2"});
+  Process first = Waiter("bob", {"--ipus", "4"});
+  ASSERT_TRUE(QueueLengthIs(1));
+  Process second = Waiter("alice", {"--ipus", "4", "--account", "vision"});
+  ASSERT_TRUE(QueueLengthIs(2));
+  nlohmann::json queue = Cli("alice", {"priority"}).json().at("entries");
+  // speech (1 share) and vision (3 shares) used the same: speech used more
+  // than its share, vision less, so alice's later vision request leads.
+  EXPECT_EQ(queue[0]["user"], "alice");
+  EXPECT_EQ(queue[0]["reason"], "Resources");
+  EXPECT_GT(queue[0]["fair_share"].get<double>(), queue[1]["fair_share"].get<double>());
+  EXPECT_GT(queue[0]["priority"].get<double>(), queue[1]["priority"].get<double>());
+  nlohmann::json shares = Cli("dave", {"shares"}).json();
+  ASSERT_EQ(shares["accounts"].size(), 2u);
+  EXPECT_EQ(shares["accounts"][0]["account"], "speech");
+  EXPECT_DOUBLE_EQ(shares["accounts"][0]["shares_fraction"].get<double>(), 0.25);
+  EXPECT_GT(shares["accounts"][0]["usage_ipu_seconds"].get<double>(), 3.0);
+  EXPECT_EQ(shares["order"], "multifactor");
+  first.Signal(SIGINT);
+  second.Signal(SIGINT);
+}
+
+TEST_F(SharingTest, SighupReloadsTheSharingPolicyAndABadOneChangesNothing) {
+  Process held = Hold("bob", {"--ipus", "2"});  // a session lives through reloads
+  RewriteConfig(R"({"pod": "POD4", "sharing": {"accounts": [{"name": "x", "shares": 0}]}})");
+  EXPECT_TRUE(server_.process().WaitForStderr("old one stays in force", seconds(10)));
+  EXPECT_EQ(Cli("carol", {"shares"}).json()["accounts"].size(), 2u);  // the old policy
+  RewriteConfig(R"({"pod": "POD4", "sharing": {"order": "fifo"}})");
+  EXPECT_TRUE(
+      Eventually([&] { return Cli("carol", {"shares"}).json()["order"] == "fifo"; }, seconds(10)));
+  // No accounts now: dave is an account of his own and may attach.
+  Process dave = Hold("dave", {"--ipus", "1"});
+  nlohmann::json info = Cli("dave", {"info"}).json();
+  EXPECT_EQ(info["pod"]["free_ipus"], 1);  // bob's session is still there
+}
+
+TEST_F(SharingTest, ScavengerSessionsArePreemptedWithANoticeAndAGrace) {
+  // A command that saves its work on SIGTERM and exits; a hold without one.
+  Process command = Hold("alice", {"--ipus", "2", "--qos", "scavenger", "--", "sh", "-c",
+                                   "trap 'echo saved; exit 0' TERM; while :; do sleep 0.1; done"});
+  Process hold = Hold("carol", {"--ipus", "2", "--qos", "scavenger"});
+  Process waiter = Waiter("bob", {"--ipus", "4", "--", "true"});
+  // bob's request (QoS normal) needs both blocks: both sessions are told, the
+  // command gets SIGTERM and exits, the hold lets go at once.
+  EXPECT_EQ(command.Wait(seconds(20)), 0) << command.stderr_text();
+  EXPECT_THAT(command.stderr_text(), HasSubstr("\"preempted\""));
+  EXPECT_THAT(command.stdout_text(), HasSubstr("saved"));
+  EXPECT_EQ(hold.Wait(seconds(20)), 0) << hold.stderr_text();
+  EXPECT_EQ(waiter.Wait(seconds(20)), 0) << waiter.stderr_text();
+}
+
+TEST_F(SharingTest, APreemptedCommandThatIgnoresTheNoticeLosesItsSessionAfterTheGrace) {
+  Process stubborn = Hold("alice", {"--ipus", "2", "--qos", "scavenger", "--", "sh", "-c",
+                                    "trap '' TERM; exec sleep 60"});
+  Process waiter = Waiter("bob", {"--ipus", "4", "--", "true"});
+  EXPECT_EQ(waiter.Wait(seconds(30)), 0) << waiter.stderr_text();
+  EXPECT_EQ(stubborn.Wait(seconds(30)), 11) << stubborn.stderr_text();  // ended by someone else
+  EXPECT_THAT(stubborn.stderr_text(), HasSubstr("was preempted"));
+}
+
+}  // namespace
+}  // namespace ipupod::testing

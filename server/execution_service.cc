@@ -122,6 +122,16 @@ absl::StatusOr<std::unique_ptr<runtime::ExecutableCache::Upload>> ReceiveExecuta
   return upload;
 }
 
+// A call that changed a session's device state and finished after shutdown
+// began changed a session that has ended with the server (device memory does
+// not outlive it): it answers UNAVAILABLE, so the client does not go on as if
+// its change were there.
+absl::Status EndedWithTheServer(const ServiceEnv& env, absl::string_view what,
+                                absl::string_view session) {
+  if (!env.ShuttingDown()) return absl::OkStatus();
+  return ShuttingDownError(absl::StrCat(what, " went with session ", session));
+}
+
 // ---------------------------------------------------------------- tensors
 
 template <typename Reader, typename Request>
@@ -253,6 +263,7 @@ grpc::Status ExecutionServiceImpl::Load(grpc::ServerContext* context,
     IPUPOD_ASSIGN_OR_RETURN(
         const execution::LoadedState state,
         execution_->Load(*op, caller, sha256, [context] { return context->IsCancelled(); }));
+    IPUPOD_RETURN_IF_ERROR(EndedWithTheServer(env_, "the loaded program", request->session()));
     ToProto(op->session(), state, env_.scheduler->GetPod(), response);
     return absl::OkStatus();
   });
@@ -288,6 +299,7 @@ grpc::Status ExecutionServiceImpl::WriteWeights(grpc::ServerContext* context,
         std::vector<std::string> names;
         for (const auto& [name, tensor] : weights) names.push_back(name);
         IPUPOD_RETURN_IF_ERROR(state.program->SetWeights(std::move(weights)));
+        IPUPOD_RETURN_IF_ERROR(EndedWithTheServer(env_, "the weights written", session));
         for (std::string& name : names) response->add_written(std::move(name));
         response->set_simulated_seconds(state.program->SimulatedHostToDeviceSeconds(bytes));
         return absl::OkStatus();
@@ -363,6 +375,7 @@ grpc::Status ExecutionServiceImpl::SetOptimizer(grpc::ServerContext* context,
                                                request->variables().end());
     IPUPOD_ASSIGN_OR_RETURN(const runtime::OptimizerState optimizer,
                             state.program->SetOptimizer(values));
+    IPUPOD_RETURN_IF_ERROR(EndedWithTheServer(env_, "the optimizer set", request->session()));
     ToProto(optimizer, response);
     return absl::OkStatus();
   });

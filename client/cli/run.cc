@@ -416,11 +416,21 @@ driver::TrainingCallbacks TrainingCallbacksOf(Context& ctx, const RunArgs& args,
           .stop_requested = [&signals] { return signals.Interrupted(); }};
 }
 
+// A CANCELLED run: the user's Ctrl-C says "interrupted"; otherwise the server
+// cancelled the call, as gRPC does with calls that arrive while it shuts
+// down, and the user should retry rather than think they interrupted it.
+absl::Status Cancelled(const absl::Status& error, const SignalWatcher& signals) {
+  if (signals.Interrupted()) return absl::CancelledError("interrupted; no outputs were written");
+  return absl::UnavailableError(
+      absl::StrCat("ipupodd cancelled the call (", error.message(),
+                   "); it may be shutting down: no outputs were written; retry when the server "
+                   "is back"));
+}
+
 // Names the --checkpoint file that holds the last host copy, if any.
-absl::Status Failed(absl::Status error, const RunArgs& args,
-                    const driver::TrainingDriver& trainer) {
-  if (absl::IsCancelled(error))
-    error = absl::CancelledError("interrupted; no outputs were written");
+absl::Status Failed(absl::Status error, const RunArgs& args, const driver::TrainingDriver& trainer,
+                    const SignalWatcher& signals) {
+  if (absl::IsCancelled(error)) error = Cancelled(error, signals);
   const std::optional<driver::HostCopy>& copy = trainer.last_copy();
   if (!copy || args.training.checkpoint.empty()) return error;
   return WithContext(error, absl::StrCat("the state after run ", copy->runs_done, " is in ",
@@ -524,7 +534,7 @@ int ExecuteTraining(Context& ctx, driver::SessionExecutable& executable, const R
                                  TrainingCallbacksOf(ctx, args, progress, signals));
   absl::Status trained = trainer.Run();
   progress.Finish();
-  if (!trained.ok()) return ctx.Fail(Failed(trained, args, trainer), hint);
+  if (!trained.ok()) return ctx.Fail(Failed(trained, args, trainer, signals), hint);
   if (absl::Status saved = SaveTrainingResults(executable, args, files, trainer.outputs());
       !saved.ok()) {
     return ctx.Fail(saved, hint);
@@ -544,9 +554,7 @@ absl::StatusOr<tensor::NamedTensors> RunInference(driver::SessionExecutable& exe
                                 },
                             .stop_requested = [&signals] { return signals.Interrupted(); }});
   progress.Finish();
-  if (absl::IsCancelled(outputs.status())) {
-    return absl::CancelledError("interrupted; no outputs were written");
-  }
+  if (absl::IsCancelled(outputs.status())) return Cancelled(outputs.status(), signals);
   return outputs;
 }
 

@@ -87,7 +87,14 @@ class ShutdownTest : public ::testing::Test {
     }
     return false;
   }
+  // Signals the server while a Load (loaded=false) or a Run is in flight and
+  // checks the outcome. ShutDownOnce says kRetry when the Load ended before
+  // the signal landed and `may_retry`: the caller restarts the server and
+  // tries again.
+  enum class Outcome { kDone, kRetry, kLoadNotSeen };
+  static constexpr int kAttempts = 5;
   void ShutDownDuring(bool loaded, int sig);
+  Outcome ShutDownOnce(bool loaded, int sig, bool may_retry);
 
   static TempDir* files_;
   ServerUnderTest server_;
@@ -96,36 +103,67 @@ class ShutdownTest : public ::testing::Test {
 TempDir* ShutdownTest::files_ = nullptr;
 
 void ShutdownTest::ShutDownDuring(bool loaded, int sig) {
+  for (int attempt = 1;; ++attempt) {
+    const Outcome outcome = ShutDownOnce(loaded, sig, attempt < kAttempts);
+    if (outcome == Outcome::kLoadNotSeen) {
+      GTEST_SKIP() << "the Load was never seen in flight (too short to catch here)";
+    }
+    if (outcome == Outcome::kDone) return;
+    ASSERT_TRUE(server_.Restart()) << server_.process().stderr_text();
+  }
+}
+
+ShutdownTest::Outcome ShutdownTest::ShutDownOnce(bool loaded, int sig, bool may_retry) {
   Process run = StartRun();
   if (!Eventually([&] { return OperationInFlight(loaded); }, milliseconds(60'000))) {
     // A Load lasts a fraction of a second; a busy machine's `ipupod info`
     // polls (each a new process) can miss it every time. That says nothing
     // about shutdown, so the case is skipped, saying so (docs/testing.md).
-    if (!loaded) GTEST_SKIP() << "the Load was never seen in flight (too short to catch here)";
-    FAIL() << "the Run was never seen in flight";
+    if (!loaded) return Outcome::kLoadNotSeen;
+    ADD_FAILURE() << "the Run was never seen in flight";
+    return Outcome::kDone;
   }
   server_.process().Signal(sig);
   auto server_code = server_.process().Wait(milliseconds(20'000));
-  ASSERT_TRUE(server_code) << "the server did not exit";
+  if (!server_code) {
+    ADD_FAILURE() << "the server did not exit";
+    return Outcome::kDone;
+  }
   EXPECT_EQ(*server_code, 0) << server_.process().stderr_text();
   EXPECT_NE(server_.process().stderr_text().find("stopped"), std::string::npos)
       << server_.process().stderr_text();
 
   auto run_code = run.Wait(milliseconds(20'000));
-  ASSERT_TRUE(run_code);
-  EXPECT_EQ(*run_code, 8) << "UNAVAILABLE: " << run.stdout_text() << run.stderr_text();
+  if (!run_code) {
+    ADD_FAILURE() << "the client did not exit";
+    return Outcome::kDone;
+  }
   const std::string said = run.stdout_text() + run.stderr_text();
-  EXPECT_NE(said.find("shutting down"), std::string::npos) << said;
+  // The Load seen in flight may finish before the signal lands (it lasts tens
+  // of ms); the client's next call then finds the server gone or refusing new
+  // calls. Right for a call made after shutdown, but not the case under test:
+  // try again (CI, 2026-11-26).
+  const std::string log = server_.process().stderr_text();
+  const size_t load_done = log.find("method=Load code=OK");
+  if (!loaded && may_retry && load_done != std::string::npos &&
+      load_done < log.find("received SIG")) {
+    return Outcome::kRetry;
+  }
+  EXPECT_EQ(*run_code, 8) << "UNAVAILABLE: " << said << "\nserver:\n" << log;
+  EXPECT_NE(said.find("shutting down"), std::string::npos) << said << "\nserver:\n" << log;
   EXPECT_EQ(said.find("Socket closed"), std::string::npos) << said;
 
   const std::string wal = server_.state_dir() + "/state/state.db-wal";
   EXPECT_TRUE(!std::filesystem::exists(wal) || std::filesystem::file_size(wal) == 0)
       << "the WAL was not checkpointed";
-  ASSERT_TRUE(server_.Restart()) << server_.process().stderr_text();
+  EXPECT_TRUE(server_.Restart()) << server_.process().stderr_text();
   nlohmann::json partitions = Cli({"--json", "partition", "list"}).json();
   if (partitions.is_object()) partitions = partitions["partitions"];
-  ASSERT_EQ(partitions.size(), 1u) << partitions.dump();
-  EXPECT_EQ(partitions[0]["name"], "kept");
+  EXPECT_EQ(partitions.size(), 1u) << partitions.dump();
+  if (partitions.size() == 1) {
+    EXPECT_EQ(partitions[0]["name"], "kept");
+  }
+  return Outcome::kDone;
 }
 
 TEST_F(ShutdownTest, SigtermDuringALoad) { ShutDownDuring(/*loaded=*/false, SIGTERM); }

@@ -37,6 +37,7 @@ inline constexpr absl::string_view kStateRunning = "RUNNING";      // still open
 inline constexpr absl::string_view kStateReleased = "RELEASED";    // its client ended it
 inline constexpr absl::string_view kStateDetached = "DETACHED";    // `ipupod detach`
 inline constexpr absl::string_view kStatePreempted = "PREEMPTED";  // for higher priority work
+inline constexpr absl::string_view kStateTimeout = "TIMEOUT";      // its time limit ran out
 inline constexpr absl::string_view kStateShutdown = "SHUTDOWN";    // the server stopped
 inline constexpr absl::string_view kStateServerRestart = "SERVER_RESTART";  // kill -9, crash
 

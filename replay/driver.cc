@@ -225,6 +225,10 @@ absl::Status Driver::Submit(size_t job) {
   request.num_ipus = j.gpus;
   request.wait = true;
   request.client = absl::StrCat("trace job ", j.line);
+  // A trace entry is a batch job: its time limit is an estimate the walk
+  // plans with, and the trace says when it ends (the scheduler ends only
+  // interactive sessions at their time limit).
+  request.job = absl::StrCat("trace-", j.line);
   if (options_.configure_accounts) request.account = j.cluster;
   if (options_.estimate_factor > 0) {
     request.time_limit =

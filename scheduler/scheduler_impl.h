@@ -78,6 +78,10 @@ struct Session {
   double fragmentation_delay_seconds = 0;
   bool preemptible = false;                              // its QoS's
   absl::Time preempt_deadline = absl::InfiniteFuture();  // set once notified
+  // An interactive session's time limit (its --time-limit, else its QoS's
+  // max wall time; zero = none) and the timer that ends it there.
+  absl::Duration wall_limit = absl::ZeroDuration();
+  uint64_t wall_timer_id = 0;
 };
 
 // A usage-ledger write queued under mu_ and done after it is released.
@@ -282,6 +286,11 @@ class SchedulerImpl final : public Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PreemptSessionLocked(Session& session, const Waiter& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnPreemptDeadline(const std::string& session) ABSL_LOCKS_EXCLUDED(mu_);
+  // An interactive session's time limit: the limit to enforce (zero = none),
+  // and the timer's callback that ends the session TIMEOUT.
+  absl::Duration WallLimitLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartWallTimerLocked(Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWallLimit(const std::string& session) ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---- operations.cc
   // The session's IPUs were cleared: frees the memory charged on each, sets

@@ -187,6 +187,8 @@ void SchedulerImpl::GrantLocked(Waiter waiter, const Block& block) {
   s.fragmentation_delay_seconds = absl::ToDoubleSeconds(fragmented);
   const sharing::Qos* qos = sharing::FindQos(*policy_, s.qos);
   s.preemptible = qos != nullptr && qos->preemptible;
+  s.wall_limit = WallLimitLocked(waiter);
+  StartWallTimerLocked(s);
   for (int i = block.start; i < block.start + block.size; ++i) {
     absl::Status attached = ipus_[i].Attach();
     if (!attached.ok())
@@ -279,6 +281,7 @@ std::vector<int> SchedulerImpl::EndSessionLocked(const std::string& id, const ab
   QueueLedgerCloseLocked(it->second, now, preempted ? accounting::kStatePreempted : end_state);
   Session s = std::move(it->second);
   sessions_.erase(it);
+  if (s.wall_timer_id != 0) timer_.Cancel(s.wall_timer_id);
   ticket_session_.erase(s.ticket);
   if (options_.on_session_ended) ended_sessions_.push_back(s.id);
   if (why != nullptr && s.observer) s.observer->OnEnded(*why);

@@ -195,8 +195,8 @@ void AddAssociationOptions(CLI::App* command, AttachArgs& args) {
       ->type_name("QOS");
   command
       ->add_option("--time-limit", args.time_limit,
-                   "Hold the IPUs at most this long (90s, 30m, 2h); lets backfill start you "
-                   "sooner")
+                   "Hold the IPUs at most this long (90s, 30m, 2h); the session ends there "
+                   "(TIMEOUT). Lets backfill start you sooner")
       ->type_name("DURATION");
 }
 
@@ -265,7 +265,9 @@ void AddAttachCommand(CLI::App& app, Selection& selection) {
       "\n"
       "The queue is ordered by priority (see `ipupod priority`, `ipupod shares`); a\n"
       "request with --time-limit may start ahead of larger ones when it will be done\n"
-      "before their IPUs free up.");
+      "before their IPUs free up. A session ends when its --time-limit runs out, or\n"
+      "without one when its QoS's max wall time does (if the server sets one): COMMAND\n"
+      "gets SIGTERM and ipupod exits 6 (deadline exceeded).");
   OnSelected(
       attach, selection, "attach", [args](Context& ctx) { return RunAttach(ctx, *args); },
       /*takes_command=*/true);

@@ -3,6 +3,7 @@
 // limits holding requests with their reason, the queue walked in priority
 // order, `ipupod priority` and `ipupod shares`, and SIGHUP reloads (a bad
 // config changes nothing).
+#include <chrono>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -165,6 +166,17 @@ TEST_F(SharingTest, APreemptedCommandThatIgnoresTheNoticeLosesItsSessionAfterThe
   EXPECT_EQ(waiter.Wait(seconds(30)), 0) << waiter.stderr_text();
   EXPECT_EQ(stubborn.Wait(seconds(30)), 11) << stubborn.stderr_text();  // ended by someone else
   EXPECT_THAT(stubborn.stderr_text(), HasSubstr("was preempted"));
+}
+
+TEST_F(SharingTest, ASessionEndsAtItsTimeLimitAndItsCommandIsStopped) {
+  const auto start = std::chrono::steady_clock::now();
+  Process held = Hold("carol", {"--ipus", "2", "--time-limit", "2s", "--", "sh", "-c",
+                                "trap 'echo stopped; exit 0' TERM; while :; do sleep 0.1; done"});
+  EXPECT_EQ(held.Wait(seconds(30)), 6) << held.stderr_text();  // deadline exceeded
+  EXPECT_GE(std::chrono::steady_clock::now() - start, seconds(2));
+  EXPECT_THAT(held.stderr_text(), HasSubstr("the time limit of 2s it asked for (--time-limit)"));
+  EXPECT_THAT(held.stdout_text(), HasSubstr("stopped"));
+  EXPECT_EQ(Cli("alice", {"info"}).json()["pod"]["free_ipus"], 4);  // given back
 }
 
 }  // namespace

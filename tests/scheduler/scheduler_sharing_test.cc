@@ -338,6 +338,66 @@ TEST_F(SharingTest, EveryWayASessionEndsIsRecordedWithItsState) {
             released.observer->granted()->attached_unix_ms + 5 * 60 * 1000);
 }
 
+// ---------------------------------------------------------------- time limits
+
+sharing::SharingPolicy WithMaxWall(absl::Duration normal_max_wall) {
+  sharing::SharingPolicy p = sharing::DefaultPolicy();
+  for (sharing::Qos& q : p.qos) {
+    if (q.name == "normal") q.max_wall = normal_max_wall;
+  }
+  return p;
+}
+
+TEST_F(SharingTest, AnInteractiveSessionEndsTimeoutAtItsQosMaxWall) {
+  StartWith(WithMaxWall(absl::Hours(1)));
+  Handle h = MustAttach(alice_, Req(4));
+  Handle waiter = MustAttach(bob_, Req(16, true));
+  clock_->Advance(absl::Minutes(59));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(h.observer->ended().has_value());
+  clock_->Advance(absl::Minutes(2));  // the timer re-reads the clock
+  ASSERT_TRUE(h.observer->WaitEnded());
+  EXPECT_EQ(h.observer->ended()->code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(h.observer->ended()->message(),
+              HasSubstr("reached QoS normal's max wall time of 1h; its IPUs were released"));
+  ASSERT_TRUE(waiter.observer->WaitGranted());  // the IPUs went to the next in line
+  EXPECT_TRUE(ledger_.WaitClosed(1));
+  EXPECT_EQ(ledger_.closed().back().state, "TIMEOUT");
+}
+
+TEST_F(SharingTest, AnAskedTimeLimitEndsTheSessionThereAndAReleaseBeforeItStopsTheTimer) {
+  StartWith(WithMaxWall(absl::Hours(1)));
+  AttachRequest r = Req(4);
+  r.time_limit = absl::Minutes(10);
+  Handle asked = MustAttach(alice_, r);
+  Handle released = MustAttach(bob_, r);
+  sched_->Release(released.ticket);
+  clock_->Advance(absl::Minutes(11));
+  ASSERT_TRUE(asked.observer->WaitEnded());
+  EXPECT_THAT(asked.observer->ended()->message(),
+              HasSubstr("the time limit of 10m it asked for (--time-limit)"));
+  EXPECT_THAT(asked.observer->ended()->message(), HasSubstr("with --time-limit up to 1h"));
+  EXPECT_TRUE(ledger_.WaitClosed(2));
+  std::map<std::string, std::string> states;
+  for (const accounting::UsageRecord& rec : ledger_.closed()) states[rec.id] = rec.state;
+  EXPECT_EQ(states[released.session()], "RELEASED");
+  EXPECT_EQ(states[asked.session()], "TIMEOUT");
+}
+
+TEST_F(SharingTest, JobSessionsAndSessionsWithoutALimitRunOn) {
+  StartWith(WithMaxWall(absl::Hours(1)));
+  AttachRequest job = Req(4);
+  job.job = "j1";  // the JobManager stops a job at its own limit, with a checkpoint
+  Handle j = MustAttach(alice_, job);
+  AttachRequest scavenger = Req(4);
+  scavenger.qos = "scavenger";  // no max wall
+  Handle s = MustAttach(bob_, scavenger);
+  clock_->Advance(absl::Hours(2));
+  absl::SleepFor(absl::Milliseconds(700));  // longer than the timer's idle wait
+  EXPECT_FALSE(j.observer->ended().has_value());
+  EXPECT_FALSE(s.observer->ended().has_value());
+}
+
 // ---------------------------------------------------------------- preemption
 
 // Records the notice (tests/scheduler/test_util.h's observer records the rest).

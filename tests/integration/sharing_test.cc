@@ -34,6 +34,7 @@ constexpr const char* kConfig = R"({
 
 class SharingTest : public ::testing::Test {
  protected:
+  explicit SharingTest(const char* config = kConfig) : server_({}, config) {}
   CliResult Cli(const std::string& user, std::vector<std::string> args) {
     args.insert(args.begin(), "--json");
     return RunCli(server_.address(), user, args);
@@ -57,7 +58,7 @@ class SharingTest : public ::testing::Test {
     server_.Kill(SIGHUP);
   }
 
-  ServerUnderTest server_{{}, kConfig};
+  ServerUnderTest server_;
 };
 
 TEST_F(SharingTest, AccountsAndQosAreCheckedAtAttach) {
@@ -177,6 +178,52 @@ TEST_F(SharingTest, ASessionEndsAtItsTimeLimitAndItsCommandIsStopped) {
   EXPECT_THAT(held.stderr_text(), HasSubstr("the time limit of 2s it asked for (--time-limit)"));
   EXPECT_THAT(held.stdout_text(), HasSubstr("stopped"));
   EXPECT_EQ(Cli("alice", {"info"}).json()["pod"]["free_ipus"], 4);  // given back
+}
+
+// Limits of an account as a whole: IPUs held at once by its users together,
+// and IPU-hours in the rolling window (0.001 IPU-hours = 3.6 IPU-seconds).
+constexpr const char* kLimitsConfig = R"({
+  "pod": "POD4",
+  "sharing": {
+    "accounts": [{"name": "vision", "shares": 1, "users": ["alice", "carol"],
+                  "limits": {"max_ipus": 2}},
+                 {"name": "speech", "shares": 1, "users": ["bob"],
+                  "limits": {"max_ipu_hours": 0.001}}]
+  }
+})";
+
+class AccountLimitsTest : public SharingTest {
+ protected:
+  AccountLimitsTest() : SharingTest(kLimitsConfig) {}
+};
+
+TEST_F(AccountLimitsTest, AnAccountsIpusAreHeldTogether) {
+  Process alice = Hold("alice", {"--ipus", "2"});
+  // carol is in alice's account: two more IPUs are free, but not for vision.
+  CliResult now = Cli("carol", {"attach", "--ipus", "1"});
+  EXPECT_EQ(now.exit_code, 5) << now.out;
+  EXPECT_THAT(now.json()["error"]["message"].get<std::string>(),
+              HasSubstr("AccountMaxIpus: account vision holds 2 IPUs, the limit is 2"));
+  EXPECT_EQ(Cli("bob", {"attach", "--ipus", "2", "--", "true"}).exit_code, 0);  // another account
+  Process carol = Waiter("carol", {"--ipus", "1", "--", "true"});
+  ASSERT_TRUE(QueueLengthIs(1));
+  EXPECT_EQ(Queue()[0]["reason"], "AccountMaxIpus");
+  alice.Signal(SIGINT);
+  EXPECT_EQ(carol.Wait(seconds(20)), 0) << carol.stderr_text();
+}
+
+TEST_F(AccountLimitsTest, IpuHoursUsedInTheWindowHoldFurtherRequests) {
+  // 2 IPUs for 2.5 s: 5 IPU-seconds, over speech's 3.6.
+  EXPECT_EQ(Cli("bob", {"attach", "--ipus", "2", "--", "sleep", "2.5"}).exit_code, 0);
+  CliResult over = Cli("bob", {"attach", "--ipus", "1"});
+  EXPECT_EQ(over.exit_code, 5) << over.out;
+  EXPECT_THAT(over.json()["error"]["message"].get<std::string>(),
+              HasSubstr("AccountMaxIpuHours: account speech used 0.00 IPU-hours"));
+  Process waiting = Waiter("bob", {"--ipus", "1", "--wait-timeout", "2", "--", "true"});
+  ASSERT_TRUE(QueueLengthIs(1));
+  EXPECT_EQ(Queue()[0]["reason"], "AccountMaxIpuHours");
+  EXPECT_EQ(waiting.Wait(seconds(20)), 6);  // still held when its wait ran out
+  EXPECT_EQ(Cli("alice", {"attach", "--ipus", "1", "--", "true"}).exit_code, 0);  // vision is not
 }
 
 }  // namespace

@@ -173,6 +173,8 @@ class LocalServer:
                     probe.pod_info()
                     return
                 except Error as error:
+                    if error.type.startswith("ipupodd."):
+                        return  # it answered (e.g. UNAUTHENTICATED: a server with tokens)
                     if time.monotonic() >= deadline or self.process.poll() is not None:
                         self._kill()
                         raise RuntimeError(f"ipupodd at {self.address} does not answer: "
@@ -182,7 +184,7 @@ class LocalServer:
     def client(self, user: Optional[str] = None, token: Optional[str] = None,
                **options: Any) -> Client:
         """A :class:`ipupod.Client` of this server (``user`` or ``token``; closed by
-        :meth:`stop`). ``options`` go to the Client (``timeout``, ``stream_timeout``)."""
+        :meth:`close`). ``options`` go to the Client (``timeout``, ``stream_timeout``)."""
         client = Client(server=self.address, token=token or "",
                         user=user or (None if token else self.user), **options)
         self._clients.append(client)
@@ -199,10 +201,8 @@ class LocalServer:
 
     def stop(self, sig: int = signal.SIGTERM) -> Optional[int]:
         """Stops the server (``sig``, then after 10 s SIGKILL) and returns its exit code; the
-        state directory stays for a :meth:`start`. Closes the clients made by :meth:`client`."""
-        for client in self._clients:
-            client.close()
-        self._clients = []
+        state directory stays for a :meth:`start`; clients made by :meth:`client` stay open
+        (they reconnect to a server started again)."""
         if self.process is None or self.process.poll() is not None:
             return None if self.process is None else self.process.returncode
         self.process.send_signal(sig)
@@ -228,7 +228,11 @@ class LocalServer:
             self.process.stdout.close()
 
     def close(self) -> None:
-        """Stops the server and removes its state directory."""
+        """Closes the clients made by :meth:`client`, stops the server and removes its state
+        directory."""
+        for client in self._clients:
+            client.close()
+        self._clients = []
         self.stop()
         shutil.rmtree(self._dir, ignore_errors=True)
 

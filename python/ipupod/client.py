@@ -248,10 +248,12 @@ class Client(JobsMixin):
                            "PartitionService.CreatePartition")
 
     def get_partition(self, name: str) -> pod_pb2.Partition:
+        """One partition: size, IPUs, owner, sessions (NOT_FOUND when there is none)."""
         return self._unary(self._partitions.GetPartition,
                            pod_pb2.GetPartitionRequest(name=name), "PartitionService.GetPartition")
 
     def list_partitions(self) -> List[pod_pb2.Partition]:
+        """Every partition of the pod."""
         response = self._unary(self._partitions.ListPartitions, pod_pb2.ListPartitionsRequest(),
                                "PartitionService.ListPartitions")
         return list(response.partitions)

@@ -280,6 +280,7 @@ class JobsMixin:
         return self._on_job("HoldJob", job_id)
 
     def release_job(self, job_id: str) -> jobs_pb2.Job:
+        """Lets a held job start again (Held -> PENDING)."""
         return self._on_job("ReleaseJob", job_id)
 
     def delete_job(self, job_id: str) -> int:

@@ -14,6 +14,7 @@ tensors per stream, no duplicate names) and copies each chunk once into its arra
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 import grpc
@@ -146,7 +147,7 @@ class TensorAssembler:
             raise self._fail(f"tensor '{name}' has unknown dtype '{header.dtype}'")
         if any(d < 0 for d in header.shape):
             raise self._fail(f"tensor '{name}' has a negative dim in {list(header.shape)}")
-        count = int(np.prod(header.shape, dtype=object)) if header.shape else 1
+        count = math.prod(header.shape)  # Python ints: no overflow on absurd shapes
         size = count * DTYPES[header.dtype].itemsize
         if size != header.total_bytes or size > TENSOR_BYTES_MAX:
             raise self._fail(f"tensor '{name}' declares {header.total_bytes} bytes for shape "

@@ -44,7 +44,8 @@ def write_model(path):
     w = numpy_helper.from_array(rng.standard_normal((10, 10)).astype(np.float32), "W")
     b = numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "b")
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "W"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])],
+        [helper.make_node("MatMul", ["x", "W"], ["xw"]),
+         helper.make_node("Add", ["xw", "b"], ["y"])],
         "linear10", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 10])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], [w, b])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), path)
@@ -131,7 +132,8 @@ def main():
         write_model(onnx_path)
         subprocess.run([find_binary("ipupod", "IPUPOD_CLI_BINARY"), "compile", onnx_path, "-o",
                         ipx], check=True, capture_output=True, timeout=120)
-        with LocalServer(pod="POD4", args=["--compute-threads", "1", "--log-level", "warn"]) as server:
+        flags = ["--compute-threads", "1", "--log-level", "warn"]
+        with LocalServer(pod="POD4", args=flags) as server:
             rows = measure(server, ipx, args.steps, args.rounds)
     report(rows, args.steps, args.rounds)
     return 0

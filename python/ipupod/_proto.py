@@ -10,3 +10,6 @@ except ImportError as error:  # pragma: no cover - a broken installation
         "`bash deploy/build.sh` and use PYTHONPATH=build/python, or install the package with "
         "`pip install --no-build-isolation ./python` (needs protoc and grpc_python_plugin: "
         "Debian's protobuf-compiler and protobuf-compiler-grpc)") from error
+
+__all__ = ["execution_pb2", "execution_pb2_grpc", "jobs_pb2", "jobs_pb2_grpc", "pod_pb2",
+           "pod_pb2_grpc"]

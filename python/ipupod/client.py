@@ -43,6 +43,7 @@ FAULT_KINDS = {
 }
 
 Seconds = Union[int, float, datetime.timedelta]
+_STREAM_TIMEOUT = object()  # "the client's stream_timeout" (None means no deadline)
 
 
 def seconds_of(value: Optional[Seconds], what: str, location: str) -> float:
@@ -179,9 +180,10 @@ class Client(JobsMixin):
             raise self._convert(error, method, self.stream_timeout) from None
 
     def _stream_out(self, stub_method: Callable, request: Any, method: str,
-                    timeout: Optional[float] = -1.0) -> Iterator:
-        """A server stream's messages; the call is cancelled if the consumer stops early."""
-        deadline = self.stream_timeout if timeout == -1.0 else timeout
+                    timeout: Any = _STREAM_TIMEOUT) -> Iterator:
+        """A server stream's messages; the call is cancelled if the consumer stops early.
+        ``timeout``: seconds, None for no deadline, default ``stream_timeout``."""
+        deadline = self.stream_timeout if timeout is _STREAM_TIMEOUT else timeout
         call = stub_method(request, timeout=deadline, metadata=self._metadata)
         try:
             yield from call

@@ -457,8 +457,8 @@ def _check_has_results(job: jobs_pb2.Job) -> None:
     state = JobState(job.state).name
     if job.state not in FINISHED_STATES:
         raise errors.local_error(f"job {job.id} is {state} and has no results yet; wait for it "
-                                 f"with wait_job(), then fetch", grpc.StatusCode.FAILED_PRECONDITION,
-                                 location)
+                                 f"with wait_job(), then fetch",
+                                 grpc.StatusCode.FAILED_PRECONDITION, location)
     raise errors.local_error(f"job {job.id} ended {state} without results ({job.reason})",
                              grpc.StatusCode.FAILED_PRECONDITION, location)
 

@@ -33,7 +33,8 @@ def cli_binary() -> str:
     return find_binary("ipupod", "IPUPOD_CLI_BINARY")
 
 
-def run_cli(server: str, user: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+def run_cli(server: str, user: str, *args: str,
+            timeout: float = 60.0) -> subprocess.CompletedProcess:
     """``ipupod --server SERVER --user USER ARGS`` to completion."""
     return subprocess.run([cli_binary(), "--server", server, "--user", user, *args],
                           capture_output=True, text=True, timeout=timeout, check=False)

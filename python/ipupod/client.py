@@ -421,7 +421,7 @@ class _IpxSource:
             self._path = os.fspath(executable)
             self._name = f"executable '{self._path}'"
             header, self.size = _read_header(self._path, location)
-        self.sha256 = _ipx_hash(header, self._name, location)
+        self.sha256 = ipx_content_hash(header, self._name, location)
 
     def chunks(self) -> Iterator[execution_pb2.ExecutableChunk]:
         first = True
@@ -462,7 +462,9 @@ def _read_header(path: str, location: str) -> tuple:
                                  grpc.StatusCode.PERMISSION_DENIED, location) from None
 
 
-def _ipx_hash(header: bytes, name: str, location: str) -> str:
+def ipx_content_hash(header: bytes, name: str, location: str) -> str:
+    """The payload's SHA-256 (hex) from an .ipx header (client/ipx_header.h); INVALID_ARGUMENT
+    for bytes that are not an .ipx of this format version."""
     if len(header) < _IPX_HEADER_BYTES or not header.startswith(_IPX_MAGIC):
         raise errors.local_error(f"{name} is not an ipupod executable (.ipx): compile the "
                                  f"model with `ipupod compile MODEL.onnx`",

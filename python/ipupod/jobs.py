@@ -76,6 +76,13 @@ class _BlobSource:
         else:
             self.sha256, self.size = _hash_file(self._path, what, location)
 
+    def head(self, size: int) -> bytes:
+        """The first ``size`` bytes (fewer when the blob is shorter)."""
+        if self._data is not None:
+            return bytes(self._data[:size])
+        with open(self._path, "rb") as file:
+            return file.read(size)
+
     def chunks(self) -> Iterator[jobs_pb2.BlobChunk]:
         first = True
         for piece in self._pieces():
@@ -195,7 +202,7 @@ class JobsMixin:
             sweep: ``"lr=0.1,0.01"`` or ``{"lr": [0.1, 0.01]}``: one job per value.
             spec_fields: other ``JobSpec`` fields by name (e.g. fields a newer server added).
         """
-        from ipupod.client import seconds_of  # a cycle at import time otherwise
+        from ipupod.client import ipx_content_hash, seconds_of  # a cycle at import otherwise
         location = "Client.submit"
         spec = jobs_pb2.JobSpec(
             name=_job_name(executable) if name is None else name, train=train, epochs=epochs,
@@ -209,6 +216,7 @@ class JobsMixin:
         self._set_spec_fields(spec, spec_fields, location)
         self._check_submit(spec, location)
         ipx = _BlobSource(executable, "executable", location)
+        ipx_content_hash(ipx.head(64), "the executable", location)  # an .ipx, before uploading
         data = _BlobSource(inputs, "inputs file", location)
         self._check_format(data.format, "inputs", ("npz", "safetensors", "npy"), location)
         if weights is not None:

@@ -267,12 +267,22 @@ def _drive(state: _Training) -> None:
         except errors.RecoverableError as fault:
             if not state.recover or state.copy is None:
                 raise
-            if state.recoveries >= state.max_recoveries:
-                raise _with_context(fault, f"run {run + 1} of {state.runs}: gave up after "
-                                    f"{state.recoveries} recoveries")
-            state.recoveries += 1
+            run = _recover(state, fault, run)
+
+
+def _recover(state: _Training, fault: errors.RecoverableError, run: int) -> int:
+    """Recovers from ``fault`` in run ``run``; a fault while recovering counts as another
+    recovery. Returns the run to go on from (the last host copy's)."""
+    while True:
+        if state.recoveries >= state.max_recoveries:
+            raise _with_context(fault, f"run {run + 1} of {state.runs}: gave up after "
+                                f"{state.recoveries} recoveries")
+        state.recoveries += 1
+        try:
             _restore(state, fault)
-            run = state.copy_runs
+            return state.copy_runs
+        except errors.RecoverableError as again:
+            fault = again
 
 
 def _one_run(state: _Training, run: int) -> int:

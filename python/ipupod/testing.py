@@ -113,7 +113,7 @@ class LocalServer:
         try:
             self.start()
         except BaseException:
-            self.stop()
+            self.close()
             raise
 
     def _command(self, pod: Optional[str], config: Optional[Mapping[str, Any]],

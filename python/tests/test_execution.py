@@ -208,3 +208,20 @@ def test_training_without_recover_raises_the_fault(ipupod_server, ipupod_client,
             session.train({"x": np.zeros((8, 10), np.float32),
                            "target": np.zeros((8, 10), np.float32)}, steps=2)
         assert fault.value.recovery_action == "LINK_RESET"
+
+
+@pytest.mark.ipupod(pod="POD4", config={"reset_ms": {"ipu": 20, "partition": 20, "pod": 20}})
+def test_training_gives_up_after_max_recoveries(ipupod_server, ipupod_client, linear_mse):
+    admin = ipupod_server.client(user="admin")
+    data = {"x": np.zeros((8, 10), np.float32), "target": np.ones((8, 10), np.float32)}
+    with ipupod_client.attach(ipus=1) as session:
+        session.load(linear_mse.ipx)
+
+        def fault_after_every_run(progress):
+            admin.inject_fault(session.ipus[0], "ipu-reset")
+
+        with pytest.raises(ipupod.RecoverableError) as gave_up:
+            session.train(data, steps=16, recover=True, max_recoveries=2,
+                          on_run=fault_after_every_run)
+        assert "gave up after 2 recoveries" in gave_up.value.message
+        assert gave_up.value.recovery_action == "IPU_RESET"

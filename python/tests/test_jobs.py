@@ -95,6 +95,7 @@ def test_bad_submissions_are_refused_before_or_by_the_server(ipupod_client, mlp,
         dict(executable=mlp.ipx, inputs=x, epochs=2),  # training flags without train
         dict(executable=mlp.ipx, inputs=str(tmp_path / "missing.npz")),
         dict(executable=mlp.ipx, inputs=x, colour="blue"),  # no such JobSpec field
+        dict(executable=b"not an executable", inputs=x),
     ]
     for arguments in local:
         with pytest.raises(ipupod.Error) as refused:

@@ -16,6 +16,8 @@ PACKAGES=(
   libcli11-dev
   libsqlite3-dev zlib1g-dev
   python3 python3-torch python3-onnx python3-numpy
+  # the Python client (python/): its runtime, its tests, and the offline `pip install ./python`
+  python3-grpcio python3-protobuf python3-pytest python3-setuptools python3-pip
 )
 
 missing=()

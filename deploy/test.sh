@@ -3,7 +3,8 @@
 # test suite. Every stage prints its duration; CI (.ci/run) calls this script.
 #   0. checks       style (clang-format, function length: tools/check_style.sh)
 #   1. build/       gcc, Release (-O3, the optimised configuration): every test
-#                   (unit, concurrency, integration, parity with PyTorch)
+#                   (unit, concurrency, integration, parity with PyTorch, and the
+#                   Python client's pytest suites, label `python`)
 #   2. build-asan/  clang, AddressSanitizer + UBSan, and libFuzzer's coverage
 #                   (-DIPUPOD_FUZZ=ON): every test but parity, and the fuzz targets
 #   3. build-tsan/  clang (-Wthread-safety), ThreadSanitizer: the tests labelled
@@ -44,6 +45,8 @@ if [ "${IPUPOD_TEST_QUICK:-0}" = "1" ]; then
   exit 0
 fi
 
+# The sanitizer stages build only the labels they run, so the `python` tests (pure Python
+# against the server; stage 1 runs them) are not even registered there.
 stage "2/3: build (clang, AddressSanitizer + UBSan, with the fuzz targets)" \
   bash deploy/build.sh build-asan -DCMAKE_CXX_COMPILER=clang++ -DIPUPOD_SANITIZE=address \
   -DIPUPOD_FUZZ=ON -DIPUPOD_BUILD_BENCH=OFF "-DIPUPOD_TEST_LABELS=unit;concurrency;integration"

@@ -1,0 +1,15 @@
+"""The generated stubs, imported in one place with a clear error when they are missing."""
+
+try:
+    from ipupod.v1 import execution_pb2, execution_pb2_grpc  # noqa: F401
+    from ipupod.v1 import jobs_pb2, jobs_pb2_grpc  # noqa: F401
+    from ipupod.v1 import pod_pb2, pod_pb2_grpc  # noqa: F401
+except ImportError as error:  # pragma: no cover - a broken installation
+    raise ImportError(
+        f"the ipupod package has no generated gRPC stubs ({error}); build them with "
+        "`bash deploy/build.sh` and use PYTHONPATH=build/python, or install the package with "
+        "`pip install --no-build-isolation ./python` (needs protoc and grpc_python_plugin: "
+        "Debian's protobuf-compiler and protobuf-compiler-grpc)") from error
+
+__all__ = ["execution_pb2", "execution_pb2_grpc", "jobs_pb2", "jobs_pb2_grpc", "pod_pb2",
+           "pod_pb2_grpc"]

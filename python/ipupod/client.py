@@ -1,0 +1,485 @@
+"""``ipupod.Client``: one gRPC channel to ipupodd and a method per operation of ipupod.v1.
+
+Every call carries the caller's identity (``authorization: Bearer TOKEN`` when a token is set,
+else ``x-ipupod-user: USER``, open mode), has a deadline (``timeout`` for unary calls,
+``stream_timeout`` for uploads, weight transfers and runs) and turns a failed status into an
+:class:`ipupod.Error` (client/client.h is the C++ counterpart; docs/python.md the guide).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import socket
+import sys
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
+
+import grpc
+
+from ipupod import errors, tensors
+from ipupod._proto import (execution_pb2, execution_pb2_grpc, jobs_pb2_grpc, pod_pb2,
+                           pod_pb2_grpc)
+from ipupod.attach import AttachStream
+from ipupod.jobs import JobsMixin
+from ipupod.session import Executable, Session
+
+#: The CLI's default server address.
+DEFAULT_SERVER = "127.0.0.1:50051"
+#: Tokens are at most this many visible ASCII characters (they travel in a header).
+TOKEN_BYTES_MAX = 4096
+_USER_NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
+_IPX_MAGIC = b"\x89IPX\r\n\x1a\n"
+_IPX_FORMAT_VERSION = 1
+_IPX_HEADER_BYTES = 64
+
+#: Fault kinds by the CLI's names (``ipupod fault inject --kind``).
+FAULT_KINDS = {
+    "ipu-reset": pod_pb2.FAULT_KIND_IPU_RESET,
+    "link-reset": pod_pb2.FAULT_KIND_LINK_RESET,
+    "partition-reset": pod_pb2.FAULT_KIND_PARTITION_RESET,
+    "full-reset": pod_pb2.FAULT_KIND_FULL_RESET,
+    "unrecoverable": pod_pb2.FAULT_KIND_UNRECOVERABLE,
+}
+
+Seconds = Union[int, float, datetime.timedelta]
+_STREAM_TIMEOUT = object()  # "the client's stream_timeout" (None means no deadline)
+
+
+def seconds_of(value: Optional[Seconds], what: str, location: str) -> float:
+    """A duration given as seconds or a timedelta, checked (None = 0: none)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, datetime.timedelta):
+        value = value.total_seconds()
+    if not isinstance(value, (int, float)) or value < 0 or value != value:
+        raise errors.local_error(f"{what} must be a non-negative number of seconds or a "
+                                 f"timedelta, not {value!r}", grpc.StatusCode.INVALID_ARGUMENT,
+                                 location)
+    return float(value)
+
+
+def _first_set(value: Optional[str], *variables: str, default: str = "") -> str:
+    if value:
+        return value
+    for variable in variables:
+        if os.environ.get(variable):
+            return os.environ[variable]
+    return default
+
+
+def _client_label() -> str:
+    program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    return f"{socket.gethostname()} pid {os.getpid()}: python {program}"[:200]
+
+
+class Client(JobsMixin):
+    """A connection to ipupodd (a simulated Graphcore IPU pod).
+
+    Args:
+        server: ``HOST:PORT``; default ``$IPUPOD_SERVER``, else ``127.0.0.1:50051`` (as the
+            CLI).
+        token: sent as ``authorization: Bearer TOKEN``; default ``$IPUPOD_TOKEN``.
+        user: your name on an open-mode server (no tokens); default ``$IPUPOD_USER``, else
+            ``$USER``. Ignored when a token is set (the token names the user).
+        timeout: deadline of each unary call, in seconds (30).
+        stream_timeout: deadline of each upload, weight transfer and run step (600).
+
+    The channel is made here; nothing is sent until the first call, which reports an
+    unreachable server as ``ipupod.Error`` (UNAVAILABLE "cannot reach ipupodd at ...").
+    Thread-safe: calls may come from several threads. ``close()`` (or ``with``) closes the
+    channel, ending the sessions this client attached.
+
+    Areas: pod (``pod_info``, ``inject_fault``, resets, ``repair_ipu``), partitions
+    (``create_partition``, ``list_partitions``, ...), sessions (``attach``, ``session``,
+    ``list_sessions``, ``get_session``, ``detach``, ``list_queue``), executables
+    (``upload_executable``, ``stat_executable``; load and run through :class:`Session`) and
+    batch jobs (``put_blob``, ``submit``, ``list_jobs``, ``wait_job``, ``fetch_results``, ...).
+    """
+
+    def __init__(self, server: Optional[str] = None, token: Optional[str] = None,
+                 user: Optional[str] = None, timeout: float = 30.0,
+                 stream_timeout: float = 600.0) -> None:
+        self.server = _first_set(server, "IPUPOD_SERVER", default=DEFAULT_SERVER)
+        self.token = _first_set(token, "IPUPOD_TOKEN")
+        self.user = _first_set(user, "IPUPOD_USER", "USER", default="nobody")
+        self.timeout = float(timeout)
+        self.stream_timeout = float(stream_timeout)
+        self._check_options()
+        if self.token:
+            self._metadata = (("authorization", f"Bearer {self.token}"),)
+        else:
+            self._metadata = (("x-ipupod-user", self.user),)
+        self._channel = grpc.insecure_channel(self.server, options=[
+            ("grpc.keepalive_time_ms", 5000),
+            ("grpc.keepalive_timeout_ms", 10000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            # Keep pinging a held but quiet attach stream (default: 2 pings, then stop).
+            ("grpc.http2.max_pings_without_data", 0),
+        ])
+        self._pod = pod_pb2_grpc.PodServiceStub(self._channel)
+        self._partitions = pod_pb2_grpc.PartitionServiceStub(self._channel)
+        self._sessions = pod_pb2_grpc.SessionServiceStub(self._channel)
+        self._execution = execution_pb2_grpc.ExecutionServiceStub(self._channel)
+        self._jobs = jobs_pb2_grpc.JobServiceStub(self._channel)
+
+    def _check_options(self) -> None:
+        location = "ipupod.Client"
+        if not self.server:
+            raise errors.local_error(f"no server address; pass server='HOST:PORT' (default "
+                                     f"{DEFAULT_SERVER})", grpc.StatusCode.INVALID_ARGUMENT,
+                                     location)
+        if not (self.timeout > 0 and self.stream_timeout > 0):
+            raise errors.local_error("timeout and stream_timeout must be positive seconds",
+                                     grpc.StatusCode.INVALID_ARGUMENT, location)
+        if self.token and (len(self.token) > TOKEN_BYTES_MAX or not all(
+                0x21 <= ord(c) <= 0x7e for c in self.token)):
+            raise errors.local_error(
+                f"the token ({len(self.token)} characters) is not a valid ipupod token: tokens "
+                f"are at most {TOKEN_BYTES_MAX} visible ASCII characters; check token= / "
+                f"$IPUPOD_TOKEN", grpc.StatusCode.UNAUTHENTICATED, location)
+        if not self.token and not _USER_NAME.match(self.user):
+            shown = self.user[:80].encode("unicode_escape").decode("ascii")
+            raise errors.local_error(
+                f'user name "{shown}{"..." if len(self.user) > 80 else ""}" is not valid: use '
+                f"1-64 characters from A-Z a-z 0-9 . _ - @ (pass user=NAME)",
+                grpc.StatusCode.INVALID_ARGUMENT, location)
+
+    def __repr__(self) -> str:
+        who = "token" if self.token else f"user {self.user}"
+        return f"<ipupod.Client {self.server} ({who})>"
+
+    def close(self) -> None:
+        """Closes the channel; sessions attached through it end."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ call helpers
+
+    def _convert(self, error: grpc.RpcError, method: str, timeout: Optional[float]) -> errors.Error:
+        return errors.from_rpc_error(error, server=self.server, method=method, timeout=timeout)
+
+    def _unary(self, stub_method: Callable, request: Any, method: str) -> Any:
+        try:
+            return stub_method(request, timeout=self.timeout, metadata=self._metadata)
+        except grpc.RpcError as error:
+            raise self._convert(error, method, self.timeout) from None
+
+    def _stream_unary(self, stub_method: Callable, requests: Iterable, method: str) -> Any:
+        source = _Requests(requests)
+        try:
+            return stub_method(source, timeout=self.stream_timeout, metadata=self._metadata)
+        except grpc.RpcError as error:
+            if source.error is not None:  # our own iterator failed: its error, not CANCELLED
+                raise source.error from None
+            raise self._convert(error, method, self.stream_timeout) from None
+
+    def _stream_out(self, stub_method: Callable, request: Any, method: str,
+                    timeout: Any = _STREAM_TIMEOUT) -> Iterator:
+        """A server stream's messages; the call is cancelled if the consumer stops early.
+        ``timeout``: seconds, None for no deadline, default ``stream_timeout``."""
+        deadline = self.stream_timeout if timeout is _STREAM_TIMEOUT else timeout
+        call = stub_method(request, timeout=deadline, metadata=self._metadata)
+        try:
+            yield from call
+        except grpc.RpcError as error:
+            raise self._convert(error, method, deadline) from None
+        finally:
+            call.cancel()
+
+    def _stream_stream(self, stub_method: Callable, requests: Iterable, method: str) -> Iterator:
+        source = _Requests(requests)
+        call = stub_method(source, timeout=self.stream_timeout, metadata=self._metadata)
+        try:
+            yield from call
+        except grpc.RpcError as error:
+            if source.error is not None:
+                raise source.error from None
+            raise self._convert(error, method, self.stream_timeout) from None
+        finally:
+            call.cancel()
+
+    # ------------------------------------------------------------------ pod
+
+    def pod_info(self) -> pod_pb2.GetPodInfoResponse:
+        """The pod (``.pod``: name, IPU count, free IPUs, open mode, ...), every IPU
+        (``.ipus``), partition (``.partitions``) and session (``.sessions``)."""
+        return self._unary(self._pod.GetPodInfo, pod_pb2.GetPodInfoRequest(),
+                           "PodService.GetPodInfo")
+
+    def inject_fault(self, ipu: int, kind: Union[str, int]) -> pod_pb2.InjectFaultResponse:
+        """Admin: injects a fault on one IPU. ``kind``: ``"ipu-reset"``, ``"link-reset"``,
+        ``"partition-reset"``, ``"full-reset"``, ``"unrecoverable"`` (or a FaultKind value).
+        The sessions concerned see the error on their next operation."""
+        if isinstance(kind, str):
+            if kind not in FAULT_KINDS:
+                raise errors.local_error(f"unknown fault kind '{kind}'; use one of "
+                                         f"{', '.join(FAULT_KINDS)}",
+                                         grpc.StatusCode.INVALID_ARGUMENT, "Client.inject_fault")
+            kind = FAULT_KINDS[kind]
+        request = pod_pb2.InjectFaultRequest(ipu=_uint(ipu, "ipu", "Client.inject_fault"),
+                                             kind=kind)
+        return self._unary(self._pod.InjectFault, request, "PodService.InjectFault")
+
+    def reset_ipu(self, ipu: int) -> pod_pb2.ResetResponse:
+        """Resets one IPU (clears IPU_RESET); its session must load again."""
+        request = pod_pb2.ResetIpuRequest(ipu=_uint(ipu, "ipu", "Client.reset_ipu"))
+        return self._unary(self._pod.ResetIpu, request, "PodService.ResetIpu")
+
+    def reset_pod(self) -> pod_pb2.ResetResponse:
+        """Admin: resets every IPU (clears every recoverable error)."""
+        return self._unary(self._pod.ResetPod, pod_pb2.ResetPodRequest(), "PodService.ResetPod")
+
+    def repair_ipu(self, ipu: int) -> pod_pb2.RepairIpuResponse:
+        """Admin: returns a FAILED IPU to service."""
+        request = pod_pb2.RepairIpuRequest(ipu=_uint(ipu, "ipu", "Client.repair_ipu"))
+        return self._unary(self._pod.RepairIpu, request, "PodService.RepairIpu")
+
+    # ------------------------------------------------------------------ partitions
+
+    def create_partition(self, name: str, size: int) -> pod_pb2.Partition:
+        """A named partition of ``size`` IPUs (a power of two, an aligned block), yours."""
+        request = pod_pb2.CreatePartitionRequest(
+            name=name, size=_uint(size, "size", "Client.create_partition"))
+        return self._unary(self._partitions.CreatePartition, request,
+                           "PartitionService.CreatePartition")
+
+    def get_partition(self, name: str) -> pod_pb2.Partition:
+        """One partition: size, IPUs, owner, sessions (NOT_FOUND when there is none)."""
+        return self._unary(self._partitions.GetPartition,
+                           pod_pb2.GetPartitionRequest(name=name), "PartitionService.GetPartition")
+
+    def list_partitions(self) -> List[pod_pb2.Partition]:
+        """Every partition of the pod."""
+        response = self._unary(self._partitions.ListPartitions, pod_pb2.ListPartitionsRequest(),
+                               "PartitionService.ListPartitions")
+        return list(response.partitions)
+
+    def remove_partition(self, name: str, force: bool = False) -> List[str]:
+        """Removes a partition; ``force`` detaches its sessions first. Returns them."""
+        response = self._unary(self._partitions.RemovePartition,
+                               pod_pb2.RemovePartitionRequest(name=name, force=force),
+                               "PartitionService.RemovePartition")
+        return list(response.detached_sessions)
+
+    def reset_partition(self, name: str) -> pod_pb2.ResetResponse:
+        """Clears IPU_RESET, LINK_RESET and PARTITION_RESET errors on a partition's IPUs."""
+        return self._unary(self._partitions.ResetPartition,
+                           pod_pb2.ResetPartitionRequest(name=name),
+                           "PartitionService.ResetPartition")
+
+    # ------------------------------------------------------------------ sessions
+
+    def attach(self, ipus: int = 1, *, partition: str = "", wait: bool = False,
+               wait_timeout: Optional[Seconds] = None, auto_round: bool = False,
+               on_position: Optional[Callable[[pod_pb2.QueuePosition], None]] = None,
+               on_preempted: Optional[Callable[[pod_pb2.Preemption], None]] = None,
+               account: str = "", qos: str = "", time_limit: Optional[Seconds] = None,
+               label: Optional[str] = None) -> Session:
+        """Attaches to ``ipus`` IPUs and returns the :class:`Session` once granted.
+
+        The session lives as long as its attach stream, which a background thread holds: use
+        the session as a context manager (or call ``release()``) to give the IPUs back.
+
+        Args:
+            ipus: how many (a power of two, or any count with ``auto_round``).
+            partition: one of your partitions ("" = the free pool).
+            wait: queue when nothing fits now (else RESOURCE_EXHAUSTED at once).
+            wait_timeout: give up waiting after this long (seconds or timedelta; None = wait
+                until granted; Ctrl-C leaves the queue).
+            on_position: called on this thread with each ``QueuePosition`` (``position``,
+                ``queue_length``, ``blocking_sessions``) while waiting.
+            on_preempted: called on the stream's thread with the ``Preemption`` notice of a
+                preemptible session (also kept in ``session.preempted``).
+            account, qos, time_limit: fair sharing: the account charged, the QoS, and the
+                longest the IPUs are held (docs/scheduling.md).
+            label: shown in ``ipupod queue`` and ``info`` (default: host, pid and script).
+        """
+        location = "Client.attach"
+        request = pod_pb2.AttachRequest(
+            num_ipus=_uint(ipus, "ipus", location, minimum=1), partition=partition, wait=wait,
+            wait_timeout_seconds=seconds_of(wait_timeout, "wait_timeout", location),
+            auto_round=auto_round, client=_client_label() if label is None else label,
+            account=account, qos=qos,
+            time_limit_seconds=seconds_of(time_limit, "time_limit", location))
+        stream = AttachStream(self._sessions, request, self._metadata, self.server, on_preempted)
+        if not wait:
+            timeout = self.timeout
+        elif request.wait_timeout_seconds > 0:
+            timeout = request.wait_timeout_seconds + self.timeout
+        else:
+            timeout = None
+        info = stream.wait_for_grant(on_position, timeout)
+        return Session(self, info, stream)
+
+    def session(self, session_id: Optional[str] = None) -> Session:
+        """A handle on a session held elsewhere (default ``$IPUPOD_SESSION``, set by
+        ``ipupod attach -- COMMAND``); its ``release()`` does nothing."""
+        session_id = session_id or os.environ.get("IPUPOD_SESSION", "")
+        if not session_id:
+            raise errors.local_error("no session: pass its id, or run under `ipupod attach -- "
+                                     "...` which sets $IPUPOD_SESSION",
+                                     grpc.StatusCode.INVALID_ARGUMENT, "Client.session")
+        return Session(self, self.get_session(session_id))
+
+    def list_sessions(self) -> List[pod_pb2.SessionInfo]:
+        """Every session of the pod (from ``pod_info``)."""
+        return list(self.pod_info().sessions)
+
+    def get_session(self, session_id: str) -> pod_pb2.SessionInfo:
+        """A session's state; raises its device error when one of its IPUs faulted."""
+        return self._unary(self._sessions.GetSession,
+                           pod_pb2.GetSessionRequest(session=session_id),
+                           "SessionService.GetSession")
+
+    def detach(self, session_id: str) -> List[int]:
+        """Ends a session (yours, or any as admin); returns the IPUs released."""
+        response = self._unary(self._sessions.Detach, pod_pb2.DetachRequest(session=session_id),
+                               "SessionService.Detach")
+        return list(response.released_ipus)
+
+    def reset_session(self, session_id: str) -> pod_pb2.ResetResponse:
+        """Resets a session's IPUs as one device (up to PARTITION_RESET)."""
+        return self._unary(self._sessions.ResetSession,
+                           pod_pb2.ResetSessionRequest(session=session_id),
+                           "SessionService.ResetSession")
+
+    def list_queue(self) -> List[pod_pb2.QueueEntry]:
+        """The attach queue in the order it is walked, with priorities and reasons."""
+        response = self._unary(self._sessions.ListQueue, pod_pb2.ListQueueRequest(),
+                               "SessionService.ListQueue")
+        return list(response.entries)
+
+    def get_shares(self) -> pod_pb2.GetSharesResponse:
+        """Every account's shares, usage and fair-share factor (``ipupod shares``)."""
+        return self._unary(self._sessions.GetShares, pod_pb2.GetSharesRequest(),
+                           "SessionService.GetShares")
+
+    # ------------------------------------------------------------------ executables
+
+    def stat_executable(self, sha256: str) -> execution_pb2.ExecutableRef:
+        """The server's record of an executable you uploaded; NOT_FOUND when it lacks it."""
+        return self._unary(self._execution.StatExecutable,
+                           execution_pb2.StatExecutableRequest(sha256=sha256),
+                           "ExecutionService.StatExecutable")
+
+    def upload_executable(self, executable: Executable) -> execution_pb2.ExecutableRef:
+        """Uploads an ``.ipx`` (a path or its bytes) unless the server already holds it for
+        you (StatExecutable by the hash in its header: then ``cache_hit`` is set). The file is
+        streamed in 1 MiB chunks; INVALID_ARGUMENT, before anything is sent, when it is not an
+        .ipx."""
+        source = _IpxSource(executable)
+        try:
+            ref = self.stat_executable(source.sha256)
+            ref.cache_hit = True
+            return ref
+        except errors.Error as error:
+            if error.code != grpc.StatusCode.NOT_FOUND:
+                raise
+        return self._stream_unary(self._execution.UploadExecutable, source.chunks(),
+                                  "ExecutionService.UploadExecutable")
+
+
+class _Requests:
+    """A request iterator that remembers the exception it raised (gRPC would only cancel)."""
+
+    def __init__(self, requests: Iterable) -> None:
+        self._iterator = iter(requests)
+        self.error: Optional[BaseException] = None
+
+    def __iter__(self) -> "_Requests":
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            raise
+        except BaseException as error:
+            self.error = error
+            raise
+
+
+class _IpxSource:
+    """An .ipx as bytes or a file: its header's content hash and its upload chunks."""
+
+    def __init__(self, executable: Executable) -> None:
+        location = "Client.upload_executable"
+        self._data = None
+        self._path = None
+        if isinstance(executable, (bytes, bytearray, memoryview)):
+            self._data = memoryview(executable).cast("B")
+            header = bytes(self._data[:_IPX_HEADER_BYTES])
+            self.size = len(self._data)
+            self._name = "the executable bytes"
+        else:
+            self._path = os.fspath(executable)
+            self._name = f"executable '{self._path}'"
+            header, self.size = _read_header(self._path, location)
+        self.sha256 = ipx_content_hash(header, self._name, location)
+
+    def chunks(self) -> Iterator[execution_pb2.ExecutableChunk]:
+        first = True
+        for data in self._pieces():
+            message = execution_pb2.ExecutableChunk(data=data)
+            if first:
+                message.sha256, message.total_bytes, first = self.sha256, self.size, False
+            yield message
+
+    def _pieces(self) -> Iterator[bytes]:
+        if self._data is not None:
+            yield from tensors.chunks_of(self._data)
+            return
+        left = self.size  # exactly the size checked: bytes appended since are not sent
+        with open(self._path, "rb") as file:
+            while left > 0:
+                piece = file.read(min(tensors.CHUNK_BYTES, left))
+                if not piece:
+                    raise errors.local_error(
+                        f"{self._name} got shorter while it was uploaded; upload it again once "
+                        f"it stays unchanged", grpc.StatusCode.DATA_LOSS,
+                        "Client.upload_executable")
+                left -= len(piece)
+                yield piece
+
+
+def _read_header(path: str, location: str) -> tuple:
+    try:
+        if not os.path.isfile(path):
+            what = "does not exist" if not os.path.exists(path) else "is not a regular file"
+            code = (grpc.StatusCode.NOT_FOUND if not os.path.exists(path)
+                    else grpc.StatusCode.INVALID_ARGUMENT)
+            raise errors.local_error(f"executable '{path}' {what}", code, location)
+        with open(path, "rb") as file:
+            return file.read(_IPX_HEADER_BYTES), os.fstat(file.fileno()).st_size
+    except OSError as error:
+        raise errors.local_error(f"cannot read executable '{path}': {error.strerror}",
+                                 grpc.StatusCode.PERMISSION_DENIED, location) from None
+
+
+def ipx_content_hash(header: bytes, name: str, location: str) -> str:
+    """The payload's SHA-256 (hex) from an .ipx header (client/ipx_header.h); INVALID_ARGUMENT
+    for bytes that are not an .ipx of this format version."""
+    if len(header) < _IPX_HEADER_BYTES or not header.startswith(_IPX_MAGIC):
+        raise errors.local_error(f"{name} is not an ipupod executable (.ipx): compile the "
+                                 f"model with `ipupod compile MODEL.onnx`",
+                                 grpc.StatusCode.INVALID_ARGUMENT, location)
+    version = int.from_bytes(header[8:12], "little")
+    if version != _IPX_FORMAT_VERSION:
+        raise errors.local_error(f"{name} has executable format {version} but this client "
+                                 f"reads {_IPX_FORMAT_VERSION}: recompile it with this ipupod",
+                                 grpc.StatusCode.INVALID_ARGUMENT, location)
+    return header[24:56].hex()
+
+
+def _uint(value: Any, what: str, location: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not (
+            minimum <= value < 2**32):
+        raise errors.local_error(f"{what} must be an integer from {minimum} to {2**32 - 1}, not "
+                                 f"{value!r}", grpc.StatusCode.INVALID_ARGUMENT, location)
+    return value

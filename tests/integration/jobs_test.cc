@@ -5,6 +5,7 @@
 // final weights; faults are recovered or requeued; cancel, hold/release,
 // time limits, dependencies, sweeps, the blob store bound and other users'
 // jobs behave as documented.
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -71,8 +72,10 @@ class JobsTest : public ::testing::Test {
   }
   // `job wait`'s exit code.
   int Wait(const std::string& user, const std::string& id) {
-    CliResult c = RunCli(server_.address(), user, {"job", "wait", id, "--timeout", "120s"});
-    return c.exit_code;
+    // RunCli gives a command 30 s; a job under a sanitizer (or on a busy
+    // machine) may need the whole --timeout (TSan, 2026-11-26).
+    Process p = StartCli(server_.address(), user, {"job", "wait", id, "--timeout", "120s"});
+    return p.Wait(std::chrono::seconds(130)).value_or(-1);
   }
   tensor::NamedTensors Fetch(const std::string& user, const std::string& id,
                              const std::string& file) {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
+#include "store/sqlite_ledger.h"
 #include "store/sqlite_util.h"
 #include <fcntl.h>
 #include <sys/file.h>
@@ -120,7 +121,8 @@ absl::Status Migrate(sqlite3* db) {
   WriteFaultInjector no_faults(std::nullopt);  // the schema alone is no pod yet
   return WriteTransaction(db, WritePoint::kInitialise, no_faults, [db, version]() -> absl::Status {
     if (version < 1) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV1));
-    return Exec(db, kSchemaV2);
+    if (version < 2) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV2));
+    return Exec(db, kSchemaV3);
   });
 }
 
@@ -303,6 +305,7 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
   std::unique_ptr<SqliteStateStore> store(
       new SqliteStateStore(*db, lock_fd, std::move(dir), options.fault));
   IPUPOD_RETURN_IF_ERROR(store->Reconcile(facts));  // on error the store closes both
+  IPUPOD_RETURN_IF_ERROR(store->OpenReader());
   return store;
 }
 
@@ -314,7 +317,29 @@ SqliteStateStore::SqliteStateStore(sqlite3* db, int lock_fd, std::filesystem::pa
       path_((dir_ / "state.db").string()),
       faults_(fault) {}
 
+absl::Status SqliteStateStore::OpenReader() {
+  sync::MutexLock lock(&read_mu_);
+  // Read-write only so that it may map the WAL index; it runs SELECTs alone.
+  int rc = sqlite3_open_v2(path_.c_str(), &read_db_, SQLITE_OPEN_READWRITE, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_extended_result_codes(read_db_, 1);
+    sqlite3_busy_timeout(read_db_, kBusyTimeoutMs);
+    return absl::OkStatus();
+  }
+  absl::Status status = SqliteError(read_db_, rc, "open the ledger's reading connection");
+  sqlite3_close(read_db_);
+  read_db_ = nullptr;
+  return status;
+}
+
 SqliteStateStore::~SqliteStateStore() {
+  {
+    // First, so that the writer is the last connection: its close merges
+    // the WAL (or keeps it, below).
+    sync::MutexLock lock(&read_mu_);
+    sqlite3_close(read_db_);  // null-safe
+    read_db_ = nullptr;
+  }
   {
     sync::MutexLock lock(&mu_);
     absl::Status status = MarkCleanStopLocked();

@@ -48,6 +48,8 @@ class Statement {
   absl::Status Bind(int index, absl::string_view text);
   absl::Status Bind(int index, int64_t value);
   absl::Status Bind(int index, double value);
+  // The index of named parameter `name` (":since"), 0 when the SQL has none.
+  int Parameter(const char* name) const { return sqlite3_bind_parameter_index(stmt_, name); }
   // True for a row, false when done.
   absl::StatusOr<bool> Step();
   // Steps until done, ignoring rows.

@@ -133,6 +133,11 @@ absl::Status PodServer::Init() {
   compute_ = std::make_unique<runtime::ComputeGate>(
       std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads);
   IPUPOD_ASSIGN_OR_RETURN(store_, OpenStore(config_));
+  // Before the scheduler, which rebuilds fair-share usage from the ledger.
+  AccountingUpkeepOptions upkeep;
+  upkeep.heartbeat = absl::Seconds(config_.accounting_heartbeat_seconds);
+  upkeep.retention = absl::Hours(24) * config_.accounting_retention_days;
+  IPUPOD_ASSIGN_OR_RETURN(accounting_, AccountingUpkeep::Start(store_.get(), upkeep));
   cache_ = std::make_unique<runtime::ExecutableCache>(config_.executable_cache_mb << 20);
   load_memory_ = std::make_unique<execution::MemoryBudget>(
       config_.load_memory_mb > 0 ? config_.load_memory_mb << 20
@@ -141,6 +146,7 @@ absl::Status PodServer::Init() {
   scheduler::SchedulerOptions options = ToSchedulerOptions(config_);
   execution::LoadedPrograms* programs = programs_.get();
   options.on_session_ended = [programs](const std::string& session) { programs->Drop(session); };
+  options.ledger = store_.get();
   IPUPOD_ASSIGN_OR_RETURN(scheduler_,
                           scheduler::Scheduler::Create(std::move(options), store_.get()));
   execution_ = std::make_unique<execution::SessionExecution>(execution::ExecutionResources{
@@ -253,6 +259,7 @@ void PodServer::Shutdown() {
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
   jobs_->Shutdown();       // running jobs stop after their step and resume at the next start
   scheduler_->Shutdown();  // attach streams end UNAVAILABLE; queued resets complete
+  accounting_->Stop();     // after the sessions' records closed SHUTDOWN: a last heartbeat
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   ticker_->Stop();
   spdlog::info("calls ended");

@@ -191,9 +191,11 @@ absl::Status PodServer::StartJobs() {
   options.retention = absl::Hours(config_.jobs_retention_hours);
   options.default_time_limit = absl::Minutes(config_.jobs_default_time_limit_minutes);
   options.max_requeues = config_.jobs_max_requeues;
+  options.ledger_retention = absl::Hours(24) * config_.accounting_retention_days;
   IPUPOD_ASSIGN_OR_RETURN(
-      jobs_, batch::JobManager::Start(std::move(options), {scheduler_.get(), execution_.get(),
-                                                           store_.get(), blobs_.get()}));
+      jobs_,
+      batch::JobManager::Start(std::move(options), {scheduler_.get(), execution_.get(),
+                                                    store_.get(), blobs_.get(), store_.get()}));
   return absl::OkStatus();
 }
 

@@ -35,9 +35,9 @@ enum class RecordKind { kSession, kJob };
 absl::string_view RecordKindName(RecordKind kind);  // "session", "job"
 
 // End states of a session (a job's are its JobState names: COMPLETED, ...).
-inline constexpr absl::string_view kStateRunning = "RUNNING";      // still open
-inline constexpr absl::string_view kStateReleased = "RELEASED";    // its client ended it
-inline constexpr absl::string_view kStateDetached = "DETACHED";    // `ipupod detach`
+inline constexpr absl::string_view kStateRunning = "RUNNING";    // still open
+inline constexpr absl::string_view kStateReleased = "RELEASED";  // its client or its user ended it
+inline constexpr absl::string_view kStateDetached = "DETACHED";  // someone else: `ipupod detach`
 inline constexpr absl::string_view kStatePreempted = "PREEMPTED";  // for higher priority work
 inline constexpr absl::string_view kStateTimeout = "TIMEOUT";      // its time limit ran out
 inline constexpr absl::string_view kStateShutdown = "SHUTDOWN";    // the server stopped

@@ -49,6 +49,9 @@ void SetLivenessOptions(grpc::ServerBuilder& builder, absl::Duration lease) {
 // job's log holds one while it follows).
 constexpr int kMaxJobCalls = 16;
 constexpr int kMaxJobCallsPerUser = 4;
+// AccountingService calls at once: each is one ledger query.
+constexpr int kMaxAccountingCalls = 4;
+constexpr int kMaxAccountingCallsPerUser = 2;
 
 // A second operation of one session waits this long for the first.
 constexpr absl::Duration kOperationWait = absl::Seconds(30);
@@ -169,6 +172,9 @@ absl::Status PodServer::Init() {
       env_, execution_.get(), config_.max_execution_threads, ExecutionThreadsPerUser(config_));
   job_service_ = std::make_unique<JobServiceImpl>(env_, blobs_.get(), jobs_.get(), kMaxJobCalls,
                                                   kMaxJobCallsPerUser);
+  accounting_service_ =
+      std::make_unique<AccountingServiceImpl>(env_, store_.get(), config_.accounting_public,
+                                              kMaxAccountingCalls, kMaxAccountingCallsPerUser);
   absl::Status status = BuildGrpcServer();
   if (!status.ok()) {
     jobs_->Shutdown();
@@ -211,7 +217,8 @@ absl::Status PodServer::BuildGrpcServer() {
   builder.RegisterService(session_service_.get());
   builder.RegisterService(execution_service_.get());
   builder.RegisterService(job_service_.get());
-  SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls);
+  builder.RegisterService(accounting_service_.get());
+  SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls + kMaxAccountingCalls);
   SetInterceptors(builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {

@@ -7,6 +7,8 @@
 // serves PodService, PartitionService and SessionService (callback API),
 // ExecutionService (sync API on a pool of config.max_execution_threads
 // threads, bounded by a grpc::ResourceQuota; see server/execution_service.h),
+// JobService and AccountingService (the same pool, each with its own call
+// bound),
 // gRPC health checking and server reflection on config.listen (port 0 picks a
 // free port; port() reports it). Sessions that end drop their loaded
 // programs (scheduler's on_session_ended -> LoadedPrograms::Drop).
@@ -51,6 +53,7 @@
 #include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
 #include "scheduler/scheduler.h"
+#include "server/accounting_service.h"
 #include "server/accounting_upkeep.h"
 #include "server/config.h"
 #include "server/execution_service.h"
@@ -120,6 +123,7 @@ class PodServer {
   std::unique_ptr<SessionServiceImpl> session_service_;
   std::unique_ptr<ExecutionServiceImpl> execution_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<AccountingServiceImpl> accounting_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;

@@ -108,7 +108,8 @@ void AccountingUpkeep::Stop() {
     stop_ = true;
     cv_.Signal();
   }
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;  // Start failed: the server never ran, vouch for nothing
+  thread_.join();
   Heartbeat();  // the clean stop: the server was alive until now
 }
 

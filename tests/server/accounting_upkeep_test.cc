@@ -113,6 +113,7 @@ TEST_F(AccountingUpkeepTest, AStoreThatCannotEndOpenRecordsStopsTheStart) {
   EXPECT_EQ(upkeep.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(upkeep.status().message()), ::testing::HasSubstr("left open"));
   EXPECT_EQ(Find("s1-1").state, "RUNNING");  // changed nothing
+  EXPECT_EQ(*store_->LastHeartbeat(), 0) << "a server that did not start vouches for nothing";
 }
 
 TEST_F(AccountingUpkeepTest, BadOptionsAreRefused) {

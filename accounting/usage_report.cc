@@ -75,7 +75,7 @@ std::vector<std::string> AllStates() {
           "COMPLETED",
           "FAILED",
           "CANCELLED",
-          "TIMEOUT"};
+          std::string(kStateTimeout)};  // a session's end and a job's
 }
 
 absl::StatusOr<std::string> NormalizeState(absl::string_view text) {

@@ -160,7 +160,7 @@ constexpr char kHistoryFooter[] =
     "Like Slurm's sacct: one line per usage record, newest first, at most --limit (100;\n"
     "at most 10000). A record is a session (id s<boot>-<n>; JOB names the batch job it\n"
     "ran) or a batch job (its id). STATE: RUNNING (still open: IPU-SECONDS so far),\n"
-    "RELEASED, DETACHED, PREEMPTED, SHUTDOWN (the server stopped in order),\n"
+    "RELEASED, DETACHED, PREEMPTED, TIMEOUT, SHUTDOWN (the server stopped in order),\n"
     "SERVER_RESTART (the server died; the session ends at its last heartbeat), or a job's\n"
     "COMPLETED, FAILED, CANCELLED, TIMEOUT. --since keeps records that ended at or after\n"
     "it (and open ones), --until those that started before it.\n"

@@ -20,6 +20,8 @@
 #define IPUPOD_ACCOUNTING_LEDGER_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,16 +35,16 @@ enum class RecordKind { kSession, kJob };
 absl::string_view RecordKindName(RecordKind kind);  // "session", "job"
 
 // End states of a session (a job's are its JobState names: COMPLETED, ...).
-inline constexpr absl::string_view kStateRunning = "RUNNING";      // still open
-inline constexpr absl::string_view kStateReleased = "RELEASED";    // its client ended it
-inline constexpr absl::string_view kStateDetached = "DETACHED";    // `ipupod detach`
+inline constexpr absl::string_view kStateRunning = "RUNNING";    // still open
+inline constexpr absl::string_view kStateReleased = "RELEASED";  // its client or its user ended it
+inline constexpr absl::string_view kStateDetached = "DETACHED";  // someone else: `ipupod detach`
 inline constexpr absl::string_view kStatePreempted = "PREEMPTED";  // for higher priority work
 inline constexpr absl::string_view kStateTimeout = "TIMEOUT";      // its time limit ran out
 inline constexpr absl::string_view kStateShutdown = "SHUTDOWN";    // the server stopped
 inline constexpr absl::string_view kStateServerRestart = "SERVER_RESTART";  // kill -9, crash
 
 struct UsageRecord {
-  std::string id;  // session id ("s3-7") or job id ("j12")
+  std::string id;  // session id ("s3-7") or job id ("17", "17.3")
   RecordKind kind = RecordKind::kSession;
   std::string user;
   std::string account;
@@ -57,12 +59,18 @@ struct UsageRecord {
   std::string state;           // kStateRunning while open
 };
 
+// Upper bound of LedgerQuery::limit (the scheduler reads this much at start).
+inline constexpr int kMaxLedgerQueryLimit = 1000000;
+
 struct LedgerQuery {
   int64_t since_unix_ms = 0;  // records that ended at or after (open ones always)
-  int64_t until_unix_ms = 0;  // records that started before; 0 = no bound
-  std::string user;           // "" = everyone
-  std::string state;          // "" = any
-  int limit = 10000;          // at most this many, newest first
+  // Records that started before (a job that never started: submitted
+  // before); 0 = no bound.
+  int64_t until_unix_ms = 0;
+  std::string user;                // "" = everyone
+  std::string state;               // "" = any
+  std::optional<RecordKind> kind;  // nullopt = both
+  int limit = 10000;               // at most this many, newest first (1..kMaxLedgerQueryLimit)
 };
 
 class Ledger {
@@ -75,7 +83,14 @@ class Ledger {
                              absl::string_view state) = 0;
   // Writes a whole record (a job that ended), replacing one with its id.
   virtual absl::Status Put(const UsageRecord& record) = 0;
+  // Newest (latest submitted) first; INVALID_ARGUMENT for a limit outside
+  // 1..kMaxLedgerQueryLimit.
   virtual absl::StatusOr<std::vector<UsageRecord>> Query(const LedgerQuery& query) = 0;
+  // Calls `visit` for each record Query would return, in no set order,
+  // without holding them all: at most query.limit, fewer when `visit`
+  // returns false. The default runs Query; a large ledger overrides it.
+  virtual absl::Status Scan(const LedgerQuery& query,
+                            const std::function<bool(const UsageRecord&)>& visit);
   // At start-up: closes every open record as SERVER_RESTART, ending at
   // `end_unix_ms` (the last moment the previous server was known alive).
   // Returns how many it closed.

@@ -71,6 +71,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(JobManagerOptions 
                                                               JobResources resources) {
   std::unique_ptr<JobManager> manager(new JobManager(std::move(options), resources));
   IPUPOD_RETURN_IF_ERROR(manager->Recover());
+  manager->RecheckUsage();
   manager->dispatcher_ = std::thread([m = manager.get()] { m->DispatchLoop(); });
   return manager;
 }
@@ -223,14 +224,27 @@ void JobManager::Reconcile() {
 }
 
 bool JobManager::AttachLocked(Entry& e) {
+  const jobs::JobSpec& spec = e.record.spec;
   scheduler::AttachRequest request;
-  request.num_ipus = e.record.spec.num_ipus;
-  request.partition = e.record.spec.partition;
+  request.num_ipus = spec.num_ipus;
+  request.partition = spec.partition;
   request.wait = true;
-  request.auto_round = e.record.spec.auto_round;
+  request.auto_round = spec.auto_round;
   request.client = absl::StrCat("job ", e.record.id);
-  absl::StatusOr<std::string> ticket = r_.scheduler->Attach(
-      Caller{e.record.user, false}, request, std::make_shared<Observer>(this, e.record.id));
+  // Charged, ordered and limited as a session of its account and QoS; it
+  // keeps its age across requeues and restarts; backfill counts on what is
+  // left of its time limit.
+  request.account = spec.account;
+  request.qos = spec.qos;
+  request.job = e.record.id;
+  request.submitted = absl::FromUnixMillis(e.record.submitted_unix_ms);
+  if (spec.time_limit_seconds > 0) {
+    request.time_limit = std::max(absl::Seconds(1), absl::Seconds(spec.time_limit_seconds) -
+                                                        absl::Seconds(e.record.wall_seconds));
+  }
+  absl::StatusOr<std::string> ticket =
+      r_.scheduler->Attach(Caller{e.record.user, e.record.admin}, request,
+                           std::make_shared<Observer>(this, e.record.id));
   if (ticket.ok()) {
     e.ticket = *std::move(ticket);
     if (e.record.reason != jobs::kReasonResources && e.record.reason.rfind("requeued", 0) != 0) {
@@ -251,6 +265,10 @@ void JobManager::StartAttemptLocked(Entry& e, const scheduler::SessionView& sess
     r.state = JobState::kRunning;
     r.reason.clear();
     r.started_unix_ms = UnixMs(now);
+    if (r.first_started_unix_ms == 0) r.first_started_unix_ms = r.started_unix_ms;
+    // A record from before jobs carried them: what the scheduler resolved.
+    if (r.spec.account.empty()) r.spec.account = session.account;
+    if (r.spec.qos.empty()) r.spec.qos = session.qos;
   });
   if (!written.ok()) {
     spdlog::error("job {}: cannot record its start ({}); it stays pending", e.record.id,
@@ -260,6 +278,7 @@ void JobManager::StartAttemptLocked(Entry& e, const scheduler::SessionView& sess
   }
   e.session = session.id;
   e.ipus = session.ipus;
+  e.granted_ipus = static_cast<int>(session.ipus.size());
   e.attempt_start = now;
   e.attempt_wall_before = e.record.wall_seconds;
   e.live_runs = e.record.spec.train ? e.record.runs_done : 0;
@@ -446,6 +465,7 @@ void JobManager::EndLocked(Entry& e, JobState state, std::string reason) {
                   std::string(jobs::JobStateName(state)), std::string(written.message()));
     return;
   }
+  PutUsageLocked(e);  // after the end is durable: Start puts it again if this is lost
   r_.blobs->Release(e.record.id);
   e.live_runs = state == JobState::kCompleted ? e.record.runs_total : e.live_runs;
   LogState(e, reason.empty() ? std::string(jobs::JobStateName(state))

@@ -34,6 +34,21 @@
 // a training job resumes from the checkpoint its record names, an inference
 // job after the step outputs already written.
 //
+// Sharing and accounting. A job carries an account and a QoS, resolved at
+// submit by the attach's rules (sharing::Resolve) and passed with its
+// attach, with its job id and what is left of its time limit, so the
+// queue's priority, limits (max_jobs_running included), backfill and
+// preemption treat it as they treat an interactive session. Submit refuses
+// what the policy would never start (a max_ipus below the job's IPUs, a time
+// limit over the QoS's maximum wall time) and a submit over a
+// max_jobs_pending limit (RESOURCE_EXHAUSTED naming it: UserMaxJobsPending,
+// AccountMaxJobsPending, QosMaxJobsPending, QosMaxJobsPendingPerUser). When
+// a job ends (any end state) its usage record (kind job: submit, first
+// start, end, IPU-seconds over its attempts, the state's name) is put in
+// the ledger after the end is durable; Start puts it again for ended jobs
+// whose record is missing (a kill -9 between the two writes, or a failed
+// put). A failed put is logged; it never changes the job.
+//
 // Visibility. Only the owner or an admin sees a job's details (spec,
 // reason, progress, events, results) and may cancel, hold, release, delete
 // or fetch it; others see its queue line (id, user, state, IPUs).
@@ -67,6 +82,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "accounting/ledger.h"
 #include "batch/in_process_executable.h"
 #include "batch/job_files.h"
 #include "batch/job_runner.h"
@@ -91,6 +107,9 @@ struct JobManagerOptions {
   // scheduler does not report (a full queue, retention).
   absl::Duration tick = absl::Milliseconds(500);
   std::function<absl::Time()> clock;  // empty: absl::Now
+  // How long the ledger keeps records (zero: forever): Start checks the
+  // usage records of jobs that ended within it.
+  absl::Duration ledger_retention = absl::ZeroDuration();
 };
 
 struct JobResources {
@@ -98,6 +117,7 @@ struct JobResources {
   execution::SessionExecution* execution = nullptr;
   jobs::JobStore* store = nullptr;
   jobs::BlobStore* blobs = nullptr;
+  accounting::Ledger* ledger = nullptr;  // ended jobs' usage records; null = none kept
 };
 
 // A job as one caller may see it.
@@ -161,6 +181,7 @@ class JobManager {
     std::string ticket;  // the scheduler request while queued or running
     std::string session;
     std::vector<int> ipus;
+    int granted_ipus = 0;  // the last grant's IPUs (its usage record's)
     int64_t live_runs = 0;
     absl::Time attempt_start;
     double attempt_wall_before = 0;  // record.wall_seconds when the attempt began
@@ -187,6 +208,8 @@ class JobManager {
 
   JobManager(JobManagerOptions options, JobResources resources);
   absl::Status Recover();
+  // Puts the usage records of ended jobs the ledger lacks (Start).
+  void RecheckUsage();
   // Keeps `record` as a new entry at the end of the submission order.
   Entry& AddLocked(jobs::JobRecord record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time Now() const;
@@ -218,16 +241,23 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndLocked(Entry& entry, jobs::JobState state, std::string reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job's usage record (kind job) into the ledger; failures are logged.
+  void PutUsageLocked(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogLocked(Entry& entry, JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogState(Entry& entry, absl::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseTicketLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<Entry*> FindLocked(const scheduler::Caller& caller, absl::string_view id,
                                     bool for_details) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Where each queued ticket is in the pod's queue, and why it waits.
+  struct QueuePlace {
+    int position = 0;
+    std::string reason;
+  };
+  using Positions = absl::flat_hash_map<std::string, QueuePlace>;
   JobView ViewLocked(const scheduler::Caller& caller, const Entry& entry,
-                     const absl::flat_hash_map<std::string, int>& positions) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::flat_hash_map<std::string, int> QueuePositions() const;
+                     const Positions& positions) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  Positions QueuePositions() const;
 
   // Submit's checks (batch/job_submit.cc).
   absl::StatusOr<std::vector<jobs::JobRecord>> PlanSubmit(const scheduler::Caller& caller,
@@ -236,6 +266,13 @@ class JobManager {
   absl::Status CheckDependency(const scheduler::Caller& caller, absl::string_view after) const;
   absl::Status CheckActiveLimits(const scheduler::Caller& caller, size_t adding) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The account and QoS of `spec` resolved for `caller`, and its time limit
+  // against the QoS's maximum wall time (the default limit capped by it).
+  absl::Status Associate(const scheduler::Caller& caller, jobs::JobSpec& spec) const;
+  // The policy's max_jobs_pending of every scope the job is in, with
+  // `adding` more jobs.
+  absl::Status CheckPendingLimits(const scheduler::Caller& caller, const jobs::JobSpec& spec,
+                                  size_t adding) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const JobManagerOptions options_;
   const JobResources r_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "batch/job_manager.h"
 #include "common/format.h"
@@ -16,30 +17,36 @@ using jobs::JobRecord;
 using jobs::JobState;
 using scheduler::Caller;
 
-absl::flat_hash_map<std::string, int> JobManager::QueuePositions() const {
-  absl::flat_hash_map<std::string, int> positions;
+JobManager::Positions JobManager::QueuePositions() const {
+  Positions positions;
   for (const scheduler::QueueEntryView& q : r_.scheduler->ListQueue()) {
-    positions[q.ticket] = q.position;
+    positions[q.ticket] = {q.position, q.reason};
   }
   return positions;
 }
 
 JobView JobManager::ViewLocked(const Caller& caller, const Entry& e,
-                               const absl::flat_hash_map<std::string, int>& positions) const {
+                               const Positions& positions) const {
   JobView view;
   view.details = caller.admin || caller.user == e.record.user;
   auto it = e.ticket.empty() ? positions.end() : positions.find(e.ticket);
-  if (it != positions.end()) view.queue_position = it->second;
+  if (it != positions.end()) view.queue_position = it->second.position;
   if (!view.details) {
     // The queue line only (jobs/job.h): id, user, state, IPUs.
     view.record.id = e.record.id;
     view.record.user = e.record.user;
     view.record.state = e.record.state;
     view.record.spec.num_ipus = e.record.spec.num_ipus;
+    view.record.spec.account = e.record.spec.account;
+    view.record.spec.qos = e.record.spec.qos;
     view.record.submitted_unix_ms = e.record.submitted_unix_ms;
     return view;
   }
   view.record = e.record;
+  // A limit holding it in the queue says more than "Resources".
+  if (it != positions.end() && absl::StrContains(it->second.reason, "Max")) {
+    view.record.reason = it->second.reason;
+  }
   view.session = e.session;
   view.ipus = e.ipus;
   view.live_runs = std::max(e.live_runs, e.record.runs_done);
@@ -69,7 +76,7 @@ absl::StatusOr<JobManager::Entry*> JobManager::FindLocked(const Caller& caller,
 }
 
 std::vector<JobView> JobManager::List(const Caller& caller, const JobFilter& filter) const {
-  const absl::flat_hash_map<std::string, int> positions = QueuePositions();
+  const Positions positions = QueuePositions();
   sync::MutexLock lock(&mu_);
   std::vector<JobView> out;
   for (const std::string& id : order_) {
@@ -89,7 +96,7 @@ std::vector<JobView> JobManager::List(const Caller& caller, const JobFilter& fil
 }
 
 absl::StatusOr<JobView> JobManager::Get(const Caller& caller, absl::string_view id) const {
-  const absl::flat_hash_map<std::string, int> positions = QueuePositions();
+  const Positions positions = QueuePositions();
   sync::MutexLock lock(&mu_);
   IPUPOD_ASSIGN_OR_RETURN(const Entry* e, FindLocked(caller, id, /*for_details=*/false));
   return ViewLocked(caller, *e, positions);

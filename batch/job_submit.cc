@@ -3,10 +3,13 @@
 // rather than after hours in the queue.
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "batch/job_manager.h"
 #include "batch/job_runner.h"
@@ -17,6 +20,7 @@
 #include "compiler/executable.h"
 #include "runtime/run_steps.h"
 #include "scheduler/validation.h"
+#include "sharing/policy.h"
 
 namespace ipupod::batch {
 namespace {
@@ -91,6 +95,59 @@ absl::Status CheckSpecShape(const JobSpec& s) {
   }
   if (!s.after.empty()) IPUPOD_RETURN_IF_ERROR(jobs::CheckJobId(s.after));
   return CheckTraining(s);
+}
+
+// One set of sharing limits a job falls under, named as the scheduler's
+// reasons are ("Qos" + "MaxJobsPending" + "PerUser"), and which jobs count
+// in it.
+struct LimitScope {
+  const sharing::Limits* limits;
+  std::string prefix;
+  std::string suffix;
+  std::string what;  // "user alice", "account vision", "QoS normal", "alice in QoS normal"
+  std::function<bool(const JobRecord&)> counts;
+};
+
+std::vector<LimitScope> ScopesOf(const sharing::SharingPolicy& p, const std::string& user,
+                                 const JobSpec& s) {
+  std::vector<LimitScope> scopes;
+  scopes.push_back({&p.user_limits, "User", "", absl::StrCat("user ", user),
+                    [user](const JobRecord& r) { return r.user == user; }});
+  if (const sharing::Account* a = sharing::FindAccount(p, s.account)) {
+    scopes.push_back({&a->limits, "Account", "", absl::StrCat("account ", s.account),
+                      [a = s.account](const JobRecord& r) { return r.spec.account == a; }});
+  }
+  if (const sharing::Qos* q = sharing::FindQos(p, s.qos)) {
+    scopes.push_back({&q->limits, "Qos", "", absl::StrCat("QoS ", s.qos),
+                      [q = s.qos](const JobRecord& r) { return r.spec.qos == q; }});
+    scopes.push_back(
+        {&q->per_user, "Qos", "PerUser", absl::StrCat(user, " in QoS ", s.qos),
+         [q = s.qos, user](const JobRecord& r) { return r.spec.qos == q && r.user == user; }});
+  }
+  return scopes;
+}
+
+// The IPUs a job of `s` is granted (its count, rounded up with auto_round).
+int GrantedIpus(const JobSpec& s) {
+  int granted = 1;
+  while (granted < s.num_ipus) granted *= 2;
+  return s.auto_round ? granted : s.num_ipus;
+}
+
+// A job over a max_ipus limit could never start: refused now, as an attach
+// is.
+absl::Status CheckCouldStart(const sharing::SharingPolicy& p, const std::string& user,
+                             const JobSpec& s) {
+  const int ipus = GrantedIpus(s);
+  for (const LimitScope& scope : ScopesOf(p, user, s)) {
+    const int max = scope.limits->max_ipus;
+    if (max <= 0 || ipus <= max) continue;
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%sMaxIpus%s: %s may hold at most %d IPUs at once and this job needs %d, so it could "
+        "never start; ask for at most %d (--ipus), or ask an admin",
+        scope.prefix, scope.suffix, scope.what, max, ipus, max));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadWholeBlob(const std::filesystem::path& path) {
@@ -184,6 +241,47 @@ absl::Status JobManager::CheckDependency(const Caller& caller, absl::string_view
   return absl::OkStatus();
 }
 
+absl::Status JobManager::Associate(const Caller& caller, JobSpec& spec) const {
+  const std::shared_ptr<const sharing::SharingPolicy> policy = r_.scheduler->policy();
+  IPUPOD_ASSIGN_OR_RETURN(
+      const sharing::Association association,
+      sharing::Resolve(*policy, caller.user, caller.admin, spec.account, spec.qos));
+  spec.account = association.account;
+  spec.qos = association.qos;
+  const sharing::Qos* q = sharing::FindQos(*policy, spec.qos);
+  const int64_t max_wall_s = q == nullptr ? 0 : absl::ToInt64Seconds(q->max_wall);
+  if (max_wall_s <= 0) return absl::OkStatus();
+  if (spec.time_limit_seconds == 0) {  // the server's default, within the QoS's
+    spec.time_limit_seconds =
+        std::min(max_wall_s, absl::ToInt64Seconds(options_.default_time_limit));
+  } else if (spec.time_limit_seconds > max_wall_s) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "time limit %s is over QoS %s's maximum wall time of %s; ask for at most that",
+        absl::FormatDuration(absl::Seconds(spec.time_limit_seconds)), q->name,
+        absl::FormatDuration(q->max_wall)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::CheckPendingLimits(const Caller& caller, const JobSpec& spec,
+                                            size_t adding) const {
+  const std::shared_ptr<const sharing::SharingPolicy> policy = r_.scheduler->policy();
+  for (const LimitScope& scope : ScopesOf(*policy, caller.user, spec)) {
+    const int max = scope.limits->max_jobs_pending;
+    if (max <= 0) continue;
+    size_t pending = 0;
+    for (const auto& [id, entry] : jobs_) {
+      if (entry->record.state == jobs::JobState::kPending && scope.counts(entry->record)) ++pending;
+    }
+    if (pending + adding <= static_cast<size_t>(max)) continue;
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%sMaxJobsPending%s: %s has %d pending jobs, the limit is %d, and this submit adds %d; "
+        "wait for some to start, or cancel some (ipupod jobs)",
+        scope.prefix, scope.suffix, scope.what, pending, max, adding));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status JobManager::CheckActiveLimits(const Caller& caller, size_t adding) const {
   size_t active = 0;
   for (const auto& [id, entry] : jobs_) {
@@ -212,6 +310,7 @@ absl::StatusOr<std::vector<JobRecord>> JobManager::PlanSubmit(const Caller& call
     return absl::InvalidArgumentError("--sweep varies an optimizer variable: it needs --train");
   }
   JobSpec spec = given;
+  IPUPOD_RETURN_IF_ERROR(Associate(caller, spec));
   if (spec.time_limit_seconds == 0) {
     spec.time_limit_seconds = absl::ToInt64Seconds(options_.default_time_limit);
   }
@@ -228,6 +327,7 @@ absl::StatusOr<std::vector<JobRecord>> JobManager::PlanSubmit(const Caller& call
   absl::StatusOr<compiler::Executable> e = compiler::ReadExecutable(ipx);
   if (!e.ok()) return driver::WithContext(e.status(), "the executable");
   IPUPOD_RETURN_IF_ERROR(CheckExecutable(spec, *e, r_.scheduler->GetPod(), sweep.variable));
+  IPUPOD_RETURN_IF_ERROR(CheckCouldStart(*r_.scheduler->policy(), caller.user, spec));
   IPUPOD_ASSIGN_OR_RETURN(
       tensor::NamedTensors inputs,
       ReadTensorBlob(r_.blobs->PathOf(spec.inputs.sha256), spec.inputs.format, "inputs"));
@@ -245,6 +345,7 @@ absl::StatusOr<std::vector<JobRecord>> JobManager::PlanSubmit(const Caller& call
   for (size_t i = 0; i < records.size(); ++i) {
     JobRecord& r = records[i];
     r.user = caller.user;
+    r.admin = caller.admin;
     r.spec = spec;
     if (!sweep.values.empty()) r.spec.optimizer[sweep.variable] = sweep.values[i];
     r.runs_total = runs;
@@ -259,6 +360,7 @@ absl::StatusOr<std::vector<JobView>> JobManager::Submit(const Caller& caller, co
   IPUPOD_ASSIGN_OR_RETURN(std::vector<JobRecord> records, PlanSubmit(caller, spec, sweep));
   sync::MutexLock lock(&mu_);
   IPUPOD_RETURN_IF_ERROR(CheckActiveLimits(caller, records.size()));
+  IPUPOD_RETURN_IF_ERROR(CheckPendingLimits(caller, records.front().spec, records.size()));
   IPUPOD_ASSIGN_OR_RETURN(const int64_t number, r_.store->NextJobNumber());
   const int64_t now = absl::ToUnixMillis(Now());
   std::vector<std::string> blobs = {spec.executable_sha256, spec.inputs.sha256};

@@ -85,7 +85,8 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
       partitions_(v1::PartitionService::NewStub(channel_)),
       sessions_(v1::SessionService::NewStub(channel_)),
       execution_(v1::ExecutionService::NewStub(channel_)),
-      jobs_(v1::JobService::NewStub(channel_)) {}
+      jobs_(v1::JobService::NewStub(channel_)),
+      accounting_(v1::AccountingService::NewStub(channel_)) {}
 
 void Client::PrepareContext(grpc::ClientContext& context, absl::Duration timeout) const {
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -122,6 +123,8 @@ IPUPOD_CLIENT_UNARY(sessions_, GetSession, GetSessionRequest, SessionInfo)
 IPUPOD_CLIENT_UNARY(sessions_, ListQueue, ListQueueRequest, ListQueueResponse)
 IPUPOD_CLIENT_UNARY(sessions_, GetShares, GetSharesRequest, GetSharesResponse)
 IPUPOD_CLIENT_UNARY(sessions_, ResetSession, ResetSessionRequest, ResetResponse)
+IPUPOD_CLIENT_UNARY(accounting_, GetUsage, GetUsageRequest, GetUsageResponse)
+IPUPOD_CLIENT_UNARY(accounting_, ListHistory, ListHistoryRequest, ListHistoryResponse)
 
 #undef IPUPOD_CLIENT_UNARY
 

@@ -115,6 +115,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/grpc_status.h"
+#include "ipupod/v1/accounting.grpc.pb.h"
 #include "ipupod/v1/execution.grpc.pb.h"
 #include "ipupod/v1/jobs.grpc.pb.h"
 #include "ipupod/v1/pod.grpc.pb.h"
@@ -286,6 +287,11 @@ class Client {
                                             absl::string_view dest,
                                             const FetchProgress& on_progress = {});
 
+  // AccountingService (client/client.cc; proto/ipupod/v1/accounting.proto):
+  // the usage ledger, summed (like sreport) and listed (like sacct).
+  absl::StatusOr<v1::GetUsageResponse> GetUsage(const v1::GetUsageRequest& request);
+  absl::StatusOr<v1::ListHistoryResponse> ListHistory(const v1::ListHistoryRequest& request);
+
   // Starts the Attach stream in the background and returns at once; errors
   // (bad input, nothing free without `wait`, unreachable server) surface from
   // AttachCall::WaitForGrant.
@@ -321,6 +327,7 @@ class Client {
   std::shared_ptr<v1::SessionService::Stub> sessions_;
   std::unique_ptr<v1::ExecutionService::Stub> execution_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::AccountingService::Stub> accounting_;
 };
 
 // One Attach stream: queued -> granted -> (held) -> ended. A background thread

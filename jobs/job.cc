@@ -53,7 +53,9 @@ Json SpecJson(const JobSpec& s) {
           {"partition", s.partition},
           {"auto_round", s.auto_round},
           {"time_limit_seconds", s.time_limit_seconds},
-          {"after", s.after}};
+          {"after", s.after},
+          {"account", s.account},
+          {"qos", s.qos}};
 }
 
 absl::StatusOr<BlobFile> ReadBlobFile(ObjectReader& parent, absl::string_view key) {
@@ -88,6 +90,14 @@ absl::Status ReadSpecTraining(ObjectReader& r, JobSpec& s) {
   return absl::OkStatus();
 }
 
+absl::Status OptionalString(ObjectReader& r, absl::string_view key, std::string& out) {
+  return r.IfPresent(key, [&out](const Json& v, const json::JsonPath& at) -> absl::Status {
+    if (!v.is_string()) return at.TypeError("a string", v);
+    out = v.get<std::string>();
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<JobSpec> ReadSpec(ObjectReader& parent) {
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader r, parent.Object("spec"));
   JobSpec s;
@@ -104,6 +114,9 @@ absl::StatusOr<JobSpec> ReadSpec(ObjectReader& parent) {
   IPUPOD_ASSIGN_OR_RETURN(s.auto_round, json::ReadBool(*auto_round, r.PathOf("auto_round")));
   IPUPOD_ASSIGN_OR_RETURN(s.time_limit_seconds, r.Int("time_limit_seconds"));
   IPUPOD_ASSIGN_OR_RETURN(s.after, r.String("after"));
+  // Absent in records written before jobs carried them: the defaults.
+  IPUPOD_RETURN_IF_ERROR(OptionalString(r, "account", s.account));
+  IPUPOD_RETURN_IF_ERROR(OptionalString(r, "qos", s.qos));
   IPUPOD_RETURN_IF_ERROR(r.RejectUnknownKeys());
   return s;
 }
@@ -236,8 +249,10 @@ std::string ToJson(const JobRecord& j) {
                     {"state", std::string(JobStateName(j.state))},
                     {"reason", j.reason},
                     {"held", j.held},
+                    {"admin", j.admin},
                     {"submitted_unix_ms", j.submitted_unix_ms},
                     {"started_unix_ms", j.started_unix_ms},
+                    {"first_started_unix_ms", j.first_started_unix_ms},
                     {"ended_unix_ms", j.ended_unix_ms},
                     {"runs_done", j.runs_done},
                     {"runs_total", j.runs_total},
@@ -255,6 +270,22 @@ std::string ToJson(const JobRecord& j) {
   return doc.dump();
 }
 
+namespace {
+
+// Keys added with accounting; absent in older records (false, 0).
+absl::Status ReadAccountingFields(ObjectReader& r, JobRecord& j) {
+  IPUPOD_RETURN_IF_ERROR(r.IfPresent("admin", [&j](const Json& v, const json::JsonPath& at) {
+    IPUPOD_ASSIGN_OR_RETURN(j.admin, json::ReadBool(v, at));
+    return absl::OkStatus();
+  }));
+  return r.IfPresent("first_started_unix_ms", [&j](const Json& v, const json::JsonPath& at) {
+    IPUPOD_ASSIGN_OR_RETURN(j.first_started_unix_ms, json::ReadInt(v, at, 0));
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+
 absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
   IPUPOD_ASSIGN_OR_RETURN(const Json doc, json::Parse(text, "job record"));
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(doc, json::JsonPath("job record")));
@@ -270,6 +301,7 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
   IPUPOD_ASSIGN_OR_RETURN(j.submitted_unix_ms, r.Int("submitted_unix_ms"));
   IPUPOD_ASSIGN_OR_RETURN(j.started_unix_ms, r.Int("started_unix_ms"));
   IPUPOD_ASSIGN_OR_RETURN(j.ended_unix_ms, r.Int("ended_unix_ms"));
+  IPUPOD_RETURN_IF_ERROR(ReadAccountingFields(r, j));
   IPUPOD_RETURN_IF_ERROR(ReadProgress(r, j));
   IPUPOD_RETURN_IF_ERROR(r.RejectUnknownKeys());
   return j;

@@ -73,6 +73,11 @@ struct JobSpec {
   bool auto_round = false;
   int64_t time_limit_seconds = 0;
   std::string after;  // a job id; "" = none
+  // What the job is charged to and ordered by (sharing/policy.h): as asked
+  // ("" = the submitter's default), then as resolved at submit. Records
+  // written before jobs carried them read as "" (the defaults at attach).
+  std::string account;
+  std::string qos;
 };
 
 // A file a finished job keeps for its owner.
@@ -89,8 +94,12 @@ struct JobRecord {
   JobState state = JobState::kPending;
   std::string reason;
   bool held = false;
+  // Submitted by an admin: the job attaches with an admin's rights (QoS and
+  // accounts checked at submit with them).
+  bool admin = false;
   int64_t submitted_unix_ms = 0;
-  int64_t started_unix_ms = 0;
+  int64_t started_unix_ms = 0;        // the last attempt's start
+  int64_t first_started_unix_ms = 0;  // the first attempt's (its usage record's start)
   int64_t ended_unix_ms = 0;
   // Progress that survives a restart: runs completed and kept (training:
   // the runs in the last checkpoint; inference: the step files written).

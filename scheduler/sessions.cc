@@ -265,7 +265,10 @@ absl::StatusOr<std::vector<int>> SchedulerImpl::Detach(const Caller& caller,
   absl::Status why =
       absl::AbortedError(absl::StrFormat("session %s was detached by %s", id, caller.user));
   why.SetPayload(kDetachedByPayload, absl::Cord(caller.user));
-  std::vector<int> released = EndSessionLocked(id, &why, accounting::kStateDetached);
+  // Its own user's detach is how `ipupod attach -- COMMAND` ends: a release.
+  const absl::string_view state =
+      caller.user == s->user ? accounting::kStateReleased : accounting::kStateDetached;
+  std::vector<int> released = EndSessionLocked(id, &why, state);
   RunQueueLocked();
   return released;
 }

@@ -223,6 +223,11 @@ auto IntField(Int ServerConfig::*member, int64_t min, int64_t max) {
   };
 }
 
+absl::Status ParseAccountingPublic(const Json& v, const JsonPath& at, ServerConfig& config) {
+  IPUPOD_ASSIGN_OR_RETURN(config.accounting_public, json::ReadBool(v, at));
+  return absl::OkStatus();
+}
+
 absl::Status ParseSharingSection(const Json& v, const JsonPath& at, ServerConfig& config) {
   IPUPOD_ASSIGN_OR_RETURN(config.sharing, ParseSharing(v, at));
   return absl::OkStatus();
@@ -270,6 +275,11 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
       {"jobs_default_time_limit_minutes",
        IntField(&ServerConfig::jobs_default_time_limit_minutes, 1, kTimeLimitMinutesMax)},
       {"jobs_max_requeues", IntField(&ServerConfig::jobs_max_requeues, 0, kJobRequeuesMax)},
+      {"accounting_retention_days",
+       IntField(&ServerConfig::accounting_retention_days, 0, kAccountingRetentionDaysMax)},
+      {"accounting_heartbeat_seconds",
+       IntField(&ServerConfig::accounting_heartbeat_seconds, 1, kAccountingHeartbeatSecondsMax)},
+      {"accounting_public", ParseAccountingPublic},
       {"sharing", ParseSharingSection},
   };
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
@@ -378,6 +388,26 @@ bool IsLoopbackHost(absl::string_view host) {
   return false;
 }
 
+namespace {
+
+absl::Status ValidateAccounting(const ServerConfig& config) {
+  if (config.accounting_retention_days < 0 ||
+      config.accounting_retention_days > kAccountingRetentionDaysMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accounting_retention_days must be from 0 (keep usage records forever) to ",
+                     kAccountingRetentionDaysMax, "; got ", config.accounting_retention_days));
+  }
+  if (config.accounting_heartbeat_seconds < 1 ||
+      config.accounting_heartbeat_seconds > kAccountingHeartbeatSecondsMax) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "accounting_heartbeat_seconds must be from 1 to ", kAccountingHeartbeatSecondsMax, "; got ",
+        config.accounting_heartbeat_seconds));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateConfig(const ServerConfig& config) {
   IPUPOD_ASSIGN_OR_RETURN(ListenAddress address, ParseListenAddress(config.listen));
   if (config.open_mode() && !IsLoopbackHost(address.host)) {
@@ -434,6 +464,7 @@ absl::Status ValidateConfig(const ServerConfig& config) {
                                                    kComputeThreadsMax, "; got ",
                                                    config.compute_threads));
   }
+  IPUPOD_RETURN_IF_ERROR(ValidateAccounting(config));
   return ValidateLogLevel(config.log_level);
 }
 

@@ -25,6 +25,9 @@
 //                       "kinds": ["ipu-reset", "link-reset", "partition-reset",
 //                                 "full-reset", "unrecoverable"]},
 //     "log_level": "info",                  trace|debug|info|warn|error|critical|off
+//     "accounting_retention_days": 365,     usage records kept; 0 = forever (0-36500)
+//     "accounting_heartbeat_seconds": 60,   the ledger's sign of life (1-3600)
+//     "accounting_public": false,           everyone may read everyone's usage
 //     "sharing": {...}                      accounts, QoS, limits, priority
 //                                           (server/sharing_config.h); reloaded on SIGHUP
 //   }
@@ -84,6 +87,14 @@ struct ServerConfig {
   int jobs_retention_hours = 168;
   int jobs_default_time_limit_minutes = 1440;
   int jobs_max_requeues = 3;
+  // The usage ledger (accounting/ledger.h, server/accounting_upkeep.h):
+  // how long ended records are kept (0 = forever), how often the server
+  // records that it is alive (the end of sessions a kill -9 left open), and
+  // whether users may read each other's usage and history (admins always
+  // may).
+  int accounting_retention_days = 365;
+  int accounting_heartbeat_seconds = 60;
+  bool accounting_public = false;
   // Fair sharing (sharing/policy.h); SIGHUP re-reads it from config_path.
   sharing::SharingPolicy sharing = sharing::DefaultPolicy();
   // The file the config was read from ("" = none); set by the flags, never a
@@ -116,6 +127,8 @@ inline constexpr int64_t kBlobStoreMbMax = int64_t{1} << 24;  // 16 TiB
 inline constexpr int kRetentionHoursMax = 24 * 365;
 inline constexpr int kTimeLimitMinutesMax = 60 * 24 * 30;
 inline constexpr int kJobRequeuesMax = 100;
+inline constexpr int kAccountingRetentionDaysMax = 36500;  // a century
+inline constexpr int kAccountingHeartbeatSecondsMax = 3600;
 inline constexpr size_t kStringLengthMax = 4096;  // paths, addresses
 inline constexpr size_t kTokenLengthMax = 512;
 inline constexpr size_t kTokensMax = 1024;

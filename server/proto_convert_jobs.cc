@@ -26,6 +26,8 @@ jobs::JobSpec FromProto(const v1::JobSpec& s) {
                                ? -1
                                : static_cast<int64_t>(s.time_limit_seconds());
   out.after = s.after();
+  out.account = s.account();
+  out.qos = s.qos();
   return out;
 }
 
@@ -98,6 +100,8 @@ void ToProto(const jobs::JobSpec& s, v1::JobSpec* out) {
   out->set_auto_round(s.auto_round);
   out->set_time_limit_seconds(static_cast<uint64_t>(s.time_limit_seconds));
   out->set_after(s.after);
+  out->set_account(s.account);
+  out->set_qos(s.qos);
 }
 
 void ToProto(const batch::JobView& view, v1::Job* out) {
@@ -108,6 +112,8 @@ void ToProto(const batch::JobView& view, v1::Job* out) {
   out->set_num_ipus(static_cast<uint32_t>(r.spec.num_ipus));
   out->set_submitted_unix_ms(r.submitted_unix_ms);
   out->set_queue_position(static_cast<uint32_t>(view.queue_position));
+  out->set_account(r.spec.account);
+  out->set_qos(r.spec.qos);
   if (!view.details) return;  // the queue line only
   out->set_name(r.spec.name);
   out->set_reason(r.reason);

@@ -49,6 +49,9 @@ void SetLivenessOptions(grpc::ServerBuilder& builder, absl::Duration lease) {
 // job's log holds one while it follows).
 constexpr int kMaxJobCalls = 16;
 constexpr int kMaxJobCallsPerUser = 4;
+// AccountingService calls at once: each is one ledger query.
+constexpr int kMaxAccountingCalls = 4;
+constexpr int kMaxAccountingCallsPerUser = 2;
 
 // A second operation of one session waits this long for the first.
 constexpr absl::Duration kOperationWait = absl::Seconds(30);
@@ -133,6 +136,11 @@ absl::Status PodServer::Init() {
   compute_ = std::make_unique<runtime::ComputeGate>(
       std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads);
   IPUPOD_ASSIGN_OR_RETURN(store_, OpenStore(config_));
+  // Before the scheduler, which rebuilds fair-share usage from the ledger.
+  AccountingUpkeepOptions upkeep;
+  upkeep.heartbeat = absl::Seconds(config_.accounting_heartbeat_seconds);
+  upkeep.retention = absl::Hours(24) * config_.accounting_retention_days;
+  IPUPOD_ASSIGN_OR_RETURN(accounting_, AccountingUpkeep::Start(store_.get(), upkeep));
   cache_ = std::make_unique<runtime::ExecutableCache>(config_.executable_cache_mb << 20);
   load_memory_ = std::make_unique<execution::MemoryBudget>(
       config_.load_memory_mb > 0 ? config_.load_memory_mb << 20
@@ -141,6 +149,7 @@ absl::Status PodServer::Init() {
   scheduler::SchedulerOptions options = ToSchedulerOptions(config_);
   execution::LoadedPrograms* programs = programs_.get();
   options.on_session_ended = [programs](const std::string& session) { programs->Drop(session); };
+  options.ledger = store_.get();
   IPUPOD_ASSIGN_OR_RETURN(scheduler_,
                           scheduler::Scheduler::Create(std::move(options), store_.get()));
   execution_ = std::make_unique<execution::SessionExecution>(execution::ExecutionResources{
@@ -163,6 +172,9 @@ absl::Status PodServer::Init() {
       env_, execution_.get(), config_.max_execution_threads, ExecutionThreadsPerUser(config_));
   job_service_ = std::make_unique<JobServiceImpl>(env_, blobs_.get(), jobs_.get(), kMaxJobCalls,
                                                   kMaxJobCallsPerUser);
+  accounting_service_ =
+      std::make_unique<AccountingServiceImpl>(env_, store_.get(), config_.accounting_public,
+                                              kMaxAccountingCalls, kMaxAccountingCallsPerUser);
   absl::Status status = BuildGrpcServer();
   if (!status.ok()) {
     jobs_->Shutdown();
@@ -185,9 +197,11 @@ absl::Status PodServer::StartJobs() {
   options.retention = absl::Hours(config_.jobs_retention_hours);
   options.default_time_limit = absl::Minutes(config_.jobs_default_time_limit_minutes);
   options.max_requeues = config_.jobs_max_requeues;
+  options.ledger_retention = absl::Hours(24) * config_.accounting_retention_days;
   IPUPOD_ASSIGN_OR_RETURN(
-      jobs_, batch::JobManager::Start(std::move(options), {scheduler_.get(), execution_.get(),
-                                                           store_.get(), blobs_.get()}));
+      jobs_,
+      batch::JobManager::Start(std::move(options), {scheduler_.get(), execution_.get(),
+                                                    store_.get(), blobs_.get(), store_.get()}));
   return absl::OkStatus();
 }
 
@@ -203,7 +217,8 @@ absl::Status PodServer::BuildGrpcServer() {
   builder.RegisterService(session_service_.get());
   builder.RegisterService(execution_service_.get());
   builder.RegisterService(job_service_.get());
-  SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls);
+  builder.RegisterService(accounting_service_.get());
+  SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls + kMaxAccountingCalls);
   SetInterceptors(builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
@@ -253,6 +268,7 @@ void PodServer::Shutdown() {
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
   jobs_->Shutdown();       // running jobs stop after their step and resume at the next start
   scheduler_->Shutdown();  // attach streams end UNAVAILABLE; queued resets complete
+  accounting_->Stop();     // after the sessions' records closed SHUTDOWN: a last heartbeat
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   ticker_->Stop();
   spdlog::info("calls ended");

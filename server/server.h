@@ -1,10 +1,14 @@
 // File: server/server.h
 //
 // PodServer: a running ipupodd. Start() opens the durable store
-// (store/SqliteStateStore in config.state_dir), creates the scheduler, and
+// (store/SqliteStateStore in config.state_dir), brings its usage ledger up to
+// date (server/accounting_upkeep.h: sessions a kill -9 left open end
+// SERVER_RESTART), creates the scheduler with the store as its ledger, and
 // serves PodService, PartitionService and SessionService (callback API),
 // ExecutionService (sync API on a pool of config.max_execution_threads
 // threads, bounded by a grpc::ResourceQuota; see server/execution_service.h),
+// JobService and AccountingService (the same pool, each with its own call
+// bound),
 // gRPC health checking and server reflection on config.listen (port 0 picks a
 // free port; port() reports it). Sessions that end drop their loaded
 // programs (scheduler's on_session_ended -> LoadedPrograms::Drop).
@@ -49,6 +53,8 @@
 #include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
 #include "scheduler/scheduler.h"
+#include "server/accounting_service.h"
+#include "server/accounting_upkeep.h"
 #include "server/config.h"
 #include "server/execution_service.h"
 #include "server/job_service.h"
@@ -97,6 +103,9 @@ class PodServer {
   // the store last. programs_ outlives the scheduler, which calls it when
   // sessions end (also from its destructor).
   std::unique_ptr<store::SqliteStateStore> store_;
+  // The usage ledger's heartbeat and retention; stopped after the scheduler
+  // has closed its sessions' records.
+  std::unique_ptr<AccountingUpkeep> accounting_;
   std::unique_ptr<runtime::ExecutableCache> cache_;
   // outlives programs_, whose states hold charges
   std::unique_ptr<execution::MemoryBudget> load_memory_;
@@ -114,6 +123,7 @@ class PodServer {
   std::unique_ptr<SessionServiceImpl> session_service_;
   std::unique_ptr<ExecutionServiceImpl> execution_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<AccountingServiceImpl> accounting_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;

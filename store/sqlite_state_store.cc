@@ -16,6 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
+#include "store/sqlite_ledger.h"
+#include "store/sqlite_util.h"
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -61,130 +63,6 @@ CREATE TABLE jobs (
 );
 PRAGMA user_version = 2;
 )sql";
-
-absl::StatusCode CodeOf(int rc) {
-  switch (rc & 0xff) {
-    case SQLITE_CANTOPEN:
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-    case SQLITE_AUTH:
-      return absl::StatusCode::kFailedPrecondition;
-    case SQLITE_NOTADB:
-    case SQLITE_CORRUPT:
-      return absl::StatusCode::kDataLoss;
-    case SQLITE_FULL:
-      return absl::StatusCode::kResourceExhausted;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_IOERR:
-      return absl::StatusCode::kUnavailable;
-    case SQLITE_CONSTRAINT:
-      return absl::StatusCode::kInvalidArgument;
-    default:
-      return absl::StatusCode::kInternal;
-  }
-}
-
-// The sqlite message of `rc` on `db`, with what we were doing and the file.
-absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
-  const char* file = db != nullptr ? sqlite3_db_filename(db, "main") : nullptr;
-  const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  return absl::Status(CodeOf(rc), absl::StrCat("state store ", file ? file : "", ": ", what, ": ",
-                                               msg, " (sqlite code ", rc, ")"));
-}
-
-// One prepared statement; finalized on destruction.
-class Statement {
- public:
-  static absl::StatusOr<Statement> Prepare(sqlite3* db, absl::string_view sql) {
-    sqlite3_stmt* stmt = nullptr;
-    int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
-    if (rc != SQLITE_OK) return SqliteError(db, rc, absl::StrCat("prepare `", sql, "`"));
-    return Statement(db, stmt);
-  }
-  Statement(Statement&& other) noexcept
-      : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)) {}
-  Statement& operator=(Statement&&) = delete;
-  Statement(const Statement&) = delete;
-  ~Statement() { sqlite3_finalize(stmt_); }
-
-  absl::Status Bind(int index, absl::string_view text) {
-    return Check(sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()),
-                                   SQLITE_TRANSIENT),
-                 "bind");
-  }
-  absl::Status Bind(int index, int64_t value) {
-    return Check(sqlite3_bind_int64(stmt_, index, value), "bind");
-  }
-  // True for a row, false when done.
-  absl::StatusOr<bool> Step() {
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return SqliteError(db_, rc, absl::StrCat("run `", sqlite3_sql(stmt_), "`"));
-  }
-  // Steps until done, ignoring rows.
-  absl::Status Run() {
-    while (true) {
-      IPUPOD_ASSIGN_OR_RETURN(bool row, Step());
-      if (!row) return absl::OkStatus();
-    }
-  }
-  int64_t Int64(int col) const { return sqlite3_column_int64(stmt_, col); }
-  std::string Text(int col) const {
-    const unsigned char* text = sqlite3_column_text(stmt_, col);
-    return text ? std::string(reinterpret_cast<const char*>(text),
-                              static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
-                : std::string();
-  }
-
- private:
-  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
-  absl::Status Check(int rc, absl::string_view what) {
-    return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db_, rc, what);
-  }
-  sqlite3* db_;
-  sqlite3_stmt* stmt_;
-};
-
-absl::Status Exec(sqlite3* db, const char* sql) {
-  int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-  return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db, rc, sql);
-}
-
-// Runs `body` inside BEGIN IMMEDIATE .. COMMIT at write point `point`; rolls
-// back when it (or an injected failure) fails, so a failed write changes
-// nothing.
-absl::Status WriteTransaction(sqlite3* db, WritePoint point, WriteFaultInjector& faults,
-                              const std::function<absl::Status()>& body) {
-  IPUPOD_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
-  absl::Status status = body();
-  if (status.ok()) status = faults.BeforeCommit(point);
-  if (status.ok()) status = Exec(db, "COMMIT");
-  if (!status.ok() && !sqlite3_get_autocommit(db)) {
-    (void)Exec(db, "ROLLBACK");  // the first error is the one to report
-  }
-  if (status.ok()) faults.AfterCommit(point);
-  return status;
-}
-
-// Sets meta(key) to an integer or text value inside a transaction.
-template <typename Value>
-absl::Status PutMeta(sqlite3* db, absl::string_view key, const Value& value) {
-  IPUPOD_ASSIGN_OR_RETURN(
-      Statement stmt,
-      Statement::Prepare(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)"));
-  IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, key));
-  IPUPOD_RETURN_IF_ERROR(stmt.Bind(2, value));
-  return stmt.Run();
-}
-
-absl::StatusOr<int64_t> QueryInt(sqlite3* db, absl::string_view sql) {
-  IPUPOD_ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db, sql));
-  IPUPOD_ASSIGN_OR_RETURN(bool row, stmt.Step());
-  if (!row) return absl::InternalError(absl::StrCat("state store: `", sql, "` returned no row"));
-  return stmt.Int64(0);
-}
 
 absl::Status CreateStateDir(const std::filesystem::path& dir) {
   std::error_code ec;
@@ -243,15 +121,9 @@ absl::Status Migrate(sqlite3* db) {
   WriteFaultInjector no_faults(std::nullopt);  // the schema alone is no pod yet
   return WriteTransaction(db, WritePoint::kInitialise, no_faults, [db, version]() -> absl::Status {
     if (version < 1) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV1));
-    return Exec(db, kSchemaV2);
+    if (version < 2) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV2));
+    return Exec(db, kSchemaV3);
   });
-}
-
-absl::StatusOr<int> ToInt(int64_t value, absl::string_view what) {
-  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
-    return absl::DataLossError(absl::StrCat("state store: ", what, " ", value, " is out of range"));
-  }
-  return static_cast<int>(value);
 }
 
 // ------------------------------------------------------------ lost-store checks
@@ -433,6 +305,7 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
   std::unique_ptr<SqliteStateStore> store(
       new SqliteStateStore(*db, lock_fd, std::move(dir), options.fault));
   IPUPOD_RETURN_IF_ERROR(store->Reconcile(facts));  // on error the store closes both
+  IPUPOD_RETURN_IF_ERROR(store->OpenReader());
   return store;
 }
 
@@ -444,7 +317,29 @@ SqliteStateStore::SqliteStateStore(sqlite3* db, int lock_fd, std::filesystem::pa
       path_((dir_ / "state.db").string()),
       faults_(fault) {}
 
+absl::Status SqliteStateStore::OpenReader() {
+  sync::MutexLock lock(&read_mu_);
+  // Read-write only so that it may map the WAL index; it runs SELECTs alone.
+  int rc = sqlite3_open_v2(path_.c_str(), &read_db_, SQLITE_OPEN_READWRITE, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_extended_result_codes(read_db_, 1);
+    sqlite3_busy_timeout(read_db_, kBusyTimeoutMs);
+    return absl::OkStatus();
+  }
+  absl::Status status = SqliteError(read_db_, rc, "open the ledger's reading connection");
+  sqlite3_close(read_db_);
+  read_db_ = nullptr;
+  return status;
+}
+
 SqliteStateStore::~SqliteStateStore() {
+  {
+    // First, so that the writer is the last connection: its close merges
+    // the WAL (or keeps it, below).
+    sync::MutexLock lock(&read_mu_);
+    sqlite3_close(read_db_);  // null-safe
+    read_db_ = nullptr;
+  }
   {
     sync::MutexLock lock(&mu_);
     absl::Status status = MarkCleanStopLocked();

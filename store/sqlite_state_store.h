@@ -12,7 +12,13 @@
 //                            that last shut down in order), "job_count"
 //   jobs(seq PK, id UNIQUE, user, state, record)  -- batch jobs (v2): the
 //                            record is jobs::ToJson; seq keeps submission order
-// A version-1 file is migrated to version 2 (the jobs table) at Open.
+//   usage(id PK, kind, user, account, qos, job, partition, ipus, submit_unix_ms,
+//         start_unix_ms, end_unix_ms, ipu_seconds, state)  -- the usage
+//                            ledger (v3, accounting/ledger.h), indexed by
+//                            submit time, end time and user; meta keeps
+//                            "heartbeat_unix_ms", the server's last sign of life
+// Older files are migrated at Open: v1 gains the jobs table, v2 the usage
+// table (and v1 both), in one transaction.
 //
 // Every write is one transaction, and every durable write is a named write
 // point (store/write_points.h) where tests can inject a crash or a failure.
@@ -49,13 +55,18 @@
 //   UNAVAILABLE          the database is locked (busy timeout passed)
 //   INTERNAL             anything else sqlite reports
 //
+// The ledger's reads (Query, Scan: `ipupod usage` and `history`) go through
+// a second connection under their own mutex: in WAL mode a reader sees the
+// last commit and neither waits for writes nor makes them wait.
+//
 // Thread safety: every method is safe to call concurrently (one internal
-// mutex); the Scheduler calls it one call at a time anyway.
+// mutex for writes and the scheduler's state, one for ledger reads).
 #ifndef IPUPOD_STORE_SQLITE_STATE_STORE_H_
 #define IPUPOD_STORE_SQLITE_STATE_STORE_H_
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +77,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "accounting/ledger.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
 #include "scheduler/state_store.h"
@@ -84,14 +96,16 @@ struct StoreOptions {
   std::optional<WriteFault> fault;
 };
 
-// The scheduler's state and the batch jobs share one database, one
-// connection and one lost-store check: a job is acknowledged only once it is
-// as durable as a partition.
-class SqliteStateStore : public scheduler::StateStore, public jobs::JobStore {
+// The scheduler's state, the batch jobs and the usage ledger share one
+// database, one writing connection and one lost-store check: a job or a
+// usage record is acknowledged only once it is as durable as a partition.
+class SqliteStateStore : public scheduler::StateStore,
+                         public jobs::JobStore,
+                         public accounting::Ledger {
  public:
   // The schema this build writes; a file with a larger user_version is
   // refused with FAILED_PRECONDITION (never downgraded or overwritten).
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Creates `state_dir` (and parents) if needed, opens or creates state.db,
   // migrates an empty file to kSchemaVersion, and checks it against the
@@ -121,6 +135,33 @@ class SqliteStateStore : public scheduler::StateStore, public jobs::JobStore {
   absl::Status PutJobs(absl::Span<const jobs::JobRecord> records) override;
   absl::Status DeleteJob(absl::string_view id) override;
 
+  // accounting::Ledger (store/sqlite_ledger.cc): every write one
+  // transaction at its write point (kLedgerOpen, kLedgerClose, kLedgerPut,
+  // kLedgerCloseOpen). Bad records (no id, negative IPUs or IPU-seconds, an
+  // end before the start) are INVALID_ARGUMENT; Open of an id that exists is
+  // ALREADY_EXISTS; Close of an id that is not open is NOT_FOUND.
+  absl::Status Open(const accounting::UsageRecord& record) override;
+  absl::Status Close(absl::string_view id, int64_t end_unix_ms, double ipu_seconds,
+                     absl::string_view state) override;
+  absl::Status Put(const accounting::UsageRecord& record) override;
+  absl::StatusOr<std::vector<accounting::UsageRecord>> Query(
+      const accounting::LedgerQuery& query) override;
+  absl::Status Scan(const accounting::LedgerQuery& query,
+                    const std::function<bool(const accounting::UsageRecord&)>& visit) override;
+  // Ends each open record at max(end_unix_ms, its start), its IPU-seconds
+  // counted to there.
+  absl::StatusOr<int> CloseOpenRecords(int64_t end_unix_ms) override;
+
+  // The ledger's upkeep (server/accounting_upkeep.h). The server's last
+  // sign of life (meta "heartbeat_unix_ms", write point kHeartbeat); 0 when
+  // none was ever written.
+  absl::Status PutHeartbeat(int64_t unix_ms);
+  absl::StatusOr<int64_t> LastHeartbeat();
+  // Deletes at most `max_records` ended records whose end is before
+  // `ended_before_unix_ms` (one transaction, kLedgerPurge, even when none
+  // is due); returns how many. Open records are never purged.
+  absl::StatusOr<int> PurgeUsage(int64_t ended_before_unix_ms, int max_records);
+
   const std::string& path() const { return path_; }
   // The pod's id (32 hex digits), as in the database and the marker.
   std::string pod_id() const;
@@ -141,8 +182,13 @@ class SqliteStateStore : public scheduler::StateStore, public jobs::JobStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadFailuresLocked(scheduler::StoredState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The ledger's reading connection (opened last by Open, closed first).
+  absl::Status OpenReader();
+
   mutable absl::Mutex mu_;
   sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);
+  mutable absl::Mutex read_mu_;  // never held with mu_
+  sqlite3* read_db_ ABSL_GUARDED_BY(read_mu_) = nullptr;
   const int lock_fd_;
   const std::filesystem::path dir_;
   const std::string path_;

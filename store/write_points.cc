@@ -61,6 +61,18 @@ absl::string_view WritePointName(WritePoint point) {
       return "put_jobs";
     case WritePoint::kDeleteJob:
       return "delete_job";
+    case WritePoint::kLedgerOpen:
+      return "ledger_open";
+    case WritePoint::kLedgerClose:
+      return "ledger_close";
+    case WritePoint::kLedgerPut:
+      return "ledger_put";
+    case WritePoint::kLedgerCloseOpen:
+      return "ledger_close_open";
+    case WritePoint::kHeartbeat:
+      return "heartbeat";
+    case WritePoint::kLedgerPurge:
+      return "ledger_purge";
   }
   return "unknown";
 }

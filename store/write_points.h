@@ -45,13 +45,21 @@ enum class WritePoint {
   kJobNumber,        // a job number taken (submit)
   kPutJobs,          // job records written (submit, every state change, progress)
   kDeleteJob,        // a finished job deleted
+  kLedgerOpen,       // a session's usage record opened (grant)
+  kLedgerClose,      // a session's usage record closed (its end)
+  kLedgerPut,        // a whole usage record written (a job that ended)
+  kLedgerCloseOpen,  // open usage records ended SERVER_RESTART (every start)
+  kHeartbeat,        // the server's last sign of life (every start, then periodically)
+  kLedgerPurge,      // usage records past retention deleted (every start, then daily)
 };
 
 inline constexpr WritePoint kAllWritePoints[] = {
     WritePoint::kInitialise,    WritePoint::kBootCount,       WritePoint::kMarker,
     WritePoint::kPutPartition,  WritePoint::kDeletePartition, WritePoint::kPutFailure,
     WritePoint::kDeleteFailure, WritePoint::kCleanStop,       WritePoint::kJobNumber,
-    WritePoint::kPutJobs,       WritePoint::kDeleteJob,
+    WritePoint::kPutJobs,       WritePoint::kDeleteJob,       WritePoint::kLedgerOpen,
+    WritePoint::kLedgerClose,   WritePoint::kLedgerPut,       WritePoint::kLedgerCloseOpen,
+    WritePoint::kHeartbeat,     WritePoint::kLedgerPurge,
 };
 
 // "initialise", "boot_count", "marker", "put_partition", ...

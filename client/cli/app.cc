@@ -44,6 +44,7 @@ constexpr const char* kFooter =
     "  ipupod submit model.ipx --inputs data.npz --train --epochs 3 --time-limit 2h\n"
     "  ipupod jobs\n"
     "  ipupod priority    (why the queue is in its order; `ipupod shares` for usage)\n"
+    "  ipupod usage --by account --since -7d    (IPU-hours; `ipupod history` lists records)\n"
     "  ipupod --json queue";
 
 void AddGlobalOptions(CLI::App& app, GlobalFlags& flags) {
@@ -166,6 +167,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   AddSubmitCommand(app, selection);
   AddJobsCommands(app, selection);
   AddSharingCommands(app, selection);
+  AddAccountingCommands(app, selection);
   try {
     app.parse(static_cast<int>(split.ours.size()), split.ours.data());
   } catch (const CLI::ParseError& e) {

@@ -185,6 +185,34 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text, absl::strin
   return absl::Seconds(seconds);
 }
 
+absl::StatusOr<absl::Time> ParseTimeArg(absl::string_view text, absl::string_view what,
+                                        absl::Time now) {
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", Quote(text), " ", why,
+        "; use RFC 3339 (2026-11-26T10:00:00Z), a date (2026-11-26, midnight UTC), now, or a "
+        "time ago such as -2h, -7d or -1d12h"));
+  };
+  const std::string given(absl::StripAsciiWhitespace(text));
+  if (given.empty()) return bad("is empty");
+  if (given == "now") return now;
+  if (given[0] == '-') {
+    absl::StatusOr<absl::Duration> ago =
+        ParseDuration(absl::string_view(given).substr(1), what, kTimeAgoMax);
+    if (!ago.ok()) return ago.status();
+    return now - *ago;
+  }
+  if (!absl::ascii_isdigit(static_cast<unsigned char>(given[0]))) return bad("is not a time");
+  absl::Time t;
+  std::string error;
+  if (given.find_first_of("Tt") != std::string::npos) {
+    if (absl::ParseTime(absl::RFC3339_full, given, &t, &error)) return t;
+    return bad("is not an RFC 3339 time");
+  }
+  if (absl::ParseTime("%Y-%m-%d", given, absl::UTCTimeZone(), &t, &error)) return t;
+  return bad("is not a date");
+}
+
 std::string FormatDurationArg(uint64_t seconds) {
   if (seconds == 0) return "0s";
   std::string text;

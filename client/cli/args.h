@@ -66,6 +66,19 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text, absl::strin
 // The inverse for whole seconds: 5400 -> "1h30m", 86400 -> "1d", 0 -> "0s".
 std::string FormatDurationArg(uint64_t seconds);
 
+// ---------------------------------------------------------------- accounting
+
+// How far back a relative time may go (`usage --since -Nd`): ten years.
+inline constexpr absl::Duration kTimeAgoMax = absl::Hours(24 * 3660);
+
+// A point in time as `usage` and `history` take it (--since, --until):
+// RFC 3339 ("2026-11-26T10:00:00Z", "2026-11-26T10:00:00+01:00"), a date
+// ("2026-11-26": midnight UTC), "now", or a time before `now` written as
+// a minus and a duration of ParseDuration ("-2h", "-7d", "-1d12h").
+// INVALID_ARGUMENT naming `what` and showing the forms otherwise.
+absl::StatusOr<absl::Time> ParseTimeArg(absl::string_view text, absl::string_view what,
+                                        absl::Time now);
+
 // `submit --sweep "NAME=V1,V2,..."`: one job per value of the optimizer
 // variable NAME (letters, digits and '_', not starting with a digit), 1 to
 // kSweepValuesMax finite numbers, none twice. INVALID_ARGUMENT saying what

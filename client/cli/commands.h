@@ -11,6 +11,7 @@
 //   submit.cc     submit (a batch job: upload its files, submit, return)
 //   jobs.cc       jobs, job show|logs|cancel|hold|release|delete|wait|fetch
 //   sharing.cc    priority, shares (how the queue is ordered)
+//   accounting.cc usage, history (the usage ledger: sreport, sacct)
 // Each Add*Commands registers its subcommands on the CLI11 app; the one the
 // user names records its runner in the Selection, and app.cc runs it after
 // the whole command line (including global options after it) was parsed.
@@ -47,6 +48,7 @@ void AddRunCommand(CLI::App& app, Selection& selection);
 void AddSubmitCommand(CLI::App& app, Selection& selection);
 void AddJobsCommands(CLI::App& app, Selection& selection);
 void AddSharingCommands(CLI::App& app, Selection& selection);
+void AddAccountingCommands(CLI::App& app, Selection& selection);
 
 // attach (attach.cc), registered by AddSessionCommands.
 void AddAttachCommand(CLI::App& app, Selection& selection);

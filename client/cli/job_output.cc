@@ -91,7 +91,9 @@ Json SpecJson(const v1::JobSpec& spec) {
           {"partition", spec.partition()},
           {"auto_round", spec.auto_round()},
           {"time_limit_seconds", spec.time_limit_seconds()},
-          {"after", spec.after()}};
+          {"after", spec.after()},
+          {"account", spec.account()},
+          {"qos", spec.qos()}};
 }
 
 Json ResultsJson(const v1::Job& job) {
@@ -144,6 +146,8 @@ Json JobJson(const v1::Job& job) {
   return {{"id", job.id()},
           {"name", job.name()},
           {"user", job.user()},
+          {"account", job.account()},
+          {"qos", job.qos()},
           {"state", JobStateText(job.state())},
           {"reason", job.reason()},
           {"num_ipus", job.num_ipus()},
@@ -195,6 +199,8 @@ std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now, absl::Ti
   Table table({{"ID"},
                {"NAME"},
                {"USER"},
+               {"ACCOUNT"},
+               {"QOS"},
                {"STATE"},
                {"REASON"},
                {"IPUS", Table::Align::kRight},
@@ -205,7 +211,7 @@ std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now, absl::Ti
   for (const v1::Job& job : jobs) {
     const double elapsed = ElapsedSeconds(job, now);
     table.AddRow({job.id(), OrDash(Shorten(job.name(), kNameCellMax)), OrDash(job.user()),
-                  std::string(JobStateText(job.state())),
+                  OrDash(job.account()), OrDash(job.qos()), std::string(JobStateText(job.state())),
                   OrDash(Shorten(ReasonText(job), kReasonCellMax)), absl::StrCat(job.num_ipus()),
                   TimeCell(job.submitted_unix_ms(), now, zone),
                   TimeCell(job.started_unix_ms(), now, zone),
@@ -278,7 +284,8 @@ std::string JobText(const v1::Job& job, absl::Time now, absl::TimeZone zone) {
   const double elapsed = ElapsedSeconds(job, now);
   std::string text = absl::StrCat(
       "job:           ", job.id(), "\nname:          ", OrDash(job.name()),
-      "\nuser:          ", OrDash(job.user()), "\nstate:         ", JobStateText(job.state()),
+      "\nuser:          ", OrDash(job.user()), "\naccount:       ", OrDash(job.account()),
+      "\nqos:           ", OrDash(job.qos()), "\nstate:         ", JobStateText(job.state()),
       "\nreason:        ", OrDash(ReasonText(job)), "\nipus:          ", job.num_ipus(),
       job.ipus().empty() ? "" : absl::StrCat(" (", CompactIpus(job.ipus()), ")"),
       "\nsession:       ", OrDash(job.session()),

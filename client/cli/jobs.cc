@@ -293,8 +293,10 @@ int RunFetch(Context& ctx, const JobArgs& args) {
 // ---------------------------------------------------------------- help
 
 constexpr char kJobsFooter[] =
-    "One row per job: ID (J, or J.N in a sweep), NAME, USER, STATE, REASON (why it waits,\n"
-    "or what ended it; #N is its place in the pod's queue), IPUS, SUBMITTED, STARTED,\n"
+    "One row per job: ID (J, or J.N in a sweep), NAME, USER, ACCOUNT and QOS (what it is\n"
+    "charged to and ordered by), STATE, REASON (why it waits: a limit such as\n"
+    "UserMaxJobsRunning when one holds it; or what ended it; #N is its place in the pod's\n"
+    "queue), IPUS, SUBMITTED, STARTED,\n"
     "ELAPSED and PROGRESS (runs done of the runs it makes). Without --all only PENDING and\n"
     "RUNNING jobs are listed; naming a finished state in --state lists those too. Other\n"
     "users' jobs show only their queue line. (--user here filters; given before the\n"

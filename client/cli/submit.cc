@@ -173,6 +173,8 @@ absl::Status FillScheduling(const SubmitArgs& args, v1::JobSpec& spec) {
     IPUPOD_RETURN_IF_ERROR(CheckJobId(args.after, "--after"));
     spec.set_after(args.after);
   }
+  spec.set_account(args.account);  // the server checks them, as for attach
+  spec.set_qos(args.qos);
   return absl::OkStatus();
 }
 
@@ -301,11 +303,14 @@ constexpr char kSubmitFooter[] =
     "only once job J has COMPLETED, and cancels it if J fails or is cancelled.\n"
     "--time-limit DURATION (90s, 30m, 2h, 1d, 1h30m; at most 30d) ends the job TIMEOUT when\n"
     "it runs longer. --ipus N (default: what the executable reserves), --partition P and\n"
-    "--auto-round choose the IPUs as for `ipupod attach`.\n"
+    "--auto-round choose the IPUs as for `ipupod attach`. --account A and --qos Q charge\n"
+    "and order the job as an attach (default: your default account, QoS normal); a\n"
+    "scavenger job may be preempted: it is requeued and resumes from its last checkpoint.\n"
     "\n"
     "Bad flags exit 2 before anything is uploaded; a job the server can never run (the\n"
     "executable does not load on this pod, the inputs do not match it) is refused at\n"
-    "submit (exit 9); a full blob store exits 5 naming the bound.\n"
+    "submit (exit 9); an account or QoS you may not use exits 4; a full blob store, or\n"
+    "more pending jobs than a max_jobs_pending limit allows, exits 5 naming the limit.\n"
     "\n";
 
 constexpr char kSubmitExamples[] =
@@ -317,6 +322,8 @@ constexpr char kSubmitExamples[] =
     "  ipupod submit mlp_train.ipx --inputs data.npz --train --steps 800 \\\n"
     "      --sweep \"lr=0.1,0.01,0.001\"\n"
     "  ipupod submit mlp.ipx --inputs x.npz --weights trained.npz --after 17.2\n"
+    "  ipupod submit mlp_train.ipx --inputs data.npz --train --epochs 1 --account vision \\\n"
+    "      --qos scavenger --checkpoint-every 5\n"
     "  ipupod --json submit mlp.ipx --inputs x.npz | jq -r '.jobs[].id'";
 
 void AddTrainingOptions(CLI::App* submit, SubmitArgs& args) {
@@ -361,6 +368,10 @@ void AddSubmitCommand(CLI::App& app, Selection& selection) {
       ->type_name("DURATION");
   submit->add_option("--after", args->after, "Start only once this job has COMPLETED")
       ->type_name("JOB_ID");
+  submit->add_option("--account", args->account, "Charge this account (default: your default)")
+      ->type_name("ACCOUNT");
+  submit->add_option("--qos", args->qos, "Quality of service: normal (default), high, scavenger")
+      ->type_name("QOS");
   submit->footer(absl::StrCat(kSubmitFooter, kJobStatesHelp, kSubmitExamples));
   OnSelected(submit, selection, "submit", [args](Context& ctx) { return RunSubmit(ctx, *args); });
 }

@@ -46,6 +46,8 @@ struct SubmitArgs {
   std::string time_limit;  // DURATION
   std::string after;       // a job id
   std::string sweep;       // NAME=V1,V2,...
+  std::string account;     // "" = the user's default account
+  std::string qos;         // "" = the default QoS
 };
 
 // The request with everything but the blobs' hashes (filled in after the

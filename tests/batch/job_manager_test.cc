@@ -5,9 +5,11 @@
 // the lifecycle requests and their errors.
 #include "batch/job_manager.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,8 +41,11 @@ using ::testing::HasSubstr;
 
 using test_support::Wave;
 
-std::string Ipx(bool training) {
+std::string Ipx(bool training, absl::string_view settings = "") {
   compiler::IpuConfig config;
+  if (!settings.empty()) {
+    EXPECT_TRUE(compiler::UpdateFromString(config, settings).ok());
+  }
   compiler::CompileOptions options;
   if (training) {
     EXPECT_TRUE(compiler::UpdateFromString(config, "gradient_accumulation_steps=2").ok());
@@ -61,16 +66,28 @@ tensor::NamedTensors Data() {
           {"t", *Tensor::FromValues<float>({16, 2}, Wave(32, 1.7f))}};
 }
 
-// One server's worth of the pieces a JobManager runs on, on `dir`.
+// What a Pod differs in from the defaults: the sharing policy, a store fault.
+struct PodSetup {
+  std::shared_ptr<const sharing::SharingPolicy> policy = nullptr;
+  std::optional<store::WriteFault> fault = std::nullopt;
+};
+
+// One server's worth of the pieces a JobManager runs on, on `dir`; the store
+// is the usage ledger of the scheduler and the jobs, as in ipupodd.
 class Pod {
  public:
-  explicit Pod(const std::string& dir, absl::Duration retention = absl::Hours(1)) {
-    auto store = store::SqliteStateStore::Open(dir + "/state");
+  explicit Pod(const std::string& dir, absl::Duration retention = absl::Hours(1),
+               PodSetup setup = {}) {
+    store::StoreOptions store_options;
+    store_options.fault = setup.fault;
+    auto store = store::SqliteStateStore::Open(dir + "/state", store_options);
     EXPECT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     scheduler::SchedulerOptions options;
     options.pod = *device::PodFromName("POD4");
     options.ipu_reset_time = absl::Milliseconds(10);
+    options.policy = setup.policy;
+    options.ledger = store_.get();
     execution::LoadedPrograms* programs = &programs_;
     options.on_session_ended = [programs](const std::string& s) { programs->Drop(s); };
     scheduler_ = *scheduler::Scheduler::Create(options, store_.get());
@@ -83,8 +100,8 @@ class Pod {
     job_options.jobs_dir = dir + "/jobs";
     job_options.tick = absl::Milliseconds(20);
     job_options.retention = retention;
-    auto manager = JobManager::Start(
-        job_options, {scheduler_.get(), execution_.get(), store_.get(), blobs_.get()});
+    auto manager = JobManager::Start(job_options, {scheduler_.get(), execution_.get(), store_.get(),
+                                                   blobs_.get(), store_.get()});
     EXPECT_TRUE(manager.ok()) << manager.status();
     manager_ = *std::move(manager);
   }
@@ -106,6 +123,13 @@ class Pod {
   }
 
   JobManager& jobs() { return *manager_; }
+  scheduler::Scheduler& scheduler() { return *scheduler_; }
+  // The usage ledger's records (newest first).
+  std::vector<accounting::UsageRecord> Usage() {
+    auto records = store_->Query(accounting::LedgerQuery());
+    EXPECT_TRUE(records.ok()) << records.status();
+    return records.ok() ? *records : std::vector<accounting::UsageRecord>{};
+  }
 
  private:
   std::unique_ptr<store::SqliteStateStore> store_;
@@ -335,6 +359,209 @@ TEST_F(JobManagerTest, BadSubmitsAreRefusedAndStoreNothing) {
   ASSERT_EQ(sweep->size(), 3u);
   EXPECT_EQ((*sweep)[2].record.id, absl::StrCat((*sweep)[0].record.id.substr(0, 1), ".2"));
   EXPECT_EQ((*sweep)[1].record.spec.optimizer.at("lr"), 0.01);
+}
+
+}  // namespace
+}  // namespace ipupod::batch
+
+namespace ipupod::batch {
+namespace {
+
+// Two teams; alice is in vision only; normal QoS jobs at most 2 pending per
+// user; scavenger is preemptible; high is for admins; QoS "short" has a
+// maximum wall time of one hour.
+std::shared_ptr<const sharing::SharingPolicy> TeamPolicy() {
+  sharing::SharingPolicy p = sharing::DefaultPolicy();
+  p.accounts = {{"vision", 3, {"alice"}, {}}, {"speech", 1, {"bob"}, {}}};
+  p.qos[0].per_user.max_jobs_pending = 2;
+  sharing::Qos short_qos;
+  short_qos.name = "short";
+  short_qos.priority = 50;
+  short_qos.max_wall = absl::Hours(1);
+  p.qos.push_back(short_qos);
+  return std::make_shared<const sharing::SharingPolicy>(std::move(p));
+}
+
+class NullObserver : public scheduler::AttachObserver {
+ public:
+  void OnQueued(const scheduler::QueuePositionView&) override {}
+  void OnGranted(const scheduler::SessionView&) override {}
+  void OnEnded(const absl::Status&) override {}
+};
+
+class JobSharingTest : public JobManagerTest {
+ protected:
+  void SetUp() override { Restart({TeamPolicy(), std::nullopt}); }
+  void Restart(PodSetup setup) {
+    pod_.reset();
+    pod_ = std::make_unique<Pod>(dir_.path(), absl::Hours(1), std::move(setup));
+  }
+  const accounting::UsageRecord* Find(const std::vector<accounting::UsageRecord>& records,
+                                      const std::string& id) {
+    for (const accounting::UsageRecord& r : records) {
+      if (r.id == id) return &r;
+    }
+    return nullptr;
+  }
+};
+
+TEST_F(JobSharingTest, AJobCarriesItsAccountAndQosAndEndsInTheLedger) {
+  jobs::JobSpec spec = Spec(false);
+  spec.qos = "scavenger";
+  auto submitted = pod_->jobs().Submit(alice_, spec, "");
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const jobs::JobRecord& record = (*submitted)[0].record;
+  EXPECT_EQ(record.spec.account, "vision");  // alice's default, resolved at submit
+  EXPECT_EQ(record.spec.qos, "scavenger");
+  const JobView done = WaitFinished(record.id);
+  ASSERT_EQ(done.record.state, JobState::kCompleted) << done.record.reason;
+  std::vector<accounting::UsageRecord> usage;
+  ASSERT_TRUE(test_support::Eventually([&] {
+    usage = pod_->Usage();
+    return Find(usage, record.id) != nullptr;
+  })) << "no usage record for job "
+      << record.id;
+  const accounting::UsageRecord* job = Find(usage, record.id);
+  EXPECT_EQ(job->kind, accounting::RecordKind::kJob);
+  EXPECT_EQ(job->user, "alice");
+  EXPECT_EQ(job->account, "vision");
+  EXPECT_EQ(job->qos, "scavenger");
+  EXPECT_EQ(job->state, "COMPLETED");
+  EXPECT_EQ(job->submit_unix_ms, done.record.submitted_unix_ms);
+  EXPECT_EQ(job->start_unix_ms, done.record.first_started_unix_ms);
+  EXPECT_EQ(job->end_unix_ms, done.record.ended_unix_ms);
+  EXPECT_DOUBLE_EQ(job->ipu_seconds, done.record.ipu_seconds);
+  EXPECT_GT(job->ipus, 0);
+  // Its session's record names it and is charged as it was.
+  int sessions = 0;
+  for (const accounting::UsageRecord& r : usage) {
+    if (r.kind != accounting::RecordKind::kSession) continue;
+    ++sessions;
+    EXPECT_EQ(r.job, record.id);
+    EXPECT_EQ(r.account, "vision");
+    EXPECT_EQ(r.qos, "scavenger");
+    EXPECT_EQ(r.state, "RELEASED");
+  }
+  EXPECT_EQ(sessions, 1);
+}
+
+TEST_F(JobSharingTest, SubmitRefusesWhatAnAttachWouldAndStoresNothing) {
+  const auto refused = [&](const Caller& who, jobs::JobSpec spec, absl::StatusCode code,
+                           absl::string_view words) {
+    auto got = pod_->jobs().Submit(who, spec, "");
+    EXPECT_EQ(got.status().code(), code) << got.status();
+    EXPECT_THAT(std::string(got.status().message()), HasSubstr(std::string(words)));
+  };
+  jobs::JobSpec s = Spec(false);
+  s.qos = "gold";
+  refused(alice_, s, absl::StatusCode::kInvalidArgument, "QoS gold does not exist");
+  s.qos = "high";
+  refused(alice_, s, absl::StatusCode::kPermissionDenied, "may not use QoS high");
+  s.qos = "";
+  s.account = "speech";
+  refused(alice_, s, absl::StatusCode::kPermissionDenied, "not a member of account speech");
+  s.account = "nlp";
+  refused(alice_, s, absl::StatusCode::kInvalidArgument, "account nlp does not exist");
+  s.account = "";
+  s.qos = "short";
+  s.time_limit_seconds = 2 * 3600;
+  refused(alice_, s, absl::StatusCode::kInvalidArgument, "maximum wall time");
+  JobFilter all;
+  all.all = true;
+  EXPECT_TRUE(pod_->jobs().List(alice_, all).empty());
+  // An admin may use high; the default time limit is capped by the QoS's wall time.
+  s.time_limit_seconds = 0;
+  auto capped = pod_->jobs().Submit(alice_, s, "");
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ((*capped)[0].record.spec.time_limit_seconds, 3600);
+  s.qos = "high";
+  auto admin = pod_->jobs().Submit(Caller{"alice", true}, s, "");
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  EXPECT_EQ(WaitFinished((*admin)[0].record.id).record.state, JobState::kCompleted)
+      << "an admin's job attaches with the admin's QoS";
+}
+
+TEST_F(JobSharingTest, AJobOverAMaxIpusLimitIsRefusedAtSubmit) {
+  sharing::SharingPolicy p = *TeamPolicy();
+  p.user_limits.max_ipus = 1;
+  Restart({std::make_shared<const sharing::SharingPolicy>(p), std::nullopt});
+  jobs::JobSpec s = Spec(false);
+  s.executable_sha256 = pod_->Put("alice", Ipx(false, "inference_replication_factor=2"));
+  auto got = pod_->jobs().Submit(alice_, s, "");
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted) << got.status();
+  EXPECT_THAT(std::string(got.status().message()),
+              HasSubstr("UserMaxIpus: user alice may hold at most 1 IPUs at once and this job "
+                        "needs 2, so it could never start"));
+}
+
+TEST_F(JobSharingTest, MaxJobsPendingRefusesTheSubmitOverItNamingTheLimit) {
+  // The whole pod is held, so the jobs stay pending.
+  scheduler::AttachRequest hold;
+  hold.num_ipus = 4;
+  auto ticket = pod_->scheduler().Attach(bob_, hold, std::make_shared<NullObserver>());
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  const jobs::JobSpec s = Spec(false);
+  ASSERT_TRUE(pod_->jobs().Submit(alice_, s, "").ok());
+  ASSERT_TRUE(pod_->jobs().Submit(alice_, s, "").ok());
+  auto third = pod_->jobs().Submit(alice_, s, "");
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  EXPECT_THAT(std::string(third.status().message()),
+              HasSubstr("QosMaxJobsPendingPerUser: alice in QoS normal has 2 pending jobs, the "
+                        "limit is 2, and this submit adds 1"));
+  jobs::JobSpec other = s;
+  other.qos = "scavenger";  // another QoS: not counted against normal's
+  EXPECT_TRUE(pod_->jobs().Submit(alice_, other, "").ok());
+  JobFilter all;
+  all.all = true;
+  EXPECT_EQ(pod_->jobs().List(alice_, all).size(), 3u);
+  pod_->scheduler().Release(*ticket);
+  for (const JobView& v : pod_->jobs().List(alice_, all)) {
+    EXPECT_EQ(WaitFinished(v.record.id).record.state, JobState::kCompleted);
+  }
+}
+
+TEST_F(JobSharingTest, MaxJobsRunningLetsOneJobRunAtATime) {
+  sharing::SharingPolicy p = *TeamPolicy();
+  p.user_limits.max_jobs_running = 1;
+  Restart({std::make_shared<const sharing::SharingPolicy>(p), std::nullopt});
+  const jobs::JobSpec s = Spec(true);  // 4 runs each; two would fit on the POD4 at once
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto submitted = pod_->jobs().Submit(alice_, s, "");
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    ids.push_back((*submitted)[0].record.id);
+  }
+  for (const std::string& id : ids) ASSERT_EQ(WaitFinished(id).record.state, JobState::kCompleted);
+  std::vector<std::pair<int64_t, int64_t>> runs;  // the jobs' sessions, start and end
+  ASSERT_TRUE(test_support::Eventually([&] {
+    runs.clear();
+    for (const accounting::UsageRecord& r : pod_->Usage()) {
+      if (r.kind == accounting::RecordKind::kSession && r.end_unix_ms > 0) {
+        runs.emplace_back(r.start_unix_ms, r.end_unix_ms);
+      }
+    }
+    return runs.size() == ids.size();
+  }));
+  std::sort(runs.begin(), runs.end());
+  for (size_t i = 1; i < runs.size(); ++i) {
+    EXPECT_LE(runs[i - 1].second, runs[i].first) << "two jobs of alice ran at once";
+  }
+}
+
+TEST_F(JobSharingTest, AJobWhoseUsageRecordWasLostGetsItAtTheNextStart) {
+  Restart({TeamPolicy(),
+           store::WriteFault{store::WritePoint::kLedgerPut, 1, store::FaultAction::kFail}});
+  auto submitted = pod_->jobs().Submit(alice_, Spec(false), "");
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string id = (*submitted)[0].record.id;
+  ASSERT_EQ(WaitFinished(id).record.state, JobState::kCompleted);
+  EXPECT_EQ(Find(pod_->Usage(), id), nullptr) << "the faulted put wrote it";
+  Restart({TeamPolicy(), std::nullopt});
+  const std::vector<accounting::UsageRecord> usage = pod_->Usage();
+  const accounting::UsageRecord* job = Find(usage, id);
+  ASSERT_NE(job, nullptr) << "the restart did not write the lost record";
+  EXPECT_EQ(job->state, "COMPLETED");
+  EXPECT_EQ(job->account, "vision");
 }
 
 }  // namespace

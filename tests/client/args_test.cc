@@ -308,5 +308,31 @@ TEST(ParseJobStatesTest, CaseInsensitiveCommaList) {
   }
 }
 
+TEST(ParseTimeArgTest, Rfc3339DatesNowAndTimesAgo) {
+  const absl::Time now = absl::FromUnixSeconds(1'795'700'000);
+  EXPECT_EQ(*ParseTimeArg("now", "--until", now), now);
+  EXPECT_EQ(*ParseTimeArg("-2h", "--since", now), now - absl::Hours(2));
+  EXPECT_EQ(*ParseTimeArg("-1d12h", "--since", now), now - absl::Hours(36));
+  EXPECT_EQ(*ParseTimeArg("2026-11-26", "--since", now), absl::FromUnixSeconds(1'795'651'200));
+  EXPECT_EQ(*ParseTimeArg("2026-11-26T10:00:00Z", "--since", now),
+            absl::FromUnixSeconds(1'795'651'200 + 10 * 3600));
+  EXPECT_EQ(*ParseTimeArg("2026-11-26T11:00:00+01:00", "--since", now),
+            absl::FromUnixSeconds(1'795'651'200 + 10 * 3600));
+  EXPECT_EQ(*ParseTimeArg("2026-11-26T10:00:00.5Z", "--since", now),
+            absl::FromUnixMillis(int64_t{1'795'651'200} * 1000 + 10 * 3600 * 1000 + 500));
+}
+
+TEST(ParseTimeArgTest, AnythingElseSaysWhichFormsAreAccepted) {
+  const absl::Time now = absl::Now();
+  for (const char* bad : {"", "yesterday", "-2x", "-0h", "2026-13-01", "2026-11-26T25:00:00Z",
+                          "2026-11-26 10:00", "+2h", "1700000000"}) {
+    absl::StatusOr<absl::Time> t = ParseTimeArg(bad, "--since", now);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(t.status().message()), HasSubstr("--since")) << bad;
+  }
+  EXPECT_THAT(std::string(ParseTimeArg("yesterday", "--since", now).status().message()),
+              HasSubstr("RFC 3339 (2026-11-26T10:00:00Z), a date"));
+}
+
 }  // namespace
 }  // namespace ipupod::cli

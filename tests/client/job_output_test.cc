@@ -20,6 +20,8 @@ v1::Job Running() {
   job.set_id("17");
   job.set_name("mlp-train");
   job.set_user("alice");
+  job.set_account("vision");
+  job.set_qos("normal");
   job.set_state(v1::RUNNING);
   job.set_num_ipus(4);
   job.set_submitted_unix_ms(kNowMs - 3600 * 1000);  // 11:00:00
@@ -47,6 +49,8 @@ v1::Job Pending() {
   job.set_id("18.2");
   job.set_name(std::string(40, 'n'));
   job.set_user("bob");
+  job.set_account("speech");
+  job.set_qos("scavenger");
   job.set_state(v1::PENDING);
   job.set_reason("Resources");
   job.set_queue_position(2);
@@ -77,14 +81,14 @@ TEST(JobsTableTest, LooksLikeSqueue) {
   std::string table =
       JobsTable({Running(), Pending(), Failed()}, kNow, absl::UTCTimeZone(), "no jobs\n");
   EXPECT_EQ(table,
-            "ID    NAME                      USER   STATE    REASON                            IPUS"
-            "  SUBMITTED    STARTED   ELAPSED  PROGRESS\n"
-            "17    mlp-train                 alice  RUNNING  -                                    4"
-            "  11:00:00     11:57:55    2m05s      3/10\n"
-            "18.2  nnnnnnnnnnnnnnnnnnnnn...  bob    PENDING  Resources, #2 in queue              16"
-            "  11-24 12:00  -               -         -\n"
-            "9     -                         carol  FAILED   IPU 3 failed (unrecoverable) ...     1"
-            "  11:50:00     11:51:40    1m40s       2/8\n");
+            "ID    NAME                      USER   ACCOUNT  QOS        STATE    REASON          "
+            "                  IPUS  SUBMITTED    STARTED   ELAPSED  PROGRESS\n"
+            "17    mlp-train                 alice  vision   normal     RUNNING  -               "
+            "                     4  11:00:00     11:57:55    2m05s      3/10\n"
+            "18.2  nnnnnnnnnnnnnnnnnnnnn...  bob    speech   scavenger  PENDING  Resources, #2 in"
+            " queue              16  11-24 12:00  -               -         -\n"
+            "9     -                         carol  -        -          FAILED   IPU 3 failed (un"
+            "recoverable) ...     1  11:50:00     11:51:40    1m40s       2/8\n");
 }
 
 TEST(JobsTableTest, EmptyListPrintsTheGivenText) {
@@ -104,6 +108,8 @@ TEST(JobJsonTest, EveryFieldUnderItsProtoName) {
   EXPECT_EQ(keys, (std::vector<std::string>{"id",
                                             "name",
                                             "user",
+                                            "account",
+                                            "qos",
                                             "state",
                                             "reason",
                                             "num_ipus",

@@ -569,7 +569,7 @@ TEST_F(JobsTest, JobsLogsShowCancelAndDeleteTalkToTheServer) {
   EXPECT_THAT(logs.out, HasSubstr("  run         run 1; loss 0.5\n"));
   CliResult list = Ipupod({"jobs", "--state", "pending,failed", "--user", "bob"});
   ASSERT_EQ(list.code, 0) << list.err;
-  EXPECT_THAT(list.out, HasSubstr("ID  NAME  USER   STATE"));
+  EXPECT_THAT(list.out, HasSubstr("ID  NAME  USER   ACCOUNT  QOS  STATE"));
   {
     sync::MutexLock lock(&fake_.mu);
     EXPECT_EQ(fake_.last_list.user(), "bob");

@@ -40,6 +40,8 @@ TEST(SubmitArgsTest, InferenceRequestCarriesEveryFlag) {
   args.name = "eval";
   args.time_limit = "1h30m";
   args.after = "16.2";
+  args.account = "vision";
+  args.qos = "scavenger";
   absl::StatusOr<v1::SubmitJobRequest> request = BuildSubmitRequest(args);
   ASSERT_TRUE(request.ok()) << request.status();
   const v1::JobSpec& spec = request->spec();
@@ -55,6 +57,8 @@ TEST(SubmitArgsTest, InferenceRequestCarriesEveryFlag) {
   EXPECT_EQ(spec.name(), "eval");
   EXPECT_EQ(spec.time_limit_seconds(), 5400u);
   EXPECT_EQ(spec.after(), "16.2");
+  EXPECT_EQ(spec.account(), "vision");
+  EXPECT_EQ(spec.qos(), "scavenger");
   EXPECT_TRUE(request->sweep().empty());
 }
 

@@ -7,7 +7,13 @@
 // only if its commit completed (crash-after), never half-applied. A failed
 // write also changes nothing in the running server.
 //
-// A new write point (accounting, ...) adds a case to Reach below.
+// A new write point adds a case to Reach below. The usage ledger's writes
+// are never acknowledged to a client (an attach goes on when its record
+// cannot be written), so for them the model is what survives: an
+// interactive session's record (counted, and counted closed unless it ended
+// SERVER_RESTART) exists once its open committed; and after every restart
+// each finished job has its usage record (a put lost to a crash is put
+// again at start).
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -32,6 +38,10 @@ struct PodState {
   std::set<std::string> partitions;
   std::set<int> failed_ipus;
   size_t jobs = 0;  // batch jobs kept, every state (ids depend on numbers taken)
+  // Usage records of interactive sessions, and of those the ones closed in
+  // order (not RUNNING, not SERVER_RESTART).
+  size_t sessions = 0;
+  size_t closed = 0;
   bool operator==(const PodState&) const = default;
 };
 
@@ -40,7 +50,7 @@ std::string Describe(const PodState& s) {
   for (const auto& p : s.partitions) absl::StrAppend(&out, " ", p);
   absl::StrAppend(&out, " } failed {");
   for (int i : s.failed_ipus) absl::StrAppend(&out, " ", i);
-  return absl::StrCat(out, " } jobs ", s.jobs);
+  return absl::StrCat(out, " } jobs ", s.jobs, " sessions ", s.sessions, " closed ", s.closed);
 }
 
 class CrashPointsTest : public ::testing::Test {
@@ -59,7 +69,34 @@ class CrashPointsTest : public ::testing::Test {
       if (ipu["state"] == "failed") s.failed_ipus.insert(ipu["id"].get<int>());
     }
     s.jobs = Jobs().size();
+    for (const auto& r : History()) {
+      if (r["kind"] != "session" || r["job"] != "") continue;
+      s.sessions += 1;
+      s.closed += r["state"] != "RUNNING" && r["state"] != "SERVER_RESTART";
+    }
     return s;
+  }
+  nlohmann::json History() {
+    const nlohmann::json h = Cli("admin", {"history", "--limit", "10000"}).json();
+    return h.is_object() && h.contains("records") ? h["records"] : nlohmann::json::array();
+  }
+  // Every finished job has its usage record (kind job) in the ledger.
+  void ExpectEveryFinishedJobHasItsUsageRecord() {
+    std::set<std::string> missing;
+    const nlohmann::json jobs = Cli("alice", {"jobs", "--all"}).json()["jobs"];
+    for (const auto& job : jobs) {
+      const std::string state = job["state"].get<std::string>();
+      if (state != "PENDING" && state != "RUNNING") missing.insert(job["id"].get<std::string>());
+    }
+    EXPECT_TRUE(Eventually(
+        [&] {
+          for (const auto& r : History()) {
+            if (r["kind"] == "job") missing.erase(r["id"].get<std::string>());
+          }
+          return missing.empty();
+        },
+        std::chrono::seconds(10)))
+        << "finished jobs without a usage record: " << *missing.begin();
   }
   std::vector<std::string> Jobs() {
     std::vector<std::string> ids;
@@ -153,6 +190,21 @@ bool CrashPointsTest::Reach(WritePoint point, int round, PodState& changed) {
     case WritePoint::kDeleteJob:
       changed.jobs -= 1;
       return Cli("alice", {"job", "delete", Jobs().front()}).exit_code == 0;
+    case WritePoint::kLedgerOpen:  // the record exists only if its open committed
+      changed.sessions += 1;
+      (void)Cli("alice", {"attach", "--ipus", "1", "--", "true"});
+      return false;
+    case WritePoint::kLedgerClose:  // the open committed first: the record survives
+      model_.sessions += 1;
+      changed.sessions += 1;
+      changed.closed += 1;
+      (void)Cli("alice", {"attach", "--ipus", "1", "--", "true"});
+      return false;
+    case WritePoint::kLedgerPut:  // a job's end; its record is checked after the restart
+      model_.jobs += 1;
+      changed.jobs += 1;
+      (void)SubmitJob();
+      return false;
     default:  // written while the server starts (the restart reached them)
       return false;
   }
@@ -203,6 +255,7 @@ void CrashPointsTest::RunCase(WritePoint point, FaultAction action, int round) {
   ASSERT_TRUE(server_.Restart()) << server_.process().stderr_text();
   EXPECT_EQ(Observe(), model_) << "want " << Describe(model_) << "; got " << Describe(Observe());
   SettleJobs();
+  ExpectEveryFinishedJobHasItsUsageRecord();
 }
 
 TEST_F(CrashPointsTest, EveryWritePointCrashedOrFailedKeepsExactlyTheAcknowledgedState) {

@@ -288,6 +288,17 @@ TEST_F(SharingTest, SharesShowUsageAgainstShares) {
   EXPECT_DOUBLE_EQ(shares[1].fair_share_factor, 1.0);
 }
 
+TEST_F(SharingTest, AnOwnDetachEndsReleasedAnotherUsersDetached) {
+  Handle own = MustAttach(alice_, Req(1));
+  Handle other = MustAttach(bob_, Req(1));
+  ASSERT_TRUE(sched_->Detach(alice_, own.session()).ok());  // how `attach -- COMMAND` ends
+  ASSERT_TRUE(sched_->Detach(admin_, other.session()).ok());
+  std::map<std::string, std::string> states;
+  for (const accounting::UsageRecord& r : ledger_.closed()) states[r.id] = r.state;
+  EXPECT_EQ(states[own.session()], "RELEASED");
+  EXPECT_EQ(states[other.session()], "DETACHED");
+}
+
 TEST_F(SharingTest, SessionsWriteTheLedgerAndUsageIsRebuiltFromIt) {
   Handle h = MustAttach(alice_, Req(4));
   clock_->Advance(absl::Seconds(100));

@@ -471,5 +471,31 @@ TEST(ConfigTest, LoadMemoryKeyAndFlag) {
   EXPECT_EQ(Parse({"--load-memory-mb", "-3"}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ConfigTest, AccountingKeysAreReadAndChecked) {
+  const ServerConfig defaults;
+  EXPECT_EQ(defaults.accounting_retention_days, 365);
+  EXPECT_EQ(defaults.accounting_heartbeat_seconds, 60);
+  EXPECT_FALSE(defaults.accounting_public);
+  auto config = ParseConfigJson(
+      R"({"accounting_retention_days": 0, "accounting_heartbeat_seconds": 2,
+          "accounting_public": true})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->accounting_retention_days, 0);  // keep forever
+  EXPECT_EQ(config->accounting_heartbeat_seconds, 2);
+  EXPECT_TRUE(config->accounting_public);
+  EXPECT_TRUE(ValidateConfig(*config).ok());
+  ExpectInvalid(R"({"accounting_retention_days": -1})", {"'accounting_retention_days'"});
+  ExpectInvalid(R"({"accounting_retention_days": 36501})", {"'accounting_retention_days'"});
+  ExpectInvalid(R"({"accounting_retention_days": "1y"})", {"'accounting_retention_days'"});
+  ExpectInvalid(R"({"accounting_heartbeat_seconds": 0})", {"'accounting_heartbeat_seconds'"});
+  ExpectInvalid(R"({"accounting_heartbeat_seconds": 3601})", {"'accounting_heartbeat_seconds'"});
+  ExpectInvalid(R"({"accounting_public": "yes"})", {"'accounting_public'"});
+  ServerConfig bad;
+  bad.accounting_heartbeat_seconds = 0;
+  const absl::Status status = ValidateConfig(bad);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("accounting_heartbeat_seconds"));
+}
+
 }  // namespace
 }  // namespace ipupod::server

@@ -196,7 +196,7 @@ TEST(SqliteStateStoreTest, JobsRoundTripInSubmissionOrderAcrossReopen) {
   EXPECT_EQ((*jobs)[1].id, "9.1");
 }
 
-TEST(SqliteStateStoreTest, AVersionOneDatabaseGainsTheJobsTableAndKeepsItsState) {
+TEST(SqliteStateStoreTest, AVersionOneDatabaseGainsTheJobsAndUsageTablesAndKeepsItsState) {
   TempDir dir;
   {
     auto store = SqliteStateStore::Open(dir.path());
@@ -205,15 +205,16 @@ TEST(SqliteStateStoreTest, AVersionOneDatabaseGainsTheJobsTableAndKeepsItsState)
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.sub("state.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(
-      sqlite3_exec(db, "DROP TABLE jobs; PRAGMA user_version = 1;", nullptr, nullptr, nullptr),
-      SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE jobs; DROP TABLE usage; PRAGMA user_version = 1;", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
   sqlite3_close(db);
   auto store = SqliteStateStore::Open(dir.path());
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->Load()->partitions.size(), 1u);
   ASSERT_TRUE((*store)->PutJobs({Job("1", jobs::JobState::kPending)}).ok());
   EXPECT_EQ((*store)->LoadJobs()->size(), 1u);
+  EXPECT_TRUE((*store)->Query(accounting::LedgerQuery())->empty());
 }
 
 TEST(SqliteStateStoreTest, ACorruptJobRecordIsDataLossNamingTheJob) {

@@ -182,6 +182,43 @@ TEST_F(JobsTest, TrainingSurvivesKillNineBitIdentical) {
                   "resumed job");
 }
 
+// Issue 13: a scavenger training job preempted for a normal request is
+// checkpointed and requeued, lets the request start, and then finishes with
+// the same final weights as the same job never preempted.
+TEST_F(JobsTest, APreemptedScavengerTrainingJobFinishesAsIfNeverPreempted) {
+  const std::vector<std::string> args = {
+      Path("train.ipx"), "--inputs", Path("data.npz"),     "--train",
+      "--epochs",        "800",      "--checkpoint-every", "50"};
+  const std::vector<std::string> whole = Submit("alice", args);
+  ASSERT_EQ(whole.size(), 1u);
+  ASSERT_EQ(Wait("alice", whole[0]), 0);
+  std::vector<std::string> scavenger_args = args;
+  scavenger_args.insert(scavenger_args.end(), {"--qos", "scavenger"});
+  const std::vector<std::string> ids = Submit("alice", scavenger_args);
+  ASSERT_EQ(ids.size(), 1u);
+  ASSERT_TRUE(test_support::Eventually(
+      [&] {
+        const nlohmann::json job = Show("alice", ids[0]);
+        return job.is_object() && job.value("runs_done", int64_t{0}) >= 100;
+      },
+      absl::Seconds(120)));
+  // bob's normal request needs the whole pod: only the scavenger job stands
+  // in its way, so the job is preempted and bob starts.
+  CliResult bob = Cli(
+      "bob", {"--json", "attach", "--ipus", "4", "--wait", "--wait-timeout", "60", "--", "true"});
+  EXPECT_EQ(bob.exit_code, 0) << bob.out << bob.err;
+  const nlohmann::json preempted = Show("alice", ids[0]);
+  ASSERT_TRUE(preempted.is_object());
+  ASSERT_NE(preempted["state"], "COMPLETED") << "finished before bob came; nothing was preempted";
+  ASSERT_EQ(Wait("alice", ids[0]), 0) << Show("alice", ids[0]).dump();
+  ExpectSameBytes(Fetch("alice", ids[0], "weights.npz"), Fetch("alice", whole[0], "weights.npz"),
+                  "preempted job");
+  // Its history says so: the preempted session's usage record ended PREEMPTED.
+  CliResult history = Cli("alice", {"--json", "history", "--state", "PREEMPTED"});
+  EXPECT_EQ(history.exit_code, 0) << history.out << history.err;
+  EXPECT_NE(history.out.find(ids[0]), std::string::npos) << history.out;
+}
+
 TEST_F(JobsTest, FaultsAreRecoveredOrRequeued) {
   const auto submit_long = [&] {
     const std::vector<std::string> ids = Submit(

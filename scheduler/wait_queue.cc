@@ -1,6 +1,7 @@
 #include "scheduler/wait_queue.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -9,26 +10,34 @@ namespace ipupod::scheduler {
 
 namespace {
 
-// The reservations made so far in a pass, per IPU: whether one covers it
-// with a start that is not known, and the earliest known start of those that
-// cover it. So the reservations binding a demand are found in one look at
-// each IPU, however many there are.
-struct ReservedIpus {
-  IpuMask covered;
-  IpuMask unknown_start;
-  FreeTimes earliest_start;
-
-  ReservedIpus() { earliest_start.fill(absl::InfiniteFuture()); }
+// The reservations made so far in a pass: the IPUs covered by one whose start
+// is not known, and for the others the earliest known start of those that
+// cover each IPU, kept as a few masks by start (ascending). So the
+// reservations binding a demand are found in one look at each distinct
+// start, however many reservations there are.
+class ReservedIpus {
+ public:
+  const IpuMask& covered() const { return covered_; }
 
   void Add(const Reservation& r) {
-    for (int i = r.block.start; i < r.block.start + r.block.size; ++i) {
-      covered.set(i);
-      if (r.start == absl::InfiniteFuture()) {
-        unknown_start.set(i);
-      } else {
-        earliest_start[i] = std::min(earliest_start[i], r.start);
-      }
+    const IpuMask bits = MaskOf(r.block);
+    covered_ |= bits;
+    if (r.start == absl::InfiniteFuture()) {
+      unknown_start_ |= bits;
+      return;
     }
+    // The IPUs whose earliest start this reservation lowers move to its entry.
+    IpuMask lowered = bits;
+    auto it = by_start_.begin();
+    for (; it != by_start_.end() && it->first <= r.start; ++it) lowered &= ~it->second;
+    if (lowered.none()) return;
+    for (auto later = it; later != by_start_.end(); ++later) later->second &= ~lowered;
+    if (it != by_start_.begin() && std::prev(it)->first == r.start) {
+      std::prev(it)->second |= lowered;
+    } else {
+      by_start_.insert(it, {r.start, lowered});
+    }
+    std::erase_if(by_start_, [](const auto& entry) { return entry.second.none(); });
   }
 
   // The IPUs a demand of `duration` planned at `now` may not use: every
@@ -36,13 +45,20 @@ struct ReservedIpus {
   // covering the IPU starts (a reservation whose start is not known binds
   // everyone: its block may free at any moment).
   IpuMask Binding(absl::Duration duration, absl::Time now) const {
-    if (duration == absl::InfiniteDuration()) return covered;
-    IpuMask binding = unknown_start;
-    for (int i = 0; i < device::kMaxPodIpus; ++i) {
-      if (covered.test(i) && now + duration > earliest_start[i]) binding.set(i);
+    if (duration == absl::InfiniteDuration()) return covered_;
+    IpuMask binding = unknown_start_;
+    const absl::Time end = now + duration;
+    for (const auto& [start, ipus] : by_start_) {
+      if (!(end > start)) break;
+      binding |= ipus;
     }
     return binding;
   }
+
+ private:
+  IpuMask covered_;
+  IpuMask unknown_start_;
+  std::vector<std::pair<absl::Time, IpuMask>> by_start_;  // ascending, disjoint, none empty
 };
 
 void Resize(BackfillPlan& plan, size_t n) {
@@ -87,7 +103,7 @@ BackfillPlan PlanBackfill(const std::vector<Demand>& demands, const PlanContext&
     plan.fragmented[i] = !plan.fits_without_reservations[i] &&
                          static_cast<int>((usable & ~binding).count()) >= d.size;
     if (context.fifo) stopped = true;
-    if (stopped && reserved.covered.any()) continue;  // only the fifo head reserves
+    if (stopped && reserved.covered().any()) continue;  // only the fifo head reserves
     const IpuMask eligible = d.members & context.healthy;
     std::optional<Reservation> r =
         SoonestReservation(eligible, eligible & ~free, plan.reserved, free_at, d.region, d.size);

@@ -70,6 +70,8 @@ class JobObserver final : public scheduler::AttachObserver {
     log_->Granted(job_, session.fragmentation_delay_seconds);
   }
   void OnEnded(const absl::Status& why) override { log_->Ended(job_, why); }
+  // A replay has no one to tell positions to: the scheduler need not work them out.
+  bool WantsPositions() const override { return false; }
 
  private:
   GrantLog* const log_;

@@ -88,7 +88,11 @@ class IpuMask {
   friend IpuMask operator&(IpuMask a, const IpuMask& b) { return a &= b; }
   friend IpuMask operator|(IpuMask a, const IpuMask& b) { return a |= b; }
   friend IpuMask operator^(IpuMask a, const IpuMask& b) { return a ^= b; }
-  friend bool operator==(const IpuMask&, const IpuMask&) = default;
+  friend bool operator==(const IpuMask& a, const IpuMask& b) {
+    uint64_t differ = 0;
+    for (int i = 0; i < kWords; ++i) differ |= a.words_[i] ^ b.words_[i];
+    return differ == 0;
+  }
 
  private:
   // Portable (no popcnt instruction is assumed of the build's target).

@@ -91,6 +91,10 @@ absl::Status CheckOptions(const Selection& selection, const ReplayOptions& optio
         "estimate factor %g must be a number >= 0 (1 = perfect estimates, 0 = no time limits)",
         options.estimate_factor));
   }
+  if (options.max_backfill_waiters < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max backfill waiters %d must be >= 0 (0 = no bound)", options.max_backfill_waiters));
+  }
   if (!options.configure_accounts && !options.shares.empty()) {
     return absl::InvalidArgumentError(
         "shares need accounts: with no accounts configured every cluster has one share");
@@ -156,6 +160,7 @@ absl::Status Driver::Start(const sharing::SharingPolicy& policy) {
   so.clock = clock_.AsFunction();
   so.policy = std::make_shared<const sharing::SharingPolicy>(policy);
   so.priority_interval = absl::ZeroDuration();  // RunInstant drives the passes
+  so.max_backfill_waiters = options_.max_backfill_waiters;
   IPUPOD_ASSIGN_OR_RETURN(scheduler_, scheduler::Scheduler::Create(std::move(so), nullptr));
   run_.policy = std::string(sharing::QueueOrderName(options_.order));
   run_.pod_ipus = options_.pod.num_ipus;

@@ -182,6 +182,21 @@ TEST(WaitQueueTest, FragmentationIsToldApartFromLackOfIpus) {
   EXPECT_FALSE(plan.fits_without_reservations[0]);
 }
 
+TEST(WaitQueueTest, AWalkKnowsWhenNoOneFurtherCouldStart) {
+  // 0-11 busy for ten minutes; the head reserves the pod from then on; 12-15
+  // are free for demands that end within the ten minutes.
+  BackfillWalk walk(
+      Context(FreeExcept({{0, 8}, {8, 4}}), MaskOf(kPod16), kNow + absl::Minutes(10)));
+  walk.Add(Pool(16));
+  EXPECT_TRUE(walk.MayStart(4, absl::Minutes(5)));
+  EXPECT_FALSE(walk.MayStart(8, absl::Minutes(5)));   // only four are free
+  EXPECT_FALSE(walk.MayStart(1, absl::Minutes(11)));  // would delay the head
+  EXPECT_FALSE(walk.MayStart(1, absl::InfiniteDuration()));
+  walk.Add(Timed(4, absl::Minutes(5)));  // takes 12-15
+  ASSERT_TRUE(walk.plan().grants[1].has_value());
+  EXPECT_FALSE(walk.MayStart(1, absl::Minutes(1)));
+}
+
 // Priorities as a table by ticket; every waiter settled unless named in
 // `ageing`, where priority rises with time waited (an hour = 1).
 struct FakePriorities {

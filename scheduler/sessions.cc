@@ -161,10 +161,14 @@ absl::StatusOr<std::string> SchedulerImpl::EnqueueLocked(Waiter waiter, absl::st
   const QueueWalk* current = preempted ? nullptr : &walk;
   NotifyPositionsLocked(current, false);
   if (queued->watches_position && queued->told_position == 0) {
-    // Told its place on entry, wherever it is.
-    const std::vector<const Waiter*> order = OrderedLocked();
-    const int position =
-        static_cast<int>(std::find(order.begin(), order.end(), queued) - order.begin()) + 1;
+    // Told its place on entry, wherever it is (the walk's entries are the
+    // first places of the queue).
+    int position = static_cast<int>(walk.candidate) + 1;
+    if (walk.candidate == QueueWalk::kNone) {
+      const std::vector<const Waiter*> order = OrderedLocked();
+      position =
+          static_cast<int>(std::find(order.begin(), order.end(), queued) - order.begin()) + 1;
+    }
     std::optional<QueueWalk> fresh;
     if (current == nullptr || current->stopped_early) {
       current = &fresh.emplace(WalkQueueLocked(nullptr, false));

@@ -70,6 +70,8 @@ class JobObserver final : public scheduler::AttachObserver {
     log_->Granted(job_, session.fragmentation_delay_seconds);
   }
   void OnEnded(const absl::Status& why) override { log_->Ended(job_, why); }
+  // A replay has no one to tell positions to: the scheduler need not work them out.
+  bool WantsPositions() const override { return false; }
 
  private:
   GrantLog* const log_;
@@ -88,6 +90,10 @@ absl::Status CheckOptions(const Selection& selection, const ReplayOptions& optio
     return absl::InvalidArgumentError(absl::StrFormat(
         "estimate factor %g must be a number >= 0 (1 = perfect estimates, 0 = no time limits)",
         options.estimate_factor));
+  }
+  if (options.max_backfill_waiters < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max backfill waiters %d must be >= 0 (0 = no bound)", options.max_backfill_waiters));
   }
   if (!options.configure_accounts && !options.shares.empty()) {
     return absl::InvalidArgumentError(
@@ -154,6 +160,7 @@ absl::Status Driver::Start(const sharing::SharingPolicy& policy) {
   so.clock = clock_.AsFunction();
   so.policy = std::make_shared<const sharing::SharingPolicy>(policy);
   so.priority_interval = absl::ZeroDuration();  // RunInstant drives the passes
+  so.max_backfill_waiters = options_.max_backfill_waiters;
   IPUPOD_ASSIGN_OR_RETURN(scheduler_, scheduler::Scheduler::Create(std::move(so), nullptr));
   run_.policy = std::string(sharing::QueueOrderName(options_.order));
   run_.pod_ipus = options_.pod.num_ipus;

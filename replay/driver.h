@@ -36,6 +36,7 @@
 #include "device/pod_config.h"
 #include "replay/metrics.h"
 #include "replay/selection.h"
+#include "scheduler/scheduler.h"
 #include "sharing/policy.h"
 
 namespace ipupod::replay {
@@ -57,6 +58,9 @@ struct ReplayOptions {
   // the virtual clock (besides after every instant with events), as the live
   // server's periodic pass does; zero = only after events.
   absl::Duration priority_interval = absl::Seconds(60);
+  // SchedulerOptions::max_backfill_waiters (0 = no bound): how far past the
+  // first waiter that cannot start a walk of the queue looks.
+  int max_backfill_waiters = scheduler::SchedulerOptions().max_backfill_waiters;
   // The rest of the policy (weights, half-life, QoS); its order and accounts
   // are replaced by the fields above.
   sharing::SharingPolicy policy = sharing::DefaultPolicy();

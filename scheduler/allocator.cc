@@ -1,6 +1,7 @@
 #include "scheduler/allocator.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -10,31 +11,71 @@ namespace {
 
 using device::Block;
 
-// The aligned block of twice the size that holds `block`, or the block itself
-// when it is already the whole region (nothing encloses it there).
-Block EnclosingBlock(const Block& block, const Block& region) {
-  if (block.size >= region.size) return block;
-  const int size = block.size * 2;
-  return Block{block.start - block.start % size, size};
+constexpr int kWordBits = IpuMask::kWordBits;
+constexpr int kWords = IpuMask::kWords;
+constexpr uint64_t kAllOnes = ~uint64_t{0};
+
+// Calls f(ipu) for every set bit of `mask`, ascending.
+template <typename F>
+void ForEachIpu(const IpuMask& mask, F f) {
+  for (int w = 0; w < kWords; ++w) {
+    for (uint64_t bits = mask.word(w); bits != 0; bits &= bits - 1) {
+      f(w * kWordBits + std::countr_zero(bits));
+    }
+  }
 }
 
-bool AllIn(const IpuMask& mask, const IpuMask& block) { return (block & ~mask).none(); }
+// The bits of one word at multiples of `size` (<= 64): where aligned blocks start.
+uint64_t AlignedStartsInWord(int size) {
+  uint64_t starts = 0;
+  for (int i = 0; i < kWordBits; i += size) starts |= uint64_t{1} << i;
+  return starts;
+}
+
+// Bit i set: the aligned block of `size` at i lies inside `region` and
+// entirely in `mask`. A block of at most a word never crosses one, so each
+// word is folded on its own (bit i becomes "bits i..i+2w-1 all set" at each
+// doubling); larger blocks are whole words.
+// REQUIRES: size a power of two, at most kMaxPodIpus.
+IpuMask WholeBlockStarts(const IpuMask& mask, const Block& region, int size) {
+  const IpuMask in = mask & MaskOf(region);
+  IpuMask starts;
+  if (size <= kWordBits) {
+    const uint64_t aligned = AlignedStartsInWord(size);
+    for (int w = 0; w < kWords; ++w) {
+      uint64_t bits = in.word(w);
+      for (int width = 1; width < size && bits != 0; width *= 2) bits &= bits >> width;
+      starts.set_word(w, bits & aligned);
+    }
+    return starts;
+  }
+  const int words = size / kWordBits;
+  for (int w = 0; w < kWords; w += words) {
+    bool whole = true;
+    for (int k = 0; k < words; ++k) whole = whole && in.word(w + k) == kAllOnes;
+    if (whole) starts.set(w * kWordBits);
+  }
+  return starts;
+}
 
 }  // namespace
 
 IpuMask MaskOf(const Block& block) {
   IpuMask mask;
-  for (int i = block.start; i < block.start + block.size && i < device::kMaxPodIpus; ++i) {
-    mask.set(i);
+  const int end = std::min(block.start + block.size, device::kMaxPodIpus);
+  for (int w = 0; w < kWords; ++w) {
+    const int lo = std::max(block.start, w * kWordBits);
+    const int hi = std::min(end, (w + 1) * kWordBits);
+    if (lo >= hi) continue;
+    const uint64_t bits = hi - lo == kWordBits ? kAllOnes : (uint64_t{1} << (hi - lo)) - 1;
+    mask.set_word(w, bits << (lo - w * kWordBits));
   }
   return mask;
 }
 
 std::vector<int> IpusOf(const IpuMask& mask) {
   std::vector<int> ipus;
-  for (int i = 0; i < device::kMaxPodIpus; ++i) {
-    if (mask.test(i)) ipus.push_back(i);
-  }
+  ForEachIpu(mask, [&](int i) { ipus.push_back(i); });
   return ipus;
 }
 
@@ -57,15 +98,20 @@ std::optional<Block> FindFreeBlock(const IpuMask& usable, const IpuMask& reserve
   const IpuMask available = usable & ~reserved;
   std::optional<Block> best;
   size_t best_score = 0;
-  for (int start = region.start; start < region.start + region.size; start += size) {
-    const Block candidate{start, size};
-    if (!AllIn(available, MaskOf(candidate))) continue;
-    const size_t score = (MaskOf(EnclosingBlock(candidate, region)) & ~available).count();
+  // A candidate is whole, so the unavailable IPUs of its enclosing block of
+  // twice the size are those of the other half (none when the candidate is
+  // the whole region: nothing encloses it there).
+  ForEachIpu(WholeBlockStarts(available, region, size), [&](int start) {
+    size_t score = 0;
+    if (size < region.size) {
+      const int other = start ^ size;
+      score = size - (available & MaskOf(Block{other, size})).count();
+    }
     if (!best || score > best_score) {
-      best = candidate;
+      best = Block{start, size};
       best_score = score;
     }
-  }
+  });
   return best;
 }
 
@@ -76,10 +122,8 @@ std::optional<Reservation> SoonestReservation(const IpuMask& eligible, const Ipu
   std::optional<Reservation> best;
   bool best_overlaps = true;
   size_t best_used = std::numeric_limits<size_t>::max();
-  for (int start = region.start; start < region.start + region.size; start += size) {
-    const Block candidate{start, size};
-    const IpuMask bits = MaskOf(candidate);
-    if (!AllIn(eligible, bits)) continue;
+  ForEachIpu(WholeBlockStarts(eligible, region, size), [&](int start) {
+    const IpuMask bits = MaskOf(Block{start, size});
     absl::Time free = absl::InfinitePast();
     for (int i = start; i < start + size; ++i) free = std::max(free, free_at[i]);
     const bool overlaps = (bits & reserved).any();
@@ -90,11 +134,11 @@ std::optional<Reservation> SoonestReservation(const IpuMask& eligible, const Ipu
                         (overlaps == best_overlaps &&
                          (free < best->start || (free == best->start && used < best_used)));
     if (better) {
-      best = Reservation{candidate, free};
+      best = Reservation{Block{start, size}, free};
       best_overlaps = overlaps;
       best_used = used;
     }
-  }
+  });
   return best;
 }
 

@@ -39,7 +39,7 @@ absl::StatusOr<PartitionView> SchedulerImpl::CreatePartition(const Caller& calle
   spdlog::info("scheduler: partition {} created by {} on IPUs {}", it->first, caller.user,
                FormatIpus(MaskOf(block)));
   // Nothing became allocatable, but pool waiters' reservations may move.
-  NotifyPositionsLocked();
+  NotifyPositionsLocked(nullptr, false);
   return PartitionViewLocked(it->second);
 }
 
@@ -47,7 +47,8 @@ absl::StatusOr<Block> SchedulerImpl::PlacePartitionLocked(absl::string_view name
   const IpuMask usable = AllocatableLocked() & ~PartitionedLocked();
   const Block pod{0, pod_size()};
   // Keep clear of pool waiters' reservations when there is a choice.
-  std::optional<Block> block = FindFreeBlock(usable, PlanQueueLocked().reserved, pod, size);
+  std::optional<Block> block =
+      FindFreeBlock(usable, WalkQueueLocked(nullptr, false).plan.reserved, pod, size);
   if (!block) block = FindFreeBlock(usable, IpuMask(), pod, size);
   if (block) return *block;
   return absl::ResourceExhaustedError(absl::StrFormat(
@@ -131,8 +132,8 @@ void SchedulerImpl::EndPartitionUsersLocked(const std::string& partition,
     EndSessionLocked(id, &why, accounting::kStateDetached);
   }
   std::vector<std::string> tickets;
-  for (const Waiter& w : queue_.waiters()) {
-    if (w.partition == partition) tickets.push_back(w.ticket);
+  for (const Waiter* w : OrderedLocked()) {
+    if (w->partition == partition) tickets.push_back(w->ticket);
   }
   for (const std::string& ticket : tickets) {
     EndWaiterLocked(ticket, absl::AbortedError(absl::StrFormat(

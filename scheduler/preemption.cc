@@ -15,16 +15,19 @@
 
 namespace ipupod::scheduler {
 
-void SchedulerImpl::PreemptForLocked(const BackfillPlan& plan) {
-  const bool any = std::any_of(sessions_.begin(), sessions_.end(), [](const auto& kv) {
+bool SchedulerImpl::AnyPreemptibleLocked() const {
+  return std::any_of(sessions_.begin(), sessions_.end(), [](const auto& kv) {
     return kv.second.preemptible && kv.second.preempt_deadline == absl::InfiniteFuture();
   });
-  if (!any) return;
+}
+
+bool SchedulerImpl::PreemptForLocked(const QueueWalk& walk) {
+  if (!AnyPreemptibleLocked()) return false;
   const absl::Time now = Now();
+  const BackfillPlan& plan = walk.plan;
   IpuMask reserved_ahead;
-  const std::vector<Waiter>& waiters = queue_.waiters();
-  for (size_t i = 0; i < waiters.size() && i < plan.grants.size(); ++i) {
-    const Waiter& w = waiters[i];
+  for (size_t i = 0; i < walk.order.size(); ++i) {
+    const Waiter& w = *walk.order[i];
     if (plan.grants[i] || !plan.held[i].empty()) continue;
     const sharing::Qos* q = sharing::FindQos(*policy_, w.qos);
     const bool may_preempt = q != nullptr && !q->preemptible;
@@ -36,11 +39,12 @@ void SchedulerImpl::PreemptForLocked(const BackfillPlan& plan) {
           if (!ipu_session_[ipu].empty()) ids.insert(ipu_session_[ipu]);
         }
         for (const std::string& id : ids) PreemptSessionLocked(sessions_.at(id), w);
-        return;  // one preemption per walk; the next walk sees its effect
+        return true;  // one preemption per walk; the next walk sees its effect
       }
     }
     if (plan.reservations[i]) reserved_ahead |= MaskOf(*plan.reservations[i]);
   }
+  return false;
 }
 
 std::optional<device::Block> SchedulerImpl::PreemptableBlockLocked(const Waiter& w,

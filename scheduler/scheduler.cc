@@ -2,6 +2,9 @@
 // Sessions, partitions and faults/resets live in their own files
 // (scheduler_impl.h lists them).
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +54,9 @@ absl::Status CheckOptions(const SchedulerOptions& options) {
   }
   if (rf.probability_per_operation > 0 && rf.kinds.empty()) {
     return absl::InvalidArgumentError("random faults need at least one fault kind");
+  }
+  if (options.max_backfill_waiters < 0) {
+    return absl::InvalidArgumentError("max_backfill_waiters must not be negative (0 = no bound)");
   }
   if (options.priority_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("priority_interval must not be negative (0 = none)");
@@ -155,6 +161,10 @@ SchedulerImpl::SchedulerImpl(SchedulerOptions options, StateStore* store, uint64
       store_(store),
       boot_id_(boot_id),
       queue_(options_.max_waiters),
+      // The order reads the current pass; the walks that use it hold mu_.
+      walk_priority_{
+          [this](const Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return PriorityLocked(w); },
+          [this](const Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return SettledLocked(w); }},
       rng_(options_.random_faults.seed),
       policy_(options_.policy),
       decayed_usage_(options_.policy->usage_half_life),
@@ -349,11 +359,63 @@ PodView SchedulerImpl::GetPod() const {
 
 // ---------------------------------------------------------------- queue pass
 
+namespace {
+
+// The shortest hold of each size among the waiters a walk has not reached
+// yet (BackfillWalk::MayStart), from the queue's counts less those reached.
+class Unreached {
+ public:
+  Unreached(const WaitQueue& queue, const Waiter* extra) : holds_(queue.holds()), extra_(extra) {
+    for (int level = 0; level < kSizeLevels; ++level) next_[level] = holds_[level].begin();
+  }
+
+  void Reach(const Waiter& w) {
+    if (&w == extra_) {
+      extra_ = nullptr;  // not counted in the queue's figures
+      return;
+    }
+    const int level = SizeLevel(w.num_ipus);
+    auto& reached = reached_[level];
+    ++reached[w.hold];
+    auto& next = next_[level];
+    while (next != holds_[level].end() && reached[next->first] == next->second) ++next;
+  }
+  // Whether any of them might start (or be blocked by fragmentation alone).
+  bool AnyMayStart(const BackfillWalk& walk) const {
+    if (extra_ != nullptr && walk.MayStart(extra_->num_ipus, extra_->hold)) return true;
+    for (int level = 0; level < kSizeLevels; ++level) {
+      if (next_[level] != holds_[level].end() && walk.MayStart(1 << level, next_[level]->first)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  const std::array<WaitQueue::Holds, kSizeLevels>& holds_;
+  // Per size, the shortest hold not all of whose waiters were reached.
+  std::array<WaitQueue::Holds::const_iterator, kSizeLevels> next_;
+  std::array<absl::flat_hash_map<absl::Duration, int>, kSizeLevels> reached_;
+  const Waiter* extra_;
+};
+
+}  // namespace
+
+bool SchedulerImpl::HasLimitsLocked() const { return HasLimits(*policy_); }
+
+Demand SchedulerImpl::DemandOfLocked(const Waiter& w, const IpuMask& pool) const {
+  if (w.partition.empty()) return Demand{w.num_ipus, Block{0, pod_size()}, pool, w.hold};
+  const Block block = partitions_.at(w.partition).block;
+  return Demand{w.num_ipus, block, MaskOf(block), w.hold};
+}
+
 Demand SchedulerImpl::DemandOfLocked(const Waiter& w) const {
-  Demand d = DemandLocked(w.partition, w.num_ipus);
+  return DemandOfLocked(w, PodMask() & ~PartitionedLocked());
+}
+
+absl::Duration SchedulerImpl::HoldOfLocked(const Waiter& w) const {
   const absl::Time end = ExpectedEndLocked(w, absl::UnixEpoch());
-  d.duration = end == absl::InfiniteFuture() ? absl::InfiniteDuration() : end - absl::UnixEpoch();
-  return d;
+  return end == absl::InfiniteFuture() ? absl::InfiniteDuration() : end - absl::UnixEpoch();
 }
 
 PlanContext SchedulerImpl::PlanContextLocked() const {
@@ -362,49 +424,67 @@ PlanContext SchedulerImpl::PlanContextLocked() const {
   c.healthy = HealthyLocked();
   c.now = Now();
   c.fifo = policy_->order == sharing::QueueOrder::kFifo;
-  for (int i = 0; i < pod_size(); ++i) {
-    const Session* s = SessionOfIpuLocked(i);
-    c.free_at[i] =
-        s == nullptr ? c.now : std::max(c.now, std::min(s->expected_end, s->preempt_deadline));
+  for (int i = 0; i < pod_size(); ++i) c.free_at[i] = c.now;
+  for (const auto& [id, s] : sessions_) {
+    const absl::Time free_at = std::max(c.now, std::min(s.expected_end, s.preempt_deadline));
+    for (int i = s.block.start; i < s.block.start + s.block.size; ++i) c.free_at[i] = free_at;
   }
   return c;
 }
 
-BackfillPlan SchedulerImpl::PlanQueueLocked(const Waiter* candidate,
-                                            size_t* candidate_index) const {
-  std::vector<const Waiter*> order;
-  order.reserve(queue_.size() + 1);
-  for (const Waiter& w : queue_.waiters()) order.push_back(&w);
-  if (candidate != nullptr) {
-    auto at = std::find_if(order.begin(), order.end(),
-                           [&](const Waiter* w) { return WalkOrder(*candidate, *w); });
-    at = order.insert(at, candidate);
-    if (candidate_index != nullptr) *candidate_index = static_cast<size_t>(at - order.begin());
-  }
-  std::vector<Demand> demands;
-  demands.reserve(order.size());
-  for (const Waiter* w : order) demands.push_back(DemandOfLocked(*w));
+QueueWalk SchedulerImpl::WalkQueueLocked(const Waiter* candidate, bool may_stop_early) const {
+  QueueWalk walk;
   const PlanContext context = PlanContextLocked();
-  if (!HasLimits(*policy_)) return PlanBackfill(demands, context);
-  Holdings holdings = HoldingsLocked();
-  // PlanBackfill calls the hooks on this thread, within this call: mu_ is held.
-  const PlanHooks hooks{[&](size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                          return HeldByLocked(*order[i], holdings, context.now);
-                        },
-                        [&](size_t i) { AddHolding(holdings, *order[i]); }};
-  return PlanBackfill(demands, context, &hooks);
+  BackfillWalk plan(context);
+  std::optional<Holdings> holdings;
+  if (HasLimits(*policy_)) holdings = HoldingsLocked();
+  const IpuMask pool = PodMask() & ~PartitionedLocked();
+  const size_t bound = static_cast<size_t>(options_.max_backfill_waiters);
+  Unreached unreached(queue_, candidate);
+  bool head = false;  // the first waiter that cannot start was met
+  size_t behind_head = 0;
+  // Where nothing is free that anyone could use (a full pod, the common case
+  // of a long queue), the walk ends before it starts: no order is needed.
+  walk.stopped_early = may_stop_early && !unreached.AnyMayStart(plan);
+  std::optional<WaitQueue::Cursor> cursor;
+  if (!walk.stopped_early) cursor.emplace(queue_.Walk(walk_priority_, candidate));
+  while (const Waiter* w = cursor ? cursor->Next() : nullptr) {
+    if (bound > 0 && behind_head >= bound) break;
+    if (may_stop_early && !unreached.AnyMayStart(plan)) {
+      walk.stopped_early = true;
+      break;
+    }
+    if (may_stop_early) unreached.Reach(*w);
+    const size_t i = walk.order.size();
+    walk.order.push_back(w);
+    if (w == candidate) walk.candidate = i;
+    plan.Add(DemandOfLocked(*w, pool), holdings ? HeldByLocked(*w, *holdings, context.now) : "");
+    if (plan.plan().grants[i] && holdings) AddHolding(*holdings, *w);
+    if (head) ++behind_head;
+    if (!plan.plan().grants[i]) head = true;
+  }
+  if (candidate != nullptr && walk.candidate == QueueWalk::kNone && holdings) {
+    walk.candidate_held = HeldByLocked(*candidate, *holdings, context.now);
+  }
+  walk.free = plan.free();
+  walk.plan = std::move(plan.mutable_plan());
+  return walk;
 }
 
-void SchedulerImpl::RecordReasonsLocked(const BackfillPlan& plan, absl::Time now) {
-  std::vector<Waiter>& waiters = queue_.mutable_waiters();
-  for (size_t i = 0; i < waiters.size(); ++i) {
-    Waiter& w = waiters[i];
+void SchedulerImpl::RecordReasonsLocked(const QueueWalk& walk, absl::Time now) {
+  const uint64_t id = next_walk_++;
+  const BackfillPlan& plan = walk.plan;
+  for (size_t i = 0; i < walk.order.size(); ++i) {
+    Waiter& w = *queue_.Mutable(walk.order[i]);
+    w.walk = id;
     const bool fragmented = !plan.grants[i] && plan.held[i].empty() && plan.fragmented[i];
     if (w.fragmented_since != absl::InfinitePast() && !fragmented) {
       w.fragmentation_delay += now - w.fragmented_since;
       w.fragmented_since = absl::InfinitePast();
+      queue_.SetFragmented(&w, false);
     } else if (fragmented && w.fragmented_since == absl::InfinitePast()) {
       w.fragmented_since = now;
+      queue_.SetFragmented(&w, true);
     }
     if (plan.grants[i]) continue;
     w.reason = !plan.held[i].empty()               ? plan.held[i]
@@ -412,52 +492,111 @@ void SchedulerImpl::RecordReasonsLocked(const BackfillPlan& plan, absl::Time now
                : plan.fits_without_reservations[i] ? "Priority"
                                                    : "Resources";
   }
+  // Waiters it did not reach are not blocked by fragmentation alone as far as
+  // anyone knows (not at all, if it stopped early).
+  for (const Waiter* f :
+       queue_.fragmented_count() == 0 ? std::vector<const Waiter*>() : queue_.Fragmented()) {
+    if (f->walk == id) continue;
+    Waiter& w = *queue_.Mutable(f);
+    w.fragmentation_delay += now - w.fragmented_since;
+    w.fragmented_since = absl::InfinitePast();
+    queue_.SetFragmented(&w, false);
+  }
+  last_walk_ = RecordedWalk{id, walk.stopped_early, walk.free};
+}
+
+std::string SchedulerImpl::ReasonLocked(const Waiter& w, const Holdings* holdings) const {
+  if (w.walk == last_walk_.id) return w.reason;
+  if (!last_walk_.stopped_early) return w.reason.empty() ? "Priority" : w.reason;
+  // The walk stopped before it, where no one further could start: it would
+  // have found no grant and no fragmentation, only whether it fits at all.
+  if (holdings != nullptr) {
+    std::string held = HeldByLocked(w, *holdings, Now());
+    if (!held.empty()) return held;
+  }
+  const Demand d = DemandOfLocked(w);
+  const bool fits =
+      FindFreeBlock(last_walk_.free & d.members, IpuMask(), d.region, d.size).has_value();
+  return fits ? "Priority" : "Resources";
 }
 
 void SchedulerImpl::RunQueueLocked() {
   if (shutdown_) return;
   const absl::Time now = Now();
   UpdatePrioritiesLocked(now);
+  std::optional<QueueWalk> walk;
   if (!queue_.empty()) {
-    const BackfillPlan plan = PlanQueueLocked();
-    RecordReasonsLocked(plan, now);
+    const bool preemptible = AnyPreemptibleLocked();
+    walk = WalkQueueLocked(nullptr, !preemptible);
+    RecordReasonsLocked(*walk, now);
     std::vector<std::pair<std::string, Block>> grants;
-    for (size_t i = 0; i < plan.grants.size(); ++i) {
-      if (plan.grants[i]) grants.emplace_back(queue_.waiters()[i].ticket, *plan.grants[i]);
+    for (size_t i = 0; i < walk->order.size(); ++i) {
+      if (walk->plan.grants[i]) grants.emplace_back(walk->order[i]->ticket, *walk->plan.grants[i]);
     }
+    if (!grants.empty()) walk.reset();  // it names waiters that leave now
     for (auto& [ticket, block] : grants) {
       std::optional<Waiter> waiter = queue_.Remove(ticket);
       if (waiter->timer_id != 0) timer_.Cancel(waiter->timer_id);
       GrantLocked(std::move(*waiter), block);
     }
-    if (!queue_.empty()) PreemptForLocked(grants.empty() ? plan : PlanQueueLocked());
+    if (!queue_.empty() && preemptible) {
+      if (!walk) walk = WalkQueueLocked(nullptr, false);
+      if (PreemptForLocked(*walk)) walk.reset();
+    }
   }
-  NotifyPositionsLocked();
+  NotifyPositionsLocked(walk ? &*walk : nullptr, false);
 }
 
-void SchedulerImpl::NotifyPositionsLocked() {
-  std::vector<PositionChange> changes = queue_.TakePositionChanges();
-  if (changes.empty()) return;
-  const BackfillPlan plan = PlanQueueLocked();
-  for (const PositionChange& change : changes) {
-    if (!change.observer) continue;
-    const size_t index = static_cast<size_t>(change.position - 1);
-    const Waiter& w = queue_.waiters()[index];
-    QueuePositionView view{change.ticket, change.position, change.queue_length,
-                           BlockingSessionsLocked(plan, index, DemandOfLocked(w))};
-    change.observer->OnQueued(view);
-  }
+std::vector<const Waiter*> SchedulerImpl::OrderedLocked() const {
+  std::vector<const Waiter*> order;
+  order.reserve(queue_.size());
+  WaitQueue::Cursor cursor = queue_.Walk(walk_priority_);
+  while (const Waiter* w = cursor.Next()) order.push_back(w);
+  return order;
 }
 
-std::vector<std::string> SchedulerImpl::BlockingSessionsLocked(const BackfillPlan& plan,
-                                                               size_t index,
-                                                               const Demand& demand) const {
+void SchedulerImpl::NotifyPositionsLocked(const QueueWalk* walk, bool everyone) {
+  if (queue_.watchers() == 0) return;
+  const int length = queue_.size();
+  const int last = everyone ? length : std::min(length, kPositionsAlwaysSent);
+  std::vector<std::pair<const Waiter*, int>> changed;
+  WaitQueue::Cursor cursor = queue_.Walk(walk_priority_);
+  for (int position = 1; position <= last; ++position) {
+    const Waiter* w = cursor.Next();
+    if (w->watches_position && (w->told_position != position || w->told_length != length)) {
+      changed.emplace_back(w, position);
+    }
+  }
+  if (changed.empty()) return;
+  // Blocking sessions come from a walk that reached every waiter it could.
+  std::optional<QueueWalk> fresh;
+  if (walk == nullptr || walk->stopped_early)
+    walk = &fresh.emplace(WalkQueueLocked(nullptr, false));
+  absl::flat_hash_map<const Waiter*, size_t> entries;
+  for (size_t i = 0; i < walk->order.size(); ++i) entries[walk->order[i]] = i;
+  for (const auto& [w, position] : changed) TellPositionLocked(*w, position, *walk, entries);
+}
+
+void SchedulerImpl::TellPositionLocked(const Waiter& w, int position, const QueueWalk& walk,
+                                       const absl::flat_hash_map<const Waiter*, size_t>& entries) {
+  Waiter& told = *queue_.Mutable(&w);
+  told.told_position = position;
+  told.told_length = queue_.size();
+  if (!w.observer) return;
+  auto entry = entries.find(&w);
+  const size_t index = entry == entries.end() ? QueueWalk::kNone : entry->second;
+  w.observer->OnQueued(QueuePositionView{w.ticket, position, told.told_length,
+                                         BlockingSessionsLocked(walk, index, w)});
+}
+
+std::vector<std::string> SchedulerImpl::BlockingSessionsLocked(const QueueWalk& walk, size_t index,
+                                                               const Waiter& waiter) const {
   // The sessions in the block the waiter reserved, or in its whole pool when
   // it could not reserve one, in IPU order. (Walked over the IPUs, not over
   // session views: this runs for every waiter told a new position.)
-  const IpuMask scope = index < plan.reservations.size() && plan.reservations[index]
-                            ? MaskOf(*plan.reservations[index])
-                            : demand.members;
+  const bool reserved = index != QueueWalk::kNone && walk.plan.reservations[index];
+  const IpuMask scope =
+      reserved ? MaskOf(*walk.plan.reservations[index]) : DemandOfLocked(waiter).members;
   std::vector<std::string> ids;
   for (int i = 0; i < pod_size(); ++i) {
     if (!scope.test(i) || ipu_session_[i].empty()) continue;

@@ -112,6 +112,12 @@ struct SchedulerOptions {
   // re-ordered and walked at least this often while anyone waits (zero =
   // only on events and Reprioritize(); ipupod-replay drives it itself).
   absl::Duration priority_interval = absl::Seconds(30);
+  // Bound on the walk (Slurm's bf_max_job_test): past the first waiter that
+  // cannot start, a walk of the queue considers at most this many waiters;
+  // those further back neither start nor reserve in that walk and keep the
+  // reason a walk last gave them. 0 = no bound. Besides, a walk stops where
+  // no waiter further back could start (docs/scheduling.md, "Speed").
+  int max_backfill_waiters = 1000;
 };
 
 // ---- Read-only snapshots, copied out under the lock.
@@ -271,7 +277,9 @@ struct AttachRequest {
 class AttachObserver {
  public:
   virtual ~AttachObserver() = default;
-  // The request's queue position, on entry and whenever it changes.
+  // The request's queue position: on entry; then, near the front of the
+  // queue, whenever it or the queue's length changes, and further back at
+  // the periodic pass if it changed (docs/scheduling.md).
   virtual void OnQueued(const QueuePositionView& position) = 0;
   // The grant; called at most once.
   virtual void OnGranted(const SessionView& session) = 0;
@@ -287,6 +295,9 @@ class AttachObserver {
   // scheduler ends it with ABORTED (state PREEMPTED). Called at most once
   // per session, with the Scheduler's mutex held. Default: nothing.
   virtual void OnPreempted(const PreemptionView& notice) {}
+  // Whether it wants OnQueued at all. One that ignores positions (the trace
+  // replay) says no, and the scheduler never works them out for it.
+  virtual bool WantsPositions() const { return true; }
 };
 
 // The user whose Detach ended a session, read from the ABORTED status

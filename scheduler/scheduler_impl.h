@@ -48,6 +48,12 @@
 
 namespace ipupod::scheduler {
 
+// Waiters this near the front of the queue are told every change of their
+// position or of the queue's length at once; those further back are told
+// on entry and by the periodic pass (priority_interval), when it changed. So
+// a grant costs at most this many position messages, not one per waiter.
+inline constexpr int kPositionsAlwaysSent = 10;
+
 struct Partition {
   std::string name;
   device::Block block;
@@ -74,6 +80,7 @@ struct Session {
   absl::Time granted;
   absl::Time expected_end = absl::InfiniteFuture();  // not known
   absl::Time charged_until;                          // usage charged up to here
+  std::vector<std::string> usage_keys;               // its limit scopes (sharing.cc)
   double waited_seconds = 0;
   double fragmentation_delay_seconds = 0;
   bool preemptible = false;                              // its QoS's
@@ -102,6 +109,49 @@ struct PendingReset {
   std::vector<std::string> sessions;
   double simulated_seconds = 0;
   ResetDone done;  // empty for automatic resets
+};
+
+// What one walk of the queue found (scheduler.cc, WalkQueueLocked): the
+// waiters it considered, in order, and the plan for each.
+struct QueueWalk {
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  std::vector<const Waiter*> order;
+  BackfillPlan plan;  // per entry of `order`
+  // The entry of the request being attached (Attach), kNone if the walk did
+  // not reach it; then the limit that holds it ("" = none).
+  size_t candidate = kNone;
+  std::string candidate_held;
+  // It stopped where no one further could start (BackfillWalk::MayStart)
+  // rather than at the end of the queue or at the bound.
+  bool stopped_early = false;
+  IpuMask free;  // allocatable IPUs its grants left
+};
+
+// The last walk that recorded waiters' reasons: the reason of a waiter it did
+// not reach follows from it (SchedulerImpl::ReasonLocked).
+struct RecordedWalk {
+  uint64_t id = 0;
+  bool stopped_early = false;
+  IpuMask free;
+};
+
+// An account's part of the priority in one pass: U and S of
+// sharing::PriorityInputs, and the fair-share factor they give.
+struct AccountFactors {
+  double usage_fraction = 0;
+  double shares_fraction = 1;
+  double fair_share = 1;
+};
+
+// What a priority pass computed once for every waiter (sharing.cc): the
+// time, the totals, and per account its factors, filled as waiters of the
+// account are met.
+struct PriorityPass {
+  absl::Time at;
+  double total_usage = 0;
+  double total_shares = 1;
+  double max_qos = 0;
+  absl::flat_hash_map<std::string, AccountFactors> accounts;
 };
 
 // The outcome of starting a reset: an error, a result to deliver at once
@@ -183,23 +233,45 @@ class SchedulerImpl final : public Scheduler {
   std::vector<SessionView> SessionViewsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- scheduler.cc: the queue pass
-  // The plan of the queue in its order; with `candidate`, that request
-  // inserted at its place in the order (its index in *candidate_index).
-  BackfillPlan PlanQueueLocked(const Waiter* candidate = nullptr,
-                               size_t* candidate_index = nullptr) const
+  // Walks the queue in its order by the last priority pass, with `candidate`
+  // (a request not yet queued) at its place. It considers at most
+  // max_backfill_waiters behind the first waiter that cannot start, and with
+  // `may_stop_early` stops where no one further could start.
+  QueueWalk WalkQueueLocked(const Waiter* candidate, bool may_stop_early) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The waiter's demand; `pool` is the IPUs in no partition.
+  Demand DemandOfLocked(const Waiter& waiter, const IpuMask& pool) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Demand DemandOfLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long the waiter holds its IPUs once granted (Demand::duration).
+  absl::Duration HoldOfLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PlanContext PlanContextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records why each waiter not granted by `plan` waits (and fragmentation
-  // time) before the grants are made.
-  void RecordReasonsLocked(const BackfillPlan& plan, absl::Time now)
+  // Records why each waiter the walk considered and did not grant waits, and
+  // its fragmentation time, before the grants are made; ends the
+  // fragmentation time of waiters it did not reach.
+  void RecordReasonsLocked(const QueueWalk& walk, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Grants every waiter the plan can, then sends changed positions. Run after
+  // Why `waiter` waits, as of the last recorded walk; `holdings` is
+  // HoldingsLocked() when the policy has limits, else null.
+  std::string ReasonLocked(const Waiter& waiter, const Holdings* holdings) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Grants every waiter the walk can, then sends changed positions. Run after
   // anything that may let a waiter through (IPUs freed, a waiter gone).
   void RunQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NotifyPositionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<std::string> BlockingSessionsLocked(const BackfillPlan& plan, size_t index,
-                                                  const Demand& demand) const
+  // Every waiter in the walk's order.
+  std::vector<const Waiter*> OrderedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the waiters among the first kPositionsAlwaysSent (all of them with
+  // `everyone`) whose position or queue length changed since they were last
+  // told. `walk` (may be null) is one of the queue as it is now.
+  void NotifyPositionsLocked(const QueueWalk* walk, bool everyone)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TellPositionLocked(const Waiter& waiter, int position, const QueueWalk& walk,
+                          const absl::flat_hash_map<const Waiter*, size_t>& entries)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The sessions in the block the waiter reserved in `walk` (entry `index`,
+  // kNone if not reached), or in its whole pool.
+  std::vector<std::string> BlockingSessionsLocked(const QueueWalk& walk, size_t index,
+                                                  const Waiter& waiter) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishShutdownLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -208,8 +280,9 @@ class SchedulerImpl final : public Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status NoFitErrorLocked(const AttachRequest& request, const Demand& demand) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::string> EnqueueLocked(Waiter waiter, absl::string_view partition)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `waiter`; `walk` is the one Attach made with it as the candidate.
+  absl::StatusOr<std::string> EnqueueLocked(Waiter waiter, absl::string_view partition,
+                                            QueueWalk walk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GrantLocked(Waiter waiter, const device::Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnWaitTimeout(const std::string& ticket) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status TimeoutErrorLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -245,16 +318,27 @@ class SchedulerImpl final : public Scheduler {
   void ChargeUsageLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ChargeLocked(const std::string& user, const std::string& account, const std::string& qos,
                     double ipu_seconds, absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Charges usage, recomputes each waiter's factors and priority and sorts
-  // the queue into the walk's order.
+  void ChargeLocked(const std::string& account, const std::vector<std::string>& keys,
+                    double ipu_seconds, absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The limit scopes a session of `user` in `account` and `qos` is charged to.
+  static std::vector<std::string> UsageKeys(const std::string& user, const std::string& account,
+                                            const std::string& qos);
+  // Charges usage and starts a priority pass at `now` (pass_), then settles
+  // the queue's order for it.
   void UpdatePrioritiesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ComputePriorityLocked(Waiter& waiter, absl::Time now, double total_usage,
-                             double total_shares, double max_qos) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BeginPassLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A waiter's factors and priority in the current pass (zero outside the
+  // multifactor order), and whether its priority has stopped changing.
+  sharing::Factors FactorsLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double PriorityLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SettledLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double TotalSharesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The walk's order: higher priority first, then earlier arrival.
-  static bool WalkOrder(const Waiter& a, const Waiter& b);
+  // An account's factors in the current pass (computed once per pass).
+  const AccountFactors& AccountFactorsLocked(const std::string& account) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Holdings HoldingsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the policy sets any limit (else no walk needs holdings).
+  bool HasLimitsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The limit that holds `waiter` now ("" = none), given `holdings`.
   std::string HeldByLocked(const Waiter& waiter, const Holdings& holdings, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -278,7 +362,11 @@ class SchedulerImpl final : public Scheduler {
   // ---- preemption.cc
   // After a walk: the first waiter of a non-preemptible QoS that cannot start
   // and will not soon preempts preemptible sessions on one block of its pool.
-  void PreemptForLocked(const BackfillPlan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns whether it preempted anyone.
+  bool PreemptForLocked(const QueueWalk& walk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether any preemptible session has not been told yet (walks may then
+  // not stop early: a waiter further down may preempt it).
+  bool AnyPreemptibleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The block of `waiter`'s size whose busy IPUs are all held by preemptible
   // sessions (none outside `blocked`), fewest such IPUs first; nullopt if none.
   std::optional<device::Block> PreemptableBlockLocked(const Waiter& waiter,
@@ -340,6 +428,11 @@ class SchedulerImpl final : public Scheduler {
   absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> ticket_session_ ABSL_GUARDED_BY(mu_);
   WaitQueue queue_ ABSL_GUARDED_BY(mu_);
+  // The queue's order: priorities of the current pass (sharing.cc).
+  mutable PriorityPass pass_ ABSL_GUARDED_BY(mu_);
+  const WalkPriority walk_priority_;
+  uint64_t next_walk_ ABSL_GUARDED_BY(mu_) = 1;
+  RecordedWalk last_walk_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, PendingReset> resets_ ABSL_GUARDED_BY(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;

@@ -69,29 +69,27 @@ absl::StatusOr<std::string> SchedulerImpl::Attach(const Caller& caller,
   Waiter waiter = MakeWaiter(caller, request, demand, NextId("t", &next_ticket_), nullptr, now);
   IPUPOD_RETURN_IF_ERROR(AssociateLocked(caller, request, demand.size, waiter));
   waiter.sequence = next_sequence_++;
+  waiter.hold = HoldOfLocked(waiter);
+  waiter.watches_position = observer != nullptr && observer->WantsPositions();
   waiter.observer = std::move(observer);
   // Judged at its place in the walk's order: it may not take IPUs reserved
   // by anyone ahead of it, nor pass a limit.
   UpdatePrioritiesLocked(now);
-  if (policy_->order == sharing::QueueOrder::kMultifactor) {
-    const sharing::SharingPolicy& p = *policy_;
-    double max_qos = 0;
-    for (const sharing::Qos& q : p.qos) max_qos = std::max(max_qos, q.priority);
-    ComputePriorityLocked(waiter, now, decayed_usage_.Total(now), TotalSharesLocked(), max_qos);
-  }
-  size_t index = 0;
-  const BackfillPlan plan = PlanQueueLocked(&waiter, &index);
+  QueueWalk walk = WalkQueueLocked(&waiter, !AnyPreemptibleLocked());
   const std::string ticket = waiter.ticket;
-  if (plan.grants[index]) {
-    GrantLocked(std::move(waiter), *plan.grants[index]);
-    NotifyPositionsLocked();
+  const size_t index = walk.candidate;
+  if (index != QueueWalk::kNone && walk.plan.grants[index]) {
+    GrantLocked(std::move(waiter), *walk.plan.grants[index]);
+    NotifyPositionsLocked(nullptr, false);
     return ticket;
   }
   if (!request.wait) {
-    if (!plan.held[index].empty()) return HeldErrorLocked(waiter, plan.held[index]);
+    const std::string& held =
+        index != QueueWalk::kNone ? walk.plan.held[index] : walk.candidate_held;
+    if (!held.empty()) return HeldErrorLocked(waiter, held);
     return NoFitErrorLocked(request, demand);
   }
-  return EnqueueLocked(std::move(waiter), request.partition);
+  return EnqueueLocked(std::move(waiter), request.partition, std::move(walk));
 }
 
 absl::StatusOr<Demand> SchedulerImpl::CheckAttachLocked(const Caller& caller,
@@ -124,9 +122,11 @@ absl::StatusOr<Demand> SchedulerImpl::CheckAttachLocked(const Caller& caller,
 
 absl::Status SchedulerImpl::NoFitErrorLocked(const AttachRequest& request,
                                              const Demand& demand) const {
-  const int ahead = static_cast<int>(
-      std::count_if(queue_.waiters().begin(), queue_.waiters().end(),
-                    [&](const Waiter& w) { return w.partition == request.partition; }));
+  const std::vector<const Waiter*> waiters = queue_.All();
+  const int ahead =
+      static_cast<int>(std::count_if(waiters.begin(), waiters.end(), [&](const Waiter* w) {
+        return w->partition == request.partition;
+      }));
   const std::string waiting =
       ahead == 0 ? "no one is waiting" : absl::StrFormat("%d waiting ahead of you", ahead);
   const bool pool = request.partition.empty();
@@ -136,8 +136,8 @@ absl::Status SchedulerImpl::NoFitErrorLocked(const AttachRequest& request,
                       DescribeOccupancyLocked(pool ? PodMask() : demand.members, pool), waiting));
 }
 
-absl::StatusOr<std::string> SchedulerImpl::EnqueueLocked(Waiter waiter,
-                                                         absl::string_view partition) {
+absl::StatusOr<std::string> SchedulerImpl::EnqueueLocked(Waiter waiter, absl::string_view partition,
+                                                         QueueWalk walk) {
   if (queue_.full()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the attach queue is full (%d waiting); try again later", queue_.max_waiters()));
@@ -149,15 +149,34 @@ absl::StatusOr<std::string> SchedulerImpl::EnqueueLocked(Waiter waiter,
       OnWaitTimeout(ticket);
     }));
   }
-  IPUPOD_RETURN_IF_ERROR(queue_.Insert(std::move(waiter), &SchedulerImpl::WalkOrder));
+  const bool settled = SettledLocked(waiter);
+  IPUPOD_ASSIGN_OR_RETURN(const Waiter* queued, queue_.Push(std::move(waiter), settled));
   spdlog::debug("scheduler: {} queued for {} IPUs in {}", ticket, size, PoolName(partition));
-  // Its reason and place among the others come from a walk (nothing is
-  // granted by it that was not granted before, but reasons are recorded and
-  // it may preempt scavenger work).
-  const BackfillPlan plan = PlanQueueLocked();
-  RecordReasonsLocked(plan, Now());
-  PreemptForLocked(plan);
-  NotifyPositionsLocked();
+  // Its reason and place among the others come from the walk Attach made
+  // with it at its place (nothing is granted by it that was not granted
+  // before, but reasons are recorded and it may preempt scavenger work).
+  if (walk.candidate != QueueWalk::kNone) walk.order[walk.candidate] = queued;
+  RecordReasonsLocked(walk, Now());
+  const bool preempted = AnyPreemptibleLocked() && PreemptForLocked(walk);
+  const QueueWalk* current = preempted ? nullptr : &walk;
+  NotifyPositionsLocked(current, false);
+  if (queued->watches_position && queued->told_position == 0) {
+    // Told its place on entry, wherever it is (the walk's entries are the
+    // first places of the queue).
+    int position = static_cast<int>(walk.candidate) + 1;
+    if (walk.candidate == QueueWalk::kNone) {
+      const std::vector<const Waiter*> order = OrderedLocked();
+      position =
+          static_cast<int>(std::find(order.begin(), order.end(), queued) - order.begin()) + 1;
+    }
+    std::optional<QueueWalk> fresh;
+    if (current == nullptr || current->stopped_early) {
+      current = &fresh.emplace(WalkQueueLocked(nullptr, false));
+    }
+    absl::flat_hash_map<const Waiter*, size_t> entries;
+    for (size_t i = 0; i < current->order.size(); ++i) entries[current->order[i]] = i;
+    TellPositionLocked(*queued, position, *current, entries);
+  }
   return ticket;
 }
 
@@ -178,6 +197,7 @@ void SchedulerImpl::GrantLocked(Waiter waiter, const Block& block) {
   s.submitted = waiter.enqueued;
   s.granted = Now();
   s.charged_until = s.granted;
+  s.usage_keys = UsageKeys(s.user, s.account, s.qos);
   s.expected_end = ExpectedEndLocked(waiter, s.granted);
   s.waited_seconds = absl::ToDoubleSeconds(s.granted - waiter.enqueued);
   absl::Duration fragmented = waiter.fragmentation_delay;
@@ -216,9 +236,14 @@ void SchedulerImpl::OnWaitTimeout(const std::string& ticket) {
 }
 
 absl::Status SchedulerImpl::TimeoutErrorLocked(const Waiter& waiter) const {
-  const int position = queue_.PositionOf(waiter.ticket);
-  const std::vector<std::string> blocking =
-      BlockingSessionsLocked(PlanQueueLocked(), position - 1, DemandOfLocked(waiter));
+  const std::vector<const Waiter*> order = OrderedLocked();
+  const int position =
+      static_cast<int>(std::find(order.begin(), order.end(), &waiter) - order.begin()) + 1;
+  const QueueWalk walk = WalkQueueLocked(nullptr, false);
+  const auto entry = std::find(walk.order.begin(), walk.order.end(), &waiter);
+  const size_t index = entry == walk.order.end() ? QueueWalk::kNone
+                                                 : static_cast<size_t>(entry - walk.order.begin());
+  const std::vector<std::string> blocking = BlockingSessionsLocked(walk, index, waiter);
   return absl::DeadlineExceededError(absl::StrFormat(
       "waited %.1f s for %d IPUs; position %d of %d in the queue, blocked by %s; try again "
       "later or wait longer",
@@ -378,9 +403,13 @@ std::vector<QueueEntryView> SchedulerImpl::ListQueue() const {
   sync::MutexLock lock(&mu_);
   std::vector<QueueEntryView> entries;
   const absl::Time now = Now();
-  const BackfillPlan plan = PlanQueueLocked();
+  // The walk's order is the queue's: its entries are the first positions.
+  const QueueWalk walk = WalkQueueLocked(nullptr, false);
+  std::optional<Holdings> holdings;
+  if (HasLimitsLocked()) holdings = HoldingsLocked();
   int position = 0;
-  for (const Waiter& w : queue_.waiters()) {
+  for (const Waiter* waiter : OrderedLocked()) {
+    const Waiter& w = *waiter;
     QueueEntryView e;
     e.ticket = w.ticket;
     e.position = ++position;
@@ -393,14 +422,16 @@ std::vector<QueueEntryView> SchedulerImpl::ListQueue() const {
     e.account = w.account;
     e.qos = w.qos;
     e.job = w.job;
-    e.priority = w.priority;
-    e.factors = w.factors;
-    e.reason = w.reason;
+    e.factors = FactorsLocked(w);
+    e.priority = PriorityLocked(w);
+    e.reason = ReasonLocked(w, holdings ? &*holdings : nullptr);
     absl::Duration fragmented = w.fragmentation_delay;
     if (w.fragmented_since != absl::InfinitePast()) fragmented += now - w.fragmented_since;
     e.fragmentation_delay_seconds = absl::ToDoubleSeconds(fragmented);
-    const absl::Time start = plan.reservation_starts[position - 1];
-    if (start != absl::InfiniteFuture()) e.expected_start_unix_ms = absl::ToUnixMillis(start);
+    if (static_cast<size_t>(position) <= walk.order.size()) {
+      const absl::Time start = walk.plan.reservation_starts[position - 1];
+      if (start != absl::InfiniteFuture()) e.expected_start_unix_ms = absl::ToUnixMillis(start);
+    }
     entries.push_back(std::move(e));
   }
   return entries;

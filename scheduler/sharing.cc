@@ -73,20 +73,28 @@ int Get(const absl::flat_hash_map<std::string, int>& m, const std::string& key) 
 
 // ---------------------------------------------------------------- usage
 
+std::vector<std::string> SchedulerImpl::UsageKeys(const std::string& user,
+                                                  const std::string& account,
+                                                  const std::string& qos) {
+  return {UserScope(user), AccountScope(account), QosScope(qos), QosUserScope(qos, user)};
+}
+
 void SchedulerImpl::ChargeLocked(const std::string& user, const std::string& account,
                                  const std::string& qos, double ipu_seconds, absl::Time at) {
+  ChargeLocked(account, UsageKeys(user, account, qos), ipu_seconds, at);
+}
+
+void SchedulerImpl::ChargeLocked(const std::string& account, const std::vector<std::string>& keys,
+                                 double ipu_seconds, absl::Time at) {
   if (ipu_seconds <= 0) return;
   decayed_usage_.Add(account, ipu_seconds, at);
-  for (const std::string& key :
-       {UserScope(user), AccountScope(account), QosScope(qos), QosUserScope(qos, user)}) {
-    window_usage_.Add(key, ipu_seconds, at);
-  }
+  for (const std::string& key : keys) window_usage_.Add(key, ipu_seconds, at);
 }
 
 void SchedulerImpl::ChargeUsageLocked(absl::Time now) {
   for (auto& [id, s] : sessions_) {
     if (now <= s.charged_until) continue;
-    ChargeLocked(s.user, s.account, s.qos,
+    ChargeLocked(s.account, s.usage_keys,
                  s.block.size * absl::ToDoubleSeconds(now - s.charged_until), now);
     s.charged_until = now;
   }
@@ -108,11 +116,6 @@ void SchedulerImpl::LoadUsage(const std::vector<accounting::UsageRecord>& record
 
 // ---------------------------------------------------------------- priority
 
-bool SchedulerImpl::WalkOrder(const Waiter& a, const Waiter& b) {
-  if (a.priority != b.priority) return a.priority > b.priority;
-  return a.sequence < b.sequence;
-}
-
 double SchedulerImpl::TotalSharesLocked() const {
   const sharing::SharingPolicy& p = *policy_;
   if (!p.accounts.empty()) {
@@ -122,46 +125,71 @@ double SchedulerImpl::TotalSharesLocked() const {
   }
   // One share per user with a request, a session or usage not yet decayed.
   std::set<std::string> users;
-  for (const Waiter& w : queue_.waiters()) users.insert(w.account);
+  for (const std::string& account : queue_.Accounts()) users.insert(account);
   for (const auto& [id, s] : sessions_) users.insert(s.account);
   for (const std::string& key : decayed_usage_.Keys()) users.insert(key);
   return std::max<double>(1, users.size());
 }
 
-void SchedulerImpl::ComputePriorityLocked(Waiter& w, absl::Time now, double total_usage,
-                                          double total_shares, double max_qos) const {
+void SchedulerImpl::BeginPassLocked(absl::Time now) {
+  ChargeUsageLocked(now);
+  pass_.at = now;
+  pass_.accounts.clear();
+  if (policy_->order != sharing::QueueOrder::kMultifactor) return;
+  pass_.total_usage = decayed_usage_.Total(now);
+  pass_.total_shares = TotalSharesLocked();
+  pass_.max_qos = 0;
+  for (const sharing::Qos& q : policy_->qos) pass_.max_qos = std::max(pass_.max_qos, q.priority);
+  // Usage as of now, for every account that waits (the account of a request
+  // still to come is read at its Attach, at this same time).
+  for (const std::string& account : queue_.Accounts()) AccountFactorsLocked(account);
+}
+
+const AccountFactors& SchedulerImpl::AccountFactorsLocked(const std::string& account) const {
+  auto [it, inserted] = pass_.accounts.try_emplace(account);
+  if (inserted) {
+    AccountFactors& a = it->second;
+    const double usage = decayed_usage_.Value(account, pass_.at);
+    a.usage_fraction = pass_.total_usage > 0 ? usage / pass_.total_usage : 0;
+    a.shares_fraction = sharing::SharesOf(*policy_, account) / pass_.total_shares;
+    a.fair_share = sharing::FairShareFactor(a.usage_fraction, a.shares_fraction);
+  }
+  return it->second;
+}
+
+void SchedulerImpl::UpdatePrioritiesLocked(absl::Time now) {
+  BeginPassLocked(now);
+  queue_.Settle(walk_priority_);
+}
+
+sharing::Factors SchedulerImpl::FactorsLocked(const Waiter& w) const {
+  if (policy_->order != sharing::QueueOrder::kMultifactor) return sharing::Factors();
   const sharing::SharingPolicy& p = *policy_;
+  const AccountFactors& account = AccountFactorsLocked(w.account);
   sharing::PriorityInputs in;
-  in.waited = now - w.enqueued;
-  in.usage_fraction = total_usage > 0 ? decayed_usage_.Value(w.account, now) / total_usage : 0;
-  in.shares_fraction = sharing::SharesOf(p, w.account) / total_shares;
+  in.waited = pass_.at - w.enqueued;
+  in.usage_fraction = account.usage_fraction;
+  in.shares_fraction = account.shares_fraction;
   in.ipus = w.num_ipus;
   in.pod_ipus = pod_size();
   const sharing::Qos* q = sharing::FindQos(p, w.qos);
   in.qos_priority = q == nullptr ? 0 : q->priority;
-  in.max_qos_priority = max_qos;
-  w.factors = sharing::ComputeFactors(p.weights, in);
-  w.priority = sharing::Priority(p.weights, w.factors);
+  in.max_qos_priority = pass_.max_qos;
+  return sharing::ComputeFactors(p.weights, in, account.fair_share);
 }
 
-void SchedulerImpl::UpdatePrioritiesLocked(absl::Time now) {
-  ChargeUsageLocked(now);
-  if (policy_->order != sharing::QueueOrder::kMultifactor) {
-    for (Waiter& w : queue_.mutable_waiters()) {
-      w.priority = 0;
-      w.factors = sharing::Factors();
-    }
-    queue_.Sort(&SchedulerImpl::WalkOrder);
-    return;
-  }
-  const double total_usage = decayed_usage_.Total(now);
-  const double total_shares = TotalSharesLocked();
-  double max_qos = 0;
-  for (const sharing::Qos& q : policy_->qos) max_qos = std::max(max_qos, q.priority);
-  for (Waiter& w : queue_.mutable_waiters()) {
-    ComputePriorityLocked(w, now, total_usage, total_shares, max_qos);
-  }
-  queue_.Sort(&SchedulerImpl::WalkOrder);
+double SchedulerImpl::PriorityLocked(const Waiter& w) const {
+  if (policy_->order != sharing::QueueOrder::kMultifactor) return 0;
+  return sharing::Priority(policy_->weights, FactorsLocked(w));
+}
+
+bool SchedulerImpl::SettledLocked(const Waiter& w) const {
+  if (policy_->order != sharing::QueueOrder::kMultifactor) return true;
+  const sharing::PriorityWeights& weights = policy_->weights;
+  // Age is the only factor that moves with time; without it, or at its cap,
+  // the priority stays as it is.
+  return weights.age == 0 || sharing::AgeFactor(weights, pass_.at - w.enqueued) >= 1.0 ||
+         weights.age_max <= absl::ZeroDuration();
 }
 
 void SchedulerImpl::Reprioritize() {
@@ -173,6 +201,8 @@ void SchedulerImpl::Reprioritize() {
   if (policy_->order == sharing::QueueOrder::kMultifactor || HasIpuHourLimits(*policy_)) {
     RunQueueLocked();
   }
+  // Positions further back are told here, when they changed (coalesced).
+  NotifyPositionsLocked(nullptr, true);
   const absl::Time now = Now();
   decayed_usage_.Prune(now);
   window_usage_.Prune(now);
@@ -308,7 +338,7 @@ std::vector<ShareView> SchedulerImpl::GetShares() const {
   std::map<std::string, ShareView> views;
   for (const sharing::Account& a : p.accounts) views[a.name].users = a.users;
   if (p.accounts.empty()) {
-    for (const Waiter& w : queue_.waiters()) views[w.account].users = {w.account};
+    for (const std::string& account : queue_.Accounts()) views[account].users = {account};
     for (const auto& [id, s] : sessions_) views[s.account].users = {s.account};
     for (const std::string& key : decayed_usage_.Keys()) views[key].users = {key};
   }
@@ -345,6 +375,11 @@ absl::Status SchedulerImpl::SetPolicy(std::shared_ptr<const sharing::SharingPoli
   }
   decayed_usage_.set_half_life(policy->usage_half_life);
   policy_ = std::move(policy);
+  // Waiters' holds and their places in the order follow the new rules.
+  BeginPassLocked(Now());
+  queue_.Rebuild(walk_priority_, [this](const Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return HoldOfLocked(w);
+  });
   spdlog::info("scheduler: sharing policy replaced ({} accounts, {} QoS, order {})",
                policy_->accounts.size(), policy_->qos.size(),
                std::string(sharing::QueueOrderName(policy_->order)));

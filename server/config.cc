@@ -255,6 +255,7 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
        IntField(&ServerConfig::session_lease_seconds, 1, kLeaseSecondsMax)},
       {"reset_ms", ParseResetMs},
       {"max_waiters", IntField(&ServerConfig::max_waiters, 1, kMaxWaitersMax)},
+      {"max_backfill_waiters", IntField(&ServerConfig::max_backfill_waiters, 0, kMaxWaitersMax)},
       {"executable_cache_mb",
        IntField(&ServerConfig::executable_cache_mb, 1, kExecutableCacheMbMax)},
       {"max_execution_threads",
@@ -482,6 +483,7 @@ scheduler::SchedulerOptions ToSchedulerOptions(const ServerConfig& config) {
   options.partition_reset_time = absl::Milliseconds(config.partition_reset_ms);
   options.pod_reset_time = absl::Milliseconds(config.pod_reset_ms);
   options.max_waiters = config.max_waiters;
+  options.max_backfill_waiters = config.max_backfill_waiters;
   options.random_faults = config.random_faults;
   options.policy = std::make_shared<const sharing::SharingPolicy>(config.sharing);
   return options;

@@ -15,6 +15,8 @@
 //     "session_lease_seconds": 10,
 //     "reset_ms": {"ipu": 200, "partition": 500, "pod": 1000},
 //     "max_waiters": 4096,
+//     "max_backfill_waiters": 1000,         a walk of the queue looks this far past its
+//                                           first waiter that cannot start; 0 = no bound
 //     "executable_cache_mb": 4096,          uploaded executables kept (LRU)
 //     "max_execution_threads": 8,           ExecutionService calls at once (1-1024)
 //     "max_execution_threads_per_user": 0,  of those, one user's at most; 0 = half, at least 1
@@ -71,6 +73,7 @@ struct ServerConfig {
   int partition_reset_ms = 500;
   int pod_reset_ms = 1000;
   int max_waiters = 4096;
+  int max_backfill_waiters = 1000;  // scheduler::SchedulerOptions::max_backfill_waiters
   int64_t executable_cache_mb = 4096;
   int max_execution_threads = 8;
   int max_execution_threads_per_user = 0;  // 0: ExecutionThreadsPerUser's default

@@ -11,12 +11,20 @@ double FairShareFactor(double usage_fraction, double shares_fraction) {
   return std::exp2(-usage_fraction / shares_fraction);
 }
 
+double AgeFactor(const PriorityWeights& weights, absl::Duration waited) {
+  if (!(weights.age_max > absl::ZeroDuration())) return 0;
+  return std::clamp(absl::FDivDuration(waited, weights.age_max), 0.0, 1.0);
+}
+
 Factors ComputeFactors(const PriorityWeights& weights, const PriorityInputs& in) {
+  return ComputeFactors(weights, in, FairShareFactor(in.usage_fraction, in.shares_fraction));
+}
+
+Factors ComputeFactors(const PriorityWeights& weights, const PriorityInputs& in,
+                       double fair_share) {
   Factors f;
-  if (weights.age_max > absl::ZeroDuration()) {
-    f.age = std::clamp(absl::FDivDuration(in.waited, weights.age_max), 0.0, 1.0);
-  }
-  f.fair_share = FairShareFactor(in.usage_fraction, in.shares_fraction);
+  f.age = AgeFactor(weights, in.waited);
+  f.fair_share = fair_share;
   f.size = in.pod_ipus > 0 ? std::clamp(static_cast<double>(in.ipus) / in.pod_ipus, 0.0, 1.0) : 0;
   f.qos = in.max_qos_priority > 0 ? std::clamp(in.qos_priority / in.max_qos_priority, 0.0, 1.0) : 0;
   return f;

@@ -42,7 +42,12 @@ struct PriorityInputs {
 
 // 2^(-U/S); 1 when U is 0. REQUIRES: S > 0.
 double FairShareFactor(double usage_fraction, double shares_fraction);
+// min(1, waited / age_max), 0 when age_max is not > 0.
+double AgeFactor(const PriorityWeights& weights, absl::Duration waited);
 Factors ComputeFactors(const PriorityWeights& weights, const PriorityInputs& in);
+// The same with the fair-share factor given (FairShareFactor of the inputs'
+// fractions): for a caller that prices many requests of one account at once.
+Factors ComputeFactors(const PriorityWeights& weights, const PriorityInputs& in, double fair_share);
 double Priority(const PriorityWeights& weights, const Factors& factors);
 
 }  // namespace ipupod::sharing

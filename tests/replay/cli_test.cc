@@ -84,6 +84,17 @@ TEST_F(ReplayCliTest, UsageErrorsNameTheFlag) {
   }
 }
 
+TEST_F(ReplayCliTest, TheWalksBoundIsAFlag) {
+  EXPECT_THAT(Replay({"--help"}).out, HasSubstr("--max-backfill-waiters"));
+  Result negative = Replay({"--trace", trace_, "--max-backfill-waiters", "-1"});
+  EXPECT_EQ(negative.code, 2);
+  EXPECT_THAT(negative.err, HasSubstr("--max-backfill-waiters -1 must be >= 0"));
+  for (const char* bound : {"0", "1"}) {
+    Result r = Replay({"--trace", trace_, "--pod", "4", "--max-backfill-waiters", bound, "--json"});
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
+}
+
 TEST_F(ReplayCliTest, FailuresExitOne) {
   Result missing = Replay({"--trace", dir_.sub("none.csv")});
   EXPECT_EQ(missing.code, 1);

@@ -1,5 +1,10 @@
 #include "scheduler/wait_queue.h"
 
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace ipupod::scheduler {
@@ -177,73 +182,136 @@ TEST(WaitQueueTest, FragmentationIsToldApartFromLackOfIpus) {
   EXPECT_FALSE(plan.fits_without_reservations[0]);
 }
 
-TEST(WaitQueueTest, InsertKeepsTheOrderAndSortReorders) {
+TEST(WaitQueueTest, AWalkKnowsWhenNoOneFurtherCouldStart) {
+  // 0-11 busy for ten minutes; the head reserves the pod from then on; 12-15
+  // are free for demands that end within the ten minutes.
+  BackfillWalk walk(
+      Context(FreeExcept({{0, 8}, {8, 4}}), MaskOf(kPod16), kNow + absl::Minutes(10)));
+  walk.Add(Pool(16));
+  EXPECT_TRUE(walk.MayStart(4, absl::Minutes(5)));
+  EXPECT_FALSE(walk.MayStart(8, absl::Minutes(5)));   // only four are free
+  EXPECT_FALSE(walk.MayStart(1, absl::Minutes(11)));  // would delay the head
+  EXPECT_FALSE(walk.MayStart(1, absl::InfiniteDuration()));
+  walk.Add(Timed(4, absl::Minutes(5)));  // takes 12-15
+  ASSERT_TRUE(walk.plan().grants[1].has_value());
+  EXPECT_FALSE(walk.MayStart(1, absl::Minutes(1)));
+}
+
+// Priorities as a table by ticket; every waiter settled unless named in
+// `ageing`, where priority rises with time waited (an hour = 1).
+struct FakePriorities {
+  std::map<std::string, double> base;
+  std::set<std::string> ageing;
+  absl::Time now = kNow;
+  WalkPriority Get() const {
+    return WalkPriority{[this](const Waiter& w) {
+                          const double age =
+                              ageing.count(w.ticket) ? absl::ToDoubleHours(now - w.enqueued) : 0;
+                          return base.at(w.ticket) + age;
+                        },
+                        [this](const Waiter& w) { return ageing.count(w.ticket) == 0; }};
+  }
+};
+
+Waiter Queued(const std::string& ticket, uint64_t sequence, const std::string& account,
+              absl::Time enqueued = kNow) {
+  Waiter w = W(ticket);
+  w.sequence = sequence;
+  w.account = account;
+  w.enqueued = enqueued;
+  return w;
+}
+
+std::vector<std::string> Order(const WaitQueue& queue, const WalkPriority& priority,
+                               const Waiter* extra = nullptr) {
+  std::vector<std::string> tickets;
+  WaitQueue::Cursor cursor = queue.Walk(priority, extra);
+  while (const Waiter* w = cursor.Next()) tickets.push_back(w->ticket);
+  return tickets;
+}
+
+TEST(WaitQueueTest, TheOrderIsPriorityThenArrival) {
   WaitQueue queue(8);
-  const auto by_ticket = [](const Waiter& a, const Waiter& b) { return a.ticket < b.ticket; };
-  for (const char* t : {"b", "d"}) ASSERT_TRUE(queue.Push(W(t)).ok());
-  ASSERT_TRUE(queue.Insert(W("c"), by_ticket).ok());
-  ASSERT_TRUE(queue.Insert(W("a"), by_ticket).ok());
-  EXPECT_EQ(queue.PositionOf("a"), 1);
-  EXPECT_EQ(queue.PositionOf("c"), 3);
-  queue.Sort([](const Waiter& a, const Waiter& b) { return a.ticket > b.ticket; });
-  EXPECT_EQ(queue.PositionOf("d"), 1);
+  FakePriorities p;
+  // Each account its own priority (settled waiters of a group are equal).
+  p.base = {{"a", 1}, {"b", 5}, {"c", 1}, {"d", 3}, {"e", 2}};
+  const WalkPriority priority = p.Get();
+  ASSERT_TRUE(queue.Push(Queued("a", 1, "x"), true).ok());
+  ASSERT_TRUE(queue.Push(Queued("b", 2, "y"), true).ok());
+  ASSERT_TRUE(queue.Push(Queued("c", 3, "x"), true).ok());
+  ASSERT_TRUE(queue.Push(Queued("d", 4, "w"), true).ok());
+  EXPECT_EQ(Order(queue, priority), (std::vector<std::string>{"b", "d", "a", "c"}));
+  // A request not queued is walked at its place.
+  const Waiter e = Queued("e", 5, "z");
+  EXPECT_EQ(Order(queue, priority, &e), (std::vector<std::string>{"b", "d", "e", "a", "c"}));
+}
+
+TEST(WaitQueueTest, AgeingWaitersOvertakeAsTheyAgeAndSettle) {
+  WaitQueue queue(8);
+  FakePriorities p;
+  p.base = {{"old", 10}, {"young", 0}, {"new", 0}};
+  p.ageing = {"young", "new"};
+  const WalkPriority priority = p.Get();
+  ASSERT_TRUE(queue.Push(Queued("old", 1, "x"), true).ok());
+  ASSERT_TRUE(queue.Push(Queued("young", 2, "x", kNow - absl::Hours(5)), false).ok());
+  ASSERT_TRUE(queue.Push(Queued("new", 3, "x"), false).ok());
+  EXPECT_EQ(Order(queue, priority), (std::vector<std::string>{"old", "young", "new"}));
+  p.now = kNow + absl::Hours(6);  // young: 11, new: 6
+  EXPECT_EQ(Order(queue, priority), (std::vector<std::string>{"young", "old", "new"}));
+  // At its cap young's priority is old's (a group's settled waiters are
+  // equal): the earlier arrival goes first.
+  p.ageing.erase("young");
+  p.base["young"] = 10;
+  queue.Settle(priority);
+  EXPECT_EQ(Order(queue, priority), (std::vector<std::string>{"old", "young", "new"}));
 }
 
 TEST(WaitQueueTest, PushIsBounded) {
   WaitQueue queue(2);
-  ASSERT_TRUE(queue.Push(W("a")).ok());
-  ASSERT_TRUE(queue.Push(W("b")).ok());
+  ASSERT_TRUE(queue.Push(W("a"), true).ok());
+  ASSERT_TRUE(queue.Push(W("b"), true).ok());
   EXPECT_TRUE(queue.full());
-  absl::Status full = queue.Push(W("c"));
-  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  absl::StatusOr<Waiter*> full = queue.Push(W("c"), true);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(queue.size(), 2);
 }
 
-TEST(WaitQueueTest, RemoveFindAndPositions) {
+TEST(WaitQueueTest, RemoveFindAndTakeAll) {
   WaitQueue queue(8);
-  for (const char* t : {"a", "b", "c"}) ASSERT_TRUE(queue.Push(W(t)).ok());
-  EXPECT_EQ(queue.PositionOf("b"), 2);
-  EXPECT_EQ(queue.PositionOf("zzz"), 0);
+  for (uint64_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(queue.Push(Queued(std::string(1, static_cast<char>('a' + i)), i, "x"), true).ok());
+  }
   EXPECT_NE(queue.Find("c"), nullptr);
   EXPECT_EQ(queue.Find("zzz"), nullptr);
   std::optional<Waiter> b = queue.Remove("b");
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->ticket, "b");
   EXPECT_FALSE(queue.Remove("b").has_value());
-  EXPECT_EQ(queue.PositionOf("c"), 2);
+  FakePriorities p;
+  p.base = {{"a", 0}, {"c", 0}};
+  EXPECT_EQ(Order(queue, p.Get()), (std::vector<std::string>{"a", "c"}));
   std::vector<Waiter> all = queue.TakeAll();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].ticket, "a");
   EXPECT_TRUE(queue.empty());
 }
 
-std::vector<std::string> Tickets(const std::vector<PositionChange>& changes) {
-  std::vector<std::string> tickets;
-  for (const PositionChange& c : changes) tickets.push_back(c.ticket);
-  return tickets;
-}
-
-TEST(WaitQueueTest, PositionChangesAreReportedOnceEach) {
+TEST(WaitQueueTest, KeepsTheFiguresAWalkStopsOn) {
   WaitQueue queue(8);
-  ASSERT_TRUE(queue.Push(W("a")).ok());
-  std::vector<PositionChange> changes = queue.TakePositionChanges();
-  ASSERT_EQ(changes.size(), 1u);
-  EXPECT_EQ(changes[0].position, 1);
-  EXPECT_EQ(changes[0].queue_length, 1);
-  EXPECT_TRUE(queue.TakePositionChanges().empty());  // nothing changed
-
-  ASSERT_TRUE(queue.Push(W("b")).ok());  // length changes for a as well
-  EXPECT_EQ(Tickets(queue.TakePositionChanges()), (std::vector<std::string>{"a", "b"}));
-
-  ASSERT_TRUE(queue.Push(W("c")).ok());
-  queue.TakePositionChanges();
-  ASSERT_TRUE(queue.Remove("a").has_value());
-  changes = queue.TakePositionChanges();
-  ASSERT_EQ(Tickets(changes), (std::vector<std::string>{"b", "c"}));
-  EXPECT_EQ(changes[0].position, 1);
-  EXPECT_EQ(changes[1].position, 2);
-  EXPECT_EQ(changes[1].queue_length, 2);
-  EXPECT_TRUE(queue.TakePositionChanges().empty());
+  Waiter a = Queued("a", 1, "x");
+  a.num_ipus = 4;
+  a.hold = absl::Minutes(5);
+  a.watches_position = true;
+  Waiter b = Queued("b", 2, "x");
+  b.hold = absl::Hours(1);
+  ASSERT_TRUE(queue.Push(a, true).ok());
+  ASSERT_TRUE(queue.Push(b, true).ok());
+  EXPECT_EQ(queue.holds()[SizeLevel(4)].begin()->first, absl::Minutes(5));
+  EXPECT_EQ(queue.holds()[SizeLevel(1)].begin()->first, absl::Hours(1));
+  EXPECT_EQ(queue.watchers(), 1);
+  queue.Remove("a");
+  EXPECT_TRUE(queue.holds()[SizeLevel(4)].empty());
+  EXPECT_EQ(queue.watchers(), 0);
 }
 
 }  // namespace

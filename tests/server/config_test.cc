@@ -97,6 +97,17 @@ TEST(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(options.random_faults.kinds.size(), 5u);
 }
 
+TEST(ConfigTest, TheWalksBoundIsReadAndChecked) {
+  auto defaults = ParseConfigJson("{}");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(ToSchedulerOptions(*defaults).max_backfill_waiters, 1000);
+  auto config = ParseConfigJson(R"({"max_backfill_waiters": 0})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(ToSchedulerOptions(*config).max_backfill_waiters, 0);  // no bound
+  ExpectInvalid(R"({"max_backfill_waiters": -1})", {"'max_backfill_waiters'"});
+  ExpectInvalid(R"({"max_backfill_waiters": "all"})", {"'max_backfill_waiters'"});
+}
+
 TEST(ConfigTest, TheSharingSectionIsReadWhole) {
   absl::StatusOr<ServerConfig> c = ParseConfigJson(R"({"sharing": {
     "order": "backfill",

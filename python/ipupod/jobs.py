@@ -182,6 +182,7 @@ class JobsMixin:
                ipus: int = 0, partition: str = "", auto_round: bool = False,
                time_limit: Any = None, after: str = "", name: Optional[str] = None,
                sweep: Union[None, str, Mapping[str, Sequence[float]]] = None,
+               account: str = "", qos: str = "",
                **spec_fields: Any) -> List[jobs_pb2.Job]:
         """Submits a batch job (as ``ipupod submit``) and returns its records at once (one
         per value of a ``sweep``).
@@ -200,6 +201,9 @@ class JobsMixin:
             after: a job id; start once it has COMPLETED.
             name: the job's name (default: the executable's file name).
             sweep: ``"lr=0.1,0.01"`` or ``{"lr": [0.1, 0.01]}``: one job per value.
+            account, qos: fair sharing (docs/scheduling.md): the account charged (default:
+                your default account) and the QoS (default ``normal``; ``scavenger`` jobs
+                may be preempted, and resume from their last checkpoint).
             spec_fields: other ``JobSpec`` fields by name (e.g. fields a newer server added).
         """
         from ipupod.client import ipx_content_hash, seconds_of  # a cycle at import otherwise
@@ -208,7 +212,7 @@ class JobsMixin:
             name=_job_name(executable) if name is None else name, train=train, epochs=epochs,
             steps=steps, checkpoint_every=checkpoint_every, num_ipus=ipus,
             partition=partition, auto_round=auto_round, after=after,
-            outputs=list(outputs or ()),
+            outputs=list(outputs or ()), account=account, qos=qos,
             time_limit_seconds=int(seconds_of(time_limit, "time_limit", location)))
         variables = dict(optimizer or {}, **({"lr": lr} if lr is not None else {}))
         for key, value in variables.items():

@@ -83,11 +83,19 @@ def test_identities_the_server_would_refuse_are_refused_before_sending():
 
 def test_a_client_deadline_names_the_call(ipupod_server):
     hasty = ipupod_server.client(timeout=1e-6)
-    with pytest.raises(ipupod.Error) as late:
-        hasty.pod_info()
-    assert late.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert late.value.type == "transport.deadline"
-    assert "did not answer PodService.GetPodInfo within" in late.value.message
+    # gRPC checks a deadline on a timer, so a local answer now and then beats one of a
+    # microsecond (seen 2026-11-26 on a busy machine): the first call that misses it is checked.
+    late = None
+    for _ in range(50):
+        try:
+            hasty.pod_info()
+        except ipupod.Error as error:
+            late = error
+            break
+    assert late is not None, "50 calls with a 1 us deadline all answered in time"
+    assert late.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert late.type == "transport.deadline"
+    assert "did not answer PodService.GetPodInfo within" in late.message
 
 
 def test_unknown_session_and_ipu(ipupod_client):

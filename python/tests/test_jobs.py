@@ -87,6 +87,18 @@ def test_hold_release_cancel_list_and_delete(ipupod_client, mlp):
     assert gone.value.code == grpc.StatusCode.NOT_FOUND
 
 
+def test_a_job_carries_its_account_and_qos(ipupod_client, mlp):
+    x = {"x": np.zeros((4, 16), np.float32)}
+    [job] = ipupod_client.submit(mlp.ipx, x, qos="scavenger")
+    assert job.qos == "scavenger" and job.account == "pytest"  # resolved: its own account
+    done = ipupod_client.wait_job(job.id, timeout=120)
+    assert JobState(done.state) == JobState.COMPLETED, done.reason
+    for bad in (dict(qos="gold"), dict(account="nobody")):
+        with pytest.raises(ipupod.Error) as refused:
+            ipupod_client.submit(mlp.ipx, x, **bad)
+        assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT, refused.value
+
+
 def test_bad_submissions_are_refused_before_or_by_the_server(ipupod_client, mlp, linear_mse,
                                                              tmp_path):
     x = {"x": np.zeros((4, 16), np.float32)}

@@ -424,28 +424,12 @@ class _IpxSource:
         self.sha256 = ipx_content_hash(header, self._name, location)
 
     def chunks(self) -> Iterator[execution_pb2.ExecutableChunk]:
-        first = True
-        for data in self._pieces():
-            message = execution_pb2.ExecutableChunk(data=data)
-            if first:
-                message.sha256, message.total_bytes, first = self.sha256, self.size, False
-            yield message
-
-    def _pieces(self) -> Iterator[bytes]:
-        if self._data is not None:
-            yield from tensors.chunks_of(self._data)
-            return
-        left = self.size  # exactly the size checked: bytes appended since are not sent
-        with open(self._path, "rb") as file:
-            while left > 0:
-                piece = file.read(min(tensors.CHUNK_BYTES, left))
-                if not piece:
-                    raise errors.local_error(
-                        f"{self._name} got shorter while it was uploaded; upload it again once "
-                        f"it stays unchanged", grpc.StatusCode.DATA_LOSS,
-                        "Client.upload_executable")
-                left -= len(piece)
-                yield piece
+        # exactly the size checked: bytes appended since are not sent
+        return tensors.declared_chunks(
+            execution_pb2.ExecutableChunk, self.sha256, self.size, self._data, self._path,
+            lambda left: errors.local_error(
+                f"{self._name} got shorter while it was uploaded; upload it again once it stays "
+                f"unchanged", grpc.StatusCode.DATA_LOSS, "Client.upload_executable"))
 
 
 def _read_header(path: str, location: str) -> tuple:

@@ -84,28 +84,13 @@ class _BlobSource:
             return file.read(size)
 
     def chunks(self) -> Iterator[jobs_pb2.BlobChunk]:
-        first = True
-        for piece in self._pieces():
-            message = jobs_pb2.BlobChunk(data=piece)
-            if first:
-                message.sha256, message.total_bytes, first = self.sha256, self.size, False
-            yield message
-
-    def _pieces(self) -> Iterator[bytes]:
-        if self._data is not None:
-            yield from tensors.chunks_of(self._data)
-            return
-        left = self.size  # exactly the hashed size; other changes fail the server's check
-        with open(self._path, "rb") as file:
-            while left > 0:
-                piece = file.read(min(tensors.CHUNK_BYTES, left))
-                if not piece:
-                    raise errors.local_error(
-                        f"{self.what} '{self._path}' changed while it was uploaded ({left} bytes "
-                        f"left of the {self.size} hashed); nothing was stored: upload it again "
-                        f"once it stays unchanged", grpc.StatusCode.DATA_LOSS, "Client.put_blob")
-                left -= len(piece)
-                yield piece
+        # exactly the hashed size; other changes fail the server's check
+        return tensors.declared_chunks(
+            jobs_pb2.BlobChunk, self.sha256, self.size, self._data, self._path,
+            lambda left: errors.local_error(
+                f"{self.what} '{self._path}' changed while it was uploaded ({left} bytes left "
+                f"of the {self.size} hashed); nothing was stored: upload it again once it stays "
+                f"unchanged", grpc.StatusCode.DATA_LOSS, "Client.put_blob"))
 
 
 def _hash_file(path: str, what: str, location: str) -> Tuple[str, int]:

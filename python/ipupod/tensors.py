@@ -105,6 +105,36 @@ def chunks_of(data: Any) -> Iterator[bytes]:
         yield bytes(view[start:start + CHUNK_BYTES])
 
 
+def declared_chunks(message_type: Callable[..., Any], sha256: str, size: int,
+                    data: Optional[memoryview], path: Optional[str],
+                    ended_early: Callable[[int], BaseException]) -> Iterator:
+    """Upload messages (``ExecutableChunk``, ``BlobChunk``) of ``size`` bytes from ``data`` in
+    memory or else the file at ``path``; the first declares ``sha256`` and ``total_bytes``.
+    Exactly ``size`` bytes of a file are sent (bytes appended since are not); a file that ends
+    sooner raises ``ended_early(bytes_left)``."""
+    first = True
+    for piece in _pieces(size, data, path, ended_early):
+        message = message_type(data=piece)
+        if first:
+            message.sha256, message.total_bytes, first = sha256, size, False
+        yield message
+
+
+def _pieces(size: int, data: Optional[memoryview], path: Optional[str],
+            ended_early: Callable[[int], BaseException]) -> Iterator[bytes]:
+    if data is not None:
+        yield from chunks_of(data)
+        return
+    left = size
+    with open(path, "rb") as file:
+        while left > 0:
+            piece = file.read(min(CHUNK_BYTES, left))
+            if not piece:
+                raise ended_early(left)
+            left -= len(piece)
+            yield piece
+
+
 def encode(arrays: Arrays, header: Callable[[Any], Any], data: Callable[[bytes], Any]) -> Iterator:
     """Request messages for every tensor: ``header(TensorHeader)`` then ``data(chunk)``s."""
     for name, array in arrays.items():

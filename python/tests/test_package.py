@@ -122,3 +122,24 @@ def test_job_states_have_their_names():
     assert ipupod.JobState.COMPLETED.name == "COMPLETED"
     assert ipupod.FINISHED_STATES == {ipupod.JobState.COMPLETED, ipupod.JobState.FAILED,
                                       ipupod.JobState.CANCELLED, ipupod.JobState.TIMEOUT}
+
+
+def test_upload_chunks_declare_once_and_a_file_that_shrinks_is_refused(tmp_path):
+    data = bytes(range(256)) * (tensors.CHUNK_BYTES // 128)  # two chunks
+    path = tmp_path / "blob"
+    path.write_bytes(data + b"appended later")  # only the declared size is sent
+
+    def shrunk(left):
+        return ipupod.Error(f"{left} bytes left", type="test")
+
+    for source in (dict(data=memoryview(data), path=None), dict(data=None, path=str(path))):
+        messages = list(tensors.declared_chunks(jobs_pb2.BlobChunk, "ab" * 32, len(data),
+                                                ended_early=shrunk, **source))
+        assert [len(m.data) for m in messages] == [tensors.CHUNK_BYTES] * 2
+        assert messages[0].sha256 == "ab" * 32 and messages[0].total_bytes == len(data)
+        assert not messages[1].sha256 and not messages[1].total_bytes
+        assert b"".join(m.data for m in messages) == data
+    path.write_bytes(data[:100])
+    with pytest.raises(ipupod.Error, match=f"{len(data) - 100} bytes left"):
+        list(tensors.declared_chunks(execution_pb2.ExecutableChunk, "ab" * 32, len(data), None,
+                                     str(path), shrunk))

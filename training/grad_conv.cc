@@ -33,9 +33,9 @@ absl::StatusOr<int64_t> ConvGrad(const GradContext& c, Grads& grads) {
     if (want_bias) {
       IPUPOD_ASSIGN_OR_RETURN(db, Zeros(c.op.shape(2)));
     }
-    IPUPOD_RETURN_IF_ERROR(kernels::ConvBackwardWeights(
-        g, c.input(0).data<float>(), dy, dw.mutable_data<float>(),
-        db.has_value() ? db->mutable_data<float>() : nullptr));
+    IPUPOD_RETURN_IF_ERROR(
+        kernels::ConvBackwardWeights(g, c.input(0).data<float>(), dy, dw.mutable_data<float>(),
+                                     db.has_value() ? db->mutable_data<float>() : nullptr));
     if (c.has_wanted(1)) grads[1] = std::move(dw);
     if (want_bias) grads[2] = std::move(db);
     flops += product + (want_bias ? c.grad(0).num_elements() : 0);
@@ -48,8 +48,8 @@ absl::StatusOr<int64_t> PoolGrad(const GradContext& c, Grads& grads) {
   if (!c.has_wanted(0)) return 0;
   IPUPOD_ASSIGN_OR_RETURN(const kernels::PoolGeometry g, graph::PoolGeometryOf(c.op));
   IPUPOD_ASSIGN_OR_RETURN(Tensor dx, Zeros(c.op.shape(0)));
-  IPUPOD_RETURN_IF_ERROR(kernels::PoolBackward(g, c.input(0).data<float>(),
-                                               c.grad(0).data<float>(), dx.mutable_data<float>()));
+  IPUPOD_RETURN_IF_ERROR(kernels::PoolBackward(g, c.input(0).data<float>(), c.grad(0).data<float>(),
+                                               dx.mutable_data<float>()));
   const int64_t flops = dx.num_elements() + c.grad(0).num_elements();
   grads[0] = std::move(dx);
   return flops;
@@ -65,8 +65,8 @@ absl::StatusOr<int64_t> PadGrad(const GradContext& c, Grads& grads) {
   for (size_t d = 0; d < in.size(); ++d) axes.push_back({pads[d], 1, in[d]});
   IPUPOD_ASSIGN_OR_RETURN(Tensor dx, Zeros(in));
   const Tensor& dy = c.grad(0);
-  IPUPOD_RETURN_IF_ERROR(kernels::Slice(dy.raw_data(), dy.shape(), axes, sizeof(float),
-                                        dx.mutable_raw_data()));
+  IPUPOD_RETURN_IF_ERROR(
+      kernels::Slice(dy.raw_data(), dy.shape(), axes, sizeof(float), dx.mutable_raw_data()));
   grads[0] = std::move(dx);
   return 0;
 }

@@ -26,6 +26,16 @@ Usage: /usr/bin/python3 torch_reference.py COMMAND OUT_DIR [--threads T] [--step
           {"samples_per_s": ..., "batch": 128, "steps": N, "warmup": W, "threads": T,
            "first_loss": (update 1), "last_loss": (update W+N), "torch": "..."}
 
+  export-resnet OUT_DIR [--batch B]
+          writes OUT_DIR/resnet18.onnx: torchvision's ResNet-18 (randomly initialised,
+          seeded; nothing is downloaded) in eval mode for a batch of B 224x224 images
+          (default 16), and OUT_DIR/resnet_input.npy (one batch).
+  infer-resnet OUT_DIR [--batch B] [--steps N] [--threads T]
+          times that model's forward pass on the CPU and prints one JSON line as infer.
+  matmul  [--threads T] [--steps N] times torch.mm / F.linear for the MLP's matrix
+          products (batch 128: 784x1024, 1024x1024, 1024x10) and prints one JSON line:
+          {"gflops": {"128x784x1024": ..., ...}, "threads": T, "torch": "..."}
+
 Threads: T cores for torch means T everywhere. Debian's torch runs its matrix products
 on OpenBLAS, whose own thread pool ignores torch.set_num_threads: with set_num_threads(1)
 it still multiplies on every core, and with set_num_threads(2) OpenMP workers spinning
@@ -192,9 +202,61 @@ def train(out_dir, steps, warmup, threads):
                       "last_loss": loss.item(), "torch": torch.__version__}))
 
 
+def make_resnet():
+    import torchvision
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(weights=None).eval()
+
+
+def export_resnet(out_dir, batch):
+    model = make_resnet()
+    x = torch.randn(batch, 3, 224, 224)
+    torch.onnx.export(model, (x,), os.path.join(out_dir, "resnet18.onnx"), input_names=["x"],
+                      output_names=["logits"], opset_version=13)
+    np.save(os.path.join(out_dir, "resnet_input.npy"), x.numpy())
+
+
+def infer_resnet(batch, steps, threads):
+    torch.set_num_threads(threads)
+    model = make_resnet()
+    x = torch.randn(batch, 3, 224, 224)
+    with torch.no_grad():
+        for _ in range(2):  # warm-up: oneDNN primitives, allocator, thread pool
+            model(x)
+        start = time.perf_counter()
+        for _ in range(steps):
+            model(x)
+        elapsed = time.perf_counter() - start
+    print(json.dumps({"samples_per_s": steps * batch / elapsed, "batch": batch, "steps": steps,
+                      "threads": threads, "torch": torch.__version__}))
+
+
+MATMUL_SHAPES = ((128, 784, 1024), (128, 1024, 1024), (128, 1024, 10))
+
+
+def matmul(steps, threads):
+    torch.set_num_threads(threads)
+    out = {}
+    for m, k, n in MATMUL_SHAPES:
+        a = torch.randn(m, k)
+        w = torch.randn(n, k)
+        b = torch.randn(n)
+        for _ in range(5):
+            F.linear(a, w, b)
+        start = time.perf_counter()
+        for _ in range(steps):
+            F.linear(a, w, b)
+        elapsed = time.perf_counter() - start
+        out["%dx%dx%d" % (m, k, n)] = 2.0 * m * k * n * steps / elapsed / 1e9
+    print(json.dumps({"gflops": out, "steps": steps, "threads": threads,
+                      "torch": torch.__version__}))
+
+
 def main(argv):
+    if len(argv) >= 2 and argv[1] == "matmul":
+        argv = argv[:2] + [os.getcwd()] + argv[2:]  # no OUT_DIR
     if len(argv) < 3 or argv[1] not in ("export", "export-wide", "infer", "export-train",
-                                        "train"):
+                                        "train", "export-resnet", "infer-resnet", "matmul"):
         print(__doc__, file=sys.stderr)
         return 2
     command, out_dir = argv[1], argv[2]
@@ -203,6 +265,7 @@ def main(argv):
     mib = 1024
     batches = 8
     warmup = 24
+    batch = 16
     rest = argv[3:]
     for flag, value in zip(rest[::2], rest[1::2]):
         if flag == "--threads":
@@ -215,6 +278,8 @@ def main(argv):
             batches = int(value)
         elif flag == "--warmup":
             warmup = max(1, int(value))
+        elif flag == "--batch":
+            batch = int(value)
         else:
             print("unknown flag %s" % flag, file=sys.stderr)
             return 2
@@ -227,6 +292,12 @@ def main(argv):
         export_train(out_dir, batches)
     elif command == "train":
         train(out_dir, steps, warmup, threads)
+    elif command == "export-resnet":
+        export_resnet(out_dir, batch)
+    elif command == "infer-resnet":
+        infer_resnet(batch, steps, threads)
+    elif command == "matmul":
+        matmul(steps, threads)
     else:
         infer(steps, threads)
     return 0

@@ -4,7 +4,11 @@
 #include <new>
 #include <unordered_map>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/sync.h"
 #include "dnnl.hpp"
 
 namespace ipupod::kernels {
@@ -110,12 +114,71 @@ ConvDescs DescsOf(const ConvGeometry& g) {
 }
 
 dnnl::convolution_forward::primitive_desc ForwardPd(const ConvGeometry& g, const ConvDescs& d,
-                                                    bool with_bias, prop_kind kind) {
+                                                    bool with_bias, prop_kind kind,
+                                                    const dnnl::primitive_attr& attr = {}) {
   const memory::desc none;
   dnnl::convolution_forward::desc desc(kind, algorithm::convolution_direct, d.src, d.weights,
                                        with_bias ? d.bias : none, d.dst, g.strides,
                                        DnnlDilations(g.dilations), g.pad_begin, g.pad_end);
-  return dnnl::convolution_forward::primitive_desc(desc, Engine());
+  return dnnl::convolution_forward::primitive_desc(desc, attr, Engine());
+}
+
+// The forward convolution of one geometry, created once and run by any
+// thread: its scratchpad is the caller's (user mode), since oneDNN's own
+// belongs to the thread that created the primitive. It runs on the plain
+// layout: measured on ResNet-18 (bench/vision_bench), oneDNN's blocked
+// layouts convolve no faster here and the reorders into and out of them cost
+// a third more again, so activations stay plain (docs/benchmarks.md).
+struct ForwardPlan {
+  ConvDescs plain;
+  memory::desc scratchpad;
+  dnnl::convolution_forward primitive;
+};
+
+std::string PlanKey(const ConvGeometry& g, bool with_bias) {
+  return absl::StrCat(g.batch, ";", g.in_channels, ";", g.out_channels, ";", g.groups, ";",
+                      absl::StrJoin(g.in_spatial, ","), ";", absl::StrJoin(g.kernel, ","), ";",
+                      absl::StrJoin(g.strides, ","), ";", absl::StrJoin(g.dilations, ","), ";",
+                      absl::StrJoin(g.pad_begin, ","), ";", absl::StrJoin(g.pad_end, ","), ";",
+                      with_bias);
+}
+
+std::shared_ptr<const ForwardPlan> MakePlan(const ConvGeometry& g, bool with_bias) {
+  const ConvDescs plain = DescsOf(g);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto pd = ForwardPd(g, plain, with_bias, prop_kind::forward_inference, attr);
+  return std::make_shared<const ForwardPlan>(
+      ForwardPlan{plain, pd.scratchpad_desc(), dnnl::convolution_forward(pd)});
+}
+
+// Plans by geometry: a model's convolutions repeat every step. Bounded; when
+// full it starts again (a model has tens of distinct convolutions).
+class PlanCache {
+ public:
+  static constexpr size_t kMaxPlans = 512;
+
+  std::shared_ptr<const ForwardPlan> Get(const ConvGeometry& g, bool with_bias) {
+    const std::string key = PlanKey(g, with_bias);
+    {
+      sync::MutexLock lock(&mu_);
+      auto it = plans_.find(key);
+      if (it != plans_.end()) return it->second;
+    }
+    std::shared_ptr<const ForwardPlan> plan = MakePlan(g, with_bias);  // outside the lock
+    sync::MutexLock lock(&mu_);
+    if (plans_.size() >= kMaxPlans) plans_.clear();
+    return plans_.emplace(key, std::move(plan)).first->second;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const ForwardPlan>> plans_ ABSL_GUARDED_BY(mu_);
+};
+
+PlanCache& Plans() {
+  static PlanCache* const cache = new PlanCache();
+  return *cache;
 }
 
 }  // namespace
@@ -138,13 +201,14 @@ absl::Status ConvForward(const ConvGeometry& g, const float* x, const float* w, 
                          float* y) {
   if (absl::Status ok = CheckConv(g); !ok.ok()) return ok;
   return Guard("Conv", [&] {
-    const ConvDescs d = DescsOf(g);
-    auto pd = ForwardPd(g, d, b != nullptr, prop_kind::forward_inference);
+    const std::shared_ptr<const ForwardPlan> plan = Plans().Get(g, b != nullptr);
+    const ConvDescs& d = plan->plain;
     Args args = {{DNNL_ARG_SRC, Wrap(d.src, x)},
                  {DNNL_ARG_WEIGHTS, Wrap(d.weights, w)},
-                 {DNNL_ARG_DST, Wrap(d.dst, y)}};
+                 {DNNL_ARG_DST, Wrap(d.dst, y)},
+                 {DNNL_ARG_SCRATCHPAD, memory(plan->scratchpad, Engine())}};
     if (b != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(d.bias, b));
-    Execute(dnnl::convolution_forward(pd), args);
+    Execute(plan->primitive, args);
   });
 }
 

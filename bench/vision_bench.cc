@@ -1,0 +1,207 @@
+// Convolutional inference and the matrix-product library, each figure beside
+// its reference measured in the same run on the same machine:
+//
+//   resnet18  torchvision's ResNet-18 (random weights), batch 16 of 224x224
+//             images, 1 IPU: samples/s through the server (client library ->
+//             gRPC -> ExecutionService -> oneDNN convolutions) vs PyTorch CPU
+//             running the same model (bench/torch_reference.py infer-resnet)
+//             on the same threads. Rounds alternate; medians are compared.
+//                                                            goal >= 1.0x
+//   matmul    the MLP's fully connected layers at batch 128 (784x1024,
+//             1024x1024, 1024x10, with bias): GFLOP/s of OpenBLAS sgemm
+//             (kernels/matmul.h, what ipupod uses), of oneDNN's matmul
+//             primitive with the weights in its own prepacked layout and the
+//             bias fused, and of torch's F.linear. Decides whether matrix
+//             products move to oneDNN (README, "Dependencies").
+//
+//   build/bench/vision_bench [--steps N] [--rounds R] [--threads T]
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
+#include "client/client.h"
+#include "common/status_macros.h"
+#include "dnnl.hpp"
+#include "kernels/matmul.h"
+#include "kernels/threads.h"
+#include "tensor/npy.h"
+#include <unistd.h>
+
+namespace ipupod::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Flags {
+  int steps = 4;    // timed Runs (batches of 16) per round
+  int rounds = 3;   // ipupodd / PyTorch alternations
+  int threads = 0;  // 0: every CPU
+};
+
+// ---- resnet18
+
+absl::Status BenchResnet(Pod& pod, const fs::path& work, const Flags& flags) {
+  bool ok = false;
+  RunTorchReference(absl::StrCat("export-resnet ", work.string(), " --batch 16"), &ok);
+  if (!ok) return absl::UnavailableError("torch_reference.py export-resnet failed");
+  IPUPOD_ASSIGN_OR_RETURN(Loaded loaded, CompileAndLoad(pod, work / "resnet18.onnx", ""));
+  IPUPOD_ASSIGN_OR_RETURN(tensor::Tensor x,
+                          tensor::ReadNpyFile((work / "resnet_input.npy").string()));
+  const tensor::NamedTensors inputs = {{loaded.program.inputs(0).name(), x}};
+  IPUPOD_RETURN_IF_ERROR(pod.client->Run(loaded.session, inputs).status());  // warm-up
+  std::vector<double> ours, torch;
+  double wall = 0, server_wall = 0;
+  for (int r = 0; r < flags.rounds; ++r) {
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < flags.steps; ++i) {
+      IPUPOD_ASSIGN_OR_RETURN(client::RunResult result, pod.client->Run(loaded.session, inputs));
+      server_wall += result.stats.wall_seconds();
+    }
+    const double seconds = Seconds(start);
+    wall += seconds;
+    ours.push_back(16.0 * flags.steps / seconds);
+    const std::string reference = RunTorchReference(
+        absl::StrCat("infer-resnet ", work.string(), " --batch 16 --steps ", flags.steps,
+                     " --threads ", flags.threads),
+        &ok);
+    if (ok) torch.push_back(nlohmann::json::parse(reference).at("samples_per_s").get<double>());
+  }
+  (void)loaded.call->Release();
+  std::printf("\n## ResNet-18 inference, batch 16 x 224x224, %d threads, %d rounds of %d Runs\n",
+              flags.threads, flags.rounds, flags.steps);
+  std::printf("| figure | value |\n|---|---|\n");
+  std::printf("| ipupodd samples/s (client library, wall; median) | %.1f |\n", Median(ours));
+  std::printf("| of which server compute (RunStats.wall) | %.1f%% of the wall time |\n",
+              100.0 * server_wall / wall);
+  if (torch.size() != ours.size()) {
+    std::printf("| PyTorch CPU samples/s | unavailable (torch_reference.py failed) |\n");
+    return absl::OkStatus();
+  }
+  std::printf("| PyTorch CPU samples/s (reference, same run; median) | %.1f |\n", Median(torch));
+  std::printf("| ratio of the medians ipupodd / PyTorch (goal >= 1.0) | %.2fx |\n",
+              Median(ours) / Median(torch));
+  std::printf("| ratio round by round | %s |\n", RoundRatios(ours, torch).c_str());
+  return absl::OkStatus();
+}
+
+// ---- matmul
+
+struct Shape3 {
+  int64_t m, k, n;
+};
+constexpr Shape3 kShapes[] = {{128, 784, 1024}, {128, 1024, 1024}, {128, 1024, 10}};
+
+double Gflops(const Shape3& s, int steps, double seconds) {
+  return 2.0 * s.m * s.k * s.n * steps / seconds / 1e9;
+}
+
+double OpenBlasGflops(const Shape3& s, int steps) {
+  std::vector<float> a(s.m * s.k, 0.5f), w(s.n * s.k, 0.25f), b(s.n, 1.0f), y(s.m * s.n);
+  const kernels::GemmOptions options{.trans_a = false, .trans_b = true};
+  auto once = [&] {
+    (void)kernels::Gemm({a.data(), {s.m, s.k}}, {w.data(), {s.n, s.k}}, {b.data(), {s.n}},
+                        options, {y.data(), {s.m, s.n}});
+  };
+  for (int i = 0; i < 5; ++i) once();
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < steps; ++i) once();
+  return Gflops(s, steps, Seconds(start));
+}
+
+// oneDNN's matmul with the weights reordered once into the layout the
+// primitive prefers (what prepacking would keep) and the bias fused.
+double OneDnnGflops(const Shape3& s, int steps) {
+  using dnnl::memory;
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const auto f32 = memory::data_type::f32;
+  memory::desc a_md({s.m, s.k}, f32, memory::format_tag::ab);
+  memory::desc w_plain({s.k, s.n}, f32, memory::format_tag::ba);  // [n, k] row-major
+  memory::desc w_any({s.k, s.n}, f32, memory::format_tag::any);
+  memory::desc b_md({1, s.n}, f32, memory::format_tag::ab);
+  memory::desc y_md({s.m, s.n}, f32, memory::format_tag::ab);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_any, b_md, y_md), engine);
+  std::vector<float> a(s.m * s.k, 0.5f), w(s.n * s.k, 0.25f), b(s.n, 1.0f), y(s.m * s.n);
+  memory a_mem(a_md, engine, a.data()), w_src(w_plain, engine, w.data());
+  memory b_mem(b_md, engine, b.data()), y_mem(y_md, engine, y.data());
+  memory w_packed(pd.weights_desc(), engine);
+  dnnl::reorder(w_src, w_packed).execute(stream, w_src, w_packed);
+  dnnl::matmul matmul(pd);
+  auto once = [&] {
+    matmul.execute(stream, {{DNNL_ARG_SRC, a_mem},
+                            {DNNL_ARG_WEIGHTS, w_packed},
+                            {DNNL_ARG_BIAS, b_mem},
+                            {DNNL_ARG_DST, y_mem}});
+    stream.wait();
+  };
+  for (int i = 0; i < 5; ++i) once();
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < steps; ++i) once();
+  return Gflops(s, steps, Seconds(start));
+}
+
+void BenchMatmul(const Flags& flags) {
+  const int steps = 50 * flags.steps;
+  bool ok = false;
+  const std::string reference = RunTorchReference(
+      absl::StrCat("matmul --steps ", steps, " --threads ", flags.threads), &ok);
+  nlohmann::json torch = ok ? nlohmann::json::parse(reference).at("gflops") : nlohmann::json();
+  std::printf("\n## fully connected layers, batch 128, %d threads, %d products each (GFLOP/s)\n",
+              flags.threads, steps);
+  std::printf("| m x k x n | OpenBLAS sgemm (ipupod) | oneDNN matmul, prepacked | PyTorch "
+              "F.linear (reference) |\n|---|---|---|---|\n");
+  for (const Shape3& s : kShapes) {
+    const std::string key = absl::StrCat(s.m, "x", s.k, "x", s.n);
+    const double blas = OpenBlasGflops(s, steps);
+    const double dnnl = OneDnnGflops(s, steps);
+    std::printf("| %s | %.1f | %.1f | %s |\n", key.c_str(), blas, dnnl,
+                torch.contains(key) ? absl::StrCat(torch[key].get<double>()).c_str()
+                                    : "unavailable");
+  }
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const int value = std::atoi(argv[i + 1]);
+    if (flag == "--steps") flags.steps = value;
+    if (flag == "--threads") flags.threads = value;
+    if (flag == "--rounds") flags.rounds = value;
+  }
+  if (flags.steps <= 0) flags.steps = 1;
+  if (flags.rounds <= 0) flags.rounds = 1;
+  if (flags.threads <= 0) flags.threads = kernels::MaxBlasThreads();
+  return flags;
+}
+
+int Main(int argc, char** argv) {
+  const Flags flags = ParseFlags(argc, argv);
+  if (absl::Status s = kernels::SetBlasThreads(flags.threads); !s.ok()) {
+    std::fprintf(stderr, "vision_bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  const fs::path work = fs::temp_directory_path() / absl::StrCat("ipupod-vision-bench-", getpid());
+  fs::create_directories(work);
+  absl::StatusOr<Pod> pod = StartPod(work, flags.threads);
+  absl::Status status = pod.status();
+  if (status.ok()) status = BenchResnet(*pod, work, flags);
+  if (status.ok()) BenchMatmul(flags);
+  fs::remove_all(work);
+  if (!status.ok()) {
+    std::fprintf(stderr, "vision_bench: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ipupod::bench
+
+int main(int argc, char** argv) { return ipupod::bench::Main(argc, argv); }

@@ -66,10 +66,10 @@ absl::Status BenchResnet(Pod& pod, const fs::path& work, const Flags& flags) {
     const double seconds = Seconds(start);
     wall += seconds;
     ours.push_back(16.0 * flags.steps / seconds);
-    const std::string reference = RunTorchReference(
-        absl::StrCat("infer-resnet ", work.string(), " --batch 16 --steps ", flags.steps,
-                     " --threads ", flags.threads),
-        &ok);
+    const std::string reference =
+        RunTorchReference(absl::StrCat("infer-resnet ", work.string(), " --batch 16 --steps ",
+                                       flags.steps, " --threads ", flags.threads),
+                          &ok);
     if (ok) torch.push_back(nlohmann::json::parse(reference).at("samples_per_s").get<double>());
   }
   (void)loaded.call->Release();
@@ -105,8 +105,8 @@ double OpenBlasGflops(const Shape3& s, int steps) {
   std::vector<float> a(s.m * s.k, 0.5f), w(s.n * s.k, 0.25f), b(s.n, 1.0f), y(s.m * s.n);
   const kernels::GemmOptions options{.trans_a = false, .trans_b = true};
   auto once = [&] {
-    (void)kernels::Gemm({a.data(), {s.m, s.k}}, {w.data(), {s.n, s.k}}, {b.data(), {s.n}},
-                        options, {y.data(), {s.m, s.n}});
+    (void)kernels::Gemm({a.data(), {s.m, s.k}}, {w.data(), {s.n, s.k}}, {b.data(), {s.n}}, options,
+                        {y.data(), {s.m, s.n}});
   };
   for (int i = 0; i < 5; ++i) once();
   const Clock::time_point start = Clock::now();
@@ -149,20 +149,21 @@ double OneDnnGflops(const Shape3& s, int steps) {
 void BenchMatmul(const Flags& flags) {
   const int steps = 50 * flags.steps;
   bool ok = false;
-  const std::string reference = RunTorchReference(
-      absl::StrCat("matmul --steps ", steps, " --threads ", flags.threads), &ok);
+  const std::string reference =
+      RunTorchReference(absl::StrCat("matmul --steps ", steps, " --threads ", flags.threads), &ok);
   nlohmann::json torch = ok ? nlohmann::json::parse(reference).at("gflops") : nlohmann::json();
   std::printf("\n## fully connected layers, batch 128, %d threads, %d products each (GFLOP/s)\n",
               flags.threads, steps);
-  std::printf("| m x k x n | OpenBLAS sgemm (ipupod) | oneDNN matmul, prepacked | PyTorch "
-              "F.linear (reference) |\n|---|---|---|---|\n");
+  std::printf(
+      "| m x k x n | OpenBLAS sgemm (ipupod) | oneDNN matmul, prepacked | PyTorch "
+      "F.linear (reference) |\n|---|---|---|---|\n");
   for (const Shape3& s : kShapes) {
     const std::string key = absl::StrCat(s.m, "x", s.k, "x", s.n);
     const double blas = OpenBlasGflops(s, steps);
     const double dnnl = OneDnnGflops(s, steps);
-    std::printf("| %s | %.1f | %.1f | %s |\n", key.c_str(), blas, dnnl,
-                torch.contains(key) ? absl::StrCat(torch[key].get<double>()).c_str()
-                                    : "unavailable");
+    std::printf(
+        "| %s | %.1f | %.1f | %s |\n", key.c_str(), blas, dnnl,
+        torch.contains(key) ? absl::StrCat(torch[key].get<double>()).c_str() : "unavailable");
   }
 }
 

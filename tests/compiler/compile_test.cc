@@ -259,6 +259,33 @@ TEST(CompileTest, OutOfMemoryFailsWithTheReportFilled) {
   EXPECT_GT(report.ipus[0].total_bytes, report.memory_bytes_per_ipu);
 }
 
+// Convolutions count their FLOPs and activations like any op: a batch of 32
+// images through a 64-channel 3x3 convolution at 512x512 does not fit an
+// IPU, and half of it at 128x128 does.
+std::string ConvModel(int64_t batch, int64_t side) {
+  OnnxBuilder b(13);
+  b.Input("x", testing::kFloat, {batch, 3, side, side});
+  b.Output("y", testing::kFloat);
+  b.Floats("w", {64, 3, 3, 3}, std::vector<float>(64 * 27, 0.1f));
+  OnnxBuilder::AttrInts(b.Node("Conv", {"x", "w"}, {"c"}, "/conv/Conv"), "pads", {1, 1, 1, 1});
+  b.Node("Relu", {"c"}, {"y"}, "/act/Relu");
+  return b.Bytes();
+}
+
+TEST(CompileTest, ConvolutionsCountTheirActivationsAndFlops) {
+  Report report;
+  auto big = Compile(ConvModel(32, 512), IpuConfig(), {}, &report);
+  EXPECT_EQ(big.status().code(), kInvalid);
+  EXPECT_THAT(big.status().message(), HasSubstr("out of memory on IPU 0"));
+  Report small_report;
+  auto small = Compile(ConvModel(16, 128), IpuConfig(), {}, &small_report);
+  ASSERT_TRUE(small.ok()) << small.status();
+  ASSERT_EQ(small_report.ipus.size(), 1u);
+  // 16 x 64 x 128 x 128 outputs of 27 multiply-adds each, plus the ReLU.
+  const int64_t outputs = int64_t{16} * 64 * 128 * 128;
+  EXPECT_EQ(small_report.ipus[0].flops, 2 * 27 * outputs + outputs);
+}
+
 TEST(CompileTest, RequestErrors) {
   CompileOptions training;
   training.for_inference = false;

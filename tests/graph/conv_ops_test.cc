@@ -38,8 +38,8 @@ absl::StatusOr<Ran> RunModel(const OnnxBuilder& b, const Shape& x_shape) {
   auto out = (*interp)->Run({*Tensor::FromValues<float>(x_shape, Iota(n))});
   if (!out.ok()) return out.status();
   const Tensor& y = (*out)[0];
-  return Ran{{y.values<float>().begin(), y.values<float>().end()}, y.shape(),
-             (*interp)->total_flops()};
+  return Ran{
+      {y.values<float>().begin(), y.values<float>().end()}, y.shape(), (*interp)->total_flops()};
 }
 
 // x [1, 1, 3, 3] (0..8) -> Conv with a [1, 1, 2, 2] kernel of ones.

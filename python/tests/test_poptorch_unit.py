@@ -67,7 +67,9 @@ def test_bad_and_unmodelled_options_say_what_to_do():
     with pytest.raises(ValueError, match="output_return_period"):
         poptorch.Options().outputMode(poptorch.OutputMode.EveryN)
     with pytest.raises(AttributeError):
-        poptorch.Options().useOfflineIpuTarget(2)
+        poptorch.Options().Precision.setPartialsType(torch.half)
+    with pytest.raises(ValueError, match="enableSyntheticData.*not modelled"):
+        poptorch.Options().enableSyntheticData(True)
     sharded = poptorch.Options().setExecutionStrategy(poptorch.ShardedExecution())
     with pytest.raises(ValueError, match="ShardedExecution for training.*PipelinedExecution"):
         sharded.compile_settings(True)

@@ -270,15 +270,21 @@ class PoplarExecutor:
 
     def detachFromDevice(self) -> None:
         """Gives the IPUs back. Training state (weights and optimizer state) is copied to
-        the host first and written back by ``attachToDevice``."""
+        the host first and written back by ``attachToDevice``. When a device fault prevents
+        that copy, the IPUs are released anyway and the fault is raised: the module keeps
+        the weights of its last copy, which ``attachToDevice`` writes."""
         if not self.isAttachedToDevice():
             raise ValueError("the model is not attached to IPUs")
-        if self._training:
-            self._checkpoint = self._session.read_checkpoint()
+        try:
+            if self._training:
+                self._checkpoint = self._session.read_checkpoint()
+                if self._sync.dirty is self:
+                    self._copy_to_module(self._checkpoint)
+        finally:
             if self._sync.dirty is self:
-                self._copy_to_module(self._checkpoint)
-        self._session.release()
-        self._session = None
+                self._sync.dirty = None
+            self._session.release()
+            self._session = None
 
     def destroy(self) -> None:
         """Copies trained weights to the module, releases the IPUs and the connection; the

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import inspect
 import io
+import warnings
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import torch
@@ -162,7 +163,9 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
     import onnx
     register_symbolics()
     saved = {k: v.clone() for k, v in model.state_dict().items()}  # tracing runs forward
-    with _tracing(model, training), torch.no_grad():
+    with _tracing(model, training), torch.no_grad(), warnings.catch_warnings():
+        # a traced shape check (mse_loss's) is constant for the compiled shapes, as intended
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
         outputs: List[str] = []
         structure = _structure(model(*example), outputs)
         buffer = io.BytesIO()

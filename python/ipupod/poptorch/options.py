@@ -129,6 +129,16 @@ class Options:
         """Accepted: every ipupod IPU is simulated."""
         return self
 
+    def useOfflineIpuTarget(self, ipu_version: int = 2) -> "Options":
+        """Accepted: models compile on the server, which needs no free IPU to compile."""
+        return self
+
+    def enableSyntheticData(self, enabled: bool) -> "Options":
+        """Refused when True: ipupod always runs on the data a call passes."""
+        if enabled:
+            _not_modelled("enableSyntheticData(True)", "every run takes the call's inputs")
+        return self
+
     def randomSeed(self, seed: int) -> "Options":
         """Accepted: ipupod runs no random ops (the IPUConfig's ``seed``)."""
         self.ipu_config["seed"] = int(seed)

@@ -358,6 +358,22 @@ def test_4_3_a_recoverable_fault_raises_with_its_recovery_action(server):
     assert inference_model(t1, t2) == 3.0
 
 
+def test_4_2_2_and_4_4_3_what_ipupod_does_not_model_is_refused_clearly():
+    # ipupod computes in fp32 (no float16, 4.2.2's inference_half) and has no replica
+    # grouping of weights or inputs (4.4.3); the seed's mobilenet example needs torchvision's
+    # pretrained weights (a download).
+    model = torch.nn.Linear(1, 10)
+    model.half()
+    t1 = torch.tensor([1.]).half()
+    with pytest.raises(ValueError, match="float16 is not modelled"):
+        poptorch.inferenceModel(model, poptorch.Options())(t1)
+    with pytest.raises(AttributeError):
+        poptorch.Options().inputReplicaGrouping(4, None)
+    wrapped = poptorch.trainingModel(ExampleModelWithLoss())
+    with pytest.raises(AttributeError):
+        wrapped.fc.weight.replicaGrouping(None, 2, None)
+
+
 def test_4_3_a_server_that_is_down_is_a_poptorch_error(monkeypatch):
     monkeypatch.setenv("IPUPOD_SERVER", "127.0.0.1:1")
     model = poptorch.inferenceModel(PytorchModel(1.0))

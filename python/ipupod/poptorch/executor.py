@@ -75,6 +75,15 @@ class _HooksOff:
                               model._register_state_dict_hook(self._sync.pull)]
 
 
+def _check_float32(model: torch.nn.Module, inputs: tuple) -> None:
+    """ipupod computes in fp32: float16 models and inputs are refused before exporting."""
+    named = list(model.state_dict().items()) + [(f"input {i}", t) for i, t in enumerate(inputs)]
+    for name, tensor in named:
+        if tensor.is_floating_point() and tensor.dtype != torch.float32:
+            raise ValueError(f"{name} is {tensor.dtype}; ipupod computes in float32 "
+                             f"(float16 is not modelled): use model.float() and float32 inputs")
+
+
 def _export_error(error: Exception) -> errors.Error:
     return errors.Error(
         f"torch.onnx cannot export the model: {error}. Rewrite the operation in ops torch.onnx "
@@ -180,6 +189,7 @@ class PoplarExecutor:
     def _compile(self, args: tuple, kwargs: Dict[str, Any], output: Optional[str] = None
                  ) -> None:
         inputs = export.positional(self._model, args, kwargs)
+        _check_float32(self._model, inputs)
         names = export.input_names(self._model, len(args),
                                    {k: v for k, v in kwargs.items() if v is not None})
         micro = export.micro_batch(inputs, names, self._combined(), self._rule())

@@ -10,6 +10,7 @@ The executable stays in the server's cache for the caller, so ``Session.load(res
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -199,10 +200,15 @@ def _receive(responses: Any, output: Union[None, str, "os.PathLike[str]"],
         return result
     path = os.fspath(output)
     partial = path + ".part"
-    with open(partial, "wb") as file:
-        for response in responses:
-            file.write(response.executable_data)
-    os.replace(partial, path)
+    try:
+        with open(partial, "wb") as file:
+            for response in responses:
+                file.write(response.executable_data)
+        os.replace(partial, path)  # the .ipx appears whole or not at all
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(partial)
+        raise
     result.path = path
     return result
 

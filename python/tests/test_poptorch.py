@@ -479,3 +479,46 @@ def test_client_compile_leaves_the_executable_in_the_servers_cache(server, tmp_p
     assert caught.value.code.name == "INVALID_ARGUMENT"
     assert client.history().records is not None
     assert client.usage(group_by="user").total.key == "TOTAL"
+
+
+class LinearMse(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(10, 10)
+
+    def forward(self, x, target):
+        y = self.fc(x)
+        return y, torch.nn.functional.mse_loss(y, target)
+
+
+@pytest.mark.ipupod(pod="POD4")
+@pytest.mark.parametrize("mode, out_rows, losses", [
+    (poptorch.OutputMode.All, 32, 8), (poptorch.OutputMode.Final, 8, 2),
+    (poptorch.OutputMode.Sum, 8, 2), (None, 8, 2)])
+def test_a_call_is_split_by_poptorchs_batch_rule_and_returns_per_output_mode(
+        server, mode, out_rows, losses):
+    torch.manual_seed(7)
+    model, reference = LinearMse(), LinearMse()
+    reference.load_state_dict(model.state_dict())
+    opts = poptorch.Options().deviceIterations(2).replicationFactor(2)
+    opts.Training.gradientAccumulation(2)
+    if mode is not None:
+        opts.outputMode(mode)
+    poptorch_model = poptorch.trainingModel(model, opts, torch.optim.SGD(model.parameters(),
+                                                                         lr=0.1))
+    x, target = torch.randn(32, 10), torch.randn(32, 10)  # micro-batch 4 x 2 x 2 x 2
+    out, loss = poptorch_model(x, target)
+    assert out.shape == (out_rows, 10) and loss.shape == (losses,)
+    poptorch_model.copyWeightsToHost()
+    cpu = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for update in range(2):  # one update per device iteration, over 4 x 2 x 2 samples
+        rows = slice(16 * update, 16 * update + 16)
+        cpu.zero_grad()
+        reference(x[rows], target[rows])[1].backward()
+        cpu.step()
+    torch.testing.assert_close(model.fc.weight, reference.fc.weight, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="compiled for calls of 32 samples"):
+        poptorch_model(x[:16], target[:16])
+    with pytest.raises(ValueError, match=r"\[20, 10\].*multiple of 8 \(micro-batch x "
+                       r"deviceIterations 2 x replicationFactor 2 x gradientAccumulation 2\)"):
+        poptorch.trainingModel(LinearMse(), opts)(x[:20], target[:20])

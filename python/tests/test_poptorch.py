@@ -382,6 +382,18 @@ def test_4_3_a_server_that_is_down_is_a_poptorch_error(monkeypatch):
     assert caught.value.type == "transport.unavailable"
 
 
+@pytest.mark.ipupod(config={"tokens": [{"token": "s3cret-alice", "user": "alice",
+                                          "role": "user"}]})
+def test_a_wrong_token_says_where_the_front_end_takes_it_from(server, monkeypatch):
+    opts = poptorch.Options().server(server.address, token="s3cret-bob")
+    with pytest.raises(poptorch.Error, match=r"token.*poptorch.Options\(\).server") as caught:
+        poptorch.inferenceModel(PytorchModel(1.0), opts)(torch.tensor([1.]), torch.tensor([2.]))
+    assert caught.value.code.name == "UNAUTHENTICATED"
+    monkeypatch.setenv("IPUPOD_TOKEN", "s3cret-alice")
+    model = poptorch.inferenceModel(PytorchModel(1.0))
+    assert model(torch.tensor([1.]), torch.tensor([2.])) == 3.0
+
+
 @pytest.mark.ipupod(pod="POD4")
 def test_4_11_4_no_free_ipu_fails_at_once_or_waits_in_the_queue(server, monkeypatch):
     client = server.client()

@@ -84,6 +84,12 @@ def _check_float32(model: torch.nn.Module, inputs: tuple) -> None:
                              f"(float16 is not modelled): use model.float() and float32 inputs")
 
 
+def _add_hint(error: errors.Error, hint: str) -> None:
+    """Tells a PopTorch user what to do in the front end's terms."""
+    error.message = f"{error.message}; {hint}"
+    error.args = (error.message,)
+
+
 def _export_error(error: Exception) -> errors.Error:
     return errors.Error(
         f"torch.onnx cannot export the model: {error}. Rewrite the operation in ops torch.onnx "
@@ -211,8 +217,14 @@ class PoplarExecutor:
             extra = dict(train=True, loss=export.loss_name(exported),
                          optimizer=self._opt_spec.name, optimizer_attrs=self._opt_spec.attrs,
                          frozen=export.frozen(self._model, exported))
-        return self._connect().compile(exported.onnx, settings.ipu_config or None,
-                                       set=settings.sets, output=output, **extra)
+        try:
+            return self._connect().compile(exported.onnx, settings.ipu_config or None,
+                                           set=settings.sets, output=output, **extra)
+        except errors.Error as error:
+            if error.code == grpc.StatusCode.UNAUTHENTICATED:
+                _add_hint(error, "the front end takes the token from $IPUPOD_TOKEN or "
+                                 "poptorch.Options().server(address, token=...)")
+            raise
 
     def _connect(self) -> Client:
         if self._client is None:
@@ -247,9 +259,8 @@ class PoplarExecutor:
                                           auto_round=self._options.auto_round_num_ipus)
         except errors.Error as error:
             if error.code == grpc.StatusCode.RESOURCE_EXHAUSTED and not wait:
-                error.message += ("; set POPTORCH_WAIT_FOR_IPU=1 to wait for the IPUs in "
-                                  "ipupod's queue")
-                error.args = (error.message,)
+                _add_hint(error, "set POPTORCH_WAIT_FOR_IPU=1 to wait for the IPUs in "
+                                 "ipupod's queue")
             raise
 
     def _write_state(self) -> None:

@@ -534,3 +534,42 @@ def test_a_call_is_split_by_poptorchs_batch_rule_and_returns_per_output_mode(
     with pytest.raises(ValueError, match=r"\[20, 10\].*multiple of 8 \(micro-batch x "
                        r"deviceIterations 2 x replicationFactor 2 x gradientAccumulation 2\)"):
         poptorch.trainingModel(LinearMse(), opts)(x[:20], target[:20])
+
+
+class NormedModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 8)
+        self.bn = torch.nn.BatchNorm1d(8)
+        self.out = torch.nn.Linear(8, 3)
+        self.out.weight.requires_grad_(False)
+
+    def forward(self, x, target):
+        y = self.out(torch.relu(self.bn(self.fc(x))))
+        return y, torch.nn.functional.mse_loss(y, target)
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_batchnorm_statistics_train_and_frozen_parameters_stay(server):
+    torch.manual_seed(8)
+    model, reference = NormedModel(), NormedModel()
+    reference.load_state_dict(model.state_dict())
+    poptorch_model = poptorch.trainingModel(model, poptorch.Options().deviceIterations(2),
+                                            torch.optim.SGD(model.parameters(), lr=0.1))
+    x, target = torch.randn(16, 6), torch.randn(16, 3)
+    for _ in range(3):
+        poptorch_model(x, target)
+    state = model.state_dict()  # implicitly copied from the device
+    cpu = torch.optim.SGD([p for p in reference.parameters() if p.requires_grad], lr=0.1)
+    for _ in range(3):
+        for half in (slice(0, 8), slice(8, 16)):
+            cpu.zero_grad()
+            reference(x[half], target[half])[1].backward()
+            cpu.step()
+    # not modelled: the step counter num_batches_tracked (used only with momentum=None)
+    for name, value in reference.state_dict().items():
+        if name != "bn.num_batches_tracked":
+            torch.testing.assert_close(state[name], value, rtol=1e-5, atol=1e-5)
+    assert not torch.equal(state["bn.running_mean"], torch.zeros(8))
+    assert poptorch_model._executable.summary["training"]["weights"] == [
+        "bn.bias", "bn.weight", "fc.bias", "fc.weight", "out.bias"]

@@ -122,6 +122,7 @@ class PoplarExecutor:
         self._executable: Any = None  # a CompileResult, or .ipx bytes from a file
         self._ipus = 0
         self._samples = 0
+        self._weights: List[str] = []  # the module's tensors the device holds as weights
         self._device_version = -1
         self._checkpoint: Optional[Dict[str, Any]] = None
         self._destroyed = False
@@ -245,7 +246,10 @@ class PoplarExecutor:
             raise ValueError("the model is already attached to IPUs")
         self._session = self._attach()
         try:
-            self._session.load(self._executable)
+            program = self._session.load(self._executable)
+            # frozen parameters are constants of the executable, not writable weights
+            writable = {spec.name for spec in program.weights}
+            self._weights = [n for n in self._exported.weights if n in writable]
             self._write_state()
         except BaseException:
             self._session.release()
@@ -283,7 +287,7 @@ class PoplarExecutor:
             state = self._model.state_dict()
         finally:
             self._sync.busy = False
-        return {name: state[name] for name in self._exported.weights}
+        return {name: state[name] for name in self._weights}
 
     def isAttachedToDevice(self) -> bool:
         """True while the model holds its IPUs."""
@@ -333,7 +337,7 @@ class PoplarExecutor:
             return
         self._sync.busy = True
         try:
-            arrays = self._session.read_weights(self._exported.weights)
+            arrays = self._session.read_weights(self._weights)
         finally:
             self._sync.busy = False
         self._copy_to_module(arrays)
@@ -343,7 +347,7 @@ class PoplarExecutor:
         try:
             state = self._model.state_dict()
             with torch.no_grad():
-                for name in self._exported.weights:
+                for name in self._weights:
                     if name in arrays:
                         state[name].copy_(torch.from_numpy(arrays[name]).reshape(
                             state[name].shape))

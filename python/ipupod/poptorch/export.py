@@ -166,6 +166,8 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
     with _tracing(model, training), torch.no_grad(), warnings.catch_warnings():
         # a traced shape check (mse_loss's) is constant for the compiled shapes, as intended
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        # BatchNorm's step counter is not exported; the compiler updates its statistics
+        warnings.filterwarnings("ignore", "ONNX Preprocess - Removing mutation")
         outputs: List[str] = []
         structure = _structure(model(*example), outputs)
         buffer = io.BytesIO()

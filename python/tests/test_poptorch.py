@@ -212,6 +212,59 @@ def test_4_4_1_blocks_place_the_model_over_four_ipus(server):
     assert poptorch_model._executable.summary["stages"] == 4
 
 
+class FunctionNetwork(torch.nn.Module):
+    """The seed's BlockFunction example (4.4.1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer1 = torch.nn.Linear(5, 10)
+        self.layer2 = torch.nn.Linear(10, 5)
+        self.layer3 = torch.nn.Linear(5, 5)
+        self.layer4 = torch.nn.Linear(5, 5)
+
+        self.act = torch.nn.ReLU()
+        self.softmax = torch.nn.Softmax(dim=1)
+
+    def forward(self, x):
+        poptorch.Block.useAutoId()
+        x = self.block_one(x)
+        x = self.block_two(x)
+        x = self.final_activation(x)
+        return x
+
+    @poptorch.BlockFunction(ipu_id=0)
+    def block_one(self, x):
+        x = self.act(self.layer1(x))
+        x = self.act(self.layer2(x))
+        return x
+
+    @poptorch.BlockFunction(ipu_id=1)
+    def block_two(self, x):
+        x = self.act(self.layer3(x))
+        x = self.act(self.layer4(x))
+        return x
+
+    @poptorch.BlockFunction(ipu_id=1)
+    def final_activation(self, x):
+        return self.softmax(x)
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_4_4_1_block_functions_place_the_model_over_two_ipus(server):
+    torch.manual_seed(2)
+    # seed begin (4.4.1, BlockFunction)
+    model = FunctionNetwork()
+    opts = poptorch.Options()
+    opts.deviceIterations(4)
+    poptorch_model = poptorch.inferenceModel(model, options=opts)
+    print(poptorch_model(torch.rand((4, 5))))
+    # seed end
+    x = torch.rand((4, 5))
+    torch.testing.assert_close(poptorch_model(x), model(x), rtol=1e-5, atol=1e-6)
+    assert len(session_of(poptorch_model).ipus) == 2
+    assert poptorch_model._executable.summary["stages"] == 2
+
+
 @pytest.mark.ipupod(pod="POD4")
 def test_4_4_1_begin_block_over_four_ipus(server):
     # The seed's BeginBlock example loads BERT from Hugging Face (transformers and a
@@ -372,6 +425,57 @@ def test_4_2_2_and_4_4_3_what_ipupod_does_not_model_is_refused_clearly():
     wrapped = poptorch.trainingModel(ExampleModelWithLoss())
     with pytest.raises(AttributeError):
         wrapped.fc.weight.replicaGrouping(None, 2, None)
+    # Nor phased execution (4.4.1's ParallelPhasedExecution example, 4.4.2).
+    assert not hasattr(poptorch, "ParallelPhasedExecution")
+    assert not hasattr(poptorch, "SerialPhasedExecution")
+
+
+class ExampleModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(10, 10)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def custom_loss(output, target):
+    # seed begin (4.6.3)
+    # Mean squared error with a scale
+    loss = output - target
+    loss = loss * loss * 5
+    return poptorch.identity_loss(loss, reduction="mean")
+    # seed end
+
+
+class ExampleModelWithCustomLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = ExampleModel()
+
+    def forward(self, input, target):
+        out = self.model(input)
+        return out, custom_loss(out, target)
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_4_6_3_identity_loss_trains_a_custom_loss(server):
+    torch.manual_seed(9)
+    model, reference = ExampleModelWithCustomLoss(), ExampleModelWithCustomLoss()
+    reference.load_state_dict(model.state_dict())
+    x, target = torch.randn(4, 10), torch.randn(4, 10)
+    poptorch_model = poptorch.trainingModel(model)
+    cpu = torch.optim.SGD(reference.parameters(), lr=0.01)
+    for _ in range(3):
+        _, loss = poptorch_model(x, target)
+        cpu.zero_grad()
+        _, cpu_loss = reference(x, target)
+        cpu_loss.backward()
+        cpu.step()
+    torch.testing.assert_close(loss, cpu_loss.detach(), rtol=1e-5, atol=1e-6)
+    poptorch_model.copyWeightsToHost()
+    torch.testing.assert_close(model.model.fc.weight, reference.model.fc.weight, rtol=1e-5,
+                               atol=1e-6)
 
 
 def test_4_3_a_server_that_is_down_is_a_poptorch_error(monkeypatch):

@@ -2,9 +2,7 @@
 // job is submitted is, so a job that can never run is refused at once
 // rather than after hours in the queue.
 #include <algorithm>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <memory>
 #include <utility>
 
@@ -148,12 +146,6 @@ absl::Status CheckCouldStart(const sharing::SharingPolicy& p, const std::string&
         scope.prefix, scope.suffix, scope.what, max, ipus, max));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadWholeBlob(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("blob ", path.filename().string(), " is gone"));
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 absl::Status CheckOptimizer(const JobSpec& s, const compiler::Executable& e,
@@ -323,7 +315,7 @@ absl::StatusOr<std::vector<JobRecord>> JobManager::PlanSubmit(const Caller& call
                                             "ipupod submit uploads for you)"));
   }
   IPUPOD_ASSIGN_OR_RETURN(const std::string ipx,
-                          ReadWholeBlob(r_.blobs->PathOf(spec.executable_sha256)));
+                          jobs::ReadBlobFile(r_.blobs->PathOf(spec.executable_sha256)));
   absl::StatusOr<compiler::Executable> e = compiler::ReadExecutable(ipx);
   if (!e.ok()) return driver::WithContext(e.status(), "the executable");
   IPUPOD_RETURN_IF_ERROR(CheckExecutable(spec, *e, r_.scheduler->GetPod(), sweep.variable));

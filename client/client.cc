@@ -86,7 +86,8 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
       sessions_(v1::SessionService::NewStub(channel_)),
       execution_(v1::ExecutionService::NewStub(channel_)),
       jobs_(v1::JobService::NewStub(channel_)),
-      accounting_(v1::AccountingService::NewStub(channel_)) {}
+      accounting_(v1::AccountingService::NewStub(channel_)),
+      compile_(v1::CompileService::NewStub(channel_)) {}
 
 void Client::PrepareContext(grpc::ClientContext& context, absl::Duration timeout) const {
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));

@@ -116,6 +116,7 @@
 #include "absl/time/time.h"
 #include "client/grpc_status.h"
 #include "ipupod/v1/accounting.grpc.pb.h"
+#include "ipupod/v1/compile.grpc.pb.h"
 #include "ipupod/v1/execution.grpc.pb.h"
 #include "ipupod/v1/jobs.grpc.pb.h"
 #include "ipupod/v1/pod.grpc.pb.h"
@@ -255,6 +256,15 @@ class Client {
   // uploading (the server's check, or this client's when it got shorter):
   // nothing is stored, upload again.
   absl::StatusOr<v1::BlobRef> PutBlobFile(absl::string_view path, absl::string_view what = "file");
+  // CompileService (client/compile.cc): compiles on the server the model blob
+  // request.model_sha256() names (PutBlobFile it first). With a non-empty
+  // `ipx_path` the executable comes back and is written there (through
+  // "<ipx_path>.part", renamed once complete and its content hash checked).
+  // A compile that ran out of IPU memory sets `failure_report_json`
+  // (optional) to the plan that did not fit before its INVALID_ARGUMENT.
+  absl::StatusOr<v1::CompileResult> Compile(v1::CompileRequest request,
+                                            absl::string_view ipx_path = "",
+                                            std::string* failure_report_json = nullptr);
   // The jobs made (one, or one per value of request.sweep()).
   absl::StatusOr<std::vector<v1::Job>> SubmitJob(const v1::SubmitJobRequest& request);
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request = {});
@@ -328,6 +338,7 @@ class Client {
   std::unique_ptr<v1::ExecutionService::Stub> execution_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::AccountingService::Stub> accounting_;
+  std::unique_ptr<v1::CompileService::Stub> compile_;
 };
 
 // One Attach stream: queued -> granted -> (held) -> ended. A background thread

@@ -29,10 +29,12 @@
 // concurrent writers of one key are safe - each renames a complete file).
 // Errors: INVALID_ARGUMENT from every step (named in each header), with
 // what to change; RESOURCE_EXHAUSTED if the
-// host runs out of memory while importing.
+// host runs out of memory while importing; CANCELLED when
+// CompileOptions::cancelled said so.
 #ifndef IPUPOD_COMPILER_COMPILE_H_
 #define IPUPOD_COMPILER_COMPILE_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -55,6 +57,10 @@ struct CompileOptions {
   // PopTorch's default is pipelined. For inference, the config's
   // sharded_execution_for_inference (optimum-graphcore's key) selects sharded.
   ExecutionStrategy strategy = ExecutionStrategy::kPipelined;
+  // Polled while constant folding runs (graph/shape_inference.h); true stops
+  // the compile with CANCELLED (a server's compile whose client went away or
+  // whose time limit passed). Not part of the cache key. Empty: never.
+  std::function<bool()> cancelled;
 };
 
 // `report` (optional) is filled whenever planning ran - also when the

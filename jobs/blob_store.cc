@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <system_error>
 #include <utility>
 
@@ -111,6 +113,12 @@ absl::Status CheckSha256Hex(absl::string_view text, absl::string_view what) {
       absl::StrCat(what, " '", EchoName(text),
                    "' is not a SHA-256: give the 64 lower-case hex digits of the content's "
                    "SHA-256 (as sha256sum prints them)"));
+}
+
+absl::StatusOr<std::string> ReadBlobFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("blob ", path.filename().string(), " is gone"));
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // ---------------------------------------------------------------- opening

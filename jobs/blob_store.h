@@ -90,6 +90,11 @@ bool IsSha256Hex(absl::string_view text);
 // INVALID_ARGUMENT naming `what` ("blob", "executable_sha256") unless IsSha256Hex.
 absl::Status CheckSha256Hex(absl::string_view text, absl::string_view what = "blob sha256");
 
+// The bytes of a stored blob's file (BlobStore::PathOf); NOT_FOUND naming
+// the blob when it is gone. The caller holds the blob (a reference) so that
+// no Sweep takes it away meanwhile.
+absl::StatusOr<std::string> ReadBlobFile(const std::filesystem::path& path);
+
 struct BlobUsage {
   uint64_t total_bytes = 0;  // stored blobs + uploads in progress
   uint64_t stored_blobs = 0;

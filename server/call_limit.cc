@@ -24,22 +24,22 @@ absl::StatusOr<CallLimit::Ticket> CallLimit::Enter(absl::string_view method,
       return Ticket(this, std::string(user));
     }
   }
+  const CallLimitWording& w = wording_;
   if (before >= max_calls_) {
-    spdlog::warn("refused user={} method={}: {} execution calls already in flight (max {})",
-                 std::string(user), std::string(method), before, max_calls_);
+    spdlog::warn("refused user={} method={}: {} {} already in flight (max {})", std::string(user),
+                 std::string(method), before, w.calls, max_calls_);
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "ipupodd is already serving its maximum of %d execution calls at once (uploads, loads, "
-        "weight transfers, runs; ipupodd --max-execution-threads %d); retry when one has "
+        "ipupodd is already serving its maximum of %d %s at once (%s%s %d); retry when one has "
         "finished, or ask the admin to raise the bound",
-        max_calls_, max_calls_));
+        max_calls_, w.calls, w.examples, w.bound, max_calls_));
   }
-  spdlog::warn("refused user={} method={}: the user has {} execution calls in flight (max {})",
-               std::string(user), std::string(method), mine, max_calls_per_user_);
+  spdlog::warn("refused user={} method={}: the user has {} {} in flight (max {})",
+               std::string(user), std::string(method), mine, w.calls, max_calls_per_user_);
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "user %s already has %d execution calls in flight, the most one user may have (ipupodd "
-      "--max-execution-threads-per-user %d); retry when one of yours has finished or been "
-      "cancelled (a silent stream ends after --execution-stream-idle-seconds)",
-      user, mine, max_calls_per_user_));
+      "user %s already has %d %s in flight, the most one user may have (%s %d); retry when one "
+      "of yours has finished or been cancelled (a silent stream ends after "
+      "--execution-stream-idle-seconds)",
+      user, mine, w.calls, w.per_user_bound, max_calls_per_user_));
 }
 
 int CallLimit::in_flight() const {

@@ -38,6 +38,15 @@
 
 namespace ipupod::server {
 
+// How a refusal names the calls and the bounds ("compiles", "config
+// compile_max_concurrent"); the defaults are ExecutionService's.
+struct CallLimitWording {
+  std::string calls = "execution calls";
+  std::string examples = "uploads, loads, weight transfers, runs; ";
+  std::string bound = "ipupodd --max-execution-threads";
+  std::string per_user_bound = "ipupodd --max-execution-threads-per-user";
+};
+
 class CallLimit {
  public:
   // One admitted call; leaving scope ends it.
@@ -60,8 +69,10 @@ class CallLimit {
   };
 
   // REQUIRES: 1 <= max_calls_per_user <= max_calls.
-  CallLimit(int max_calls, int max_calls_per_user)
-      : max_calls_(max_calls), max_calls_per_user_(max_calls_per_user) {}
+  CallLimit(int max_calls, int max_calls_per_user, CallLimitWording wording = {})
+      : max_calls_(max_calls),
+        max_calls_per_user_(max_calls_per_user),
+        wording_(std::move(wording)) {}
   CallLimit(const CallLimit&) = delete;
   CallLimit& operator=(const CallLimit&) = delete;
 
@@ -78,6 +89,7 @@ class CallLimit {
 
   const int max_calls_;
   const int max_calls_per_user_;
+  const CallLimitWording wording_;
   mutable absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, int> per_user_ ABSL_GUARDED_BY(mu_);  // > 0 only

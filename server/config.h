@@ -23,6 +23,9 @@
 //     "execution_stream_idle_seconds": 30,  a stream silent this long is ended (1-3600)
 //     "load_memory_mb": 0,                  host memory for loaded programs; 0: half the RAM
 //     "compute_threads": 0,                 BLAS threads per run; 0 = every CPU
+//     "compile_max_model_mb": 1024,         CompileService: the largest model (1-65536)
+//     "compile_max_concurrent": 2,          compiles at once, one per user (1-64)
+//     "compile_time_limit_seconds": 600,    a compile still folding then stops (1-86400)
 //     "random_faults": {"seed": 1, "probability_per_operation": 0.01,
 //                       "kinds": ["ipu-reset", "link-reset", "partition-reset",
 //                                 "full-reset", "unrecoverable"]},
@@ -80,6 +83,10 @@ struct ServerConfig {
   int execution_stream_idle_seconds = 30;
   int64_t load_memory_mb = 0;  // 0: DefaultLoadMemoryBytes (execution/memory_budget.h)
   int compute_threads = 0;     // 0: every CPU of the host (kernels::MaxBlasThreads)
+  // Compiles on the server (execution/remote_compile.h).
+  int64_t compile_max_model_mb = 1024;
+  int compile_max_concurrent = 2;
+  int compile_time_limit_seconds = 600;
   scheduler::RandomFaults random_faults{.seed = 0, .probability_per_operation = 0.0};
   std::string log_level = "info";
   // Batch jobs (batch/job_manager.h): the blob store's bounds, how long
@@ -130,6 +137,9 @@ inline constexpr int64_t kBlobStoreMbMax = int64_t{1} << 24;  // 16 TiB
 inline constexpr int kRetentionHoursMax = 24 * 365;
 inline constexpr int kTimeLimitMinutesMax = 60 * 24 * 30;
 inline constexpr int kJobRequeuesMax = 100;
+inline constexpr int64_t kCompileModelMbMax = 65536;  // 64 GiB
+inline constexpr int kCompileConcurrentMax = 64;
+inline constexpr int kCompileTimeLimitSecondsMax = 86400;
 inline constexpr int kAccountingRetentionDaysMax = 36500;  // a century
 inline constexpr int kAccountingHeartbeatSecondsMax = 3600;
 inline constexpr size_t kStringLengthMax = 4096;  // paths, addresses

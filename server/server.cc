@@ -175,6 +175,13 @@ absl::Status PodServer::Init() {
   accounting_service_ =
       std::make_unique<AccountingServiceImpl>(env_, store_.get(), config_.accounting_public,
                                               kMaxAccountingCalls, kMaxAccountingCallsPerUser);
+  compiler_ = std::make_unique<execution::RemoteCompiler>(
+      execution::RemoteCompileLimits{
+          .max_model_bytes = config_.compile_max_model_mb << 20,
+          .time_limit = absl::Seconds(config_.compile_time_limit_seconds)},
+      cache_.get(), load_memory_.get());
+  compile_service_ = std::make_unique<CompileServiceImpl>(env_, blobs_.get(), compiler_.get(),
+                                                          config_.compile_max_concurrent);
   absl::Status status = BuildGrpcServer();
   if (!status.ok()) {
     jobs_->Shutdown();
@@ -218,7 +225,9 @@ absl::Status PodServer::BuildGrpcServer() {
   builder.RegisterService(execution_service_.get());
   builder.RegisterService(job_service_.get());
   builder.RegisterService(accounting_service_.get());
-  SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls + kMaxAccountingCalls);
+  builder.RegisterService(compile_service_.get());
+  SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls + kMaxAccountingCalls +
+                                   config_.compile_max_concurrent);
   SetInterceptors(builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {

@@ -48,6 +48,7 @@
 #include "batch/job_manager.h"
 #include "execution/loaded_programs.h"
 #include "execution/memory_budget.h"
+#include "execution/remote_compile.h"
 #include "execution/session_execution.h"
 #include "jobs/blob_store.h"
 #include "runtime/compute_gate.h"
@@ -55,6 +56,7 @@
 #include "scheduler/scheduler.h"
 #include "server/accounting_service.h"
 #include "server/accounting_upkeep.h"
+#include "server/compile_service.h"
 #include "server/config.h"
 #include "server/execution_service.h"
 #include "server/job_service.h"
@@ -113,6 +115,7 @@ class PodServer {
   std::unique_ptr<runtime::ComputeGate> compute_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<execution::SessionExecution> execution_;
+  std::unique_ptr<execution::RemoteCompiler> compiler_;
   // Batch jobs: the manager goes before everything it uses.
   std::unique_ptr<jobs::BlobStore> blobs_;
   std::unique_ptr<batch::JobManager> jobs_;
@@ -124,6 +127,7 @@ class PodServer {
   std::unique_ptr<ExecutionServiceImpl> execution_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<AccountingServiceImpl> accounting_service_;
+  std::unique_ptr<CompileServiceImpl> compile_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;

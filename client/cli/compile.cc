@@ -1,6 +1,8 @@
 // `ipupod compile`: ONNX model + ipu_config.json -> .ipx executable, and
-// `ipupod inspect`: what an .ipx takes and makes; both offline (no server). The compiler does the
-// work (compiler/compile.h); this file reads the inputs, maps failures to exit codes and prints the
+// `ipupod inspect`: what an .ipx takes and makes; both offline (no server), except `compile
+// --remote`, which has the server compile (CompileService) and writes what it sends back. The
+// compiler does the work (compiler/compile.h, the request read by compiler/compile_request.h, as
+// the server reads it); this file reads the inputs, maps failures to exit codes and prints the
 // result.
 //
 // Exit codes: 2 a bad command line (also --loss/--optimizer/--opt/--freeze/
@@ -8,7 +10,8 @@
 // 3 a file does not exist (the message names it), 9 a bad --ipu-config / --set / --module-map
 // value, 12 the model does not compile with this config (placement, run
 // shape, out of IPU memory, loss or frozen weight not in the model, an op
-// without a backward rule), 1 I/O errors.
+// without a backward rule), 1 I/O errors; with --remote also the server's codes (8 unreachable,
+// 5 a bound such as the model's size or compiles at once, 6 its time limit, 4 no permission).
 #include "compiler/compile.h"
 
 #include <filesystem>
@@ -20,9 +23,11 @@
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
 #include "client/cli/exit_codes.h"
+#include "client/client.h"
 #include "client/files.h"
 #include "common/format.h"
 #include "common/status_macros.h"
+#include "compiler/compile_request.h"
 #include "compiler/executable.h"
 #include "compiler/ipu_config.h"
 #include "compiler/placement.h"
@@ -42,6 +47,7 @@ struct CompileArgs {
   std::string module_map;
   std::string output;
   bool report = false;
+  bool remote = false;
   bool train = false;
   std::string loss;
   std::string optimizer;
@@ -54,25 +60,36 @@ absl::Status WithContext(const absl::Status& status, absl::string_view context) 
   return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
 }
 
-// The config file (if any) with every --set applied; warnings go to stderr.
-absl::StatusOr<compiler::IpuConfig> LoadConfig(Context& ctx, const CompileArgs& args) {
-  compiler::IpuConfig config;
+// What the compile request names besides the model: the config and
+// module-map files' text, the overrides and the training flags (checked by
+// TrainingOptions first).
+absl::StatusOr<compiler::CompileInputs> ReadCompileInputs(
+    const CompileArgs& args, const compiler::CompileOptions& training) {
+  compiler::CompileInputs inputs;
   if (!args.ipu_config.empty()) {
-    absl::StatusOr<std::string> text = client::ReadWholeFile(args.ipu_config, "--ipu-config file");
-    if (!text.ok()) return text.status();
-    absl::StatusOr<compiler::ParsedIpuConfig> parsed = compiler::ParseIpuConfigJson(*text);
-    if (!parsed.ok()) return WithContext(parsed.status(), absl::StrCat("in ", args.ipu_config));
-    for (const std::string& warning : parsed->warnings) {
-      ctx.Note({{"warning", absl::StrCat(args.ipu_config, ": ", warning)}},
-               absl::StrCat("warning: ", args.ipu_config, ": ", warning, "\n"));
-    }
-    config = std::move(parsed->config);
+    IPUPOD_ASSIGN_OR_RETURN(inputs.ipu_config_json,
+                            client::ReadWholeFile(args.ipu_config, "--ipu-config file"));
   }
-  for (const std::string& update : args.sets) {
-    absl::Status updated = compiler::UpdateFromString(config, update);
-    if (!updated.ok()) return WithContext(updated, absl::StrCat("--set '", update, "'"));
+  inputs.sets = args.sets;
+  if (!args.module_map.empty()) {
+    IPUPOD_ASSIGN_OR_RETURN(inputs.module_map_json,
+                            client::ReadWholeFile(args.module_map, "--module-map file"));
   }
-  return config;
+  inputs.train = !training.for_inference;
+  inputs.training = training.training;
+  return inputs;
+}
+
+// The inputs as Compile takes them, warnings (ignored config keys) on
+// stderr.
+absl::StatusOr<compiler::PreparedCompile> Prepare(Context& ctx, const CompileArgs& args,
+                                                  const compiler::CompileInputs& inputs) {
+  IPUPOD_ASSIGN_OR_RETURN(compiler::PreparedCompile prepared,
+                          compiler::PrepareCompile(inputs, args.ipu_config, args.module_map));
+  for (const std::string& warning : prepared.warnings) {
+    ctx.Note({{"warning", warning}}, absl::StrCat("warning: ", warning, "\n"));
+  }
+  return prepared;
 }
 
 // The training flags: a usage error without --train, or for an optimizer or
@@ -113,17 +130,6 @@ absl::Status TrainingOptions(const CompileArgs& args, compiler::CompileOptions& 
   if (!kind.ok()) return WithContext(kind.status(), "--optimizer");
   absl::Status valid = training::OptimizerSpec::Create(*kind, t.optimizer_attrs).status();
   return valid.ok() ? valid : WithContext(valid, "--opt");
-}
-
-absl::StatusOr<compiler::CompileOptions> LoadCompileOptions(const CompileArgs& args) {
-  compiler::CompileOptions options;
-  if (args.module_map.empty()) return options;
-  absl::StatusOr<std::string> text = client::ReadWholeFile(args.module_map, "--module-map file");
-  if (!text.ok()) return text.status();
-  absl::StatusOr<compiler::ModuleMap> map = compiler::ParseModuleMapJson(*text);
-  if (!map.ok()) return WithContext(map.status(), absl::StrCat("in ", args.module_map));
-  options.module_map = *std::move(map);
-  return options;
 }
 
 Json SpecsJson(const compiler::Executable& e, const std::vector<compiler::TensorSpec>& specs,
@@ -187,32 +193,13 @@ std::string TrainingText(const compiler::TrainingSpec& t) {
 
 Json CompiledJson(const CompileArgs& args, const compiler::CachedCompile& compiled,
                   uint64_t size_bytes, const compiler::Report* report) {
-  const compiler::Executable& e = compiled.executable;
   Json doc = {{"model", args.model},
               {"output", args.output},
-              {"sha256", e.content_hash},
               {"size_bytes", size_bytes},
               {"cache_hit", compiled.cache_hit},
-              {"cache_path", compiled.path},
-              {"ipus",
-               {{"per_replica", e.ipus.ipus_per_replica},
-                {"needed", e.ipus.needed},
-                {"reserved", e.ipus.reserved}}},
-              {"execution", std::string(compiler::ExecutionStrategyName(e.strategy))},
-              {"stages", e.placement.num_stages()},
-              {"micro_batch_size", e.micro_batch_size},
-              {"device_iterations", e.device_iterations},
-              {"replication_factor", e.replication_factor},
-              {"mode", std::string(compiler::ExecutableModeName(e.mode))},
-              {"samples_per_step", SamplesPerStep(e)},
-              {"output_mode", compiler::OutputModeName(e.output_mode)},
-              {"inputs", SpecsJson(e, e.inputs, true)},
-              {"outputs", SpecsJson(e, e.outputs, false)},
-              {"warnings", e.warnings}};
-  if (IsTraining(e)) {
-    doc["gradient_accumulation_steps"] = e.training.gradient_accumulation_steps;
-    doc["training"] = Json::parse(compiler::TrainingSpecJson(e.training));
-  }
+              {"cache_path", compiled.path}};
+  doc["compiled_on"] = args.remote ? "server" : "this machine";
+  doc.update(Json::parse(compiler::ExecutableSummaryJson(compiled.executable)));
   if (report != nullptr) doc["report"] = Json::parse(report->Json());
   return doc;
 }
@@ -221,8 +208,8 @@ std::string CompiledText(const CompileArgs& args, const compiler::CachedCompile&
                          uint64_t size_bytes, const compiler::Report* report) {
   const compiler::Executable& e = compiled.executable;
   std::string text = absl::StrCat(
-      "compiled ", args.model, " -> ", args.output, " (", FormatBytesTrimmed(size_bytes),
-      ", sha256 ", e.content_hash.substr(0, 16),
+      "compiled ", args.model, args.remote ? " on the server" : "", " -> ", args.output, " (",
+      FormatBytesTrimmed(size_bytes), ", sha256 ", e.content_hash.substr(0, 16),
       compiled.cache_hit ? ", from the executable cache" : "", ")\n", "ipus: ", e.ipus.needed, " (",
       e.ipus.ipus_per_replica, " per replica x ", e.replication_factor,
       e.replication_factor == 1 ? " replica" : " replicas", ")",
@@ -262,6 +249,80 @@ int FailCompile(Context& ctx, const absl::Status& status, const compiler::Report
   return code;
 }
 
+// The compile worked: warnings, then what was written.
+int PrintCompiled(Context& ctx, const CompileArgs& args, const compiler::CachedCompile& compiled,
+                  const compiler::Report& report) {
+  for (const std::string& warning : compiled.executable.warnings) {
+    ctx.Note({{"warning", warning}}, absl::StrCat("warning: ", warning, "\n"));
+  }
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(args.output, ec);
+  const compiler::Report* shown = args.report ? &report : nullptr;
+  return ctx.Print(CompiledJson(args, compiled, ec ? 0 : size, shown),
+                   CompiledText(args, compiled, ec ? 0 : size, shown));
+}
+
+int CompileHere(Context& ctx, const CompileArgs& args, const compiler::CompileInputs& inputs) {
+  absl::StatusOr<std::string> model = client::ReadWholeFile(args.model, "model");
+  if (!model.ok()) return ctx.Fail(model.status());
+  absl::StatusOr<compiler::PreparedCompile> prepared = Prepare(ctx, args, inputs);
+  if (!prepared.ok()) return ctx.Fail(prepared.status());
+  compiler::Report report;
+  absl::StatusOr<compiler::CachedCompile> compiled =
+      compiler::CompileCached(*model, prepared->config, prepared->options, &report);
+  if (!compiled.ok()) return FailCompile(ctx, compiled.status(), report);
+  absl::Status written = compiler::WriteExecutableFile(args.output, compiled->executable);
+  if (!written.ok()) return ctx.Fail(WithContext(written, absl::StrCat("writing ", args.output)));
+  return PrintCompiled(ctx, args, *compiled, report);
+}
+
+v1::CompileRequest RemoteRequest(const CompileArgs& args, const compiler::CompileInputs& inputs,
+                                 absl::string_view model_sha256) {
+  v1::CompileRequest request;
+  request.set_model_sha256(std::string(model_sha256));
+  request.set_ipu_config_json(inputs.ipu_config_json);
+  for (const std::string& set : inputs.sets) request.add_set(set);
+  request.set_module_map_json(inputs.module_map_json);
+  request.set_train(inputs.train);
+  request.set_loss(inputs.training.loss);
+  request.set_optimizer(inputs.training.optimizer);
+  request.mutable_optimizer_attrs()->insert(inputs.training.optimizer_attrs.begin(),
+                                            inputs.training.optimizer_attrs.end());
+  for (const std::string& frozen : inputs.training.frozen) request.add_frozen(frozen);
+  request.mutable_buffers()->insert(inputs.training.buffers.begin(), inputs.training.buffers.end());
+  request.set_report(true);
+  return request;
+}
+
+// --remote: the model goes to the server as a blob (once), the server
+// compiles it, and the executable comes back to args.output.
+int CompileOnServer(Context& ctx, const CompileArgs& args, const compiler::CompileInputs& inputs) {
+  absl::Status readable = client::CheckReadableFile(args.model, "model");
+  if (!readable.ok()) return ctx.Fail(readable);
+  absl::StatusOr<compiler::PreparedCompile> prepared = Prepare(ctx, args, inputs);
+  if (!prepared.ok()) return ctx.Fail(prepared.status());  // a bad config is exit 9 here too
+  auto client = ctx.Connect();
+  if (!client.ok()) return ctx.Fail(client.status());
+  absl::StatusOr<v1::BlobRef> model = (*client)->PutBlobFile(args.model, "model");
+  if (!model.ok()) return ctx.Fail(model.status());
+  std::string failure_report;
+  absl::StatusOr<v1::CompileResult> result = (*client)->Compile(
+      RemoteRequest(args, inputs, model->sha256()), args.output, &failure_report);
+  compiler::Report report;
+  if (!result.ok()) {
+    if (!failure_report.empty()) report = compiler::ReportFromJson(failure_report).value_or(report);
+    return FailCompile(ctx, result.status(), report);
+  }
+  absl::StatusOr<std::string> bytes = client::ReadWholeFile(args.output, "executable");
+  if (!bytes.ok()) return ctx.Fail(bytes.status());
+  absl::StatusOr<compiler::Executable> executable = compiler::ReadExecutable(*bytes);
+  if (!executable.ok()) return ctx.Fail(WithContext(executable.status(), args.output));
+  report = compiler::ReportFromJson(result->report_json()).value_or(report);
+  compiler::CachedCompile compiled{*std::move(executable), result->executable().cache_hit(), ""};
+  compiled.executable.warnings.assign(result->warnings().begin(), result->warnings().end());
+  return PrintCompiled(ctx, args, compiled, report);
+}
+
 int RunCompile(Context& ctx, CompileArgs args) {
   if (args.output.empty()) {
     args.output = client::ReplaceExtension(args.model, compiler::kExecutableExtension);
@@ -273,28 +334,11 @@ int RunCompile(Context& ctx, CompileArgs args) {
   compiler::CompileOptions training;
   absl::Status flags = TrainingOptions(args, training);
   if (!flags.ok()) return ctx.UsageError(flags.message());
-  absl::StatusOr<std::string> model = client::ReadWholeFile(args.model, "model");
-  if (!model.ok()) return ctx.Fail(model.status());
-  absl::StatusOr<compiler::IpuConfig> config = LoadConfig(ctx, args);
-  if (!config.ok()) return ctx.Fail(config.status());
-  absl::StatusOr<compiler::CompileOptions> options = LoadCompileOptions(args);
-  if (!options.ok()) return ctx.Fail(options.status());
-  options->for_inference = training.for_inference;
-  options->training = std::move(training.training);
-  compiler::Report report;
-  absl::StatusOr<compiler::CachedCompile> compiled =
-      compiler::CompileCached(*model, *config, *options, &report);
-  if (!compiled.ok()) return FailCompile(ctx, compiled.status(), report);
-  for (const std::string& warning : compiled->executable.warnings) {
-    ctx.Note({{"warning", warning}}, absl::StrCat("warning: ", warning, "\n"));
-  }
-  absl::Status written = compiler::WriteExecutableFile(args.output, compiled->executable);
-  if (!written.ok()) return ctx.Fail(WithContext(written, absl::StrCat("writing ", args.output)));
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(args.output, ec);
-  const compiler::Report* shown = args.report ? &report : nullptr;
-  return ctx.Print(CompiledJson(args, *compiled, ec ? 0 : size, shown),
-                   CompiledText(args, *compiled, ec ? 0 : size, shown));
+  absl::Status readable = client::CheckReadableFile(args.model, "model");
+  if (!readable.ok()) return ctx.Fail(readable);
+  absl::StatusOr<compiler::CompileInputs> inputs = ReadCompileInputs(args, training);
+  if (!inputs.ok()) return ctx.Fail(inputs.status());
+  return args.remote ? CompileOnServer(ctx, args, *inputs) : CompileHere(ctx, args, *inputs);
 }
 
 void AddTrainingFlags(CLI::App& compile, CompileArgs& args) {
@@ -452,11 +496,17 @@ void AddCompileCommand(CLI::App& app, Selection& selection) {
       ->type_name("FILE");
   compile->add_option("-o,--output", args->output, "The executable to write (default MODEL.ipx)")
       ->type_name("FILE.ipx");
+  compile->add_flag("--remote", args->remote,
+                    "Compile on the server (ipupodd) instead of this machine; the executable "
+                    "stays in the server's cache and is written to -o too");
   compile->add_flag("--report", args->report,
                     "Print the memory and time report per IPU (JSON under \"report\" with --json)");
   AddTrainingFlags(*compile, *args);
   compile->footer(
-      "Compiles on this machine; no server is needed. Placement: --module-map if given,\n"
+      "Compiles on this machine; no server is needed. With --remote the server compiles\n"
+      "(the model is uploaded once, by its SHA-256; the config and module map are read here)\n"
+      "and the executable stays in its cache for you (`ipupod run` finds it there) as well\n"
+      "as being written to -o. Placement: --module-map if given,\n"
       "else the model's PopART __ipu_number/__pipeline_stage attributes, else layers_per_ipu.\n"
       "With executable_cache_dir set in the config, an unchanged model and config are\n"
       "read from the cache instead of compiled again.\n"
@@ -474,11 +524,14 @@ void AddCompileCommand(CLI::App& app, Selection& selection) {
       "optimizer or attribute), 3 a file does not exist (named in the message), 9 a bad\n"
       "--ipu-config/--set/--module-map value, 12 the model does not compile with this config\n"
       "(placement, run shape, out of IPU memory, no such loss or weight, an op without a\n"
-      "backward rule), 1 an I/O error.\n"
+      "backward rule), 1 an I/O error. With --remote also the server's: 8 it cannot be\n"
+      "reached, 5 a bound (the model's size, compiles at once, its memory), 6 its compile\n"
+      "time limit, 4 no permission.\n"
       "\n"
       "Examples:\n"
       "  ipupod compile gpt2.onnx --ipu-config ipu_config.json -o gpt2.ipx --report\n"
       "  ipupod compile mlp.onnx --set \"inference_device_iterations=4,layers_per_ipu=[2 2]\"\n"
+      "  ipupod --server pod.example.org:50051 compile mlp.onnx --remote --train\n"
       "  ipupod compile bert.onnx --module-map map.json --report --json | jq .report.ipus\n"
       "  ipupod compile mlp.onnx --train --optimizer adam --opt lr=0.001 --freeze fc1.w \\\n"
       "      --set gradient_accumulation_steps=4 --report");

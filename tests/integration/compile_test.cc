@@ -1,14 +1,18 @@
 // End to end: `ipupod compile` (offline, no server): the .ipx it writes, the
 // --report table and JSON, --ipu-config and --set, the executable cache, and
 // every error path with its exit code (3 missing file, 9 bad config value,
-// 12 does not compile, 2 usage).
+// 12 does not compile, 2 usage). Then `compile --remote` through a real
+// ipupodd (CompileService): the same executable, runnable at once, and the
+// server's bounds with their exit codes.
 #include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
 
 #include "compiler/executable.h"
+#include "tensor/tensor_files.h"
 #include "tests/compiler/test_models.h"
+#include "tests/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 
 namespace ipupod::testing {
@@ -315,6 +319,94 @@ TEST_F(CompileTest, InspectErrors) {
   EXPECT_EQ(onnx.json()["error"]["code"], "INVALID_ARGUMENT");
   EXPECT_NE(onnx.out.find("not an ipupod executable"), std::string::npos) << onnx.out;
   EXPECT_EQ(RunCli(kNoServer, "alice", {"inspect"}).exit_code, 2);
+}
+
+// ---------------------------------------------------------------- --remote
+
+class RemoteCompileTest : public CompileTest {
+ protected:
+  CliResult Remote(std::vector<std::string> args, ServerUnderTest* server = nullptr) {
+    args.insert(args.begin(), {"compile", "--remote"});
+    return RunCli((server != nullptr ? server : &server_)->address(), "alice", args);
+  }
+  ServerUnderTest server_;
+};
+
+TEST_F(RemoteCompileTest, TheServerCompilesTheSameExecutableAndItRunsAtOnce) {
+  const std::string local_ipx = dir_.path() + "/local.ipx";
+  ASSERT_EQ(Compile({model_, "-o", local_ipx, "--set", "inference_device_iterations=2"}).exit_code,
+            0);
+  const std::string ipx = dir_.path() + "/remote.ipx";
+  CliResult r = Remote({model_, "-o", ipx, "--set", "inference_device_iterations=2", "--report"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("compiled " + model_ + " on the server -> " + ipx), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("activations"), std::string::npos) << r.out;  // the report table
+  absl::StatusOr<compiler::Executable> local = compiler::ReadExecutableFile(local_ipx);
+  absl::StatusOr<compiler::Executable> remote = compiler::ReadExecutableFile(ipx);
+  ASSERT_TRUE(local.ok() && remote.ok());
+  EXPECT_EQ(remote->content_hash, local->content_hash);
+  // Compiling again sends no model (the blob is stored) and finds it cached.
+  CliResult again = Remote({model_, "-o", ipx, "--set", "inference_device_iterations=2", "--json"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.json()["cache_hit"], true);
+  EXPECT_EQ(again.json()["compiled_on"], "server");
+  // The executable runs as it is (two steps of 8 samples).
+  const std::string inputs = dir_.path() + "/in.npz";
+  absl::StatusOr<tensor::Tensor> x =
+      tensor::Tensor::FromValues<float>({16, 8}, std::vector<float>(16 * 8, 0.25f));
+  ASSERT_TRUE(x.ok());
+  WriteFile(inputs, tensor::SerializeNpz({{"x", *x}}));
+  CliResult run = RunCli(server_.address(), "alice",
+                         {"run", ipx, "--inputs", inputs, "--outputs", dir_.path() + "/out.npz"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
+TEST_F(RemoteCompileTest, TrainingOptionsTravelWithTheRequest) {
+  const std::string model = dir_.path() + "/mlp_loss.onnx";
+  WriteFile(model, compiler::testing::MlpWithLossBytes(4));
+  CliResult r = Remote({model, "--train", "--optimizer", "adam", "--opt", "lr=0.001", "--freeze",
+                        "fc1.w", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json doc = r.json();
+  EXPECT_EQ(doc["mode"], "training");
+  EXPECT_EQ(doc["training"]["optimizer"], "adam");
+  EXPECT_EQ(doc["training"]["weights"], nlohmann::json({"fc2.w"}));
+}
+
+TEST_F(RemoteCompileTest, ErrorsKeepTheirExitCodes) {
+  // A bad config value is found here, before anything is sent (exit 9).
+  EXPECT_EQ(
+      RunCli(kNoServer, "alice", {"compile", "--remote", model_, "--set", "nonsense"}).exit_code,
+      9);
+  // The model does not compile with this config: the server's message (12).
+  CliResult placed = Remote({model_, "--set", "layers_per_ipu=[1 1]"});
+  EXPECT_EQ(placed.exit_code, 12) << placed.err;
+  EXPECT_NE(placed.err.find("layers_per_ipu"), std::string::npos) << placed.err;
+  // Out of IPU memory: the plan that did not fit comes back as the table (12).
+  const std::string huge = dir_.path() + "/huge.onnx";
+  WriteFile(huge, compiler::testing::HugeActivationBytes({1 << 16, 1 << 12}));
+  CliResult oom = Remote({huge});
+  EXPECT_EQ(oom.exit_code, 12) << oom.err;
+  EXPECT_NE(oom.err.find("out of memory"), std::string::npos) << oom.err;
+  EXPECT_NE(oom.err.find("activations"), std::string::npos) << oom.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/huge.ipx"));
+  // No server: exit 8.
+  EXPECT_EQ(RunCli(kNoServer, "alice", {"compile", "--remote", model_}).exit_code, 8);
+}
+
+TEST_F(RemoteCompileTest, AModelOverTheServersBoundIsRefused) {
+  ServerUnderTest small({}, R"({"compile_max_model_mb": 1})");
+  graph::testing::OnnxBuilder b(14);
+  b.Input("x", graph::testing::kFloat, {4, 512});
+  b.Output("y", graph::testing::kFloat, {4, 512});
+  b.Floats("w", {512, 512}, std::vector<float>(512 * 512, 0.5f));  // 1 MiB
+  b.Node("MatMul", {"x", "w"}, {"y"}, "/fc/MatMul");
+  const std::string big = dir_.path() + "/big.onnx";
+  WriteFile(big, b.Bytes());
+  CliResult r = Remote({big}, &small);
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("compile_max_model_mb"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -108,6 +108,23 @@ TEST(ConfigTest, TheWalksBoundIsReadAndChecked) {
   ExpectInvalid(R"({"max_backfill_waiters": "all"})", {"'max_backfill_waiters'"});
 }
 
+TEST(ConfigTest, TheCompileBoundsAreReadAndChecked) {
+  auto defaults = ParseConfigJson("{}");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->compile_max_model_mb, 1024);
+  EXPECT_EQ(defaults->compile_max_concurrent, 2);
+  EXPECT_EQ(defaults->compile_time_limit_seconds, 600);
+  auto config = ParseConfigJson(
+      R"({"compile_max_model_mb": 8, "compile_max_concurrent": 1, "compile_time_limit_seconds": 5})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->compile_max_model_mb, 8);
+  EXPECT_EQ(config->compile_max_concurrent, 1);
+  EXPECT_EQ(config->compile_time_limit_seconds, 5);
+  ExpectInvalid(R"({"compile_max_model_mb": 0})", {"'compile_max_model_mb'"});
+  ExpectInvalid(R"({"compile_max_concurrent": 65})", {"'compile_max_concurrent'"});
+  ExpectInvalid(R"({"compile_time_limit_seconds": 0})", {"'compile_time_limit_seconds'"});
+}
+
 TEST(ConfigTest, TheSharingSectionIsReadWhole) {
   absl::StatusOr<ServerConfig> c = ParseConfigJson(R"({"sharing": {
     "order": "backfill",

@@ -2,6 +2,8 @@
 torch 1.13 lacks, blocks to __ipu_number attributes), PopTorch's batch rule, and the local
 checks of Client.compile."""
 
+import inspect
+
 import grpc
 import pytest
 
@@ -257,3 +259,17 @@ def test_client_compile_checks_its_arguments_before_sending():
     with pytest.raises(ipupod.Error, match="cannot reach ipupodd") as caught:
         client.compile(b"onnx")
     assert caught.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+def test_the_public_api_has_docstrings_and_type_hints():
+    assert "import ipupod.poptorch as poptorch" in poptorch.__doc__
+    for name in poptorch.__all__:
+        assert getattr(poptorch, name).__doc__, name
+    for cls in (poptorch.PoplarExecutor, poptorch.Options, poptorch.Stage,
+                poptorch.optim.VariableAttributes, poptorch.optim.LAMB):
+        for name, member in inspect.getmembers(cls, inspect.isfunction):
+            if name.startswith("_") or name in vars(torch.optim.Optimizer):
+                continue
+            assert member.__doc__, f"{cls.__name__}.{name}"
+            signature = inspect.signature(member)
+            assert signature.return_annotation is not inspect.Signature.empty, name

@@ -164,6 +164,7 @@ class Stage:
         self.ipu_id: Optional[int] = None
 
     def ipu(self, ipu_id: int) -> "Stage":
+        """Places the stage on IPU ``ipu_id`` of each replica."""
         self.ipu_id = _info(None, ipu_id).ipu_id
         return self
 
@@ -186,6 +187,7 @@ class ExecutionStrategy:
                                  f"not {arg!r}")
 
     def stage(self, index: int) -> Stage:
+        """The ``index``-th stage given to the strategy."""
         return self.stages[index]
 
     def placement(self, block: BlockInfo, order: int) -> Tuple[int, Optional[int]]:

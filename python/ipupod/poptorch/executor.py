@@ -136,6 +136,7 @@ class PoplarExecutor:
 
     @property
     def options(self) -> Options:
+        """The options this model was wrapped with (a copy of the caller's)."""
         return self._options
 
     # ------------------------------------------------------------------ running

@@ -66,11 +66,13 @@ class VariableAttributes:
         self._variables.add(name)
 
     def isConstant(self, name: str) -> bool:
+        """True when ``name`` is fixed at compile time."""
         self._check(name)
         return name not in self._variables
 
     @property
     def variables(self) -> Set[str]:
+        """The variable attributes (``lr`` always among them)."""
         return set(self._variables)
 
 
@@ -146,6 +148,7 @@ class LAMB(_PoptorchOptimizer, torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> Any:
+        """One LAMB update of every parameter with a gradient (on the CPU)."""
         loss = closure() if closure is not None else None
         for group in self.param_groups:
             for weight in group["params"]:

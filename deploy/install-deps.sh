@@ -11,11 +11,14 @@ PACKAGES=(
   libabsl-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev
+  libdnnl-dev  # oneDNN: convolutions and pooling (kernels/conv.h), the library torch uses on CPU
+  ocl-icd-opencl-dev  # only because Debian's oneDNN CMake package asks for OpenCL (its GPU runtime)
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev
   libcli11-dev
   libsqlite3-dev zlib1g-dev
   python3 python3-torch python3-onnx python3-numpy
+  python3-torchvision  # parity of the convolutional models (tests/parity)
   # the Python client (python/): its runtime, its tests, and the offline `pip install ./python`
   python3-grpcio python3-protobuf python3-pytest python3-setuptools python3-pip
 )

@@ -20,6 +20,7 @@ const Registry& GetRegistry() {
     RegisterTensorOps(defs);
     RegisterNnOps(defs);
     RegisterLossOps(defs);
+    RegisterConvOps(defs);
     auto* r = new Registry();
     for (OpDef& d : defs) {
       std::string key = d.op_type;
@@ -100,6 +101,14 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> OpContext::Ints(absl::string
   if (v == nullptr) return std::optional<std::vector<int64_t>>();
   if (const auto* i = std::get_if<std::vector<int64_t>>(v)) return std::optional(*i);
   return AttrTypeError(attr, "a list of ints");
+}
+
+absl::StatusOr<std::string> OpContext::String(absl::string_view attr,
+                                              absl::string_view fallback) const {
+  const AttributeValue* v = node.FindAttribute(attr);
+  if (v == nullptr) return std::string(fallback);
+  if (const auto* text = std::get_if<std::string>(v)) return *text;
+  return AttrTypeError(attr, "a string");
 }
 
 absl::StatusOr<const Tensor*> OpContext::TensorAttr(absl::string_view attr) const {

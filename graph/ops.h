@@ -38,6 +38,7 @@
 #include "absl/types/span.h"
 #include "graph/graph.h"
 #include "kernels/batchnorm.h"
+#include "kernels/conv.h"
 #include "kernels/loss.h"
 #include "kernels/softmax.h"
 #include "kernels/view.h"
@@ -69,6 +70,7 @@ struct OpContext {
   absl::StatusOr<int64_t> RequiredInt(absl::string_view attr) const;
   absl::StatusOr<float> Float(absl::string_view attr, float fallback) const;
   absl::StatusOr<std::optional<std::vector<int64_t>>> Ints(absl::string_view attr) const;
+  absl::StatusOr<std::string> String(absl::string_view attr, absl::string_view fallback) const;
   absl::StatusOr<const Tensor*> TensorAttr(absl::string_view attr) const;
 };
 
@@ -123,6 +125,7 @@ void RegisterElementwiseOps(std::vector<OpDef>& defs);
 void RegisterTensorOps(std::vector<OpDef>& defs);
 void RegisterNnOps(std::vector<OpDef>& defs);
 void RegisterLossOps(std::vector<OpDef>& defs);
+void RegisterConvOps(std::vector<OpDef>& defs);
 
 // Helpers shared by the op files (and training/'s backward rules).
 
@@ -135,6 +138,12 @@ absl::StatusOr<kernels::LossOptions> LossOptionsOf(const OpContext& c);
 // no such attribute and train iff the node has more than one output.
 // INVALID_ARGUMENT for spatial != 1 and outputs the mode does not allow.
 absl::StatusOr<kernels::BatchNormOptions> BatchNormOptionsOf(const OpContext& c);
+// The geometry of a Conv node (x [N, C, I...], w [M, C/group, K...]: 1 to 3
+// spatial axes; kernel_shape, strides, dilations, pads or auto_pad, group),
+// and of a MaxPool, AveragePool or GlobalAveragePool node (with ceil_mode
+// and count_include_pad). INVALID_ARGUMENT naming what is inconsistent.
+absl::StatusOr<kernels::ConvGeometry> ConvGeometryOf(const OpContext& c);
+absl::StatusOr<kernels::PoolGeometry> PoolGeometryOf(const OpContext& c);
 // The class axis (1) of loss scores [N, C, D...] as a softmax layout.
 kernels::SoftmaxLayout ScoresLayout(const Shape& scores);
 

@@ -482,6 +482,73 @@ absl::Status RunExpand(const OpContext& c, absl::Span<Tensor> out) {
                          out[0].mutable_raw_data());
 }
 
+// ---- Pad (opset 11+: pads and constant_value are inputs; constant mode) ----
+
+struct PadSpec {
+  std::vector<int64_t> begin, end;
+  float value = 0.0f;
+};
+
+absl::StatusOr<PadSpec> PadSpecOf(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(std::string mode, c.String("mode", "constant"));
+  if (mode != "constant") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mode '", mode, "' is not supported; only 'constant' (torch's F.pad default) is"));
+  }
+  IPUPOD_RETURN_IF_ERROR(
+      RequireDType("data", c.dtype(0), {DType::kFloat32, DType::kInt64, DType::kInt32}));
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<int64_t> pads, c.ConstantInts(1, "pads"));
+  const size_t rank = static_cast<size_t>(c.rank(0));
+  if (pads.size() != 2 * rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pads has ", pads.size(), " entries; expected 2 x rank = ", 2 * rank));
+  }
+  PadSpec spec;
+  spec.begin.assign(pads.begin(), pads.begin() + rank);
+  spec.end.assign(pads.begin() + rank, pads.end());
+  for (int64_t p : pads) {
+    if (p < 0) {
+      return absl::InvalidArgumentError(
+          "negative pads (cropping) are not supported; slice the input instead");
+    }
+  }
+  if (c.has(2)) {
+    IPUPOD_ASSIGN_OR_RETURN(spec.value, c.ConstantScalar(2, "constant_value"));
+  }
+  return spec;
+}
+
+absl::StatusOr<std::vector<TensorType>> InferPad(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(PadSpec spec, PadSpecOf(c));
+  Shape out = c.shape(0);
+  for (size_t d = 0; d < out.size(); ++d) out[d] += spec.begin[d] + spec.end[d];
+  return WithShape(c, std::move(out));
+}
+
+template <typename T>
+void Fill(Tensor& t, T value) {
+  T* p = t.mutable_data<T>();
+  std::fill(p, p + t.num_elements(), value);
+}
+
+absl::Status RunPad(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(PadSpec spec, PadSpecOf(c));
+  const Tensor& in = *c.values[0];
+  switch (in.dtype()) {
+    case DType::kFloat32:
+      Fill<float>(out[0], spec.value);
+      break;
+    case DType::kInt64:
+      Fill<int64_t>(out[0], static_cast<int64_t>(spec.value));
+      break;
+    default:
+      Fill<int32_t>(out[0], static_cast<int32_t>(spec.value));
+      break;
+  }
+  return kernels::CopyIntoRegion(in.raw_data(), in.shape(), spec.begin, out[0].shape(),
+                                 DTypeSize(in.dtype()), out[0].mutable_raw_data());
+}
+
 // ---- Constant, ConstantOfShape, Range ----
 
 absl::StatusOr<Tensor> ConstantValue(const OpContext& c) {
@@ -650,6 +717,8 @@ void RegisterTensorOps(std::vector<OpDef>& defs) {
   defs.push_back(Def("Slice", 1, 5, InferSlice, RunSlice, {"starts", "ends", "axes"}));
   defs.push_back(Def("Gather", 2, 2, InferGather, RunGather, {"axis"}));
   defs.push_back(Def("Expand", 2, 2, InferExpand, RunExpand));
+  defs.push_back(Def("Pad", 2, 3, InferPad, RunPad, {"mode"}));
+  defs.back().since_opset = 11;
   defs.back().since_opset = 8;
   defs.push_back(Def("Constant", 0, 0, InferConstant, RunConstant,
                      {"value", "value_float", "value_floats", "value_int", "value_ints"}));

@@ -144,6 +144,38 @@ absl::Status Slice(const void* in, Dims in_shape, absl::Span<const SliceAxis> ax
   return StridedCopy(plan, elem_size, in, out);
 }
 
+absl::Status CopyIntoRegion(const void* in, Dims in_shape, absl::Span<const int64_t> pad_begin,
+                            Dims out_shape, size_t elem_size, void* out) {
+  const size_t rank = in_shape.size();
+  bool fits = out_shape.size() == rank && pad_begin.size() == rank;
+  for (size_t d = 0; fits && d < rank; ++d) {
+    fits = pad_begin[d] >= 0 && in_shape[d] + pad_begin[d] <= out_shape[d];
+  }
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", ShapeString(in_shape),
+                                                   " region does not fit in ",
+                                                   ShapeString(out_shape), " at its offset"));
+  }
+  IPUPOD_ASSIGN_OR_RETURN(const int64_t elements, NumElements(in_shape));
+  if (elements == 0) return absl::OkStatus();
+  const std::vector<int64_t> out_strides = RowMajorStrides(out_shape);
+  const int64_t row = rank == 0 ? 1 : in_shape[rank - 1];
+  const int64_t rows = elements / row;
+  std::vector<int64_t> index(rank == 0 ? 0 : rank - 1, 0);  // over all axes but the last
+  const char* src = static_cast<const char*>(in);
+  char* dst = static_cast<char*>(out);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = rank == 0 ? 0 : pad_begin[rank - 1];
+    for (size_t d = 0; d < index.size(); ++d) offset += (index[d] + pad_begin[d]) * out_strides[d];
+    std::memcpy(dst + offset * elem_size, src + r * row * elem_size, row * elem_size);
+    for (size_t d = index.size(); d-- > 0;) {  // odometer
+      if (++index[d] < in_shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Concat(absl::Span<const void* const> inputs, absl::Span<const Dims> shapes,
                     int64_t axis, size_t elem_size, void* out) {
   if (inputs.empty() || inputs.size() != shapes.size()) {

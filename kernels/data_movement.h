@@ -51,6 +51,12 @@ absl::StatusOr<SliceAxis> ResolveSliceAxis(int64_t start, int64_t end, int64_t s
 absl::Status Slice(const void* in, Dims in_shape, absl::Span<const SliceAxis> axes,
                    size_t elem_size, void* out);
 
+// Copies `in` into `out` (of `out_shape`, the same rank) at offset
+// `pad_begin` on every axis, leaving the rest of `out` as it is (the caller
+// filled it: ONNX Pad's constant). INVALID_ARGUMENT unless in fits there.
+absl::Status CopyIntoRegion(const void* in, Dims in_shape, absl::Span<const int64_t> pad_begin,
+                            Dims out_shape, size_t elem_size, void* out);
+
 // Concatenates `inputs` (with shapes `shapes`) along `axis`, which must
 // already be normalised. All other dims must agree.
 absl::Status Concat(absl::Span<const void* const> inputs, absl::Span<const Dims> shapes,

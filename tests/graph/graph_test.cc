@@ -83,7 +83,7 @@ TEST(GraphTest, RegistryCoversTheRequiredOps) {
                          "Range"}) {
     EXPECT_NE(FindOp(op), nullptr) << op;
   }
-  EXPECT_EQ(FindOp("Conv"), nullptr);
+  EXPECT_EQ(FindOp("ConvInteger"), nullptr);
 }
 
 }  // namespace

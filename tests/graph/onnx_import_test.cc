@@ -98,8 +98,10 @@ TEST(OnnxImportTest, RejectsUnsupportedOpNamingOpAndNode) {
   OnnxBuilder b(14);
   b.Input("x", kFloat, {1, 1, 4, 4}).Floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f));
   b.Output("y", kFloat);
-  b.Node("Conv", {"x", "w"}, {"y"}, "/features/conv1/Conv");
-  ExpectInvalid(b.Bytes(), "Conv node '/features/conv1/Conv': op 'Conv' is not supported");
+  b.Node("ConvInteger", {"x", "w"}, {"y"}, "/features/conv1/ConvInteger");
+  ExpectInvalid(b.Bytes(),
+                "ConvInteger node '/features/conv1/ConvInteger': op 'ConvInteger' is not "
+                "supported");
 }
 
 TEST(OnnxImportTest, RejectsUnsupportedAttributeAndDomain) {

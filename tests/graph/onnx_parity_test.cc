@@ -108,6 +108,8 @@ TEST_F(OnnxParityTest, TinyGptOpset14DecomposedLayerNorm) { CheckModel("tiny_gpt
 TEST_F(OnnxParityTest, TinyGptOpset17LayerNormalization) { CheckModel("tiny_gpt_opset17"); }
 TEST_F(OnnxParityTest, MultiheadAttentionEncoder) { CheckModel("mha_encoder"); }
 TEST_F(OnnxParityTest, BatchNormEvalMode) { CheckModel("batchnorm_eval"); }
+TEST_F(OnnxParityTest, SmallCnnConvPoolClip) { CheckModel("small_cnn"); }
+TEST_F(OnnxParityTest, ConvVarietyGroupsDilationsPadsPooling) { CheckModel("conv_variety"); }
 
 TEST_F(OnnxParityTest, ManifestListsEveryModel) {
   std::ifstream manifest(Path("manifest.txt"));
@@ -121,7 +123,7 @@ TEST_F(OnnxParityTest, ManifestListsEveryModel) {
     EXPECT_EQ(static_cast<int>(graph->outputs.size()), n_out) << name;
     ++count;
   }
-  EXPECT_EQ(count, 6);
+  EXPECT_EQ(count, 8);
 }
 
 TEST_F(OnnxParityTest, ShapeChainsFoldAway) {

@@ -38,8 +38,21 @@ const std::map<std::string, std::vector<Shape>>& OverwritingOpInputs() {
       {"Clip", {{2, 3}}},
       {"MatMul", {{2, 2, 3}, {3, 4}}},
       {"Gemm", {{2, 3}, {3, 4}, {4}}},
+      {"Conv", {{1, 2, 5, 5}, {3, 2, 3, 3}, {3}}},
+      {"MaxPool", {{1, 2, 5, 5}}},
+      {"AveragePool", {{1, 2, 5, 5}}},
+      {"GlobalAveragePool", {{1, 2, 4, 4}}},
   };
   return *inputs;
+}
+
+// Attributes an op needs to run at all.
+std::map<std::string, AttributeValue> OverwritingOpAttributes(const std::string& op) {
+  if (op == "MaxPool" || op == "AveragePool") {
+    return {{"kernel_shape", std::vector<int64_t>{2, 2}},
+            {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  }
+  return {};
 }
 
 // Positive values (Log, Sqrt and Pow need them), distinct per input.
@@ -57,7 +70,7 @@ TEST(OpsTest, WritesEveryOutputOpsOverwriteEveryElement) {
     SCOPED_TRACE(op);
     auto it = OverwritingOpInputs().find(op);
     ASSERT_NE(it, OverwritingOpInputs().end()) << "add input shapes for " << op;
-    Node node{op + "_0", op, "", {}, {"y"}, {}};
+    Node node{op + "_0", op, "", {}, {"y"}, OverwritingOpAttributes(op)};
     std::vector<Tensor> inputs;
     std::vector<TensorType> types;
     for (size_t i = 0; i < it->second.size(); ++i) {

@@ -172,6 +172,50 @@ class BatchNormNet(nn.Module):
         return self.fc2(F.relu(self.bn1(self.fc1(x))))
 
 
+class SmallCnn(nn.Module):
+    """Two conv blocks (eval-mode BatchNorm, which the exporter folds into the
+    convolution), max and average pooling with ceil_mode, ReLU6 (Clip) and a
+    linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.block1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                    nn.MaxPool2d(2))
+        self.block2 = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False),
+                                    nn.BatchNorm2d(16), nn.ReLU6(),
+                                    nn.AvgPool2d(2, ceil_mode=True, count_include_pad=False))
+        self.head = nn.Linear(16 * 2 * 2, 5)
+        with torch.no_grad():
+            for bn in (self.block1[1], self.block2[1]):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        return self.head(self.block2(self.block1(x)).flatten(1))
+
+
+class ConvVariety(nn.Module):
+    """Conv1d with stride and dilation; grouped, depthwise and dilated Conv2d;
+    padded, dilated max pooling with ceil_mode; padded average pooling that
+    counts its padding; global average pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1d = nn.Conv1d(4, 6, 5, stride=2, padding=2, dilation=2)
+        self.grouped = nn.Conv2d(6, 8, (3, 2), groups=2, padding=(1, 0))
+        self.depthwise = nn.Conv2d(8, 8, 3, groups=8, padding=1, bias=False)
+        self.dilated = nn.Conv2d(8, 4, 3, dilation=2, padding=2, stride=(1, 2))
+        self.max_pool = nn.MaxPool2d(3, stride=2, padding=1, dilation=2, ceil_mode=True)
+        self.avg_pool = nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=True)
+
+    def forward(self, x):
+        a = F.relu(self.conv1d(x))                       # [N, 6, 12]
+        b = a.unsqueeze(-1).expand(-1, -1, -1, 6)         # [N, 6, 12, 6]
+        b = self.depthwise(self.grouped(b))
+        c = self.dilated(F.relu(b))
+        return self.max_pool(c), self.avg_pool(c), F.adaptive_avg_pool2d(c, 1)
+
+
 def models():
     """(name, module, example inputs, opset) for every parity model."""
     torch.manual_seed(1)
@@ -186,6 +230,10 @@ def models():
     yield "mha_encoder", MhaEncoder(), (torch.randint(0, 40, (3, 7)),), 17
     torch.manual_seed(1)
     yield "batchnorm_eval", BatchNormNet(), (torch.randn(4, 3, 5, 5),), 14
+    torch.manual_seed(1)
+    yield "small_cnn", SmallCnn(), (torch.randn(2, 3, 16, 16),), 13
+    torch.manual_seed(1)
+    yield "conv_variety", ConvVariety(), (torch.randn(2, 4, 24),), 13
 
 
 def run(module, inputs):

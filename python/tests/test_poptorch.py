@@ -711,3 +711,42 @@ def test_batchnorm_statistics_train_and_frozen_parameters_stay(server):
     assert not torch.equal(state["bn.running_mean"], torch.zeros(8))
     assert poptorch_model._executable.summary["training"]["weights"] == [
         "bn.bias", "bn.weight", "fc.bias", "fc.weight", "out.bias"]
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_4_5_5_optimizer_state_is_read_and_written_through_state_dict(server, tmp_path):
+    PATH = str(tmp_path / "optimizer.pt")  # noqa: N806 - the seed's name
+    torch.manual_seed(11)
+    model = ExampleModelWithLoss()
+    reference = ExampleModelWithLoss()
+    reference.load_state_dict(model.state_dict())
+    input, target = torch.randn(2, 10), torch.randn(2, 10)
+    # seed begin (4.5.5)
+    optimizer = poptorch.optim.Adam(model.parameters())
+    poptorch_model = poptorch.trainingModel(model, optimizer=optimizer)
+    poptorch_model(input, target)
+    # Saving the optimizer state
+    torch.save({'optimizer_state_dict': optimizer.state_dict()}, PATH)
+    # Destroy original model to prevent an error when wrapping the model again
+    poptorch_model.destroy()
+    new_optimizer = poptorch.optim.Adam(model.parameters())
+    # Loading the optimizer state back
+    checkpoint = torch.load(PATH)
+    new_optimizer.load_state_dict(checkpoint['optimizer_state_dict'])
+    # The new training model will use the loaded optimizer state
+    new_poptorch_model = poptorch.trainingModel(model, optimizer=optimizer)
+    # seed end
+    saved = checkpoint["optimizer_state_dict"][poptorch.optim.DEVICE_STATE_KEY]
+    assert {"optimizer/fc.weight/exp_avg", "optimizer/step"} <= set(saved)
+    assert set(new_optimizer.pending_device_state) == set(saved)
+    new_poptorch_model(input, target)  # Adam's second step: its state came back
+    new_poptorch_model.copyWeightsToHost()
+    cpu = torch.optim.Adam(reference.parameters())
+    for _ in range(2):
+        cpu.zero_grad()
+        reference(input, target)[1].backward()
+        cpu.step()
+    for name, value in reference.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[name], value, rtol=1e-5, atol=1e-6)
+    state = optimizer.state_dict()[poptorch.optim.DEVICE_STATE_KEY]  # read from the device
+    assert int(state["optimizer/step"].reshape(-1)[0]) == 2

@@ -114,6 +114,7 @@ class PoplarExecutor:
             optimizer = torch.optim.SGD(model.parameters(), lr=0.01)  # PopTorch's default
         self._optimizer = optimizer
         self._opt_spec = optim.describe(optimizer) if training else None
+        self._bind_optimizer(optimizer)
         self._pending_opt: Dict[str, float] = {}
         self._sync = _WeightSync.of(model)
         self._client: Optional[Client] = None
@@ -251,7 +252,7 @@ class PoplarExecutor:
             # frozen parameters are constants of the executable, not writable weights
             writable = {spec.name for spec in program.weights}
             self._weights = [n for n in self._exported.weights if n in writable]
-            self._write_state()
+            self._write_state(attaching=True)
         except BaseException:
             self._session.release()
             self._session = None
@@ -268,8 +269,11 @@ class PoplarExecutor:
                                  "ipupod's queue")
             raise
 
-    def _write_state(self) -> None:
+    def _write_state(self, attaching: bool = False) -> None:
         state = dict(self._checkpoint or {})
+        if attaching and isinstance(self._optimizer, optim._PoptorchOptimizer):
+            state.update(self._optimizer.pending_device_state)  # load_state_dict's, once
+            self._optimizer.pending_device_state = {}
         state.update(self._host_weights())
         self._sync.busy = True
         try:
@@ -319,6 +323,10 @@ class PoplarExecutor:
             return
         if self._sync.dirty is self and self.isAttachedToDevice():
             self.copyWeightsToHost()
+        if isinstance(self._optimizer, optim._PoptorchOptimizer) and self.isAttachedToDevice():
+            # for its state_dict(), and for a model wrapped with it again
+            state = self._optimizer_state()
+            self._optimizer.device_state = self._optimizer.pending_device_state = state
         if self._session is not None:
             self._session.release()
         if self._client is not None:
@@ -374,12 +382,26 @@ class PoplarExecutor:
 
     # ------------------------------------------------------------------ optimizer
 
+    def _bind_optimizer(self, optimizer: Any) -> None:
+        """A poptorch optimizer's state_dict reads this model's device state."""
+        if isinstance(optimizer, optim._PoptorchOptimizer):
+            executor = weakref.ref(self)
+            optimizer._read_device_state = lambda: (executor() and executor()._optimizer_state())
+
+    def _optimizer_state(self) -> Dict[str, Any]:
+        """The device's optimizer state (``optimizer/...`` tensors), {} when detached."""
+        if not self.isAttachedToDevice():
+            return {}
+        checkpoint = self._session.read_checkpoint()
+        return {k: v for k, v in checkpoint.items() if k.startswith("optimizer/")}
+
     def setOptimizer(self, optimizer: Any) -> None:
         """Applies a changed optimizer's variables (``lr``, ``momentum``, ...) to later
         calls; a changed constant or optimizer kind is an error, as in PopTorch."""
         if not self._training:
             raise ValueError("setOptimizer is for training models")
         new = optim.describe(optimizer)
+        self._bind_optimizer(optimizer)
         if self._exported is None:
             self._optimizer, self._opt_spec = optimizer, new
             return

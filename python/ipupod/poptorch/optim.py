@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from typing import Any, Dict, Iterable, Optional, Set
+from typing import Any, Callable, Dict, Iterable, Optional, Set
 
 import torch
 
@@ -76,8 +76,14 @@ class VariableAttributes:
         return set(self._variables)
 
 
+#: The key of a poptorch optimizer's ``state_dict`` holding the device's optimizer state.
+DEVICE_STATE_KEY = "ipupod_device_state"
+
+
 class _PoptorchOptimizer:
-    """The PopTorch half of ``poptorch.optim``: extra attributes and ``variable_attrs``."""
+    """The PopTorch half of ``poptorch.optim``: extra attributes, ``variable_attrs``, and
+    ``state_dict`` / ``load_state_dict`` reading and writing the state on the device (the
+    checkpoint's ``optimizer/...`` tensors) while a training model uses the optimizer."""
 
     def _init_poptorch(self, passed: Dict[str, Any], extras: Dict[str, Any]) -> None:
         for name, value in extras.items():
@@ -85,6 +91,28 @@ class _PoptorchOptimizer:
         names = set(self.defaults) | set(_FP16_ATTRIBUTES) - {"foreach"}
         self.variable_attrs = VariableAttributes(
             {k for k, v in passed.items() if v is not None}, names)
+        self.device_state: Dict[str, Any] = {}  # the last state read from (or for) a device
+        self.pending_device_state: Dict[str, Any] = {}  # written at the next attach
+        self._read_device_state: Optional[Callable[[], Dict[str, Any]]] = None
+
+    def state_dict(self) -> Dict[str, Any]:
+        """torch's optimizer state_dict plus the device's optimizer state (when a training
+        model runs this optimizer, read from its IPUs now)."""
+        if self._read_device_state is not None:
+            fresh = self._read_device_state()
+            if fresh:
+                self.device_state = fresh
+        state = torch.optim.Optimizer.state_dict(self)
+        state[DEVICE_STATE_KEY] = dict(self.device_state)
+        return state
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Loads a ``state_dict()``; its device state is written to the IPUs when a training
+        model wrapped with this optimizer attaches."""
+        state = dict(state_dict)
+        self.device_state = dict(state.pop(DEVICE_STATE_KEY, {}))
+        self.pending_device_state = dict(self.device_state)
+        torch.optim.Optimizer.load_state_dict(self, state)
 
 
 def _split(kwargs: Dict[str, Any]) -> tuple:

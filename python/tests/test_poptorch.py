@@ -750,3 +750,32 @@ def test_4_5_5_optimizer_state_is_read_and_written_through_state_dict(server, tm
         torch.testing.assert_close(model.state_dict()[name], value, rtol=1e-5, atol=1e-6)
     state = optimizer.state_dict()[poptorch.optim.DEVICE_STATE_KEY]  # read from the device
     assert int(state["optimizer/step"].reshape(-1)[0]) == 2
+
+
+class ThreeBlocks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(6, 6) for _ in range(3))
+
+    def forward(self, x):
+        for ipu, layer in enumerate(self.layers):
+            with poptorch.Block(ipu_id=ipu):
+                x = torch.relu(layer(x))
+        return x
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_sharded_execution_and_auto_rounding_three_ipus(server):
+    torch.manual_seed(12)
+    model = ThreeBlocks()
+    x = torch.randn(4, 6)
+    opts = poptorch.Options().deviceIterations(4)
+    with pytest.raises(poptorch.Error) as caught:  # 3 IPUs: not a power of two
+        poptorch.inferenceModel(model, opts)(x)
+    assert caught.value.code.name == "INVALID_ARGUMENT" and "auto_round" in caught.value.message
+    opts.autoRoundNumIPUs(True).setExecutionStrategy(poptorch.ShardedExecution())
+    sharded = poptorch.inferenceModel(model, opts)
+    torch.testing.assert_close(sharded(x), model(x), rtol=1e-5, atol=1e-6)
+    summary = sharded._executable.summary
+    assert summary["execution"] == "sharded" and summary["ipus"]["reserved"] == 4
+    assert len(session_of(sharded).ipus) == 4

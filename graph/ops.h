@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -138,6 +139,9 @@ absl::StatusOr<kernels::LossOptions> LossOptionsOf(const OpContext& c);
 // no such attribute and train iff the node has more than one output.
 // INVALID_ARGUMENT for spatial != 1 and outputs the mode does not allow.
 absl::StatusOr<kernels::BatchNormOptions> BatchNormOptionsOf(const OpContext& c);
+// The [min, max] of a Clip node (attributes before opset 11, constant inputs
+// from 11; a missing bound is infinite).
+absl::StatusOr<std::pair<float, float>> ClipBounds(const OpContext& c);
 // The geometry of a Conv node (x [N, C, I...], w [M, C/group, K...]: 1 to 3
 // spatial axes; kernel_shape, strides, dilations, pads or auto_pad, group),
 // and of a MaxPool, AveragePool or GlobalAveragePool node (with ceil_mode

@@ -156,6 +156,8 @@ absl::Status RunLeakyRelu(const OpContext& c, absl::Span<Tensor> out) {
 
 // ---- Clip: bounds are attributes before opset 11, optional inputs after ----
 
+}  // namespace
+
 absl::StatusOr<std::pair<float, float>> ClipBounds(const OpContext& c) {
   float lo = -std::numeric_limits<float>::infinity();
   float hi = std::numeric_limits<float>::infinity();
@@ -175,6 +177,8 @@ absl::StatusOr<std::pair<float, float>> ClipBounds(const OpContext& c) {
   }
   return std::make_pair(lo, hi);
 }
+
+namespace {
 
 absl::StatusOr<std::vector<TensorType>> InferClip(const OpContext& c) {
   IPUPOD_RETURN_IF_ERROR(RequireDType("input 0", c.dtype(0), {DType::kFloat32}));

@@ -1,5 +1,5 @@
 // Backward rules of the elementwise ops: Add, Sub, Mul, Div, Pow (constant
-// exponent), Sqrt, Erf, Neg, Relu, Sigmoid, Tanh, Where, and the identities
+// exponent), Sqrt, Erf, Neg, Relu, Clip, Sigmoid, Tanh, Where, and the identities
 // Identity, Dropout (inference mode) and Cast (float to float). Broadcast
 // operands get their gradient summed back to their own shape.
 #include <cmath>
@@ -120,6 +120,15 @@ absl::StatusOr<int64_t> ReluGrad(const GradContext& c, Grads& grads) {
   return UnaryGrad<false>(c, grads, [](float g, float y) { return y > 0.0f ? g : 0.0f; });
 }
 
+// Clip passes the gradient strictly inside its bounds, as torch's hardtanh
+// and ReLU6 do (torch.clamp also passes it at a bound itself).
+absl::StatusOr<int64_t> ClipGrad(const GradContext& c, Grads& grads) {
+  IPUPOD_ASSIGN_OR_RETURN(const auto bounds, graph::ClipBounds(c.op));
+  const auto [lo, hi] = bounds;
+  return UnaryGrad<true>(c, grads,
+                         [lo, hi](float g, float x) { return x > lo && x < hi ? g : 0.0f; });
+}
+
 absl::StatusOr<int64_t> SigmoidGrad(const GradContext& c, Grads& grads) {
   return UnaryGrad<false>(c, grads, [](float g, float y) { return g * (1.0f - y) * y; });
 }
@@ -168,6 +177,7 @@ void RegisterElementwiseGrads(std::vector<GradRule>& rules) {
   rules.push_back(Rule("Erf", ErfGrad, true, false));
   rules.push_back(Rule("Neg", NegGrad, false, false));
   rules.push_back(Rule("Relu", ReluGrad, false, true));
+  rules.push_back(Rule("Clip", ClipGrad, true, false));
   rules.push_back(Rule("Sigmoid", SigmoidGrad, false, true));
   rules.push_back(Rule("Tanh", TanhGrad, false, true));
   rules.push_back(Rule("Where", WhereGrad, true, false));

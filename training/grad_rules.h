@@ -11,7 +11,7 @@
 // output *types* are always available.
 //
 // Rules are grouped like graph/ops_*.cc: grad_elementwise.cc, grad_nn.cc,
-// grad_tensor.cc, grad_loss.cc. The FLOP convention follows graph/ops.h:
+// grad_tensor.cc, grad_loss.cc, grad_conv.cc. The FLOP convention follows graph/ops.h:
 // a multiply-add is 2, elementwise work 1 per element touched.
 //
 // Thread safety: the rule table is built once (thread-safe static) and then
@@ -106,6 +106,7 @@ void RegisterElementwiseGrads(std::vector<GradRule>& rules);
 void RegisterNnGrads(std::vector<GradRule>& rules);
 void RegisterTensorGrads(std::vector<GradRule>& rules);
 void RegisterLossGrads(std::vector<GradRule>& rules);
+void RegisterConvGrads(std::vector<GradRule>& rules);
 
 // ---- helpers shared by the rule files (grad_util.cc) ----
 

@@ -22,6 +22,7 @@ const RuleTable& GetRules() {
     RegisterNnGrads(rules);
     RegisterTensorGrads(rules);
     RegisterLossGrads(rules);
+    RegisterConvGrads(rules);
     auto* t = new RuleTable();
     for (GradRule& r : rules) {
       std::string key = r.op_type;

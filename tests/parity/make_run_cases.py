@@ -10,9 +10,10 @@ For each case NAME this writes, into OUT_DIR/NAME/:
   inputs.npz        several steps of samples, keyed by ONNX input name (in0, ...)
   expected.npz      torch's outputs (eager, fp32) for every sample, micro-batch by
                     micro-batch, concatenated along dim 0, keyed by output name
-and one line "NAME SAMPLES_PER_STEP STEPS" per case in OUT_DIR/manifest.txt.
+and one line "NAME SAMPLES_PER_STEP STEPS RTOL ATOL" per case in OUT_DIR/manifest.txt.
 
-The models are those of make_models.py. Everything is seeded, so reruns write
+The models are those of make_models.py, and torchvision's ResNet-18 and
+MobileNetV2 (python3-torchvision, randomly initialised). Everything is seeded, so reruns write
 identical files. Exits with status 77 (skip) if torch or numpy is missing.
 """
 import json
@@ -65,6 +66,32 @@ def cases():
             "inference_device_iterations": 4}, 2)
 
 
+def vision_model(name):
+    """A torchvision classifier, randomly initialised (nothing is downloaded),
+    with BatchNorm running statistics measured on random images so that its
+    eval-mode activations keep their scale (the initial statistics would let
+    MobileNetV2's outputs shrink to 1e-9)."""
+    import torchvision
+    model = getattr(torchvision.models, name)(weights=None)
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.momentum = None  # a cumulative average over the calibration batches
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(8, 3, 224, 224))
+    return model.eval()
+
+
+def vision_cases():
+    """ResNet-18 and MobileNetV2 on a batch of 224x224 images, at the
+    tolerance the issue sets for them (rtol 1e-4, atol 1e-5)."""
+    for seed, name in ((7, "resnet18"), (8, "mobilenet_v2")):
+        torch.manual_seed(seed)
+        yield ("%s_1ipu" % name, vision_model(name), (torch.randn(4, 3, 224, 224),),
+               lambda n: (torch.randn(n, 3, 224, 224),), {}, 1, (1e-4, 1e-5))
+
+
 def samples_per_step(micro_batch, config):
     return (micro_batch * config.get("inference_device_iterations", 1)
             * config.get("inference_replication_factor", 1))
@@ -85,7 +112,8 @@ def reference(module, samples, micro_batch):
     return [np.concatenate(c, axis=0) for c in chunks]
 
 
-def write_case(out_dir, name, module, example, make_samples, config, steps):
+def write_case(out_dir, name, module, example, make_samples, config, steps,
+               tolerance=(1e-5, 1e-6)):
     case_dir = os.path.join(out_dir, name)
     os.makedirs(case_dir, exist_ok=True)
     module.eval()
@@ -110,13 +138,14 @@ def write_case(out_dir, name, module, example, make_samples, config, steps):
     expected = reference(module, samples, micro_batch)
     np.savez(os.path.join(case_dir, "expected.npz"),
              **{"out%d" % i: t for i, t in enumerate(expected)})
-    return "%s %d %d\n" % (name, step, steps)
+    return "%s %d %d %g %g\n" % (name, step, steps, tolerance[0], tolerance[1])
 
 
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     lines = [write_case(out_dir, *case) for case in cases()]
+    lines += [write_case(out_dir, *case) for case in vision_cases()]
     with open(os.path.join(out_dir, "manifest.txt"), "w") as f:
         f.writelines(lines)
 

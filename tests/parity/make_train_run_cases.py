@@ -33,6 +33,12 @@ Cases (the issue's parity list):
                    SGD lr 0.05 momentum 0.9, 20 updates: torch accumulates
                    over the micro-batches in turn, so the running statistics
                    (buffers updated in place) see each micro-batch as ipupod's do.
+  cnn_sgd          two conv blocks with BatchNorm (training mode), pooling and a
+                   linear head, F.cross_entropy, SGD lr 0.05 momentum 0.9, 100
+                   updates of a micro-batch of 4 on 1 IPU.
+  cnn_adam_pipelined  the same CNN over 2 IPUs (module map) x 2 replicas,
+                   Adam defaults, 100 updates of 16 samples (accumulation 4 x 2
+                   replicas of micro-batch 2, which torch runs in turn).
 Exits with status 77 (skip) if torch, numpy or onnx is missing.
 """
 import json
@@ -101,6 +107,25 @@ class FourLayers(nn.Module):
         return y, ((y - target) ** 2).mean()
 
 
+class SmallCnn(nn.Module):
+    """Two conv blocks with BatchNorm (training mode: batch statistics and
+    running-statistics buffers), max and average pooling, a linear head. The
+    convolutions have no bias, as usual before BatchNorm: its gradient is
+    zero up to rounding, which Adam would amplify into noise-driven steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.block1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                                    nn.ReLU(), nn.MaxPool2d(2))
+        self.block2 = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
+                                    nn.ReLU(), nn.AvgPool2d(2))
+        self.head = nn.Linear(16 * 2 * 2, 5)
+
+    def forward(self, x, target):
+        logits = self.head(self.block2(self.block1(x)).flatten(1))
+        return logits, F.cross_entropy(logits, target)
+
+
 def export(model, x, t, path, training):
     if training:  # BatchNorm with batch statistics and running-statistics outputs
         torch.onnx.export(model, (x, t), path, opset_version=15, input_names=["x", "target"],
@@ -142,13 +167,16 @@ def accumulated_step(model, optimizer, x, t, accumulation):
 
 
 def write_case(out_dir, name, model, make_batch, updates, config, compile_args,
-               make_optimizer, module_map=None, check=None, accumulation=1):
+               make_optimizer, module_map=None, check=None, accumulation=1, buffers=None):
     """accumulation > 1: torch runs the micro-batches of an update in turn
-    (models with buffers); otherwise one large batch per update."""
+    (models with buffers); otherwise one large batch per update. buffers
+    (default: accumulation > 1): export in training mode (BatchNorm's batch
+    statistics and running-statistics buffers)."""
     case = os.path.join(out_dir, name)
     os.makedirs(case, exist_ok=True)
     x0, t0 = make_batch(0, micro=True)
-    export(model, x0, t0, os.path.join(case, "model.onnx"), training=accumulation > 1)
+    training = accumulation > 1 if buffers is None else buffers
+    export(model, x0, t0, os.path.join(case, "model.onnx"), training=training)
     names = onnx_names(os.path.join(case, "model.onnx"), model)
     xs, ts, losses = [], [], []
     optimizer = make_optimizer(model)
@@ -220,6 +248,26 @@ def main(out_dir):
         {"gradient_accumulation_steps": 2, "device_iterations": 2},
         ["--opt", "lr=0.05,momentum=0.9"],
         lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9), accumulation=2)
+
+    # A small CNN, 100 updates of SGD with momentum on 1 IPU (a micro-batch of
+    # 4 per update) ...
+    cx = torch.randn(100, 4, 3, 8, 8)
+    ct = torch.randint(0, 5, (100, 4))
+    manifest += write_case(
+        out_dir, "cnn_sgd", SmallCnn(), lambda step, micro: (cx[step], ct[step]), 100,
+        {"device_iterations": 4}, ["--opt", "lr=0.05,momentum=0.9"],
+        lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9), buffers=True)
+    # ... and of Adam pipelined over 2 IPUs x 2 replicas: each update takes
+    # gradient_accumulation_steps 4 x 2 replicas micro-batches of 2, which
+    # torch runs in turn (BatchNorm's running statistics see each one).
+    ax = torch.randn(100, 16, 3, 8, 8)
+    at = torch.randint(0, 5, (100, 16))
+    manifest += write_case(
+        out_dir, "cnn_adam_pipelined", SmallCnn(),
+        lambda step, micro: (ax[step][:2], at[step][:2]) if micro else (ax[step], at[step]), 100,
+        {"gradient_accumulation_steps": 4, "replication_factor": 2, "device_iterations": 2},
+        ["--optimizer", "adam"], lambda m: torch.optim.Adam(m.parameters()), accumulation=8,
+        module_map={"block1": 0, "block2": 1, "head": 1})
 
     with open(os.path.join(out_dir, "manifest.txt"), "w") as f:
         f.write(manifest)

@@ -43,6 +43,10 @@ bias and running statistics start from random values. Files:
   bn2d_grads     per-channel gain, BatchNorm2d on [4, 3, 4, 4], Flatten,
                  Linear, F.cross_entropy, opset 13 (5 outputs, no
                  training_mode attribute).
+  cnn_grads      Conv2d/Conv1d (grouped, depthwise, dilated, strided),
+                 BatchNorm2d, ReLU6, max and average pooling (ceil_mode,
+                 padding), F.pad, global average pooling, F.cross_entropy,
+                 opset 13.
 Exits with status 77 (the conventional "skip") if torch or numpy is missing.
 """
 import os
@@ -113,6 +117,34 @@ class BatchNorm2dClassifier(nn.Module):
 
     def forward(self, x, labels):
         logits = self.fc(self.bn(x * self.gain).flatten(1))
+        return logits, F.cross_entropy(logits, labels)
+
+
+class ConvNetClassifier(nn.Module):
+    """Every convolutional op with a backward rule: Conv2d with BatchNorm2d in
+    training mode and ReLU6, ceil-mode max pooling, a grouped and a
+    depthwise convolution, constant padding, dilated max pooling, average
+    pooling that counts its padding, global average pooling, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.pool1 = nn.MaxPool2d(2, ceil_mode=True)
+        self.grouped = nn.Conv2d(8, 8, 3, groups=2, stride=2, padding=1, bias=False)
+        self.depthwise = nn.Conv2d(8, 8, 3, groups=8, dilation=2, padding=2)
+        self.pool2 = nn.MaxPool2d(3, stride=1, padding=1, dilation=1)
+        self.pool3 = nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+        self.conv1d = nn.Conv1d(8, 4, 3, stride=2)
+        self.fc = nn.Linear(8 + 4, 5)
+
+    def forward(self, x, labels):
+        h = self.pool1(F.relu6(self.bn1(self.conv1(x))))           # [N, 8, 5, 5]
+        h = F.relu(self.grouped(F.pad(h, (1, 0, 0, 1))))          # [N, 8, 3, 3]
+        h = self.pool3(self.pool2(self.depthwise(h)))             # [N, 8, 3, 3]
+        pooled = F.adaptive_avg_pool2d(h, 1).flatten(1)           # [N, 8]
+        seq = self.conv1d(h.flatten(2))                           # [N, 4, 4]
+        logits = self.fc(torch.cat([pooled, seq.mean(-1)], dim=1))
         return logits, F.cross_entropy(logits, labels)
 
 
@@ -278,6 +310,13 @@ def bn2d_grads(out_dir):
                   torch.randint(0, 5, (4,)), 13)
 
 
+def cnn_grads(out_dir):
+    torch.manual_seed(5)
+    model = ConvNetClassifier()
+    gradient_case(out_dir, "cnn_grads", model, torch.randn(4, 3, 9, 9),
+                  torch.randint(0, 5, (4,)), 13)
+
+
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
@@ -287,6 +326,7 @@ def main():
     accum_replicas(out_dir)
     bn1d_grads(out_dir)
     bn2d_grads(out_dir)
+    cnn_grads(out_dir)
 
 
 if __name__ == "__main__":

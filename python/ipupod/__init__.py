@@ -33,6 +33,7 @@ starts a private ipupodd per test (fixture ``ipupod_server``). docs/python.md is
 """
 
 from ipupod.client import DEFAULT_SERVER, FAULT_KINDS, Client
+from ipupod.compiling import CompileResult
 from ipupod.errors import RECOVERY_ACTIONS, Error, RecoverableError, UnrecoverableError
 from ipupod.jobs import FINISHED_STATES, JobState
 from ipupod.runs import RunProgress, RunResult, StepPlan, TrainResult
@@ -42,6 +43,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client",
+    "CompileResult",
     "DEFAULT_SERVER",
     "Error",
     "FAULT_KINDS",

@@ -25,12 +25,13 @@ import numpy as np
 from ipupod import errors, runs, tensors
 from ipupod._proto import execution_pb2, pod_pb2
 from ipupod.attach import AttachStream
+from ipupod.compiling import CompileResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from ipupod.client import Client
 
 Executable = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview,
-                   execution_pb2.ExecutableRef]
+                   execution_pb2.ExecutableRef, CompileResult]
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -114,7 +115,8 @@ class Session:
 
     def load(self, executable: Executable) -> execution_pb2.LoadedProgram:
         """Loads an executable on the session's IPUs, uploading it first unless the server has
-        it. ``executable``: an ``.ipx`` path, its bytes, an ``ExecutableRef`` or its sha256.
+        it. ``executable``: an ``.ipx`` path, its bytes, an ``ExecutableRef``, a
+        ``CompileResult`` (``Client.compile``: the server holds it) or its sha256.
         Returns the ``LoadedProgram`` (inputs, outputs, weights, run shape, training info)."""
         sha256 = self._executable_sha256(executable)
         request = execution_pb2.LoadRequest(session=self.id, sha256=sha256)
@@ -124,7 +126,7 @@ class Session:
         return self._program
 
     def _executable_sha256(self, executable: Executable) -> str:
-        if isinstance(executable, execution_pb2.ExecutableRef):
+        if isinstance(executable, (execution_pb2.ExecutableRef, CompileResult)):
             return executable.sha256
         if isinstance(executable, str) and _SHA256.match(executable) and not os.path.exists(
                 executable):

@@ -30,8 +30,10 @@ def test_pip_installs_offline_into_a_virtual_environment(tmp_path):
     assert installed.returncode == 0, installed.stdout + installed.stderr
     check = textwrap.dedent("""
         import importlib.metadata, os, ipupod, ipupod.testing
-        from ipupod._proto import pod_pb2_grpc
+        from ipupod._proto import pod_pb2_grpc, compile_pb2_grpc
+        import ipupod.poptorch
         assert "site-packages" in ipupod.__file__, ipupod.__file__
+        assert "site-packages" in ipupod.poptorch.__file__, ipupod.poptorch.__file__
         points = importlib.metadata.entry_points(group="pytest11")
         assert [p.value for p in points if p.name == "ipupod.testing"] == ["ipupod.testing"]
         print(ipupod.__version__, os.path.basename(pod_pb2_grpc.__file__))

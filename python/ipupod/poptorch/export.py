@@ -1,0 +1,203 @@
+"""Exporting a wrapped model to ONNX for ipupod's compiler, and PopTorch's batch rules.
+
+A model is exported once, by torch.onnx (opset 14, no constant folding, so every parameter
+and buffer keeps its ``state_dict`` name as an ONNX initializer), on one micro-batch of the
+first call's inputs: the call's batch is micro-batch x deviceIterations x replicationFactor
+(x gradientAccumulation for training), PopTorch's rule, and each input's dim 0 is split so.
+Training models are exported in training mode (BatchNorm then updates its running
+statistics on the server), inference models in eval mode.
+
+torch 1.13 exports neither ``mse_loss`` nor ``l1_loss``; :func:`register_symbolics` adds
+both, as the ops their definitions are made of.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import io
+import warnings
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
+
+import torch
+
+from ipupod.poptorch import blocks
+
+OPSET = 14
+_REDUCTIONS = {0: None, 1: "ReduceMean", 2: "ReduceSum"}
+_registered = False
+_on_ipu = False
+
+
+def isRunningOnIpu() -> bool:  # noqa: N802 - PopTorch's name
+    """True while the model is traced for the IPU (exported), False on the CPU."""
+    return _on_ipu
+
+
+def identity_loss(x: torch.Tensor, reduction: str = "none") -> torch.Tensor:
+    """Marks ``x`` as the loss to train on, reduced by ``"sum"``, ``"mean"`` or ``"none"``
+    (then ``x`` must already be a scalar)."""
+    if reduction == "sum":
+        return x.sum()
+    if reduction == "mean":
+        return x.mean()
+    if reduction == "none":
+        return x
+    raise ValueError(f"identity_loss reduction must be 'sum', 'mean' or 'none', not "
+                     f"{reduction!r}")
+
+
+def _reduce(g: Any, value: Any, reduction: int) -> Any:
+    op = _REDUCTIONS.get(reduction)
+    return value if op is None else g.op(op, value, keepdims_i=0)
+
+
+def _mse_loss(g: Any, input: Any, target: Any, reduction: Any) -> Any:
+    from torch.onnx import symbolic_helper
+    difference = g.op("Sub", input, target)
+    return _reduce(g, g.op("Mul", difference, difference),
+                   symbolic_helper._maybe_get_const(reduction, "i"))
+
+
+def _l1_loss(g: Any, input: Any, target: Any, reduction: Any) -> Any:
+    from torch.onnx import symbolic_helper
+    return _reduce(g, g.op("Abs", g.op("Sub", input, target)),
+                   symbolic_helper._maybe_get_const(reduction, "i"))
+
+
+def register_symbolics() -> None:
+    """Teaches torch.onnx the losses the seed's models use (once per process)."""
+    global _registered
+    if not _registered:
+        torch.onnx.register_custom_op_symbolic("aten::mse_loss", _mse_loss, OPSET)
+        torch.onnx.register_custom_op_symbolic("aten::l1_loss", _l1_loss, OPSET)
+        _registered = True
+
+
+@dataclasses.dataclass
+class Exported:
+    """An exported model: the ONNX bytes, input and output names, how the outputs nest
+    (``structure``: "tensor", or a tuple/list of the same), which outputs are scalars, the
+    IPUs its blocks use (0 = no blocks) and the initializers that hold module state."""
+
+    onnx: bytes
+    inputs: List[str]
+    outputs: List[str]
+    structure: Any
+    scalar_outputs: List[str]
+    block_ipus: int
+    weights: List[str]
+
+
+def input_names(model: torch.nn.Module, count: int, kwargs: Dict[str, Any]) -> List[str]:
+    """The forward's parameter names for ``count`` positional and the keyword inputs."""
+    parameters = [p for p in inspect.signature(model.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in parameters[:count]]
+    names += [f"input_{i}" for i in range(len(names), count)]
+    return names + [k for k in kwargs if k not in names]
+
+
+def positional(model: torch.nn.Module, args: Sequence[Any], kwargs: Dict[str, Any]
+               ) -> Tuple[torch.Tensor, ...]:
+    """The call's tensors in the forward's order (keyword inputs after the positional ones,
+    ``None`` keywords dropped)."""
+    tensors = list(args) + [v for v in kwargs.values() if v is not None]
+    for index, value in enumerate(tensors):
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"input {index} is a {type(value).__name__}; ipupod models take "
+                             f"tensors only")
+    return tuple(tensors)
+
+
+def micro_batch(inputs: Sequence[torch.Tensor], names: Sequence[str], combined: int,
+                rule: str) -> int:
+    """The micro-batch size: every input's dim 0 divided by ``combined``."""
+    sizes = set()
+    for name, tensor in zip(names, inputs):
+        if tensor.dim() == 0 or tensor.shape[0] % combined:
+            raise ValueError(f"input '{name}' has shape {list(tensor.shape)}: its dim 0 must "
+                             f"be a multiple of {combined} ({rule}); change the batch or the "
+                             f"options")
+        sizes.add(tensor.shape[0] // combined)
+    if len(sizes) != 1:
+        raise ValueError(f"the inputs' batch sizes differ ({sorted(sizes)} per micro-batch); "
+                         f"give every input the same dim 0")
+    return sizes.pop()
+
+
+def _structure(value: Any, names: List[str]) -> Any:
+    if isinstance(value, torch.Tensor):
+        names.append(f"output_{len(names)}")
+        return "tensor"
+    if isinstance(value, (tuple, list)):
+        return type(value)(_structure(v, names) for v in value)
+    raise ValueError(f"the model returned a {type(value).__name__}; ipupod models return "
+                     f"tensors, or tuples and lists of tensors")
+
+
+def rebuild(structure: Any, values: Iterator[torch.Tensor]) -> Any:
+    """The outputs nested as the model returned them."""
+    if structure == "tensor":
+        return next(values)
+    return type(structure)(rebuild(s, values) for s in structure)
+
+
+@contextlib.contextmanager
+def _tracing(model: torch.nn.Module, training: bool) -> Iterator[None]:
+    global _on_ipu
+    was_training = model.training
+    model.train(training)
+    _on_ipu = True
+    try:
+        yield
+    finally:
+        _on_ipu = False
+        model.train(was_training)
+
+
+def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: List[str],
+           training: bool, strategy: blocks.ExecutionStrategy) -> Exported:
+    """Exports ``model`` on ``example`` (one micro-batch) and annotates its blocks."""
+    import onnx
+    register_symbolics()
+    saved = {k: v.clone() for k, v in model.state_dict().items()}  # tracing runs forward
+    with _tracing(model, training), torch.no_grad(), warnings.catch_warnings():
+        # a traced shape check (mse_loss's) is constant for the compiled shapes, as intended
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        # BatchNorm's step counter is not exported; the compiler updates its statistics
+        warnings.filterwarnings("ignore", "ONNX Preprocess - Removing mutation")
+        outputs: List[str] = []
+        structure = _structure(model(*example), outputs)
+        buffer = io.BytesIO()
+        mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
+        with blocks.recording() as recorder:
+            torch.onnx.export(model, example, buffer, input_names=names, output_names=outputs,
+                              opset_version=OPSET, do_constant_folding=False, training=mode)
+        model.load_state_dict(saved)
+    proto = onnx.load_from_string(buffer.getvalue())
+    ipus = blocks.annotate(proto, recorder.blocks, strategy)
+    state = set(model.state_dict())
+    return Exported(onnx=proto.SerializeToString(), inputs=names, outputs=outputs,
+                    structure=structure, scalar_outputs=_scalars(proto), block_ipus=ipus,
+                    weights=[i.name for i in proto.graph.initializer if i.name in state])
+
+
+def _scalars(proto: Any) -> List[str]:
+    return [o.name for o in proto.graph.output
+            if o.type.tensor_type.HasField("shape") and not o.type.tensor_type.shape.dim]
+
+
+def loss_name(exported: Exported) -> str:
+    """The output to train on: the only scalar, else the last scalar output."""
+    if not exported.scalar_outputs:
+        raise ValueError("trainingModel needs the model to return its loss, a scalar: "
+                         "`return output, loss` (poptorch.identity_loss makes a custom one)")
+    return exported.scalar_outputs[-1]
+
+
+def frozen(model: torch.nn.Module, exported: Exported) -> List[str]:
+    """Parameters with ``requires_grad`` False (PopTorch does not train them)."""
+    parameters = dict(model.named_parameters())
+    return [n for n in exported.weights if n in parameters and not parameters[n].requires_grad]

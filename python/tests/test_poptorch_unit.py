@@ -1,0 +1,275 @@
+"""ipupod.poptorch without a server: options, the optimizer mapping, the export (losses
+torch 1.13 lacks, blocks to __ipu_number attributes), PopTorch's batch rule, and the local
+checks of Client.compile."""
+
+import inspect
+
+import grpc
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+
+import ipupod  # noqa: E402
+import ipupod.poptorch as poptorch  # noqa: E402
+from ipupod.poptorch import export, optim  # noqa: E402
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer1 = torch.nn.Linear(5, 10)
+        self.layer2 = torch.nn.Linear(10, 5)
+
+    def forward(self, x, target=None):
+        y = self.layer2(torch.relu(self.layer1(x)))
+        if target is None:
+            return y
+        return y, torch.nn.functional.mse_loss(y, target)
+
+
+def placements(exported):
+    model = onnx.load_from_string(exported.onnx)
+    return [(node.op_type, {a.name: a.i for a in node.attribute if a.name.startswith("__")})
+            for node in model.graph.node]
+
+
+# ---------------------------------------------------------------------- options
+
+def test_options_become_ipu_config_overrides_for_training_and_inference():
+    opts = poptorch.Options().deviceIterations(4).replicationFactor(2)
+    opts.Training.gradientAccumulation(3)
+    opts.outputMode(poptorch.OutputMode.All).autoRoundNumIPUs(True)
+    assert opts.compile_settings(True).sets == [
+        "device_iterations=4", "replication_factor=2", "gradient_accumulation_steps=3",
+        "output_mode=all", "auto_round_num_ipus=true"]
+    assert opts.compile_settings(False).sets == [
+        "inference_device_iterations=4", "inference_replication_factor=2",
+        "inference_output_mode=all", "auto_round_num_ipus=true"]
+    every = poptorch.Options().outputMode(poptorch.OutputMode.EveryN, 2)
+    assert "output_mode=every_n:2" in every.compile_settings(True).sets
+
+
+def test_options_load_from_a_file_of_setter_calls(tmp_path):
+    path = tmp_path / "poptorch.conf"
+    path.write_text("deviceIterations(1)\nsetExecutionStrategy(poptorch.ShardedExecution())\n"
+                    "replicationFactor(2)\nTraining.gradientAccumulation(2)\n")
+    opts = poptorch.Options()
+    opts.loadFromFile(str(path))
+    assert opts.replication_factor == 2 and opts.Training.gradient_accumulation == 2
+    assert "sharded_execution_for_inference=true" in opts.compile_settings(False).sets
+    path.write_text("deviceIterations(0)\n")
+    with pytest.raises(ValueError, match="poptorch.conf:1.*positive integer"):
+        poptorch.Options().loadFromFile(str(path))
+
+
+def test_bad_and_unmodelled_options_say_what_to_do():
+    with pytest.raises(ValueError, match="positive integer"):
+        poptorch.Options().deviceIterations(0)
+    with pytest.raises(ValueError, match="output_return_period"):
+        poptorch.Options().outputMode(poptorch.OutputMode.EveryN)
+    with pytest.raises(AttributeError):
+        poptorch.Options().Precision.setPartialsType(torch.half)
+    with pytest.raises(ValueError, match="enableSyntheticData.*not modelled"):
+        poptorch.Options().enableSyntheticData(True)
+    sharded = poptorch.Options().setExecutionStrategy(poptorch.ShardedExecution())
+    with pytest.raises(ValueError, match="ShardedExecution for training.*PipelinedExecution"):
+        sharded.compile_settings(True)
+    with pytest.raises(ValueError, match="fp32"):
+        poptorch.Options().Training.setAutomaticLossScaling(True)
+    config = poptorch.Options().ipuConfig('{"layers_per_ipu": [1, 1]}')
+    assert config.ipu_config == {"layers_per_ipu": [1, 1]}
+
+
+# ---------------------------------------------------------------------- optimizers
+
+def test_poptorch_optimizers_mark_explicit_arguments_as_variables():
+    params = TwoLayers().parameters()
+    # the seed's 4.5.4 cases
+    spec = optim.describe(poptorch.optim.SGD(params, lr=0.01, momentum=0.0,
+                                             use_combined_accum=False))
+    assert "momentum" not in spec.constants and spec.attrs["momentum"] == 0.0
+    spec = optim.describe(poptorch.optim.SGD(TwoLayers().parameters(), lr=0.01))
+    assert "momentum" in spec.constants and spec.attrs == {"lr": 0.01}
+    opt = poptorch.optim.SGD(TwoLayers().parameters(), lr=0.01, momentum=0.9, loss_scaling=2.0)
+    opt.variable_attrs.markAsConstant("momentum")
+    spec = optim.describe(opt)
+    assert "momentum" in spec.constants and spec.attrs["momentum"] == 0.9  # off its default
+    opt.variable_attrs.markAsVariable("dampening")
+    assert not opt.variable_attrs.isConstant("dampening")
+    with pytest.raises(ValueError, match="lr is always a variable"):
+        opt.variable_attrs.markAsConstant("lr")
+
+
+def test_native_optimizers_make_attributes_off_their_defaults_variables():
+    params = list(TwoLayers().parameters())
+    assert optim.describe(torch.optim.SGD(params, lr=0.01)).constants >= {"momentum"}
+    assert "momentum" in optim.describe(torch.optim.SGD(params, lr=0.01,
+                                                        momentum=0.0)).constants
+    assert "momentum" not in optim.describe(torch.optim.SGD(params, lr=0.01,
+                                                            momentum=1.0)).constants
+    adam = optim.describe(torch.optim.Adam(params, lr=0.01, betas=(0.8, 0.999)))
+    assert adam.name == "adam" and adam.attrs == {"lr": 0.01, "beta1": 0.8}
+    assert optim.describe(torch.optim.RMSprop(params, centered=True)).attrs["centered"] == 1.0
+    assert optim.describe(poptorch.optim.LAMB(params)).name == "lamb"
+    assert optim.describe(torch.optim.AdamW(params)).name == "adamw"
+
+
+def test_unsupported_optimizers_and_changed_constants_are_refused():
+    params = list(TwoLayers().parameters())
+    with pytest.raises(ValueError, match="not Adagrad"):
+        optim.describe(torch.optim.Adagrad(params))
+    with pytest.raises(ValueError, match="param groups differ in 'lr'"):
+        optim.describe(torch.optim.SGD([{"params": params[:2], "lr": 0.1},
+                                        {"params": params[2:]}], lr=0.01))
+    with pytest.raises(ValueError, match="maximize"):
+        optim.describe(torch.optim.SGD(params, lr=0.1, maximize=True))
+    compiled = optim.describe(poptorch.optim.SGD(params, lr=0.01))
+    assert optim.changes(compiled, optim.describe(poptorch.optim.SGD(params, lr=0.5))) == {
+        "lr": 0.5}
+    with pytest.raises(ValueError, match="'momentum' is a constant"):
+        optim.changes(compiled, optim.describe(poptorch.optim.SGD(params, lr=0.01,
+                                                                  momentum=0.5)))
+    with pytest.raises(ValueError, match="compiled with sgd, not adam"):
+        optim.changes(compiled, optim.describe(torch.optim.Adam(params)))
+
+
+def test_lamb_steps_on_the_cpu_too():
+    torch.manual_seed(0)
+    model = TwoLayers()
+    opt = poptorch.optim.LAMB(model.parameters(), lr=0.01)
+    x, target = torch.randn(8, 5), torch.randn(8, 5)
+    losses = []
+    for _ in range(20):
+        opt.zero_grad()
+        _, loss = model(x, target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+
+
+# ---------------------------------------------------------------------- export
+
+def test_mse_loss_exports_as_the_ops_it_is_made_of():
+    exported = export.export(TwoLayers(), (torch.randn(2, 5), torch.randn(2, 5)),
+                             ["x", "target"], True, poptorch.PipelinedExecution())
+    ops = [op for op, _ in placements(exported)]
+    assert ops[-3:] == ["Sub", "Mul", "ReduceMean"]
+    assert exported.scalar_outputs == ["output_1"] and export.loss_name(exported) == "output_1"
+    assert exported.weights == ["layer1.weight", "layer1.bias", "layer2.weight", "layer2.bias"]
+    assert exported.structure == ("tensor", "tensor")
+
+
+def test_a_training_model_must_return_its_loss():
+    exported = export.export(TwoLayers(), (torch.randn(2, 5),), ["x"], True,
+                             poptorch.PipelinedExecution())
+    with pytest.raises(ValueError, match="return its loss"):
+        export.loss_name(exported)
+
+
+def test_begin_block_places_the_layer_and_what_follows():
+    model = TwoLayers()
+    model.layer2 = poptorch.BeginBlock(model.layer2, ipu_id=1)
+    exported = export.export(model, (torch.randn(2, 5),), ["x"], False,
+                             poptorch.PipelinedExecution())
+    assert exported.block_ipus == 2
+    assert placements(exported) == [("Gemm", {"__ipu_number": 0}), ("Relu", {"__ipu_number": 0}),
+                                    ("Gemm", {"__ipu_number": 1})]
+    assert model(torch.randn(3, 5)).shape == (3, 5)  # still runs on the CPU
+
+
+def test_blocks_follow_stages_and_block_functions():
+    class Staged(TwoLayers):
+        def forward(self, x):
+            with poptorch.Block("A"):
+                x = torch.relu(self.layer1(x))
+            return self.second(x)
+
+        @poptorch.BlockFunction("B")
+        def second(self, x):
+            return self.layer2(x) * 2
+
+    strategy = poptorch.PipelinedExecution(poptorch.Stage("A").ipu(1), poptorch.Stage("B").ipu(3))
+    exported = export.export(Staged(), (torch.randn(2, 5),), ["x"], False, strategy)
+    assert exported.block_ipus == 4
+    assert [p["__ipu_number"] for _, p in placements(exported)] == [1, 1, 3, 3, 3]
+    assert [p["__pipeline_stage"] for _, p in placements(exported)] == [0, 0, 1, 1, 1]
+    with pytest.raises(ValueError, match="block 'A' has no ipu_id"):
+        export.export(Staged(), (torch.randn(2, 5),), ["x"], False, poptorch.PipelinedExecution())
+
+
+def test_is_running_on_ipu_only_while_exported():
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            seen.append(poptorch.isRunningOnIpu())
+            return x + 1
+
+    Probe()(torch.zeros(1))
+    export.export(Probe(), (torch.zeros(1),), ["x"], False, poptorch.PipelinedExecution())
+    assert seen[0] is False and all(seen[1:]) and not poptorch.isRunningOnIpu()
+
+
+def test_identity_loss_reduces_as_asked():
+    x = torch.tensor([1.0, 2.0, 3.0])
+    assert poptorch.identity_loss(x, reduction="sum").item() == 6.0
+    assert poptorch.identity_loss(x, reduction="mean").item() == 2.0
+    with pytest.raises(ValueError, match="reduction"):
+        poptorch.identity_loss(x, reduction="max")
+
+
+def test_the_call_batch_is_split_by_poptorchs_rule():
+    x = torch.zeros(24, 5)
+    assert export.micro_batch([x, x], ["x", "y"], 4 * 2 * 3, "rule") == 1
+    with pytest.raises(ValueError, match=r"input 'x' has shape \[10, 5\].*multiple of 4"):
+        export.micro_batch([torch.zeros(10, 5)], ["x"], 4, "rule")
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        export.micro_batch([torch.zeros(4, 5), torch.zeros(8, 5)], ["x", "y"], 4, "rule")
+
+
+def test_a_model_torch_cannot_export_says_what_to_do():
+    class Spectral(torch.nn.Module):
+        def forward(self, x):
+            return torch.fft.fft(x).real
+
+    model = poptorch.inferenceModel(Spectral(), poptorch.Options().server("127.0.0.1:1"))
+    with pytest.raises(poptorch.Error, match="cannot export.*fft.*register_custom_op_symbolic"):
+        model(torch.randn(4, 4))
+
+
+def test_errors_are_ipupods_under_poptorchs_names():
+    assert poptorch.Error is ipupod.Error
+    assert poptorch.RecoverableError is ipupod.RecoverableError
+    assert poptorch.UnrecoverableError is ipupod.UnrecoverableError
+
+
+# ---------------------------------------------------------------------- Client.compile
+
+def test_client_compile_checks_its_arguments_before_sending():
+    client = ipupod.Client(server="127.0.0.1:1")
+    with pytest.raises(ipupod.Error, match="unknown optimizer 'adagrad'") as caught:
+        client.compile(b"onnx", train=True, optimizer="adagrad")
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(ipupod.Error, match="pass train=True"):
+        client.compile(b"onnx", loss="loss")
+    with pytest.raises(ipupod.Error, match="ONNX file path"):
+        client.compile(42)
+    with pytest.raises(ipupod.Error, match="cannot reach ipupodd") as caught:
+        client.compile(b"onnx")
+    assert caught.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+def test_the_public_api_has_docstrings_and_type_hints():
+    assert "import ipupod.poptorch as poptorch" in poptorch.__doc__
+    for name in poptorch.__all__:
+        assert getattr(poptorch, name).__doc__, name
+    for cls in (poptorch.PoplarExecutor, poptorch.Options, poptorch.Stage,
+                poptorch.optim.VariableAttributes, poptorch.optim.LAMB):
+        for name, member in inspect.getmembers(cls, inspect.isfunction):
+            if name.startswith("_") or name in vars(torch.optim.Optimizer):
+                continue
+            assert member.__doc__, f"{cls.__name__}.{name}"
+            signature = inspect.signature(member)
+            assert signature.return_annotation is not inspect.Signature.empty, name

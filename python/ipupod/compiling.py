@@ -189,8 +189,17 @@ class CompileMixin:
 
 def _receive(responses: Any, output: Union[None, str, "os.PathLike[str]"],
              location: str) -> CompileResult:
-    """The first response's result, then the .ipx chunks written to ``output``."""
+    """The first response's result, then the .ipx chunks written to ``output``. A compile
+    that ran out of IPU memory sends its memory plan before its error: the raised
+    ``ipupod.Error`` then carries it as ``report`` (a dict, the report's JSON)."""
     first = next(iter(responses), None)
+    if first is not None and first.WhichOneof("kind") == "failure_report_json":
+        report = json.loads(first.failure_report_json)
+        try:
+            first = next(responses, None)  # the error the server ends the call with
+        except errors.Error as error:
+            error.report = report
+            raise
     if first is None or first.WhichOneof("kind") != "result":
         raise errors.malformed_stream("compile", "the stream did not start with its result",
                                       location)

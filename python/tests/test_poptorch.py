@@ -631,6 +631,20 @@ def test_client_compile_leaves_the_executable_in_the_servers_cache(server, tmp_p
     assert client.usage(group_by="user").total.key == "TOTAL"
 
 
+@pytest.mark.ipupod(pod="POD4")
+def test_a_compile_out_of_ipu_memory_raises_with_the_plan_that_did_not_fit(server, tmp_path):
+    model = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.ReLU())  # activations only
+    onnx_path = tmp_path / "huge.onnx"
+    torch.onnx.export(model, (torch.zeros(1 << 16, 1 << 12),), str(onnx_path),
+                      input_names=["x"], output_names=["y"], opset_version=14)
+    with pytest.raises(ipupod.Error) as caught:
+        server.client().compile(str(onnx_path), output=str(tmp_path / "huge.ipx"))
+    assert caught.value.code.name == "INVALID_ARGUMENT"
+    assert "out of memory" in caught.value.message
+    assert caught.value.report["ipus"][0]["total_bytes"] > 900 * 10**6
+    assert not (tmp_path / "huge.ipx").exists()
+
+
 class LinearMse(torch.nn.Module):
     def __init__(self):
         super().__init__()

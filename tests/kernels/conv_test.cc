@@ -51,7 +51,8 @@ ConvGeometry Geometry(std::vector<int64_t> in, std::vector<int64_t> kernel, int6
 
 // Calls visit(y index, x index, w index) for every multiply-add of the
 // convolution (x index -1: a padded position). Spatial rank 1 or 2.
-void ForEachTap(const ConvGeometry& g, const std::function<void(int64_t, int64_t, int64_t)>& visit) {
+void ForEachTap(const ConvGeometry& g,
+                const std::function<void(int64_t, int64_t, int64_t)>& visit) {
   const bool two = g.spatial_rank() == 2;
   const int64_t ih = two ? g.in_spatial[0] : 1, iw = g.in_spatial.back();
   const int64_t oh = two ? g.out_spatial[0] : 1, ow = g.out_spatial.back();

@@ -124,7 +124,8 @@ absl::StatusOr<int64_t> ReluGrad(const GradContext& c, Grads& grads) {
 // and ReLU6 do (torch.clamp also passes it at a bound itself).
 absl::StatusOr<int64_t> ClipGrad(const GradContext& c, Grads& grads) {
   IPUPOD_ASSIGN_OR_RETURN(const auto bounds, graph::ClipBounds(c.op));
-  const auto [lo, hi] = bounds;
+  const float lo = bounds.first;  // (clang 14 cannot capture a structured binding)
+  const float hi = bounds.second;
   return UnaryGrad<true>(c, grads,
                          [lo, hi](float g, float x) { return x > lo && x < hi ? g : 0.0f; });
 }

@@ -583,6 +583,20 @@ def test_4_10_2_compile_and_export_then_load(server, tmp_path):
     assert again._executable == poptorch_model._executable
 
 
+@pytest.mark.ipupod(pod="POD4", config={"executable_cache_mb": 1})
+def test_attach_compiles_again_when_the_server_evicted_the_executable(server):
+    torch.manual_seed(9)
+    first, second = torch.nn.Linear(512, 400), torch.nn.Linear(512, 400)  # 0.8 MB each
+    x = torch.randn(2, 512)
+    model = poptorch.inferenceModel(first)
+    model(x)
+    model.detachFromDevice()
+    poptorch.inferenceModel(second)(x)  # its executable pushes the first out of 1 MB
+    model.attachToDevice()
+    torch.testing.assert_close(model(x), first(x), rtol=1e-5, atol=1e-6)
+    model.destroy()
+
+
 @pytest.mark.ipupod(pod="POD4")
 def test_detach_and_attach_keep_the_training_state(server):
     torch.manual_seed(6)

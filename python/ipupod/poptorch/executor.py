@@ -248,7 +248,7 @@ class PoplarExecutor:
             raise ValueError("the model is already attached to IPUs")
         self._session = self._attach()
         try:
-            program = self._session.load(self._executable)
+            program = self._load()
             # frozen parameters are constants of the executable, not writable weights
             writable = {spec.name for spec in program.weights}
             self._weights = [n for n in self._exported.weights if n in writable]
@@ -257,6 +257,17 @@ class PoplarExecutor:
             self._session.release()
             self._session = None
             raise
+
+    def _load(self) -> Any:
+        """Loads the executable, compiling it again first if the server no longer holds it
+        (its executable cache evicts the least recently used): the export is kept for that."""
+        try:
+            return self._session.load(self._executable)
+        except errors.Error as error:
+            if error.code != grpc.StatusCode.NOT_FOUND or self._exported is None:
+                raise
+        self._executable = self._compile_exported(self._exported, None)
+        return self._session.load(self._executable)
 
     def _attach(self) -> Any:
         wait = os.environ.get("POPTORCH_WAIT_FOR_IPU", "") == "1"

@@ -154,6 +154,19 @@ absl::Status RunLeakyRelu(const OpContext& c, absl::Span<Tensor> out) {
   return kernels::LeakyRelu(alpha, ViewOf<float>(*c.values[0]), MutableViewOf<float>(out[0]));
 }
 
+// ---- HardSigmoid (alpha 0.2, beta 0.5 by default; torch writes alpha 1/6), HardSwish ----
+
+absl::Status RunHardSigmoid(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(float alpha, c.Float("alpha", 0.2f));
+  IPUPOD_ASSIGN_OR_RETURN(float beta, c.Float("beta", 0.5f));
+  return kernels::HardSigmoid(alpha, beta, ViewOf<float>(*c.values[0]),
+                              MutableViewOf<float>(out[0]));
+}
+
+absl::Status RunHardSwish(const OpContext& c, absl::Span<Tensor> out) {
+  return kernels::HardSwish(ViewOf<float>(*c.values[0]), MutableViewOf<float>(out[0]));
+}
+
 // ---- Clip: bounds are attributes before opset 11, optional inputs after ----
 
 }  // namespace
@@ -232,6 +245,11 @@ void RegisterElementwiseOps(std::vector<OpDef>& defs) {
       WritesEveryOutput(Def("Reciprocal", 1, InferUnary<false>, RunUnary<UnaryOp::kReciprocal>)));
   defs.push_back(
       WritesEveryOutput(Def("LeakyRelu", 1, InferUnary<false>, RunLeakyRelu, {"alpha"})));
+  defs.push_back(WritesEveryOutput(
+      Def("HardSigmoid", 1, InferUnary<false>, RunHardSigmoid, {"alpha", "beta"})));
+  defs.back().since_opset = 6;
+  defs.push_back(WritesEveryOutput(Def("HardSwish", 1, InferUnary<false>, RunHardSwish)));
+  defs.back().since_opset = 14;
   defs.push_back(WritesEveryOutput(Def("Clip", 1, InferClip, RunClip, {"min", "max"})));
   defs.back().max_inputs = 3;
 }

@@ -287,6 +287,16 @@ absl::Status LeakyRelu(float alpha, View<float> in, MutableView<float> out) {
   return SameShapeUnary(in, out, [alpha](float x) { return x >= 0.0f ? x : alpha * x; });
 }
 
+absl::Status HardSigmoid(float alpha, float beta, View<float> in, MutableView<float> out) {
+  return SameShapeUnary(
+      in, out, [alpha, beta](float x) { return std::min(std::max(alpha * x + beta, 0.0f), 1.0f); });
+}
+
+absl::Status HardSwish(View<float> in, MutableView<float> out) {
+  return SameShapeUnary(
+      in, out, [](float x) { return x * std::min(std::max(x / 6.0f + 0.5f, 0.0f), 1.0f); });
+}
+
 template <typename T>
 absl::Status Clip(T lo, T hi, View<T> in, MutableView<T> out) {
   return SameShapeUnary(in, out, [lo, hi](T x) { return std::min(std::max(x, lo), hi); });

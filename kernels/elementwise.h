@@ -61,6 +61,11 @@ absl::Status LogicalNot(View<bool> in, MutableView<bool> out);
 // out = x >= 0 ? x : alpha * x, same shape.
 absl::Status LeakyRelu(float alpha, View<float> in, MutableView<float> out);
 
+// ONNX HardSigmoid: out = max(0, min(1, alpha * x + beta)); HardSwish (torch's
+// hardswish, alpha 1/6 and beta 0.5): out = x * HardSigmoid(x).
+absl::Status HardSigmoid(float alpha, float beta, View<float> in, MutableView<float> out);
+absl::Status HardSwish(View<float> in, MutableView<float> out);
+
 // out = min(max(x, lo), hi), same shape. REQUIRES nothing of lo <= hi: like
 // ONNX and torch, hi wins when lo > hi.
 template <typename T>

@@ -1,7 +1,7 @@
 // Backward rules of the elementwise ops: Add, Sub, Mul, Div, Pow (constant
-// exponent), Sqrt, Erf, Neg, Relu, Clip, Sigmoid, Tanh, Where, and the identities
-// Identity, Dropout (inference mode) and Cast (float to float). Broadcast
-// operands get their gradient summed back to their own shape.
+// exponent), Sqrt, Erf, Neg, Relu, Clip, HardSigmoid, HardSwish, Sigmoid, Tanh, Where, and the
+// identities Identity, Dropout (inference mode) and Cast (float to float). Broadcast operands get
+// their gradient summed back to their own shape.
 #include <cmath>
 
 #include "common/status_macros.h"
@@ -130,6 +130,24 @@ absl::StatusOr<int64_t> ClipGrad(const GradContext& c, Grads& grads) {
                          [lo, hi](float g, float x) { return x > lo && x < hi ? g : 0.0f; });
 }
 
+// HardSigmoid passes alpha * g where it is not clamped (torch: -3 < x < 3).
+absl::StatusOr<int64_t> HardSigmoidGrad(const GradContext& c, Grads& grads) {
+  IPUPOD_ASSIGN_OR_RETURN(const float alpha, c.op.Float("alpha", 0.2f));
+  IPUPOD_ASSIGN_OR_RETURN(const float beta, c.op.Float("beta", 0.5f));
+  return UnaryGrad<true>(c, grads, [alpha, beta](float g, float x) {
+    const float v = alpha * x + beta;
+    return v > 0.0f && v < 1.0f ? g * alpha : 0.0f;
+  });
+}
+
+// HardSwish as torch differentiates it: 0 below -3, g above 3, g (x / 3 + 1/2) between.
+absl::StatusOr<int64_t> HardSwishGrad(const GradContext& c, Grads& grads) {
+  return UnaryGrad<true>(c, grads, [](float g, float x) {
+    if (x < -3.0f) return 0.0f;
+    return x <= 3.0f ? g * (x / 3.0f + 0.5f) : g;
+  });
+}
+
 absl::StatusOr<int64_t> SigmoidGrad(const GradContext& c, Grads& grads) {
   return UnaryGrad<false>(c, grads, [](float g, float y) { return g * (1.0f - y) * y; });
 }
@@ -179,6 +197,8 @@ void RegisterElementwiseGrads(std::vector<GradRule>& rules) {
   rules.push_back(Rule("Neg", NegGrad, false, false));
   rules.push_back(Rule("Relu", ReluGrad, false, true));
   rules.push_back(Rule("Clip", ClipGrad, true, false));
+  rules.push_back(Rule("HardSigmoid", HardSigmoidGrad, true, false));
+  rules.push_back(Rule("HardSwish", HardSwishGrad, true, false));
   rules.push_back(Rule("Sigmoid", SigmoidGrad, false, true));
   rules.push_back(Rule("Tanh", TanhGrad, false, true));
   rules.push_back(Rule("Where", WhereGrad, true, false));

@@ -110,6 +110,7 @@ TEST_F(OnnxParityTest, MultiheadAttentionEncoder) { CheckModel("mha_encoder"); }
 TEST_F(OnnxParityTest, BatchNormEvalMode) { CheckModel("batchnorm_eval"); }
 TEST_F(OnnxParityTest, SmallCnnConvPoolClip) { CheckModel("small_cnn"); }
 TEST_F(OnnxParityTest, ConvVarietyGroupsDilationsPadsPooling) { CheckModel("conv_variety"); }
+TEST_F(OnnxParityTest, HardswishAndHardsigmoid) { CheckModel("hard_activations"); }
 
 TEST_F(OnnxParityTest, ManifestListsEveryModel) {
   std::ifstream manifest(Path("manifest.txt"));
@@ -123,7 +124,7 @@ TEST_F(OnnxParityTest, ManifestListsEveryModel) {
     EXPECT_EQ(static_cast<int>(graph->outputs.size()), n_out) << name;
     ++count;
   }
-  EXPECT_EQ(count, 8);
+  EXPECT_EQ(count, 9);
 }
 
 TEST_F(OnnxParityTest, ShapeChainsFoldAway) {

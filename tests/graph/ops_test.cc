@@ -36,6 +36,8 @@ const std::map<std::string, std::vector<Shape>>& OverwritingOpInputs() {
       {"Reciprocal", {{2, 3}}},
       {"LeakyRelu", {{2, 3}}},
       {"Clip", {{2, 3}}},
+      {"HardSigmoid", {{2, 3}}},
+      {"HardSwish", {{2, 3}}},
       {"MatMul", {{2, 2, 3}, {3, 4}}},
       {"Gemm", {{2, 3}, {3, 4}, {4}}},
       {"Conv", {{1, 2, 5, 5}, {3, 2, 3, 3}, {3}}},

@@ -216,6 +216,19 @@ class ConvVariety(nn.Module):
         return self.max_pool(c), self.avg_pool(c), F.adaptive_avg_pool2d(c, 1)
 
 
+class HardActivations(nn.Module):
+    """MobileNetV3's activations: Hardswish and Hardsigmoid (ONNX HardSwish from
+    opset 14, HardSigmoid with alpha 1/6)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 8)
+
+    def forward(self, x):
+        return F.hardsigmoid(self.fc2(F.hardswish(self.fc1(x) * 4)))
+
+
 def models():
     """(name, module, example inputs, opset) for every parity model."""
     torch.manual_seed(1)
@@ -234,6 +247,8 @@ def models():
     yield "small_cnn", SmallCnn(), (torch.randn(2, 3, 16, 16),), 13
     torch.manual_seed(1)
     yield "conv_variety", ConvVariety(), (torch.randn(2, 4, 24),), 13
+    torch.manual_seed(1)
+    yield "hard_activations", HardActivations(), (torch.randn(8, 16),), 14
 
 
 def run(module, inputs):

@@ -47,6 +47,8 @@ bias and running statistics start from random values. Files:
                  BatchNorm2d, ReLU6, max and average pooling (ceil_mode,
                  padding), F.pad, global average pooling, F.cross_entropy,
                  opset 13.
+  hard_grads     Linear layers through Hardswish and Hardsigmoid (MobileNetV3's
+                 activations), F.cross_entropy, opset 14.
 Exits with status 77 (the conventional "skip") if torch or numpy is missing.
 """
 import os
@@ -145,6 +147,21 @@ class ConvNetClassifier(nn.Module):
         pooled = F.adaptive_avg_pool2d(h, 1).flatten(1)           # [N, 8]
         seq = self.conv1d(h.flatten(2))                           # [N, 4, 4]
         logits = self.fc(torch.cat([pooled, seq.mean(-1)], dim=1))
+        return logits, F.cross_entropy(logits, labels)
+
+
+class HardActivationsClassifier(nn.Module):
+    """Hardswish and Hardsigmoid on the gradient path (opset 14)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 16)
+        self.fc2 = nn.Linear(16, 16)
+        self.fc3 = nn.Linear(16, 5)
+
+    def forward(self, x, labels):
+        h = F.hardswish(self.fc1(x) * 3)
+        logits = self.fc3(F.hardsigmoid(self.fc2(h) * 3) * h)
         return logits, F.cross_entropy(logits, labels)
 
 
@@ -317,6 +334,12 @@ def cnn_grads(out_dir):
                   torch.randint(0, 5, (4,)), 13)
 
 
+def hard_grads(out_dir):
+    torch.manual_seed(6)
+    gradient_case(out_dir, "hard_grads", HardActivationsClassifier(), torch.randn(8, 6),
+                  torch.randint(0, 5, (8,)), 14)
+
+
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
@@ -327,6 +350,7 @@ def main():
     bn1d_grads(out_dir)
     bn2d_grads(out_dir)
     cnn_grads(out_dir)
+    hard_grads(out_dir)
 
 
 if __name__ == "__main__":

@@ -251,6 +251,10 @@ TEST_F(TrainingParityTest, BatchNorm2dTrainingModeOpset13Gradients) {
   CheckGradientCase("bn2d_grads", 1e-5, 1e-6);
 }
 
+TEST_F(TrainingParityTest, HardswishAndHardsigmoidGradients) {
+  CheckGradientCase("hard_grads", 1e-5, 1e-6);
+}
+
 TEST_F(TrainingParityTest, ConvolutionsAndPoolingGradients) {
   CheckGradientCase("cnn_grads", 1e-5, 1e-6);
 }

@@ -154,6 +154,25 @@ absl::Status RunLeakyRelu(const OpContext& c, absl::Span<Tensor> out) {
   return kernels::LeakyRelu(alpha, ViewOf<float>(*c.values[0]), MutableViewOf<float>(out[0]));
 }
 
+// ---- Mod: the fmod attribute picks the remainder's sign ----
+
+absl::Status RunMod(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(int64_t fmod, c.Int("fmod", 0));
+  if (fmod != 0 && fmod != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("attribute 'fmod' must be 0 or 1, got ", fmod));
+  }
+  const BinaryOp op = fmod == 1 ? BinaryOp::kFmod : BinaryOp::kMod;
+  return VisitDType(c.dtype(0), [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      return absl::InvalidArgumentError("Mod of bool tensors is not supported");
+    } else {
+      return kernels::Binary(op, ViewOf<T>(*c.values[0]), ViewOf<T>(*c.values[1]),
+                             MutableViewOf<T>(out[0]));
+    }
+  });
+}
+
 // ---- HardSigmoid (alpha 0.2, beta 0.5 by default; torch writes alpha 1/6), HardSwish ----
 
 absl::Status RunHardSigmoid(const OpContext& c, absl::Span<Tensor> out) {
@@ -224,6 +243,8 @@ void RegisterElementwiseOps(std::vector<OpDef>& defs) {
   defs.push_back(WritesEveryOutput(Def("Mul", 2, InferArith, RunArith<BinaryOp::kMul>)));
   defs.push_back(WritesEveryOutput(Def("Div", 2, InferArith, RunArith<BinaryOp::kDiv>)));
   defs.push_back(WritesEveryOutput(Def("Pow", 2, InferArith, RunArith<BinaryOp::kPow>)));
+  defs.push_back(WritesEveryOutput(Def("Mod", 2, InferArith, RunMod, {"fmod"})));
+  defs.back().since_opset = 10;
   defs.push_back(Def("Equal", 2, InferCompare, RunCompare<CompareOp::kEqual>));
   defs.push_back(Def("Less", 2, InferCompare, RunCompare<CompareOp::kLess>));
   defs.push_back(Def("Greater", 2, InferCompare, RunCompare<CompareOp::kGreater>));

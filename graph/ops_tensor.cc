@@ -38,9 +38,15 @@ absl::StatusOr<std::vector<TensorType>> InferIdentity(const OpContext& c) {
   return std::vector<TensorType>{c.type(0)};
 }
 
+// Inference-mode Dropout is the identity, and so is training mode with ratio
+// 0 (Swin's attention exports F.dropout(p=0.0) that way).
 absl::Status CheckInference(const OpContext& c) {
   if (!c.has(2)) return absl::OkStatus();
   IPUPOD_ASSIGN_OR_RETURN(const Tensor* mode, c.Constant(2, "training_mode"));
+  if (c.has(1)) {
+    IPUPOD_ASSIGN_OR_RETURN(const float ratio, c.ConstantScalar(1, "ratio"));
+    if (ratio == 0.0f) return absl::OkStatus();
+  }
   if (mode->num_elements() == 1 && mode->IntAt(0) != 0) {
     return absl::InvalidArgumentError(
         "training-mode Dropout is not supported; export with model.eval()");

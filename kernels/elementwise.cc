@@ -98,6 +98,17 @@ absl::Status IntegerBinary(BinaryOp op, View<T> a, View<T> b, MutableView<T> out
       return BroadcastBinary(a, b, out, [](T x, T y) { return std::max(x, y); });
     case BinaryOp::kMin:
       return BroadcastBinary(a, b, out, [](T x, T y) { return std::min(x, y); });
+    case BinaryOp::kMod:
+    case BinaryOp::kFmod: {
+      IPUPOD_RETURN_IF_ERROR(CheckIntDivisor(b));
+      const bool divisor_sign = op == BinaryOp::kMod;
+      return BroadcastBinary(a, b, out, [divisor_sign](T x, T y) {
+        if (y == -1) return T{0};  // min % -1 overflows; the remainder is 0
+        T r = static_cast<T>(x % y);
+        if (divisor_sign && r != 0 && ((r < 0) != (y < 0))) r = static_cast<T>(r + y);
+        return r;
+      });
+    }
     case BinaryOp::kPow:
       break;
   }
@@ -154,8 +165,13 @@ absl::Status FloatBinary(BinaryOp op, View<float> a, View<float> b, MutableView<
       return BroadcastBinary(a, b, out, [](float x, float y) { return std::max(x, y); });
     case BinaryOp::kMin:
       return BroadcastBinary(a, b, out, [](float x, float y) { return std::min(x, y); });
+    case BinaryOp::kFmod:
+      return BroadcastBinary(a, b, out, [](float x, float y) { return std::fmod(x, y); });
+    case BinaryOp::kMod:
+      break;
   }
-  return absl::InvalidArgumentError("unknown binary op");
+  return absl::InvalidArgumentError(
+      "Mod of float32 tensors needs fmod=1 (ONNX defines fmod=0 for integers only)");
 }
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }

@@ -20,7 +20,9 @@
 
 namespace ipupod::kernels {
 
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin };
+// kMod: the remainder with the divisor's sign (ONNX Mod, fmod 0; Python's %),
+// integers only; kFmod: with the dividend's sign (C fmod; ONNX Mod, fmod 1).
+enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kMod, kFmod };
 enum class CompareOp { kEqual, kLess, kGreater };
 enum class UnaryOp {
   kNeg,
@@ -37,7 +39,8 @@ enum class UnaryOp {
   kGeluTanh,  // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
 };
 
-// out = a <op> b. T is float, int64_t or int32_t. kPow is float-only.
+// out = a <op> b. T is float, int64_t or int32_t. kPow is float-only, kMod integer-only;
+// an integer kDiv, kMod or kFmod by zero is INVALID_ARGUMENT.
 // Float kPow with a one-element exponent of 2, 3, 0.5, -0.5, -1 or -2 uses
 // the same exact forms as torch (x*x, x*x*x, sqrt, ...).
 template <typename T>

@@ -111,6 +111,7 @@ TEST_F(OnnxParityTest, BatchNormEvalMode) { CheckModel("batchnorm_eval"); }
 TEST_F(OnnxParityTest, SmallCnnConvPoolClip) { CheckModel("small_cnn"); }
 TEST_F(OnnxParityTest, ConvVarietyGroupsDilationsPadsPooling) { CheckModel("conv_variety"); }
 TEST_F(OnnxParityTest, HardswishAndHardsigmoid) { CheckModel("hard_activations"); }
+TEST_F(OnnxParityTest, FmodByScalarAndElementwise) { CheckModel("fmod"); }
 
 TEST_F(OnnxParityTest, ManifestListsEveryModel) {
   std::ifstream manifest(Path("manifest.txt"));
@@ -124,7 +125,7 @@ TEST_F(OnnxParityTest, ManifestListsEveryModel) {
     EXPECT_EQ(static_cast<int>(graph->outputs.size()), n_out) << name;
     ++count;
   }
-  EXPECT_EQ(count, 9);
+  EXPECT_EQ(count, 10);
 }
 
 TEST_F(OnnxParityTest, ShapeChainsFoldAway) {

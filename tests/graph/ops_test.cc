@@ -36,6 +36,7 @@ const std::map<std::string, std::vector<Shape>>& OverwritingOpInputs() {
       {"Reciprocal", {{2, 3}}},
       {"LeakyRelu", {{2, 3}}},
       {"Clip", {{2, 3}}},
+      {"Mod", {{2, 3}, {3}}},
       {"HardSigmoid", {{2, 3}}},
       {"HardSwish", {{2, 3}}},
       {"MatMul", {{2, 2, 3}, {3, 4}}},
@@ -50,6 +51,7 @@ const std::map<std::string, std::vector<Shape>>& OverwritingOpInputs() {
 
 // Attributes an op needs to run at all.
 std::map<std::string, AttributeValue> OverwritingOpAttributes(const std::string& op) {
+  if (op == "Mod") return {{"fmod", int64_t{1}}};  // float Mod is C's fmod
   if (op == "MaxPool" || op == "AveragePool") {
     return {{"kernel_shape", std::vector<int64_t>{2, 2}},
             {"pads", std::vector<int64_t>{1, 1, 1, 1}}};

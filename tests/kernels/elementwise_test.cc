@@ -38,6 +38,24 @@ TEST(ElementwiseTest, SubDivMulSameShapeAndScalar) {
   EXPECT_THAT(out, ElementsAre(36, 64, 100, 144));
 }
 
+TEST(ElementwiseTest, ModTakesTheDivisorsSignAndFmodTheDividends) {
+  const std::vector<int64_t> a = {7, -7, 7, -7, 6}, b = {3, 3, -3, -3, -1};
+  std::vector<int64_t> out(5);
+  ASSERT_TRUE(Binary(BinaryOp::kMod, In(a, {5}), In(b, {5}), Out(out, {5})).ok());
+  EXPECT_EQ(out, std::vector<int64_t>({1, 2, -2, -1, 0}));  // Python's %
+  ASSERT_TRUE(Binary(BinaryOp::kFmod, In(a, {5}), In(b, {5}), Out(out, {5})).ok());
+  EXPECT_EQ(out, std::vector<int64_t>({1, -1, 1, -1, 0}));  // C's %
+  const std::vector<int64_t> zero = {0};
+  EXPECT_EQ(Binary(BinaryOp::kMod, In(a, {5}), In(zero, {}), Out(out, {5})).code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::vector<float> x = {5.5f, -5.5f}, y = {2.0f};
+  std::vector<float> f(2);
+  ASSERT_TRUE(Binary(BinaryOp::kFmod, In(x, {2}), In(y, {}), Out(f, {2})).ok());
+  EXPECT_EQ(f, std::vector<float>({1.5f, -1.5f}));
+  EXPECT_EQ(Binary(BinaryOp::kMod, In(x, {2}), In(y, {}), Out(f, {2})).code(),
+            absl::StatusCode::kInvalidArgument);  // float Mod needs fmod=1
+}
+
 TEST(ElementwiseTest, MiddleAxisBroadcast) {
   std::vector<float> a(2 * 3 * 2);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);

@@ -229,6 +229,13 @@ class HardActivations(nn.Module):
         return F.hardsigmoid(self.fc2(F.hardswish(self.fc1(x) * 4)))
 
 
+class Fmod(nn.Module):
+    """torch.fmod (ONNX Mod with fmod=1) by a scalar and elementwise."""
+
+    def forward(self, x, y):
+        return torch.fmod(x * 5, 1.5), torch.fmod(x * 5, y + 1.5)
+
+
 def models():
     """(name, module, example inputs, opset) for every parity model."""
     torch.manual_seed(1)
@@ -249,6 +256,8 @@ def models():
     yield "conv_variety", ConvVariety(), (torch.randn(2, 4, 24),), 13
     torch.manual_seed(1)
     yield "hard_activations", HardActivations(), (torch.randn(8, 16),), 14
+    torch.manual_seed(1)
+    yield "fmod", Fmod(), (torch.randn(4, 5), torch.rand(4, 5)), 13
 
 
 def run(module, inputs):

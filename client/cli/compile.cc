@@ -475,8 +475,8 @@ int RunInspect(Context& ctx, const InspectArgs& args) {
 
 void AddCompileCommand(CLI::App& app, Selection& selection) {
   auto args = std::make_shared<CompileArgs>();
-  CLI::App* compile =
-      app.add_subcommand("compile", "Compile an ONNX model into an .ipx executable (offline)");
+  CLI::App* compile = app.add_subcommand(
+      "compile", "Compile an ONNX model into an .ipx executable (here, or --remote on the server)");
   compile->add_option("MODEL", args->model, "The ONNX model (as torch.onnx.export writes it)")
       ->type_name("MODEL.onnx")
       ->required();

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "graph/ops.h"
 #include "kernels/data_movement.h"
@@ -555,6 +556,40 @@ absl::Status RunPad(const OpContext& c, absl::Span<Tensor> out) {
                                  DTypeSize(in.dtype()), out[0].mutable_raw_data());
 }
 
+// ---- ScatterND (no reduction) ----
+
+absl::StatusOr<std::vector<TensorType>> InferScatterND(const OpContext& c) {
+  IPUPOD_RETURN_IF_ERROR(RequireDType("indices", c.dtype(1), {DType::kInt64}));
+  IPUPOD_ASSIGN_OR_RETURN(std::string reduction, c.String("reduction", "none"));
+  if (reduction != "none") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reduction '", reduction, "' is not supported; only 'none'"));
+  }
+  if (c.dtype(2) != c.dtype(0)) {
+    return absl::InvalidArgumentError("updates must have the data's type");
+  }
+  const Shape& data = c.shape(0);
+  const Shape& indices = c.shape(1);
+  if (indices.empty() || indices.back() < 1 || indices.back() > c.rank(0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("indices must end in a dim of 1 to ", c.rank(0), " (the data's rank)"));
+  }
+  Shape want(indices.begin(), indices.end() - 1);
+  want.insert(want.end(), data.begin() + indices.back(), data.end());
+  if (c.shape(2) != want) {
+    return absl::InvalidArgumentError(absl::StrCat("updates [", absl::StrJoin(c.shape(2), ","),
+                                                   "] must be [", absl::StrJoin(want, ","), "]"));
+  }
+  return std::vector<TensorType>{c.type(0)};
+}
+
+absl::Status RunScatterND(const OpContext& c, absl::Span<Tensor> out) {
+  const Tensor& data = *c.values[0];
+  return kernels::ScatterND(data.raw_data(), data.shape(), ViewOf<int64_t>(*c.values[1]),
+                            c.values[2]->raw_data(), DTypeSize(data.dtype()),
+                            out[0].mutable_raw_data());
+}
+
 // ---- Constant, ConstantOfShape, Range ----
 
 absl::StatusOr<Tensor> ConstantValue(const OpContext& c) {
@@ -723,9 +758,11 @@ void RegisterTensorOps(std::vector<OpDef>& defs) {
   defs.push_back(Def("Slice", 1, 5, InferSlice, RunSlice, {"starts", "ends", "axes"}));
   defs.push_back(Def("Gather", 2, 2, InferGather, RunGather, {"axis"}));
   defs.push_back(Def("Expand", 2, 2, InferExpand, RunExpand));
+  defs.back().since_opset = 8;
   defs.push_back(Def("Pad", 2, 3, InferPad, RunPad, {"mode"}));
   defs.back().since_opset = 11;
-  defs.back().since_opset = 8;
+  defs.push_back(Def("ScatterND", 3, 3, InferScatterND, RunScatterND, {"reduction"}));
+  defs.back().since_opset = 11;
   defs.push_back(Def("Constant", 0, 0, InferConstant, RunConstant,
                      {"value", "value_float", "value_floats", "value_int", "value_ints"}));
   defs.push_back(Def("ConstantOfShape", 1, 1, InferConstantOfShape, RunConstantOfShape, {"value"}));

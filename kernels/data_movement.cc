@@ -236,4 +236,41 @@ absl::Status Gather(const void* data, Dims data_shape, int64_t axis, View<Index>
 template absl::Status Gather<int64_t>(const void*, Dims, int64_t, View<int64_t>, size_t, void*);
 template absl::Status Gather<int32_t>(const void*, Dims, int64_t, View<int32_t>, size_t, void*);
 
+absl::Status ScatterND(const void* data, Dims data_shape, View<int64_t> indices,
+                       const void* updates, size_t elem_size, void* out) {
+  const size_t rank = data_shape.size();
+  if (indices.shape.empty() || indices.shape.back() < 1 ||
+      static_cast<size_t>(indices.shape.back()) > rank) {
+    return absl::InvalidArgumentError(absl::StrCat("ScatterND indices ", ShapeString(indices.shape),
+                                                   " must end in a dim of 1 to ", rank));
+  }
+  const size_t k = static_cast<size_t>(indices.shape.back());
+  IPUPOD_ASSIGN_OR_RETURN(const int64_t total, NumElements(data_shape));
+  IPUPOD_ASSIGN_OR_RETURN(const int64_t index_values, NumElements(indices.shape));
+  const std::vector<int64_t> strides = RowMajorStrides(data_shape);
+  const int64_t slice = k == rank ? 1 : strides[k - 1];
+  const int64_t tuples = index_values / static_cast<int64_t>(k);
+  std::vector<int64_t> offsets(static_cast<size_t>(tuples));
+  for (int64_t t = 0; t < tuples; ++t) {  // check every index before writing anything
+    int64_t offset = 0;
+    for (size_t d = 0; d < k; ++d) {
+      int64_t i = indices.data[t * static_cast<int64_t>(k) + static_cast<int64_t>(d)];
+      if (i < 0) i += data_shape[d];
+      if (i < 0 || i >= data_shape[d]) {
+        return absl::InvalidArgumentError(absl::StrCat("ScatterND index ", i, " is outside dim ", d,
+                                                       " of ", ShapeString(data_shape)));
+      }
+      offset += i * strides[d];
+    }
+    offsets[static_cast<size_t>(t)] = offset;
+  }
+  std::memcpy(out, data, static_cast<size_t>(total) * elem_size);
+  for (int64_t t = 0; t < tuples; ++t) {
+    std::memcpy(static_cast<char*>(out) + offsets[static_cast<size_t>(t)] * elem_size,
+                static_cast<const char*>(updates) + t * slice * elem_size,
+                static_cast<size_t>(slice) * elem_size);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ipupod::kernels

@@ -69,6 +69,14 @@ template <typename Index>
 absl::Status Gather(const void* data, Dims data_shape, int64_t axis, View<Index> indices,
                     size_t elem_size, void* out);
 
+// out = data with out[indices[i]] = updates[i] (ONNX ScatterND, no reduction):
+// indices [..., k] with k <= rank(data), each tuple naming a slice of
+// data_shape[k:]; updates are indices.shape[:-1] + data_shape[k:]. Negative
+// indices count from the end; any other index outside its dim is
+// INVALID_ARGUMENT (nothing written). Later tuples win over earlier ones.
+absl::Status ScatterND(const void* data, Dims data_shape, View<int64_t> indices,
+                       const void* updates, size_t elem_size, void* out);
+
 }  // namespace ipupod::kernels
 
 #endif  // IPUPOD_KERNELS_DATA_MOVEMENT_H_

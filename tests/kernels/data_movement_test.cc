@@ -16,6 +16,33 @@ std::vector<float> Iota(int n) {
   return v;
 }
 
+TEST(ScatterNDTest, WritesSlicesAndElementsAtTheirIndices) {
+  const std::vector<float> x = Iota(6);  // [3, 2]
+  // Rows (k = 1): row 2 <- {10, 11}, row -3 (= 0) <- {20, 21}.
+  const std::vector<int64_t> rows = {2, -3};
+  const std::vector<float> row_updates = {10, 11, 20, 21};
+  std::vector<float> out(6);
+  ASSERT_TRUE(ScatterND(x.data(), std::vector<int64_t>{3, 2}, {rows.data(), {2, 1}},
+                        row_updates.data(), sizeof(float), out.data())
+                  .ok());
+  EXPECT_THAT(out, ElementsAre(20, 21, 2, 3, 10, 11));
+  // Elements (k = 2); a later tuple wins.
+  const std::vector<int64_t> cells = {1, 0, 1, 0};
+  const std::vector<float> cell_updates = {7, 8};
+  ASSERT_TRUE(ScatterND(x.data(), std::vector<int64_t>{3, 2}, {cells.data(), {2, 2}},
+                        cell_updates.data(), sizeof(float), out.data())
+                  .ok());
+  EXPECT_THAT(out, ElementsAre(0, 1, 8, 3, 4, 5));
+  // An index outside its dim writes nothing.
+  const std::vector<int64_t> bad = {3};
+  std::fill(out.begin(), out.end(), -1.0f);
+  EXPECT_EQ(ScatterND(x.data(), std::vector<int64_t>{3, 2}, {bad.data(), {1, 1}},
+                      row_updates.data(), sizeof(float), out.data())
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out, ElementsAre(-1, -1, -1, -1, -1, -1));
+}
+
 TEST(TransposeTest, Permutes3d) {
   const std::vector<float> x = Iota(24);  // [2, 3, 4]
   std::vector<float> out(24);

@@ -9,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "kernels/threads.h"
 #include "server/config.h"
+#include <unistd.h>
 
 namespace ipupod::bench {
 
@@ -95,6 +97,46 @@ absl::StatusOr<Loaded> CompileAndLoad(Pod& pod, const fs::path& onnx,
   IPUPOD_ASSIGN_OR_RETURN(loaded.program,
                           pod.client->Load(loaded.session, executable.content_hash));
   return loaded;
+}
+
+RoundFlags ParseRoundFlags(int argc, char** argv, RoundFlags defaults,
+                           const std::function<void(const std::string&, int)>& other) {
+  RoundFlags flags = defaults;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const int value = std::atoi(argv[i + 1]);
+    if (flag == "--steps") {
+      flags.steps = value;
+    } else if (flag == "--rounds") {
+      flags.rounds = value;
+    } else if (flag == "--threads") {
+      flags.threads = value;
+    } else if (other) {
+      other(flag, value);
+    }
+  }
+  flags.steps = std::max(flags.steps, 1);
+  flags.rounds = std::max(flags.rounds, 1);
+  if (flags.threads <= 0) flags.threads = kernels::MaxBlasThreads();
+  return flags;
+}
+
+int RunModelBench(const char* name, int threads,
+                  const std::function<absl::Status(Pod&, const fs::path&)>& body) {
+  if (absl::Status s = kernels::SetBlasThreads(threads); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name, std::string(s.message()).c_str());
+    return 2;
+  }
+  const fs::path work = fs::temp_directory_path() / absl::StrCat("ipupod-", name, "-", getpid());
+  fs::create_directories(work);
+  absl::StatusOr<Pod> pod = StartPod(work, threads);
+  absl::Status status = pod.ok() ? body(*pod, work) : pod.status();
+  fs::remove_all(work);
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name, status.ToString().c_str());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace ipupod::bench

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,25 @@ struct Loaded {
 absl::StatusOr<Loaded> CompileAndLoad(Pod& pod, const std::filesystem::path& onnx,
                                       absl::string_view config_update,
                                       const compiler::CompileOptions& options = {});
+
+// The flags every model benchmark takes: --steps N (timed Runs per round),
+// --rounds R (ipupodd / reference alternations), --threads T (0: every CPU).
+struct RoundFlags {
+  int steps = 1;
+  int rounds = 1;
+  int threads = 0;
+};
+
+// Reads --steps, --rounds and --threads over `defaults` (values below 1 become 1; threads
+// below 1 every CPU); any other "--flag N" pair goes to `other`.
+RoundFlags ParseRoundFlags(int argc, char** argv, RoundFlags defaults,
+                           const std::function<void(const std::string&, int)>& other = {});
+
+// A model benchmark's whole run: sets the BLAS threads, starts the pod in a fresh temporary
+// directory named after `name`, runs `body`, removes the directory. The process exit code:
+// 0, 1 when `body` failed, 2 for a bad thread count (each reported on stderr as `name: ...`).
+int RunModelBench(const char* name, int threads,
+                  const std::function<absl::Status(Pod&, const std::filesystem::path&)>& body);
 
 }  // namespace ipupod::bench
 

@@ -49,11 +49,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Flags {
+// --steps: timed Runs per round (x 8 device iterations each); --rounds: ipupodd / PyTorch
+// alternations; --weights-mib: the weight-transfer model's size.
+struct Flags : RoundFlags {
   int weights_mib = 1024;
-  int steps = 16;   // timed Runs per round (x 8 device iterations each)
-  int rounds = 5;   // ipupodd / PyTorch alternations; medians are compared
-  int threads = 0;  // 0: every CPU
 };
 
 // ---- inference
@@ -230,40 +229,17 @@ absl::Status BenchWeights(Pod& pod, const fs::path& work, const Flags& flags) {
   return absl::OkStatus();
 }
 
-Flags ParseFlags(int argc, char** argv) {
-  Flags flags;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const int value = std::atoi(argv[i + 1]);
-    if (flag == "--weights-mib") flags.weights_mib = value;
-    if (flag == "--steps") flags.steps = value;
-    if (flag == "--threads") flags.threads = value;
-    if (flag == "--rounds") flags.rounds = value;
-  }
-  if (flags.steps <= 0) flags.steps = 1;
-  if (flags.rounds <= 0) flags.rounds = 1;
-  if (flags.threads <= 0) flags.threads = kernels::MaxBlasThreads();
-  return flags;
-}
-
 int Main(int argc, char** argv) {
-  const Flags flags = ParseFlags(argc, argv);
-  if (absl::Status s = kernels::SetBlasThreads(flags.threads); !s.ok()) {
-    std::fprintf(stderr, "execution_bench: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  const fs::path work = fs::temp_directory_path() / absl::StrCat("ipupod-exec-bench-", getpid());
-  fs::create_directories(work);
-  absl::StatusOr<Pod> pod = StartPod(work, flags.threads);
-  absl::Status status = pod.status();
-  if (status.ok()) status = BenchInference(*pod, work, flags);
-  if (status.ok()) status = BenchWeights(*pod, work, flags);
-  fs::remove_all(work);
-  if (!status.ok()) {
-    std::fprintf(stderr, "execution_bench: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  Flags flags;
+  static_cast<RoundFlags&>(flags) =
+      ParseRoundFlags(argc, argv, {.steps = 16, .rounds = 5, .threads = 0},
+                      [&](const std::string& flag, int value) {
+                        if (flag == "--weights-mib") flags.weights_mib = value;
+                      });
+  return RunModelBench("execution_bench", flags.threads, [&](Pod& pod, const fs::path& work) {
+    IPUPOD_RETURN_IF_ERROR(BenchInference(pod, work, flags));
+    return BenchWeights(pod, work, flags);
+  });
 }
 
 }  // namespace

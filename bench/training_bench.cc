@@ -50,11 +50,9 @@ namespace fs = std::filesystem;
 constexpr int kDeviceIterations = 8;
 constexpr int kWarmupRuns = 3;  // 24 updates, as torch_reference.py train --warmup 24
 
-struct Flags {
-  int steps = 20;   // timed Runs per round (x 8 updates each)
-  int rounds = 5;   // ipupodd / PyTorch alternations; medians are compared
-  int threads = 0;  // 0: every CPU
-};
+// --steps: timed Runs per round (x 8 updates each); --rounds: ipupodd / PyTorch alternations.
+using Flags = RoundFlags;
+constexpr Flags kDefaults = {.steps = 20, .rounds = 5, .threads = 0};
 
 // One round of ipupodd: `runs` timed Runs.
 struct OursRound {
@@ -194,38 +192,11 @@ absl::Status BenchTraining(Pod& pod, const fs::path& work, const Flags& flags) {
   return absl::OkStatus();
 }
 
-Flags ParseFlags(int argc, char** argv) {
-  Flags flags;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const int value = std::atoi(argv[i + 1]);
-    if (flag == "--steps") flags.steps = value;
-    if (flag == "--threads") flags.threads = value;
-    if (flag == "--rounds") flags.rounds = value;
-  }
-  if (flags.steps <= 0) flags.steps = 1;
-  if (flags.rounds <= 0) flags.rounds = 1;
-  if (flags.threads <= 0) flags.threads = kernels::MaxBlasThreads();
-  return flags;
-}
-
 int Main(int argc, char** argv) {
-  const Flags flags = ParseFlags(argc, argv);
-  if (absl::Status s = kernels::SetBlasThreads(flags.threads); !s.ok()) {
-    std::fprintf(stderr, "training_bench: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  const fs::path work = fs::temp_directory_path() / absl::StrCat("ipupod-train-bench-", getpid());
-  fs::create_directories(work);
-  absl::StatusOr<Pod> pod = StartPod(work, flags.threads);
-  absl::Status status = pod.status();
-  if (status.ok()) status = BenchTraining(*pod, work, flags);
-  fs::remove_all(work);
-  if (!status.ok()) {
-    std::fprintf(stderr, "training_bench: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  const Flags flags = ParseRoundFlags(argc, argv, kDefaults);
+  return RunModelBench("training_bench", flags.threads, [&](Pod& pod, const fs::path& work) {
+    return BenchTraining(pod, work, flags);
+  });
 }
 
 }  // namespace

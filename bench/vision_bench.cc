@@ -38,11 +38,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Flags {
-  int steps = 4;    // timed Runs (batches of 16) per round
-  int rounds = 3;   // ipupodd / PyTorch alternations
-  int threads = 0;  // 0: every CPU
-};
+// --steps: timed Runs (batches of 16) per round; --rounds: ipupodd / PyTorch alternations.
+using Flags = RoundFlags;
+constexpr Flags kDefaults = {.steps = 4, .rounds = 3, .threads = 0};
 
 // ---- resnet18
 
@@ -167,39 +165,13 @@ void BenchMatmul(const Flags& flags) {
   }
 }
 
-Flags ParseFlags(int argc, char** argv) {
-  Flags flags;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const int value = std::atoi(argv[i + 1]);
-    if (flag == "--steps") flags.steps = value;
-    if (flag == "--threads") flags.threads = value;
-    if (flag == "--rounds") flags.rounds = value;
-  }
-  if (flags.steps <= 0) flags.steps = 1;
-  if (flags.rounds <= 0) flags.rounds = 1;
-  if (flags.threads <= 0) flags.threads = kernels::MaxBlasThreads();
-  return flags;
-}
-
 int Main(int argc, char** argv) {
-  const Flags flags = ParseFlags(argc, argv);
-  if (absl::Status s = kernels::SetBlasThreads(flags.threads); !s.ok()) {
-    std::fprintf(stderr, "vision_bench: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  const fs::path work = fs::temp_directory_path() / absl::StrCat("ipupod-vision-bench-", getpid());
-  fs::create_directories(work);
-  absl::StatusOr<Pod> pod = StartPod(work, flags.threads);
-  absl::Status status = pod.status();
-  if (status.ok()) status = BenchResnet(*pod, work, flags);
-  if (status.ok()) BenchMatmul(flags);
-  fs::remove_all(work);
-  if (!status.ok()) {
-    std::fprintf(stderr, "vision_bench: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  const Flags flags = ParseRoundFlags(argc, argv, kDefaults);
+  return RunModelBench("vision_bench", flags.threads, [&](Pod& pod, const fs::path& work) {
+    IPUPOD_RETURN_IF_ERROR(BenchResnet(pod, work, flags));
+    BenchMatmul(flags);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace

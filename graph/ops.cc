@@ -118,6 +118,19 @@ absl::StatusOr<const Tensor*> OpContext::TensorAttr(absl::string_view attr) cons
   return AttrTypeError(attr, "a tensor");
 }
 
+OpDef MakeOpDef(std::string op, int min_in, int max_in, InferFn infer, RunFn run, FlopsFn flops,
+                std::vector<std::string> attrs) {
+  OpDef d;
+  d.op_type = std::move(op);
+  d.min_inputs = min_in;
+  d.max_inputs = max_in;
+  d.attributes = std::move(attrs);
+  d.infer = infer;
+  d.run = run;
+  d.flops = flops;
+  return d;
+}
+
 const OpDef* FindOp(absl::string_view op_type) {
   const Registry& r = GetRegistry();
   auto it = r.find(op_type);

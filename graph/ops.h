@@ -96,6 +96,10 @@ struct OpDef {
   bool writes_every_output = false;
 };
 
+// An OpDef with these fields, for registration.
+OpDef MakeOpDef(std::string op, int min_in, int max_in, InferFn infer, RunFn run, FlopsFn flops,
+                std::vector<std::string> attrs = {});
+
 // `def` with writes_every_output set, for registration.
 inline OpDef WritesEveryOutput(OpDef def) {
   def.writes_every_output = true;

@@ -194,16 +194,8 @@ absl::StatusOr<kernels::PoolKind> PoolKindOf(const OpContext& c) {
 
 OpDef Def(std::string op, int min_in, int max_in, InferFn infer, RunFn run, FlopsFn flops,
           std::vector<std::string> attrs) {
-  OpDef d;
-  d.op_type = std::move(op);
-  d.min_inputs = min_in;
-  d.max_inputs = max_in;
-  d.attributes = std::move(attrs);
-  d.infer = infer;
-  d.run = run;
-  d.flops = flops;
-  d.writes_every_output = true;
-  return d;
+  return WritesEveryOutput(
+      MakeOpDef(std::move(op), min_in, max_in, infer, run, flops, std::move(attrs)));
 }
 
 }  // namespace

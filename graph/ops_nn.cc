@@ -276,19 +276,6 @@ int64_t BatchNormFlops(const OpContext& c, absl::Span<const TensorType> out) {
   return (training ? 8 : 2) * NumElementsOf(out[0]);
 }
 
-OpDef Def(std::string op, int min_in, int max_in, InferFn infer, RunFn run, FlopsFn flops,
-          std::vector<std::string> attrs = {}) {
-  OpDef d;
-  d.op_type = std::move(op);
-  d.min_inputs = min_in;
-  d.max_inputs = max_in;
-  d.attributes = std::move(attrs);
-  d.infer = infer;
-  d.run = run;
-  d.flops = flops;
-  return d;
-}
-
 }  // namespace
 
 absl::StatusOr<kernels::BatchNormOptions> BatchNormOptionsOf(const OpContext& c) {
@@ -307,24 +294,26 @@ absl::StatusOr<kernels::BatchNormOptions> BatchNormOptionsOf(const OpContext& c)
 }
 
 void RegisterNnOps(std::vector<OpDef>& defs) {
-  defs.push_back(WritesEveryOutput(Def("MatMul", 2, 2, InferMatMul, RunMatMul, MatMulFlops)));
-  defs.push_back(WritesEveryOutput(
-      Def("Gemm", 2, 3, InferGemm, RunGemm, GemmFlops, {"alpha", "beta", "transA", "transB"})));
-  defs.push_back(Def("Softmax", 1, 1, InferSoftmax, RunSoftmax<false>, SoftmaxFlops, {"axis"}));
-  defs.push_back(Def("LogSoftmax", 1, 1, InferSoftmax, RunSoftmax<true>, SoftmaxFlops, {"axis"}));
+  defs.push_back(WritesEveryOutput(MakeOpDef("MatMul", 2, 2, InferMatMul, RunMatMul, MatMulFlops)));
+  defs.push_back(WritesEveryOutput(MakeOpDef("Gemm", 2, 3, InferGemm, RunGemm, GemmFlops,
+                                             {"alpha", "beta", "transA", "transB"})));
+  defs.push_back(
+      MakeOpDef("Softmax", 1, 1, InferSoftmax, RunSoftmax<false>, SoftmaxFlops, {"axis"}));
+  defs.push_back(
+      MakeOpDef("LogSoftmax", 1, 1, InferSoftmax, RunSoftmax<true>, SoftmaxFlops, {"axis"}));
   const std::vector<std::string> reduce_attrs = {"axes", "keepdims", "noop_with_empty_axes"};
-  defs.push_back(Def("ReduceMean", 1, 2, InferReduce, RunReduce<kernels::ReduceOp::kMean>,
-                     ReduceFlops, reduce_attrs));
-  defs.push_back(Def("ReduceSum", 1, 2, InferReduce, RunReduce<kernels::ReduceOp::kSum>,
-                     ReduceFlops, reduce_attrs));
-  defs.push_back(Def("ReduceMax", 1, 2, InferReduce, RunReduce<kernels::ReduceOp::kMax>,
-                     ReduceFlops, reduce_attrs));
-  defs.push_back(Def("LayerNormalization", 2, 3, InferLayerNorm, RunLayerNorm, LayerNormFlops,
-                     {"axis", "epsilon", "stash_type"}));
+  defs.push_back(MakeOpDef("ReduceMean", 1, 2, InferReduce, RunReduce<kernels::ReduceOp::kMean>,
+                           ReduceFlops, reduce_attrs));
+  defs.push_back(MakeOpDef("ReduceSum", 1, 2, InferReduce, RunReduce<kernels::ReduceOp::kSum>,
+                           ReduceFlops, reduce_attrs));
+  defs.push_back(MakeOpDef("ReduceMax", 1, 2, InferReduce, RunReduce<kernels::ReduceOp::kMax>,
+                           ReduceFlops, reduce_attrs));
+  defs.push_back(MakeOpDef("LayerNormalization", 2, 3, InferLayerNorm, RunLayerNorm, LayerNormFlops,
+                           {"axis", "epsilon", "stash_type"}));
   defs.back().since_opset = 17;
   defs.back().max_outputs = 3;
-  defs.push_back(Def("BatchNormalization", 5, 5, InferBatchNorm, RunBatchNorm, BatchNormFlops,
-                     {"epsilon", "momentum", "training_mode", "spatial"}));
+  defs.push_back(MakeOpDef("BatchNormalization", 5, 5, InferBatchNorm, RunBatchNorm, BatchNormFlops,
+                           {"epsilon", "momentum", "training_mode", "spatial"}));
   defs.back().since_opset = 9;
   defs.back().max_outputs = 5;
 }

@@ -89,14 +89,16 @@ struct Imported {
   std::unique_ptr<graph::Interpreter> interpreter;  // owns the graph; gives node FLOPs
 };
 
-absl::StatusOr<Imported> Import(absl::string_view onnx_bytes, const CompileOptions& options) {
+absl::StatusOr<Imported> Import(absl::string_view onnx_bytes, const IpuConfig& config,
+                                const CompileOptions& options) {
   Imported out;
   IPUPOD_ASSIGN_OR_RETURN(out.model, ExtractPlacementAttributes(onnx_bytes));
   IPUPOD_ASSIGN_OR_RETURN(
       graph::Graph graph,
       graph::ImportOnnx(out.model.onnx_bytes,
                         graph::FoldOptions{.keep_weights = !options.for_inference,
-                                           .cancelled = options.cancelled}));
+                                           .cancelled = options.cancelled,
+                                           .half_partials = config.enable_half_partials}));
   IPUPOD_ASSIGN_OR_RETURN(out.interpreter, graph::Interpreter::Create(std::move(graph)));
   return out;
 }
@@ -167,7 +169,7 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
                                    const CompileOptions& given, Report* report_out) {
   const CompileOptions options = WithConfiguredStrategy(config, given);
   IPUPOD_ASSIGN_OR_RETURN(ModeConfig mode, ResolveMode(config, options.for_inference));
-  IPUPOD_ASSIGN_OR_RETURN(Imported imported, Import(onnx_bytes, options));
+  IPUPOD_ASSIGN_OR_RETURN(Imported imported, Import(onnx_bytes, config, options));
   const graph::Graph& g = imported.interpreter->graph();
   TrainingSpec training;
   if (!options.for_inference) {

@@ -11,6 +11,7 @@ PACKAGES=(
   libabsl-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev
+  libimath-dev  # IEEE float16 conversions (tensor/float16.h), as OpenEXR uses them
   libdnnl-dev  # oneDNN: convolutions and pooling (kernels/conv.h), the library torch uses on CPU
   ocl-icd-opencl-dev  # only because Debian's oneDNN CMake package asks for OpenCL (its GPU runtime)
   libgtest-dev libgmock-dev libbenchmark-dev

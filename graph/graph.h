@@ -36,9 +36,14 @@ using tensor::DType;
 using tensor::DTypeName;
 using tensor::DTypeOf;
 using tensor::DTypeSize;
+using tensor::Float16;
+using tensor::IsFloat;
 using tensor::kTensorBytesMax;
+using tensor::RoundThroughFloat16;
 using tensor::Shape;
 using tensor::Tensor;
+using tensor::ToFloat16;
+using tensor::ToFloat32;
 
 // Supported ONNX default-domain opsets. torch 1.13 exports 13 or 14 by
 // default and 17 for LayerNormalization.
@@ -82,6 +87,10 @@ struct Graph {
   std::map<std::string, Tensor> initializers;  // constants by value name
   std::vector<Node> nodes;                     // topological order
   std::map<std::string, TensorType> value_types;  // every value, after inference
+  // MatMul, Gemm and Conv of float16 operands accumulate in float16 rather
+  // than float32 (IPUConfig enable_half_partials; graph/ops.h, RunOp). Set
+  // by whoever imports the model for a config; no effect on float32 models.
+  bool half_partials = false;
 
   // Type of a value, or nullptr if unknown.
   const TensorType* FindType(absl::string_view value) const;

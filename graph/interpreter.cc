@@ -124,12 +124,12 @@ absl::Status Interpreter::Plan() {
 // Re-infers a step's output types (checking them against the graph's) and
 // records its static cost.
 absl::Status Interpreter::PlanOutputs(Step& step) {
-  OpContext ctx{*step.node, graph_.opset, {}, {}};
+  OpContext ctx{*step.node, graph_.opset, {}, {}, graph_.half_partials};
   for (int s : step.inputs) {
     ctx.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
     ctx.values.push_back(s >= 0 ? constants_[s] : nullptr);
   }
-  auto types = step.def->infer(ctx);
+  auto types = InferOp(*step.def, ctx);
   if (!types.ok()) return NodeError(*step.node, types.status());
   for (size_t k = 0; k < step.outputs.size(); ++k) {
     if (step.outputs[k] >= 0 && !(*slot_types_[step.outputs[k]] == (*types)[k])) {
@@ -171,14 +171,14 @@ absl::StatusOr<std::vector<Tensor>> Interpreter::Execute(absl::Span<const Tensor
   const int64_t run_start = NowNs();
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& step = steps_[i];
-    OpContext ctx{*step.node, graph_.opset, {}, {}};
+    OpContext ctx{*step.node, graph_.opset, {}, {}, graph_.half_partials};
     for (int s : step.inputs) {
       ctx.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
       ctx.values.push_back(s >= 0 ? value[s] : nullptr);
     }
     IPUPOD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, CreateOutputs(*step.def, step.output_types));
     const int64_t start = NowNs();
-    IPUPOD_RETURN_IF_ERROR(NodeError(*step.node, step.def->run(ctx, absl::MakeSpan(outs))));
+    IPUPOD_RETURN_IF_ERROR(NodeError(*step.node, RunOp(*step.def, ctx, absl::MakeSpan(outs))));
     run_stats.nodes.push_back({costs_[i].flops, NowNs() - start});
     for (size_t k = 0; k < outs.size(); ++k) {
       if (step.outputs[k] < 0) continue;
@@ -238,12 +238,12 @@ absl::Status Interpreter::RecheckTypesAfterReplacing(
       for (const Tensor* t : replaced) reads = reads || constants_[s] == t;
     }
     if (!reads) continue;
-    OpContext ctx{*step.node, graph_.opset, {}, {}};
+    OpContext ctx{*step.node, graph_.opset, {}, {}, graph_.half_partials};
     for (int s : step.inputs) {
       ctx.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
       ctx.values.push_back(s >= 0 ? constants_[s] : nullptr);
     }
-    auto types = step.def->infer(ctx);
+    auto types = InferOp(*step.def, ctx);
     if (!types.ok() || *types != step.output_types) {
       return NodeError(*step.node,
                        absl::InvalidArgumentError(

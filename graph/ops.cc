@@ -68,6 +68,7 @@ absl::StatusOr<float> OpContext::ConstantScalar(size_t i, absl::string_view role
         absl::StrCat("input ", i, " (", role, ") must hold one element"));
   }
   if (t->dtype() == DType::kFloat32) return t->data<float>()[0];
+  if (t->dtype() == DType::kFloat16) return ToFloat32(t->data<Float16>()[0]);
   return static_cast<float>(t->IntAt(0));
 }
 
@@ -220,6 +221,8 @@ absl::StatusOr<DType> DTypeFromOnnxCode(int64_t code) {
       return DType::kInt64;
     case 9:
       return DType::kBool;
+    case 10:
+      return DType::kFloat16;
     default:
       break;
   }
@@ -228,9 +231,10 @@ absl::StatusOr<DType> DTypeFromOnnxCode(int64_t code) {
                                            "FLOAT16",    "DOUBLE",  "UINT32", "UINT64", "COMPLEX64",
                                            "COMPLEX128", "BFLOAT16"};
   const char* name = code >= 0 && code < 17 ? kNames[code] : "unknown";
-  return absl::InvalidArgumentError(absl::StrCat("element type ", name, " (", code,
-                                                 ") is not supported; ipupod handles FLOAT, INT64, "
-                                                 "INT32 and BOOL"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("element type ", name, " (", code,
+                   ") is not supported; ipupod handles FLOAT, FLOAT16, "
+                   "INT64, INT32 and BOOL"));
 }
 
 }  // namespace ipupod::graph

@@ -52,6 +52,9 @@ struct OpContext {
   int64_t opset;
   std::vector<const TensorType*> types;  // per input; nullptr = omitted
   std::vector<const Tensor*> values;     // per input; nullptr = omitted or not constant
+  // MatMul, Gemm and Conv of float16 operands accumulate in float16
+  // (Graph::half_partials; see RunOp).
+  bool half_partials = false;
 
   bool has(size_t i) const { return i < types.size() && types[i] != nullptr; }
   const TensorType& type(size_t i) const { return *types[i]; }
@@ -112,6 +115,15 @@ inline OpDef WritesEveryOutput(OpDef def) {
 absl::StatusOr<std::vector<Tensor>> CreateOutputs(const OpDef& def,
                                                   absl::Span<const TensorType> types);
 
+// def.infer and def.run as every caller must call them: with float16
+// operands the op computes in float32 on their widened values and rounds its
+// float outputs to float16 (matrix products and convolutions with
+// c.half_partials accumulate in float16 blocks); ops_float16.cc has the
+// model. Ops never see float16 operands themselves, except Cast, Constant
+// and ConstantOfShape.
+absl::StatusOr<std::vector<TensorType>> InferOp(const OpDef& def, const OpContext& c);
+absl::Status RunOp(const OpDef& def, const OpContext& c, absl::Span<Tensor> outputs);
+
 // The definition of `op_type`, or nullptr if ipupod does not support it.
 const OpDef* FindOp(absl::string_view op_type);
 
@@ -164,7 +176,7 @@ kernels::MutableView<T> MutableViewOf(Tensor& t) {
   return kernels::MutableView<T>{t.mutable_data<T>(), t.shape()};
 }
 
-// Calls f(T{}) with T the C++ type of `dtype`.
+// Calls f(T{}) with T the C++ type of `dtype` (not float16: see RunOp).
 template <typename F>
 absl::Status VisitDType(DType dtype, F&& f) {
   switch (dtype) {
@@ -176,6 +188,8 @@ absl::Status VisitDType(DType dtype, F&& f) {
       return f(int32_t{});
     case DType::kBool:
       return f(bool{});
+    case DType::kFloat16:  // RunOp widens float16 before an op sees it
+      return absl::InternalError("a float16 value reached an op that computes in float32");
   }
   return absl::InternalError("unknown dtype");
 }
@@ -185,7 +199,7 @@ absl::Status RequireDType(absl::string_view what, DType dtype,
                           std::initializer_list<DType> allowed);
 
 // Maps an ONNX TensorProto.DataType code to a DType; INVALID_ARGUMENT for
-// types ipupod does not support (double, float16, int8, string, ...).
+// types ipupod does not support (double, bfloat16, int8, string, ...).
 absl::StatusOr<DType> DTypeFromOnnxCode(int64_t code);
 
 inline int64_t NumElementsOf(const TensorType& t) {

@@ -103,18 +103,38 @@ absl::StatusOr<std::vector<TensorType>> InferCast(const OpContext& c) {
   return std::vector<TensorType>{{dtype, c.shape(0)}};
 }
 
-absl::Status RunCast(const OpContext& c, absl::Span<Tensor> out) {
-  const Tensor& in = *c.values[0];
+// Between dtypes other than float16.
+absl::Status CastInto(const Tensor& in, Tensor& out) {
   return VisitDType(in.dtype(), [&](auto from_tag) -> absl::Status {
     using From = decltype(from_tag);
-    return VisitDType(out[0].dtype(), [&](auto to_tag) -> absl::Status {
+    return VisitDType(out.dtype(), [&](auto to_tag) -> absl::Status {
       using To = decltype(to_tag);
       const From* src = in.data<From>();
-      To* dst = out[0].mutable_data<To>();
+      To* dst = out.mutable_data<To>();
       for (int64_t i = 0; i < in.num_elements(); ++i) dst[i] = Convert<To>(src[i]);
       return absl::OkStatus();
     });
   });
+}
+
+// float16 goes through float32: widened exactly on the way in, rounded to
+// nearest even on the way out.
+absl::Status RunCast(const OpContext& c, absl::Span<Tensor> out) {
+  const Tensor* in = c.values[0];
+  Tensor widened;
+  if (in->dtype() == DType::kFloat16) {
+    IPUPOD_ASSIGN_OR_RETURN(widened, in->WidenedToFloat32());
+    in = &widened;
+  }
+  if (out[0].dtype() != DType::kFloat16) return CastInto(*in, out[0]);
+  if (in->dtype() == DType::kFloat32) {
+    IPUPOD_ASSIGN_OR_RETURN(out[0], in->ConvertedTo(DType::kFloat16));
+    return absl::OkStatus();
+  }
+  IPUPOD_ASSIGN_OR_RETURN(Tensor wide, Tensor::CreateForOverwrite(DType::kFloat32, in->shape()));
+  IPUPOD_RETURN_IF_ERROR(CastInto(*in, wide));
+  IPUPOD_ASSIGN_OR_RETURN(out[0], wide.ConvertedTo(DType::kFloat16));
+  return absl::OkStatus();
 }
 
 // ---- Shape (start/end attributes from opset 15) ----

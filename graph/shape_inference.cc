@@ -18,6 +18,7 @@ namespace {
 struct PassState {
   const std::map<std::string, Tensor>* initializers = nullptr;
   bool keep_weights = false;
+  bool half_partials = false;  // Graph::half_partials
   std::map<std::string, Tensor> folded;
   int64_t folded_bytes = 0;
   int64_t max_folded_bytes = 0;
@@ -54,7 +55,7 @@ absl::Status SeedState(const Graph& g, PassState& s) {
 }
 
 absl::StatusOr<OpContext> MakeContext(const Node& node, int64_t opset, const PassState& s) {
-  OpContext ctx{node, opset, {}, {}};
+  OpContext ctx{node, opset, {}, {}, s.half_partials};
   for (const std::string& in : node.inputs) {
     if (in.empty()) {
       ctx.types.push_back(nullptr);
@@ -94,7 +95,7 @@ bool CanFold(const OpDef& def, const OpContext& ctx) {
 absl::Status VisitNode(const Node& node, int64_t opset, PassState& s) {
   const OpDef& def = *FindOp(node.op_type);
   IPUPOD_ASSIGN_OR_RETURN(OpContext ctx, MakeContext(node, opset, s));
-  IPUPOD_ASSIGN_OR_RETURN(std::vector<TensorType> types, def.infer(ctx));
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<TensorType> types, InferOp(def, ctx));
   if (types.size() != node.outputs.size()) {
     return absl::InternalError(
         absl::StrCat("inferred ", types.size(), " outputs for ", node.outputs.size()));
@@ -108,7 +109,7 @@ absl::Status VisitNode(const Node& node, int64_t opset, PassState& s) {
   if (fold) {
     s.folded_bytes += bytes;
     IPUPOD_ASSIGN_OR_RETURN(folded, CreateOutputs(def, types));
-    IPUPOD_RETURN_IF_ERROR(def.run(ctx, absl::MakeSpan(folded)));
+    IPUPOD_RETURN_IF_ERROR(RunOp(def, ctx, absl::MakeSpan(folded)));
   } else {
     s.kept.push_back(node);
   }
@@ -192,6 +193,8 @@ int64_t FoldBudget(const Graph& graph, const FoldOptions& options) {
 absl::Status RunPass(Graph& graph, const FoldOptions& options) {
   PassState s;
   s.keep_weights = options.keep_weights;
+  graph.half_partials = options.half_partials;
+  s.half_partials = options.half_partials;
   s.max_folded_bytes = FoldBudget(graph, options);
   IPUPOD_RETURN_IF_ERROR(SeedState(graph, s));
   for (const Node& node : graph.nodes) {
@@ -217,7 +220,7 @@ absl::Status RunPass(Graph& graph, const FoldOptions& options) {
 }  // namespace
 
 bool IsWeightLike(const Tensor& initializer) {
-  return initializer.dtype() == DType::kFloat32 && !initializer.shape().empty();
+  return IsFloat(initializer.dtype()) && !initializer.shape().empty();
 }
 
 absl::Status InferShapesAndFold(Graph& graph, const FoldOptions& options) {

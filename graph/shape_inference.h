@@ -50,13 +50,17 @@ struct FoldOptions {
   // Polled before each node; true stops the pass with CANCELLED (a server's
   // Load whose client has gone). Empty: never cancelled.
   std::function<bool()> cancelled = nullptr;
+  // Graph::half_partials for the imported graph (and for what folds):
+  // IPUConfig enable_half_partials.
+  bool half_partials = false;
 };
 
 inline constexpr int64_t kFoldFloorBytes = int64_t{256} << 20;
 
 absl::Status InferShapesAndFold(Graph& graph, const FoldOptions& options = {});
 
-// True for the initializers FoldOptions::keep_weights keeps: float32, rank >= 1.
+// True for the initializers FoldOptions::keep_weights keeps: float32 or
+// float16, rank >= 1.
 bool IsWeightLike(const Tensor& initializer);
 
 }  // namespace ipupod::graph

@@ -30,7 +30,7 @@ absl::StatusOr<std::vector<TensorSpec>> FindWeights(const Executable& e, const g
   std::vector<TensorSpec> weights;
   for (const onnx::TensorProto& p : model.graph().initializer()) {
     const tensor::Tensor* t = g.FindInitializer(p.name());
-    if (t == nullptr || t->dtype() != tensor::DType::kFloat32) continue;
+    if (t == nullptr || !tensor::IsFloat(t->dtype())) continue;
     weights.push_back({p.name(), t->dtype(), t->shape()});
   }
   std::sort(weights.begin(), weights.end(),

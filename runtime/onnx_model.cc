@@ -22,8 +22,9 @@ absl::StatusOr<std::string> ReplaceOnnxInitializers(absl::string_view model_byte
   }
   for (const auto& [name, t] : tensors) {
     auto it = by_name.find(name);
-    if (it == by_name.end() || it->second->data_type() != onnx::TensorProto::FLOAT ||
-        t.dtype() != tensor::DType::kFloat32 ||
+    const int want = t.dtype() == tensor::DType::kFloat16 ? onnx::TensorProto::FLOAT16
+                                                          : onnx::TensorProto::FLOAT;
+    if (it == by_name.end() || it->second->data_type() != want || !tensor::IsFloat(t.dtype()) ||
         tensor::Shape(it->second->dims().begin(), it->second->dims().end()) != t.shape()) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", name, "' is not a float initializer of the model with shape ",
@@ -31,6 +32,7 @@ absl::StatusOr<std::string> ReplaceOnnxInitializers(absl::string_view model_byte
     }
     onnx::TensorProto& p = *it->second;
     p.clear_float_data();
+    p.clear_int32_data();  // where FLOAT16 keeps typed values
     p.clear_external_data();
     p.set_data_location(onnx::TensorProto::DEFAULT);
     p.set_raw_data(std::string(t.bytes()));

@@ -14,7 +14,7 @@ int64_t AccumulationSteps(const Executable& e) {
 
 namespace {
 
-// Adds b into a element-wise (bool: or).
+// Adds b into a element-wise (bool: or; float16: the sum rounded to float16).
 void Accumulate(tensor::Tensor& a, const tensor::Tensor& b) {
   for (int64_t k = 0; k < a.num_elements(); ++k) {
     switch (a.dtype()) {
@@ -29,6 +29,11 @@ void Accumulate(tensor::Tensor& a, const tensor::Tensor& b) {
         break;
       case tensor::DType::kBool:
         a.mutable_data<bool>()[k] = a.data<bool>()[k] || b.data<bool>()[k];
+        break;
+      case tensor::DType::kFloat16:
+        a.mutable_data<tensor::Float16>()[k] =
+            tensor::ToFloat16(tensor::ToFloat32(a.data<tensor::Float16>()[k]) +
+                              tensor::ToFloat32(b.data<tensor::Float16>()[k]));
         break;
     }
   }

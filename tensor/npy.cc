@@ -126,12 +126,13 @@ absl::StatusOr<Header> ParseHeader(absl::string_view text) {
 
 absl::StatusOr<DType> DTypeFromDescr(absl::string_view descr) {
   if (descr == "<f4") return DType::kFloat32;
+  if (descr == "<f2") return DType::kFloat16;
   if (descr == "<i8") return DType::kInt64;
   if (descr == "<i4") return DType::kInt32;
   if (descr == "|b1") return DType::kBool;
   return Bad(absl::StrCat("dtype '", descr,
-                          "' is not supported; use float32 (<f4), int64 (<i8), int32 (<i4) or "
-                          "bool (|b1)"));
+                          "' is not supported; use float32 (<f4), float16 (<f2), int64 (<i8), "
+                          "int32 (<i4) or bool (|b1)"));
 }
 
 absl::string_view DescrOf(DType dtype) {
@@ -144,6 +145,8 @@ absl::string_view DescrOf(DType dtype) {
       return "<i4";
     case DType::kBool:
       return "|b1";
+    case DType::kFloat16:
+      return "<f2";
   }
   return "";
 }

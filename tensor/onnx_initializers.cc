@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,7 @@ constexpr int32_t kOnnxFloat = 1;
 constexpr int32_t kOnnxInt32 = 6;
 constexpr int32_t kOnnxInt64 = 7;
 constexpr int32_t kOnnxBool = 9;
+constexpr int32_t kOnnxFloat16 = 10;
 constexpr int32_t kOnnxDouble = 11;
 // onnx.TensorProto.DataLocation.
 constexpr int32_t kLocationDefault = 0;
@@ -262,10 +264,12 @@ absl::StatusOr<DType> DTypeOf(const OnnxTensor& p) {
       return DType::kInt32;
     case kOnnxBool:
       return DType::kBool;
+    case kOnnxFloat16:
+      return DType::kFloat16;
     default:
       return BadTensor(p, absl::StrCat("element type ", p.data_type,
-                                       " is not supported; export float32, float64, int64, "
-                                       "int32 or bool tensors"));
+                                       " is not supported; export float32, float16, float64, "
+                                       "int64, int32 or bool tensors"));
   }
 }
 
@@ -326,7 +330,13 @@ absl::StatusOr<Tensor> FromField(DType dtype, Shape shape, const Field& field) {
   }
   IPUPOD_ASSIGN_OR_RETURN(Tensor t, Tensor::CreateForOverwrite(dtype, std::move(shape)));
   Dst* out = t.mutable_data<Dst>();
-  for (size_t i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(static_cast<Src>(field[i]));
+  for (size_t i = 0; i < field.size(); ++i) {
+    if constexpr (std::is_same_v<Dst, Float16>) {
+      out[i] = Float16{static_cast<uint16_t>(field[i])};  // the bits, in the low half
+    } else {
+      out[i] = static_cast<Dst>(static_cast<Src>(field[i]));
+    }
+  }
   return t;
 }
 
@@ -357,6 +367,8 @@ absl::StatusOr<Tensor> FromTypedFields(const OnnxTensor& p, Shape shape) {
       return FromField<int64_t, int64_t>(DType::kInt64, shape, p.int64_data);
     case kOnnxInt32:
       return FromField<int32_t, int32_t>(DType::kInt32, shape, p.int32_data);
+    case kOnnxFloat16:  // the bits travel in int32_data
+      return FromField<int32_t, Float16>(DType::kFloat16, shape, p.int32_data);
     default:  // BOOL travels in int32_data
       return FromField<bool, bool>(DType::kBool, shape, p.int32_data);
   }

@@ -44,7 +44,7 @@ struct SafeDType {
 };
 
 constexpr SafeDType kDTypes[] = {
-    {"F32", DType::kFloat32, 4},  {"F64", DType::kFloat32, 8}, {"F16", DType::kFloat32, 2},
+    {"F32", DType::kFloat32, 4},  {"F64", DType::kFloat32, 8}, {"F16", DType::kFloat16, 2},
     {"BF16", DType::kFloat32, 2}, {"I64", DType::kInt64, 8},   {"I32", DType::kInt32, 4},
     {"BOOL", DType::kBool, 1},
 };
@@ -56,19 +56,9 @@ const SafeDType* FindDType(absl::string_view name) {
   return nullptr;
 }
 
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
-  if (exp == 0) {  // zero or subnormal: mant x 2^-24
-    const float v = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -v : v;
-  }
-  const uint32_t bits = exp == 0x1f ? (sign | 0x7f800000u | (mant << 13))
-                                    : (sign | ((exp + 112) << 23) | (mant << 13));
-  return std::bit_cast<float>(bits);
-}
-
-// Widens F64/F16/BF16 to float32; copies everything else.
+// Widens BF16 to float32 (exactly: bfloat16 is float32's upper half; ipupod,
+// like the IPU, has no bfloat16), narrows F64 to float32, copies everything
+// else (F16 stays float16).
 absl::StatusOr<Tensor> Decode(const Entry& e, const SafeDType& d, absl::string_view data) {
   if (d.dtype != DType::kFloat32 || d.file_size == 4) {
     return Tensor::FromBytes(d.dtype, e.shape, data);
@@ -85,7 +75,7 @@ absl::StatusOr<Tensor> Decode(const Entry& e, const SafeDType& d, absl::string_v
     }
     uint16_t h;
     std::memcpy(&h, p, 2);
-    out[i] = e.dtype == "BF16" ? std::bit_cast<float>(uint32_t{h} << 16) : HalfToFloat(h);
+    out[i] = std::bit_cast<float>(uint32_t{h} << 16);
   }
   return t;
 }
@@ -153,7 +143,7 @@ absl::StatusOr<NamedTensor> ReadEntry(const Entry& e, absl::string_view data) {
   return NamedTensor(e.name, *std::move(t));
 }
 
-// Bytes an entry decodes to (F16/BF16 widen to float32, F64 narrows); its
+// Bytes an entry decodes to (BF16 widens to float32, F64 narrows); its
 // file bytes for a dtype ReadEntry will refuse.
 uint64_t DecodedBytes(const Entry& e) {
   const SafeDType* d = FindDType(e.dtype);
@@ -193,6 +183,8 @@ const char* SafeName(DType dtype) {
       return "I32";
     case DType::kBool:
       return "BOOL";
+    case DType::kFloat16:
+      return "F16";
   }
   return "F32";
 }

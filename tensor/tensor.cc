@@ -21,16 +21,19 @@ absl::string_view DTypeName(DType dtype) {
       return "int32";
     case DType::kBool:
       return "bool";
+    case DType::kFloat16:
+      return "float16";
   }
   return "unknown";
 }
 
 absl::StatusOr<DType> ParseDTypeName(absl::string_view name) {
-  for (DType dtype : {DType::kFloat32, DType::kInt64, DType::kInt32, DType::kBool}) {
+  for (DType dtype :
+       {DType::kFloat32, DType::kInt64, DType::kInt32, DType::kBool, DType::kFloat16}) {
     if (DTypeName(dtype) == name) return dtype;
   }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("dtype \"%s\" is not supported; use float32, int64, int32 or bool", name));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "dtype \"%s\" is not supported; use float32, float16, int64, int32 or bool", name));
 }
 
 size_t DTypeSize(DType dtype) {
@@ -43,6 +46,8 @@ size_t DTypeSize(DType dtype) {
       return 4;
     case DType::kBool:
       return 1;
+    case DType::kFloat16:
+      return 2;
   }
   return 0;
 }
@@ -113,6 +118,7 @@ int64_t Tensor::IntAt(int64_t i) const {
     case DType::kBool:
       return data<bool>()[i] ? 1 : 0;
     case DType::kFloat32:
+    case DType::kFloat16:
       break;
   }
   CheckDType(DType::kInt64);
@@ -126,6 +132,8 @@ std::string Tensor::DebugString() const {
     if (i > 0) out += ", ";
     if (dtype_ == DType::kFloat32) {
       absl::StrAppend(&out, data<float>()[i]);
+    } else if (dtype_ == DType::kFloat16) {
+      absl::StrAppend(&out, ToFloat32(data<Float16>()[i]));
     } else {
       absl::StrAppend(&out, IntAt(i));
     }
@@ -136,6 +144,26 @@ std::string Tensor::DebugString() const {
 
 bool Tensor::operator==(const Tensor& other) const {
   return dtype_ == other.dtype_ && shape_ == other.shape_ && bytes_ == other.bytes_;
+}
+
+absl::StatusOr<Tensor> Tensor::WidenedToFloat32() const {
+  if (dtype_ != DType::kFloat16) return *this;
+  return ConvertedTo(DType::kFloat32);
+}
+
+absl::StatusOr<Tensor> Tensor::ConvertedTo(DType dtype) const {
+  if (!IsFloat(dtype_) || !IsFloat(dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot convert ", DTypeName(dtype_), " to ",
+                                                   DTypeName(dtype), " (float types only)"));
+  }
+  if (dtype == dtype_) return *this;
+  IPUPOD_ASSIGN_OR_RETURN(Tensor out, CreateForOverwrite(dtype, shape_));
+  if (dtype == DType::kFloat32) {
+    WidenToFloat32(values<Float16>(), out.mutable_data<float>());
+  } else {
+    NarrowToFloat16(values<float>(), out.mutable_data<Float16>());
+  }
+  return out;
 }
 
 void Tensor::CheckDType(DType want) const {

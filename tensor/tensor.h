@@ -5,14 +5,15 @@
 // outputs, and every intermediate the Interpreter computes. It owns its
 // storage (value semantics: copies are deep, moves are cheap).
 //
-// Supported element types (DType): float32, int64, int32 and bool (one byte
-// per element, always 0 or 1). Storage is at least 16-byte aligned.
+// Supported element types (DType): float32, float16 (tensor/float16.h's
+// Float16: IEEE binary16 bits), int64, int32 and bool (one byte per element,
+// always 0 or 1). Storage is at least 16-byte aligned.
 //
 // Thread safety: a const Tensor may be read from many threads; mutation
 // needs exclusive access.
 // Errors: INVALID_ARGUMENT for a negative dim, a byte count that does not
 // match the shape, a tensor larger than kTensorBytesMax, or (ParseDTypeName)
-// a dtype name other than the four.
+// a dtype name other than the five.
 #ifndef IPUPOD_TENSOR_TENSOR_H_
 #define IPUPOD_TENSOR_TENSOR_H_
 
@@ -29,18 +30,22 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "tensor/float16.h"
 #include "tensor/shape.h"
 
 namespace ipupod::tensor {
 
-enum class DType : uint8_t { kFloat32, kInt64, kInt32, kBool };
+// kFloat16 comes last so the values of the others never change.
+enum class DType : uint8_t { kFloat32, kInt64, kInt32, kBool, kFloat16 };
 
-// "float32", "int64", "int32", "bool".
+// "float32", "int64", "int32", "bool", "float16".
 absl::string_view DTypeName(DType dtype);
 // The inverse of DTypeName: the one parser of dtype names (the wire, the
-// .ipx JSON). INVALID_ARGUMENT listing the four for anything else.
+// .ipx JSON). INVALID_ARGUMENT listing the five for anything else.
 absl::StatusOr<DType> ParseDTypeName(absl::string_view name);
 size_t DTypeSize(DType dtype);
+// float32 or float16.
+inline bool IsFloat(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kFloat16; }
 
 template <typename T>
 constexpr DType DTypeOf() {
@@ -48,6 +53,7 @@ constexpr DType DTypeOf() {
   if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
   if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
   if constexpr (std::is_same_v<T, bool>) return DType::kBool;
+  if constexpr (std::is_same_v<T, Float16>) return DType::kFloat16;
 }
 
 // The largest tensor any model may hold or produce: 4 GiB.
@@ -136,6 +142,12 @@ class Tensor {
 
   bool operator==(const Tensor& other) const;
 
+  // A float32 copy of a float16 tensor (exact), or a copy of anything else.
+  absl::StatusOr<Tensor> WidenedToFloat32() const;
+  // `dtype`'s copy of a float32 or float16 tensor: float32 -> float16 rounds
+  // to nearest even (tensor/float16.h). REQUIRES: IsFloat(dtype()), IsFloat(dtype).
+  absl::StatusOr<Tensor> ConvertedTo(DType dtype) const;
+
  private:
   Tensor(DType dtype, Shape shape, int64_t num_elements);
   void CheckDType(DType want) const;
@@ -149,7 +161,8 @@ class Tensor {
 template <typename T>
 absl::StatusOr<Tensor> Tensor::FromValues(Shape shape, absl::Span<const T> values) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, int64_t> ||
-                    std::is_same_v<T, int32_t> || std::is_same_v<T, bool>,
+                    std::is_same_v<T, int32_t> || std::is_same_v<T, bool> ||
+                    std::is_same_v<T, Float16>,
                 "unsupported element type");
   return FromBytes(
       DTypeOf<T>(), std::move(shape),

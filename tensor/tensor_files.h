@@ -4,13 +4,14 @@
 //   .npz          numpy.savez and numpy.savez_compressed (zip of .npy;
 //                 stored or deflated members, zip64 when large)
 //   .safetensors  Hugging Face safetensors (8-byte header length, JSON
-//                 header, raw little-endian data); F16/BF16 widen to float32
+//                 header, raw little-endian data); BF16 widens to float32
 //   .onnx         the initializers of an ONNX model (raw_data, typed
 //                 fields or external data next to the model file), read
 //                 with protobuf's wire-format reader: no ONNX library
 // Tensors keep the order they have in the file (.safetensors: the order of
-// their data; npz: the central directory's). Dtypes: float32, int64,
-// int32, bool (DType); float64 widens to float32 on read, other
+// their data; npz: the central directory's). Dtypes: float32, float16,
+// int64, int32, bool (DType); float64 narrows to float32 on read (.npy,
+// .npz: refused), other
 // dtypes are INVALID_ARGUMENT naming the tensor.
 //
 // Hostile files: every size a file declares (member sizes, header lengths,
@@ -53,7 +54,7 @@ using TensorRef = std::pair<std::string, const Tensor*>;
 inline constexpr int64_t kTensorFileBytesMaxDefault = int64_t{4} << 30;
 
 struct TensorReadLimits {
-  // All of one file's tensors together, in bytes as decoded (F16 counts as
+  // All of one file's tensors together, in bytes as decoded (BF16 counts as
   // the float32 it widens to). The file itself may be at most this plus
   // kTensorFileOverheadMax bytes.
   int64_t bytes_max = kTensorFileBytesMaxDefault;

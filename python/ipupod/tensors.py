@@ -1,8 +1,8 @@
 """Tensors on the ExecutionService wire, as numpy arrays (the codec of wire/tensor_stream.h).
 
 A tensor travels as a ``TensorHeader`` (name, dtype, shape, total_bytes) followed by its
-little-endian, row-major bytes in ``TensorData`` chunks of at most 1 MiB. The wire knows four
-dtypes: float32, int64, int32 and bool. Values given to this library may be numpy arrays,
+little-endian, row-major bytes in ``TensorData`` chunks of at most 1 MiB. The wire knows five
+dtypes: float32, float16, int64, int32 and bool. Values given to this library may be numpy arrays,
 torch tensors (moved to the CPU) or anything ``numpy.asarray`` takes; float64 is narrowed to
 float32 (as the CLI reads float64 files), Python ints become int64; other dtypes are refused
 with the list of those that work.
@@ -35,6 +35,7 @@ TENSOR_BYTES_MAX = 4 << 30
 #: Wire dtype name -> numpy dtype (little-endian).
 DTYPES: Dict[str, np.dtype] = {
     "float32": np.dtype("<f4"),
+    "float16": np.dtype("<f2"),
     "int64": np.dtype("<i8"),
     "int32": np.dtype("<i4"),
     "bool": np.dtype("?"),

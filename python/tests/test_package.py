@@ -58,6 +58,7 @@ def test_tensors_cross_the_wire_codec_unchanged():
         "big": np.arange(300_000, dtype=np.float32),  # > 1 MiB: several chunks
         "i64": np.array([[1, -2]], dtype=np.int64),
         "i32": np.array(7, dtype=np.int32),
+        "half": np.array([1.5, -65504, 6e-8], dtype=np.float16),  # kept float16
         "b": np.array([True, False]),
         "empty": np.zeros((0, 5), np.float32),
         "wide": np.array([0.5], dtype=np.float64),  # narrowed to float32
@@ -74,11 +75,11 @@ def test_tensors_cross_the_wire_codec_unchanged():
 
 
 def test_unsupported_dtypes_and_names_are_refused_locally():
-    for bad in (np.zeros(2, np.float16), np.zeros(2, np.uint8), np.array(["a"])):
+    for bad in (np.zeros(2, np.uint8), np.zeros(2, np.int16), np.array(["a"])):
         with pytest.raises(ipupod.Error) as refused:
             tensors.to_arrays({"t": bad}, "here")
         assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
-        assert "float32, int64, int32, bool" in refused.value.message
+        assert "float32, float16, int64, int32, bool" in refused.value.message
     with pytest.raises(ipupod.Error):
         tensors.to_arrays({"x" * 257: np.zeros(1, np.float32)}, "here")
     with pytest.raises(ipupod.Error):

@@ -136,7 +136,7 @@ TEST(GrpcStatusTest, ContractViolationsFromTheServerAreInternal) {
   EXPECT_THAT(std::string(bad.message()), ::testing::HasSubstr("ipupodd sent"));
   EXPECT_EQ(ServerStreamError(absl::ResourceExhaustedError("oom")).code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(tensor::ParseDTypeName("float16").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(tensor::ParseDTypeName("bfloat16").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ namespace ipupod::graph::testing {
 inline constexpr int kFloat = onnx::TensorProto::FLOAT;
 inline constexpr int kInt64 = onnx::TensorProto::INT64;
 inline constexpr int kBool = onnx::TensorProto::BOOL;
+inline constexpr int kFloat16 = onnx::TensorProto::FLOAT16;
 
 class OnnxBuilder {
  public:

@@ -667,7 +667,7 @@ TEST_F(ExecutionServiceTest, MalformedTensorStreamsAreRejected) {
   writer->Write(r);
   v1::TensorHeader* h = r.mutable_header();
   h->set_name("fc2.w");
-  h->set_dtype("float16");
+  h->set_dtype("bfloat16");
   h->add_shape(16);
   h->add_shape(4);
   h->set_total_bytes(128);
@@ -675,7 +675,7 @@ TEST_F(ExecutionServiceTest, MalformedTensorStreamsAreRejected) {
   writer->WritesDone();
   grpc::Status s = writer->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("use float32, int64, int32 or bool"));
+  EXPECT_THAT(s.error_message(), HasSubstr("use float32, float16, int64, int32 or bool"));
 }
 
 // ---------------------------------------------------------------- resets and faults

@@ -235,12 +235,12 @@ TEST(HostileFilesTest, SafetensorsWithHugeHeaderLengthOrOffsetsIsInvalid) {
 }
 
 TEST(HostileFilesTest, SafetensorsOverTheLimitIsResourceExhausted) {
-  // F16 widens to float32: 1 MiB in the file decodes to 2 MiB.
-  const std::string f16 =
-      Safetensors(R"({"w":{"dtype":"F16","shape":[524288],"data_offsets":[0,1048576]}})",
+  // BF16 widens to float32: 1 MiB in the file decodes to 2 MiB.
+  const std::string bf16 =
+      Safetensors(R"({"w":{"dtype":"BF16","shape":[524288],"data_offsets":[0,1048576]}})",
                   std::string(static_cast<size_t>(kMiB), '\0'));
-  EXPECT_TRUE(ParseSafetensors(f16).ok());
-  ExpectCode(ParseSafetensors(f16, {.bytes_max = 3 * kMiB / 2}).status(),
+  EXPECT_TRUE(ParseSafetensors(bf16).ok());
+  ExpectCode(ParseSafetensors(bf16, {.bytes_max = 3 * kMiB / 2}).status(),
              absl::StatusCode::kResourceExhausted, "decode to 2097152 bytes");
 }
 

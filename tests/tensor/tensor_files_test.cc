@@ -104,7 +104,13 @@ std::string Safetensors(const std::string& header, const std::string& data) {
   return out + header + data;
 }
 
-TEST(TensorFilesTest, SafetensorsWidensHalfBfloatAndDouble) {
+Tensor H(const Shape& shape, std::initializer_list<uint16_t> bits) {
+  std::vector<tensor::Float16> v;
+  for (uint16_t b : bits) v.push_back(tensor::Float16{b});
+  return *Tensor::FromValues<tensor::Float16>(shape, v);
+}
+
+TEST(TensorFilesTest, SafetensorsKeepsHalfWidensBfloatAndNarrowsDouble) {
   std::string data;
   PutLe<uint16_t>(data, 0x3c00);  // F16 1.0
   PutLe<uint16_t>(data, 0xc100);  // F16 -2.5
@@ -117,9 +123,18 @@ TEST(TensorFilesTest, SafetensorsWidensHalfBfloatAndDouble) {
   auto out = ParseSafetensors(Safetensors(header, data));
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 3u);
-  EXPECT_EQ((*out)[0], NamedTensor("h", F({2}, {1.0f, -2.5f})));
-  EXPECT_EQ((*out)[1], NamedTensor("b", F({1}, {1.5f})));  // file (data) order
+  EXPECT_EQ((*out)[0], NamedTensor("h", H({2}, {0x3c00, 0xc100})));  // float16, not widened
+  EXPECT_EQ((*out)[1], NamedTensor("b", F({1}, {1.5f})));            // file (data) order
   EXPECT_EQ((*out)[2], NamedTensor("d", Tensor::Scalar<float>(0.125f)));
+}
+
+TEST(TensorFilesTest, Float16RoundTripsThroughEveryFormat) {
+  const NamedTensors in = {{"h", H({2, 2}, {0x3c00, 0xc100, 0x0001, 0x7bff})}};
+  for (const std::string& bytes : {SerializeNpz(in), SerializeSafetensors(in)}) {
+    auto out = bytes.substr(0, 2) == "PK" ? ParseNpz(bytes) : ParseSafetensors(bytes);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(*out, in);
+  }
 }
 
 TEST(TensorFilesTest, SafetensorsRejectsMalformedHeaders) {
@@ -168,6 +183,12 @@ TEST(TensorFilesTest, OnnxInitializersFromRawTypedAndExternalData) {
   d->set_name("d");
   d->set_data_type(onnx::TensorProto::DOUBLE);
   d->add_double_data(0.5);
+  onnx::TensorProto* h = b.model().mutable_graph()->add_initializer();
+  h->set_name("h");  // FLOAT16 in int32_data: the bits in the low half
+  h->set_data_type(onnx::TensorProto::FLOAT16);
+  h->add_dims(2);
+  h->add_int32_data(0x3c00);
+  h->add_int32_data(0xc100);
   onnx::TensorProto* ext = b.model().mutable_graph()->add_initializer();
   ext->set_name("ext");
   ext->set_data_type(onnx::TensorProto::FLOAT);
@@ -186,11 +207,12 @@ TEST(TensorFilesTest, OnnxInitializersFromRawTypedAndExternalData) {
 
   auto out = ParseOnnxInitializers(b.Bytes(), dir);
   ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ(out->size(), 4u);
+  ASSERT_EQ(out->size(), 5u);
   EXPECT_EQ((*out)[0], NamedTensor("w", F({2}, {1.5f, -2})));
   EXPECT_EQ((*out)[1].second.IntAt(1), 2);
   EXPECT_EQ((*out)[2], NamedTensor("d", Tensor::Scalar<float>(0.5f)));
-  EXPECT_EQ((*out)[3], NamedTensor("ext", F({2}, {3, 4})));
+  EXPECT_EQ((*out)[3], NamedTensor("h", H({2}, {0x3c00, 0xc100})));
+  EXPECT_EQ((*out)[4], NamedTensor("ext", F({2}, {3, 4})));
 
   ExpectInvalid(ParseOnnxInitializers(b.Bytes()).status(), "stored in an external file");
   ext->mutable_external_data(0)->set_value("../escape.bin");

@@ -92,10 +92,11 @@ TEST(TensorTest, ParseDTypeNameIsTheInverseOfDTypeName) {
   EXPECT_EQ(*ParseDTypeName("int32"), DType::kInt32);
   EXPECT_EQ(*ParseDTypeName("bool"), DType::kBool);
   EXPECT_EQ(ParseDTypeName("f32").status().code(), absl::StatusCode::kInvalidArgument);
-  const absl::Status bad = ParseDTypeName("float16").status();
+  EXPECT_EQ(*ParseDTypeName("float16"), DType::kFloat16);
+  const absl::Status bad = ParseDTypeName("bfloat16").status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.message()),
-              ::testing::HasSubstr("use float32, int64, int32 or bool"));
+              ::testing::HasSubstr("use float32, float16, int64, int32 or bool"));
 }
 
 }  // namespace

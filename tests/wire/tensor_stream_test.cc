@@ -64,8 +64,8 @@ TEST(TensorStreamTest, AFailedWriteCancels) {
 
 TEST(TensorStreamTest, HeadersAreChecked) {
   TensorAssembler a("weights", 1000);
-  EXPECT_THAT(a.AddHeader(Header("w", "float16", {2}, 4)).message(),
-              HasSubstr("dtype \"float16\" is not supported; use float32"));
+  EXPECT_THAT(a.AddHeader(Header("w", "bfloat16", {2}, 4)).message(),
+              HasSubstr("dtype \"bfloat16\" is not supported; use float32"));
   EXPECT_THAT(a.AddHeader(Header("w", "float32", {2, 3}, 12)).message(),
               HasSubstr("tensor w: total_bytes is 12 but float32[2, 3] holds 24 bytes"));
   EXPECT_EQ(a.AddHeader(Header("w", "float32", {-1}, 0)).code(), kInvalid);

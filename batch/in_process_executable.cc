@@ -27,6 +27,8 @@ driver::StepStats StatsOf(const runtime::StepResult& step) {
   out.flops = static_cast<uint64_t>(step.flops);
   out.losses = step.losses;
   out.weight_updates = step.step;
+  out.loss_scales = step.loss_scales;
+  out.skipped_updates = step.skipped_updates;
   return out;
 }
 

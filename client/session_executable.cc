@@ -21,6 +21,8 @@ driver::StepStats StepStatsOf(const v1::RunStats& stats) {
   out.flops = stats.flops();
   out.losses.assign(stats.losses().begin(), stats.losses().end());
   out.weight_updates = static_cast<int64_t>(stats.step());
+  out.loss_scales.assign(stats.loss_scales().begin(), stats.loss_scales().end());
+  out.skipped_updates = static_cast<int64_t>(stats.skipped_updates());
   return out;
 }
 

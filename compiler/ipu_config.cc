@@ -318,8 +318,6 @@ std::vector<std::string> IgnoredKeyWarnings(const IpuConfig& config, bool for_in
           "nothing ipupod runs draws random numbers (no stochastic rounding; Dropout runs in "
           "inference mode), so results are the same for every seed");
   if (!for_inference) {
-    ignored(config.auto_loss_scaling, "auto_loss_scaling",
-            "ipupod trains in fp32, which needs no loss scaling; the loss is never scaled");
     ignored(config.replicated_tensor_sharding, "replicated_tensor_sharding",
             "every replica keeps the whole optimizer state; the memory plan does not shard it");
   }
@@ -331,8 +329,6 @@ std::vector<std::string> IgnoredKeyWarnings(const IpuConfig& config, bool for_in
           own ? "inference_matmul_proportion" : "matmul_proportion",
           "the memory plan does not model the temporary memory of matrix products, so the "
           "proportion changes neither memory nor time");
-  ignored(config.enable_half_partials != defaults.enable_half_partials, "enable_half_partials",
-          "ipupod runs fp32 models only, and fp32 matrix products keep fp32 partials either way");
   ignored(config.embedding_serialization_factor != defaults.embedding_serialization_factor,
           "embedding_serialization_factor",
           "optimum-graphcore serializes embeddings in the PyTorch model before export; ipupod "

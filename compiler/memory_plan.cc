@@ -28,7 +28,7 @@ struct ValueUse {
 
 bool IsFloat(const graph::Graph& g, const std::string& value) {
   const graph::TensorType* type = g.FindType(value);
-  return type != nullptr && type->dtype == tensor::DType::kFloat32;
+  return type != nullptr && tensor::IsFloat(type->dtype);
 }
 
 int64_t TypeBytes(const graph::Graph& g, const std::string& value) {
@@ -105,13 +105,14 @@ StageBytes MeasureStage(const Placement& p, int64_t stage,
   return out;
 }
 
-// Gradients and optimizer state of a trainable weight on one IPU.
-void AddTrainingState(const TrainingPlan& t, const std::string& name, int64_t bytes,
+// Gradients and optimizer state of a trainable weight on one IPU: the
+// gradient in the weight's type, the state in float32 (training/optimizer.h).
+void AddTrainingState(const TrainingPlan& t, const tensor::Tensor& weight, const std::string& name,
                       IpuPlan& plan) {
   auto slots = t.state_slots.find(name);
   if (slots == t.state_slots.end()) return;  // not trained
-  plan.gradient_bytes += bytes;              // fp32, as the weight
-  const int64_t state = slots->second * bytes;
+  plan.gradient_bytes += static_cast<int64_t>(weight.byte_size());
+  const int64_t state = slots->second * weight.num_elements() * 4;
   (t.optimizer_state_offchip ? plan.optimizer_state_offchip_bytes : plan.optimizer_state_bytes) +=
       state;
 }
@@ -127,7 +128,7 @@ void AddWeights(const graph::Graph& g, const Placement& p, const PlanOptions& o,
       const int64_t bytes = static_cast<int64_t>(w->byte_size());
       ipus[ipu].weight_bytes += bytes;
       tensors[ipu].push_back({v, bytes, true});
-      if (o.training.has_value()) AddTrainingState(*o.training, v, bytes, ipus[ipu]);
+      if (o.training.has_value()) AddTrainingState(*o.training, *w, v, ipus[ipu]);
     }
   }
 }

@@ -16,7 +16,7 @@ namespace ipupod::compiler {
 namespace {
 
 bool IsScalarFloat(const graph::TensorType& t) {
-  if (t.dtype != tensor::DType::kFloat32) return false;
+  if (!tensor::IsFloat(t.dtype)) return false;
   int64_t n = 1;
   for (int64_t d : t.shape) n *= d;
   return n == 1;

@@ -47,8 +47,10 @@ struct StepStats {
   double simulated_ipu_link_seconds = 0;
   double simulated_host_seconds = 0;
   uint64_t flops = 0;
-  std::vector<float> losses;   // training: one per weight update, in order
-  int64_t weight_updates = 0;  // training: so far, these included
+  std::vector<float> losses;       // training: one per weight update, in order
+  int64_t weight_updates = 0;      // training: so far, these included
+  std::vector<float> loss_scales;  // training: each update's loss scale
+  int64_t skipped_updates = 0;     // training: updates auto_loss_scaling skipped
 };
 
 struct StepResult {

@@ -85,9 +85,11 @@ struct SimulatedTime {
 };
 
 struct StepResult {
-  tensor::NamedTensors outputs;  // executable output order, host shapes
-  std::vector<float> losses;     // training: one per weight update (device iteration)
-  int64_t step = 0;              // training: weight updates since the load, these included
+  tensor::NamedTensors outputs;    // executable output order, host shapes
+  std::vector<float> losses;       // training: one per weight update (device iteration)
+  int64_t step = 0;                // training: weight updates since the load, these included
+  std::vector<float> loss_scales;  // training: each update's loss scale (Trainer)
+  int64_t skipped_updates = 0;     // training: updates auto_loss_scaling skipped
   SimulatedTime simulated;
   int64_t samples = 0;
   int64_t flops = 0;  // every micro-batch of every replica

@@ -71,6 +71,7 @@ absl::StatusOr<std::unique_ptr<training::Trainer>> CreateTrainer(const Executabl
   options.gradient_accumulation_steps = e.training.gradient_accumulation_steps;
   options.replicas = e.replication_factor;
   options.buffers = e.training.buffers;
+  options.auto_loss_scaling = e.config.auto_loss_scaling;
   IPUPOD_ASSIGN_OR_RETURN(options.optimizer, OptimizerSpecOf(e.training));
   return training::Trainer::Create(std::move(graph), std::move(options));
 }
@@ -98,6 +99,8 @@ absl::StatusOr<StepResult> TrainStep(const Executable& e, training::Trainer& tra
       }
     }
     step.losses.push_back(MeanLoss(update->losses));
+    step.loss_scales.push_back(static_cast<float>(update->loss_scale));
+    step.skipped_updates += update->skipped ? 1 : 0;
     step.flops += update->forward_flops + update->backward_flops;
     step.step = update->step;
   }

@@ -78,6 +78,8 @@ void ToProto(const runtime::StepResult& step, uint64_t run_index, v1::RunStats* 
   out->set_flops(static_cast<uint64_t>(step.flops));
   out->set_run_index(run_index);
   for (float loss : step.losses) out->add_losses(loss);
+  for (float scale : step.loss_scales) out->add_loss_scales(scale);
+  out->set_skipped_updates(static_cast<uint64_t>(step.skipped_updates));
   out->set_step(static_cast<uint64_t>(step.step));
 }
 

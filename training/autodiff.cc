@@ -1,6 +1,7 @@
 #include "training/autodiff.h"
 
 #include <algorithm>
+#include <deque>
 #include <new>
 #include <optional>
 #include <set>
@@ -38,6 +39,7 @@ struct Autodiff::Tape {
   std::vector<std::optional<Tensor>> grad;
   bool defer = false;
   std::vector<std::optional<ProductGrad>> product;
+  float loss_scale = 1.0f;  // d(loss)/d(loss): the loss scaling factor
 };
 
 Autodiff::Autodiff(graph::Graph graph, std::string loss, std::vector<std::string> weights,
@@ -53,7 +55,7 @@ absl::StatusOr<std::unique_ptr<Autodiff>> Autodiff::Create(graph::Graph graph, s
                                                            BufferUpdates buffers) {
   if (weights.empty()) {
     for (const auto& [name, t] : graph.initializers) {
-      if (t.dtype() == tensor::DType::kFloat32 && t.rank() >= 1 && !buffers.contains(name)) {
+      if (tensor::IsFloat(t.dtype()) && t.rank() >= 1 && !buffers.contains(name)) {
         weights.push_back(name);
       }
     }
@@ -96,9 +98,9 @@ absl::Status Autodiff::Plan() {
   }
   loss_slot_ = loss->second;
   const TensorType& lt = *slot_types_[loss_slot_];
-  if (lt.dtype != tensor::DType::kFloat32 || graph::NumElementsOf(lt) != 1) {
+  if (!tensor::IsFloat(lt.dtype) || graph::NumElementsOf(lt) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("loss '", loss_, "' is ", graph::TypeString(lt),
-                                                   "; it must be a float32 scalar (one element)"));
+                                                   "; it must be a float scalar (one element)"));
   }
   IPUPOD_RETURN_IF_ERROR(PlanGradientPath());
   PlanLiveness();
@@ -112,9 +114,9 @@ absl::Status Autodiff::PlanSlots() {
   }
   for (const std::string& w : weights_) {
     const Tensor* t = graph_.FindInitializer(w);
-    if (t == nullptr || t->dtype() != tensor::DType::kFloat32) {
+    if (t == nullptr || !tensor::IsFloat(t->dtype())) {
       return absl::InvalidArgumentError(
-          absl::StrCat("trainable weight '", w, "' is not a float32 initializer of the graph"));
+          absl::StrCat("trainable weight '", w, "' is not a float initializer of the graph"));
     }
   }
   const auto add = [this](const std::string& name) -> absl::StatusOr<int> {
@@ -182,7 +184,7 @@ absl::Status Autodiff::PlanStep(const graph::Node& node) {
   Step step;
   step.node = &node;
   step.def = graph::FindOp(node.op_type);
-  graph::OpContext ctx{node, graph_.opset, {}, {}};
+  graph::OpContext ctx{node, graph_.opset, {}, {}, graph_.half_partials};
   for (const std::string& in : node.inputs) {
     if (in.empty()) {
       step.inputs.push_back(-1);
@@ -201,7 +203,7 @@ absl::Status Autodiff::PlanStep(const graph::Node& node) {
   }
   for (const std::string& out : node.outputs)
     step.outputs.push_back(out.empty() ? -1 : slot_of_.at(out));
-  auto types = step.def->infer(ctx);
+  auto types = graph::InferOp(*step.def, ctx);
   if (!types.ok()) return graph::NodeError(node, types.status());
   step.output_types = *std::move(types);
   step.flops = step.def->flops(ctx, step.output_types);
@@ -220,7 +222,7 @@ absl::Status Autodiff::PlanGradientPath() {
     bool any = false;
     for (int s : step.inputs) any = any || (s >= 0 && requires_grad_[s]);
     for (int s : step.outputs) {
-      if (s >= 0 && any) requires_grad_[s] = slot_types_[s]->dtype == tensor::DType::kFloat32;
+      if (s >= 0 && any) requires_grad_[s] = tensor::IsFloat(slot_types_[s]->dtype);
     }
   }
   std::vector<bool> needed(slot_types_.size(), false);
@@ -250,7 +252,11 @@ absl::Status Autodiff::PlanGradientPath() {
     }
   }
   deferrable_.assign(slot_types_.size(), false);
-  for (int s : weight_slots_) deferrable_[s] = contributions[s] == 1;
+  // A float16 weight's gradient is rounded to float16 before any update
+  // (BackwardStep), so it is never left as a product.
+  for (int s : weight_slots_) {
+    deferrable_[s] = contributions[s] == 1 && slot_types_[s]->dtype == tensor::DType::kFloat32;
+  }
   saved_.assign(slot_types_.size(), false);
   for (const Step& step : steps_) {
     if (step.rule == nullptr) continue;
@@ -355,14 +361,15 @@ Autodiff::Tape Autodiff::NewTape(absl::Span<const Tensor> inputs, const TensorMa
 
 absl::Status Autodiff::RunForward(Tape& tape, bool keep_for_backward) const {
   for (const Step& step : steps_) {
-    graph::OpContext ctx{*step.node, graph_.opset, {}, {}};
+    graph::OpContext ctx{*step.node, graph_.opset, {}, {}, graph_.half_partials};
     for (int s : step.inputs) {
       ctx.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
       ctx.values.push_back(s >= 0 ? tape.value[s] : nullptr);
     }
     IPUPOD_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
                             graph::CreateOutputs(*step.def, step.output_types));
-    IPUPOD_RETURN_IF_ERROR(graph::NodeError(*step.node, step.def->run(ctx, absl::MakeSpan(outs))));
+    IPUPOD_RETURN_IF_ERROR(
+        graph::NodeError(*step.node, graph::RunOp(*step.def, ctx, absl::MakeSpan(outs))));
     for (size_t k = 0; k < outs.size(); ++k) {
       if (step.outputs[k] < 0) continue;
       tape.owned[step.outputs[k]] = std::move(outs[k]);
@@ -374,6 +381,53 @@ absl::Status Autodiff::RunForward(Tape& tape, bool keep_for_backward) const {
       tape.value[s] = nullptr;
     }
   }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// float16 forward values as the backward rules read them: widened to float32
+// (rules compute in float32, as ops do: graph/ops.h, RunOp). Held here.
+class WidenedForRule {
+ public:
+  absl::Status Widen(graph::OpContext& op, GradContext& c) {
+    types_.reserve(op.types.size() + c.output_types.size());  // pointers stay valid
+    for (size_t i = 0; i < op.types.size(); ++i) {
+      if (op.types[i] != nullptr) op.types[i] = Type(op.types[i]);
+      IPUPOD_RETURN_IF_ERROR(Value(op.values[i]));
+    }
+    for (const Tensor*& out : c.outputs) IPUPOD_RETURN_IF_ERROR(Value(out));
+    for (const graph::TensorType*& t : c.output_types) t = Type(t);
+    return absl::OkStatus();
+  }
+
+ private:
+  const graph::TensorType* Type(const graph::TensorType* t) {
+    if (t->dtype != tensor::DType::kFloat16) return t;
+    types_.push_back(graph::TensorType{tensor::DType::kFloat32, t->shape});
+    return &types_.back();
+  }
+  absl::Status Value(const Tensor*& t) {
+    if (t == nullptr || t->dtype() != tensor::DType::kFloat16) return absl::OkStatus();
+    IPUPOD_ASSIGN_OR_RETURN(Tensor wide, t->WidenedToFloat32());
+    values_.push_back(std::move(wide));
+    t = &values_.back();
+    return absl::OkStatus();
+  }
+
+  std::vector<graph::TensorType> types_;
+  std::deque<Tensor> values_;
+};
+
+}  // namespace
+
+absl::Status Autodiff::RoundIfHalf(int slot, Tensor& grad) const {
+  if (slot_types_[slot]->dtype != tensor::DType::kFloat16) return absl::OkStatus();
+  if (grad.dtype() != tensor::DType::kFloat32) {
+    return absl::InternalError("a float16 value's gradient is not held in float32");
+  }
+  tensor::RoundThroughFloat16(
+      absl::MakeSpan(grad.mutable_data<float>(), static_cast<size_t>(grad.num_elements())));
   return absl::OkStatus();
 }
 
@@ -400,6 +454,8 @@ absl::Status Autodiff::BackwardStep(const Step& step, Tape& tape, int64_t& flops
   }
   if (!any) return absl::OkStatus();
   for (const TensorType& t : step.output_types) c.output_types.push_back(&t);
+  WidenedForRule widened;
+  IPUPOD_RETURN_IF_ERROR(graph::NodeError(*step.node, widened.Widen(op, c)));
   std::vector<std::optional<Tensor>> grads(step.inputs.size());
   auto spent = step.rule->fn(c, grads);
   if (!spent.ok()) return graph::NodeError(*step.node, spent.status());
@@ -414,10 +470,14 @@ absl::Status Autodiff::BackwardStep(const Step& step, Tape& tape, int64_t& flops
   for (size_t i = 0; i < grads.size(); ++i) {
     const int s = step.inputs[i];
     if (!grads[i].has_value() || s < 0 || !step.wants[i]) continue;
+    // A float16 value's gradient is float16 too: rounded (and so may
+    // underflow to zero, which loss scaling exists to prevent).
     if (tape.grad[s].has_value()) {
       IPUPOD_RETURN_IF_ERROR(graph::NodeError(*step.node, AddInto(*tape.grad[s], *grads[i])));
+      IPUPOD_RETURN_IF_ERROR(RoundIfHalf(s, *tape.grad[s]));
       flops += grads[i]->num_elements();
     } else {
+      IPUPOD_RETURN_IF_ERROR(RoundIfHalf(s, *grads[i]));
       tape.grad[s] = std::move(grads[i]);
     }
   }
@@ -440,6 +500,7 @@ absl::Status Autodiff::DeferProduct(const Step& step, size_t input, ProductGrad 
                                             graph::TypeString(*slot_types_[s])));
   }
   for (int w : weight_slots_) {
+    if (tape.value[w]->dtype() != tensor::DType::kFloat32) continue;  // never an operand
     const float* data = tape.value[w]->data<float>();
     if (product.a == data || product.b == data) {
       IPUPOD_ASSIGN_OR_RETURN(tape.grad[s], EvaluateProduct(product, slot_types_[s]->shape));
@@ -454,7 +515,8 @@ absl::Status Autodiff::RunBackward(Tape& tape, GradientResult& result) const {
   if (!requires_grad_[loss_slot_]) return absl::OkStatus();  // no weight reaches the loss
   IPUPOD_ASSIGN_OR_RETURN(Tensor seed,
                           Tensor::Create(tensor::DType::kFloat32, slot_types_[loss_slot_]->shape));
-  seed.mutable_data<float>()[0] = 1.0f;
+  seed.mutable_data<float>()[0] = tape.loss_scale;
+  IPUPOD_RETURN_IF_ERROR(RoundIfHalf(loss_slot_, seed));
   tape.grad[loss_slot_] = std::move(seed);
   for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
     if (it->rule != nullptr) IPUPOD_RETURN_IF_ERROR(BackwardStep(*it, tape, result.backward_flops));
@@ -474,18 +536,22 @@ absl::StatusOr<GradientResult> Autodiff::Execute(Tape& tape) const {
   for (const auto& [b, update] : buffers_) {
     result.buffers.emplace(b, *tape.value[buffer_slots_[k++].second]);
   }
-  result.loss = tape.value[loss_slot_]->data<float>()[0];
+  const Tensor& loss = *tape.value[loss_slot_];
+  result.loss = loss.dtype() == tensor::DType::kFloat16
+                    ? tensor::ToFloat32(loss.data<tensor::Float16>()[0])
+                    : loss.data<float>()[0];
   result.forward_flops = forward_flops_;
   IPUPOD_RETURN_IF_ERROR(RunBackward(tape, result));
   return result;
 }
 
 absl::StatusOr<GradientResult> Autodiff::Run(absl::Span<const Tensor> inputs,
-                                             const TensorMap& weights,
-                                             const TensorMap& buffers) const {
+                                             const TensorMap& weights, const TensorMap& buffers,
+                                             double loss_scale) const {
   IPUPOD_RETURN_IF_ERROR(CheckCall(inputs, weights, buffers));
   try {
     Tape tape = NewTape(inputs, weights, buffers, /*with_gradients=*/true);
+    tape.loss_scale = static_cast<float>(loss_scale);
     return Execute(tape);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory while computing gradients");
@@ -496,6 +562,12 @@ absl::StatusOr<GradientResult> Autodiff::RunSgdStep(absl::Span<const Tensor> inp
                                                     TensorMap& weights, const TensorMap& buffers,
                                                     double lr) const {
   IPUPOD_RETURN_IF_ERROR(CheckCall(inputs, weights, buffers));
+  for (const auto& [name, w] : weights) {
+    if (w.dtype() != tensor::DType::kFloat32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the fused SGD step updates float32 weights; '", name, "' is ", DTypeName(w.dtype())));
+    }
+  }
   try {
     Tape tape = NewTape(inputs, weights, buffers, /*with_gradients=*/true);
     tape.defer = true;

@@ -26,6 +26,13 @@
 // rules report (matrix products 2*M*N*K per operand gradient, elementwise
 // work per element), the figure simulated time will be based on.
 //
+// float16: weights, values and the loss may be float16. Rules compute in
+// float32 on widened values, as ops do (graph/ops.h, RunOp), and the
+// gradient of a float16 value is held as float32 rounded to float16's
+// values, so small gradients underflow to zero as they do on the IPU; the
+// loss scale (Run's loss_scale, the seed's loss_scaling) seeds the backward
+// pass in place of 1 to keep them representable.
+//
 // Thread safety: Run and Forward are const and may run concurrently (each
 // call has its own tape). BLAS threads are bounded by kernels/threads.h.
 // Errors: Create - INVALID_ARGUMENT if the graph has not been through
@@ -105,8 +112,11 @@ class Autodiff {
   // Forward and backward. `inputs` follow graph().inputs order with their
   // exact dtype and shape; `weights` holds every weight by name and
   // `buffers` every buffer (others are rejected).
+  // `loss_scale` is d(loss)/d(loss), the loss scaling factor: gradients
+  // come out multiplied by it (the optimizer divides it out).
   absl::StatusOr<GradientResult> Run(absl::Span<const tensor::Tensor> inputs,
-                                     const TensorMap& weights, const TensorMap& buffers = {}) const;
+                                     const TensorMap& weights, const TensorMap& buffers = {},
+                                     double loss_scale = 1.0) const;
 
   // Forward, backward and a plain SGD step in one call: every weight with a
   // gradient becomes w + (-lr) * dL/dw, as torch.optim.SGD without momentum
@@ -138,6 +148,8 @@ class Autodiff {
   absl::Status PlanSlots();
   absl::Status PlanBuffers();
   absl::Status PlanStep(const graph::Node& node);
+  // Rounds `grad` (float32) through float16 when value `slot` is float16.
+  absl::Status RoundIfHalf(int slot, tensor::Tensor& grad) const;
   absl::Status PlanGradientPath();
   void PlanLiveness();
   absl::Status CheckCall(absl::Span<const tensor::Tensor> inputs, const TensorMap& weights,

@@ -39,7 +39,7 @@ absl::StatusOr<std::vector<Tensor>> IndexMaps(const GradContext& c, size_t i) {
   if (def == nullptr) return absl::InternalError("op without a definition");
   std::vector<Tensor> maps;  // keeps the replaced inputs alive
   std::vector<graph::TensorType> types(c.op.types.size());
-  graph::OpContext ctx{c.op.node, c.op.opset, c.op.types, c.op.values};
+  graph::OpContext ctx{c.op.node, c.op.opset, c.op.types, c.op.values, c.op.half_partials};
   maps.reserve(c.op.types.size());
   for (size_t j = 0; j < c.op.types.size(); ++j) {
     if (!c.op.has(j) || c.op.dtype(j) != DType::kFloat32) continue;
@@ -54,7 +54,7 @@ absl::StatusOr<std::vector<Tensor>> IndexMaps(const GradContext& c, size_t i) {
     IPUPOD_ASSIGN_OR_RETURN(Tensor o, Tensor::Create(DType::kInt64, t->shape));
     outs.push_back(std::move(o));
   }
-  IPUPOD_RETURN_IF_ERROR(def->run(ctx, absl::MakeSpan(outs)));
+  IPUPOD_RETURN_IF_ERROR(graph::RunOp(*def, ctx, absl::MakeSpan(outs)));
   return outs;
 }
 

@@ -1,5 +1,6 @@
 #include "training/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -45,6 +46,7 @@ const std::vector<AttrDefault>& Defaults(OptimizerKind kind) {
       {"weight_decay", 1e-2, false},
       {"bias_correction", 1, true},
       {"max_weight_norm", std::numeric_limits<double>::infinity(), false}};
+  // Every PopTorch optimizer also takes loss_scaling (OptimizerSpec::Create).
   switch (kind) {
     case OptimizerKind::kSgd:
       return *sgd;
@@ -297,6 +299,7 @@ absl::string_view OptimizerKindName(OptimizerKind kind) {
 
 OptimizerSpec::OptimizerSpec() : kind_(OptimizerKind::kSgd) {
   for (const AttrDefault& d : Defaults(kind_)) attrs_[d.name] = {d.value, false};
+  attrs_["loss_scaling"] = {1.0, false};
   attrs_["lr"].is_variable = true;
 }
 
@@ -306,7 +309,8 @@ absl::StatusOr<OptimizerSpec> OptimizerSpec::Create(
   spec.kind_ = kind;
   spec.attrs_.clear();
   for (const AttrDefault& d : Defaults(kind)) spec.attrs_[d.name] = {d.value, false};
-  spec.attrs_["lr"].is_variable = true;  // PopTorch: lr is always a variable
+  spec.attrs_["loss_scaling"] = {1.0, false};  // seed 003, 4.5.1: every optimizer has it
+  spec.attrs_["lr"].is_variable = true;        // PopTorch: lr is always a variable
   for (const auto& [name, value] : explicit_attrs) {
     IPUPOD_ASSIGN_OR_RETURN(OptimizerAttribute * a, spec.Find(name));
     a->value = value;
@@ -360,6 +364,11 @@ absl::Status OptimizerSpec::Validate() const {
   IPUPOD_RETURN_IF_ERROR(Range(*this, "eps", 0, kInf, true));
   IPUPOD_RETURN_IF_ERROR(Range(*this, "alpha", 0, kInf, true));
   IPUPOD_RETURN_IF_ERROR(Range(*this, "max_weight_norm", 0, kInf, false));
+  if (!(value("loss_scaling") > 0 && value("loss_scaling") <= tensor::kFloat16Max)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(OptimizerKindName(kind_), " attribute 'loss_scaling' is ",
+                     value("loss_scaling"), "; it must be in (0, 65504], float16's range"));
+  }
   for (const char* flag : {"nesterov", "amsgrad", "centered", "bias_correction"}) {
     IPUPOD_RETURN_IF_ERROR(Range(*this, flag, 0, 1, false));
   }
@@ -387,12 +396,13 @@ absl::Status Optimizer::SetVariable(absl::string_view attr, double value) {
   changed.attrs_[std::string(attr)].value = value;
   IPUPOD_RETURN_IF_ERROR(changed.Validate());
   spec_ = std::move(changed);
+  if (attr == "loss_scaling") scale_ = value;
   return absl::OkStatus();
 }
 
 std::optional<double> Optimizer::PlainSgdLearningRate() const {
   if (spec_.kind() != OptimizerKind::kSgd || spec_.value("momentum") != 0 ||
-      spec_.value("weight_decay") != 0) {
+      spec_.value("weight_decay") != 0 || spec_.value("loss_scaling") != 1 || auto_scale_) {
     return std::nullopt;
   }
   return spec_.value("lr");
@@ -404,7 +414,7 @@ absl::Status Optimizer::CheckStep(const TensorMap& weights, const TensorMap& gra
     if (w == weights.end()) {
       return absl::InvalidArgumentError(absl::StrCat("gradient for unknown weight '", name, "'"));
     }
-    if (g.dtype() != DType::kFloat32 || w->second.dtype() != DType::kFloat32 ||
+    if (g.dtype() != DType::kFloat32 || !tensor::IsFloat(w->second.dtype()) ||
         g.shape() != w->second.shape()) {
       return absl::InvalidArgumentError(
           absl::StrCat("gradient of '", name, "' is ", DTypeName(g.dtype()),
@@ -422,6 +432,47 @@ absl::Status Optimizer::CheckStep(const TensorMap& weights, const TensorMap& gra
     }
   }
   return absl::OkStatus();
+}
+
+// PopTorch (seed 003, 4.5.1) multiplies the gradients by the inverse loss
+// scale before updating the optimizer state. A float16 weight is updated in
+// float32 (its state is float32) and rounded back to float16.
+absl::Status Optimizer::UpdateScaled(Tensor& w, const Tensor& g, double scale, Slots& slots) {
+  if (scale == 1 && w.dtype() == DType::kFloat32) return Update(w, g, slots);
+  Tensor unscaled = g;
+  const float inverse = static_cast<float>(1.0 / scale);
+  for (float& v : absl::MakeSpan(unscaled.mutable_data<float>(),
+                                 static_cast<size_t>(unscaled.num_elements()))) {
+    v *= inverse;
+  }
+  IPUPOD_ASSIGN_OR_RETURN(Tensor wide, w.WidenedToFloat32());
+  IPUPOD_RETURN_IF_ERROR(Update(wide, unscaled, slots));
+  IPUPOD_ASSIGN_OR_RETURN(w, wide.ConvertedTo(w.dtype()));
+  return absl::OkStatus();
+}
+
+void Optimizer::EnableAutomaticLossScaling() {
+  auto_scale_ = true;
+  scale_ = spec_.value("loss_scaling");
+}
+
+double Optimizer::loss_scale() const { return auto_scale_ ? scale_ : spec_.value("loss_scaling"); }
+
+bool Optimizer::AdjustLossScale(const TensorMap& gradients) {
+  constexpr double kUpperBinEdge = tensor::kFloat16Max / 8.0;
+  constexpr double kUpperProportion = 1e-7;
+  int64_t total = 0, upper = 0;
+  bool finite = true;
+  for (const auto& [name, g] : gradients) {
+    for (float v : g.values<float>()) {
+      finite = finite && std::isfinite(v);
+      upper += std::abs(v) >= kUpperBinEdge;
+    }
+    total += g.num_elements();
+  }
+  const bool down = !finite || static_cast<double>(upper) > kUpperProportion * total;
+  scale_ = std::clamp(down ? scale_ / 2 : scale_ * 2, std::ldexp(1.0, -14), std::ldexp(1.0, 15));
+  return !finite;
 }
 
 absl::Status Optimizer::Update(Tensor& w, const Tensor& g, Slots& slots) {
@@ -442,8 +493,11 @@ absl::Status Optimizer::Update(Tensor& w, const Tensor& g, Slots& slots) {
 
 absl::Status Optimizer::Step(TensorMap& weights, const TensorMap& gradients) {
   IPUPOD_RETURN_IF_ERROR(CheckStep(weights, gradients));
+  const double scale = loss_scale();
+  skipped_ = auto_scale_ && AdjustLossScale(gradients);
   for (const auto& [name, g] : gradients) {
-    IPUPOD_RETURN_IF_ERROR(Update(weights.at(name), g, state_[name]));
+    if (skipped_) break;
+    IPUPOD_RETURN_IF_ERROR(UpdateScaled(weights.at(name), g, scale, state_[name]));
   }
   ++step_;
   return absl::OkStatus();
@@ -455,6 +509,7 @@ TensorMap Optimizer::ExportState() const {
     for (const auto& [slot, t] : slots) out.emplace(absl::StrCat(weight, "/", slot), t);
   }
   out.emplace("step", Tensor::Scalar(step_));
+  if (auto_scale_) out.emplace("loss_scaling", Tensor::Scalar(static_cast<float>(scale_)));
   return out;
 }
 
@@ -470,7 +525,16 @@ absl::Status Optimizer::CheckSlotName(absl::string_view slot) const {
 absl::Status Optimizer::ImportState(const TensorMap& state) {
   std::map<std::string, Slots> next;
   int64_t step = -1;
+  double scale = loss_scale();
   for (const auto& [name, t] : state) {
+    if (name == "loss_scaling" && auto_scale_) {
+      if (t.dtype() != DType::kFloat32 || t.num_elements() != 1 || !(t.data<float>()[0] > 0)) {
+        return absl::InvalidArgumentError(
+            "optimizer state 'loss_scaling' must be a positive float32 scalar");
+      }
+      scale = t.data<float>()[0];
+      continue;
+    }
     if (name == "step") {
       if (t.dtype() != DType::kInt64 || t.num_elements() != 1 || t.IntAt(0) < 0) {
         return absl::InvalidArgumentError("optimizer state 'step' must be a non-negative int64");
@@ -494,6 +558,7 @@ absl::Status Optimizer::ImportState(const TensorMap& state) {
   if (step < 0) return absl::InvalidArgumentError("optimizer state lacks 'step'");
   state_ = std::move(next);
   step_ = step;
+  if (auto_scale_) scale_ = scale;
   return absl::OkStatus();
 }
 

@@ -19,6 +19,11 @@
 // max_weight_norm is None (no clipping), which inf stands for here;
 // torch-optimizer's Lamb clamps ||w|| at 10, which max_weight_norm=10 gives.
 //
+// Every optimizer also takes loss_scaling (default 1, in (0, 65504]): the
+// gradients it is given were computed with the loss multiplied by it, and it
+// divides them by it before the update (seed 003, 4.5.1). float16 weights
+// are updated in float32, with float32 state, and rounded back to float16.
+//
 // Variables and constants: attributes passed explicitly to
 // OptimizerSpec::Create are variables (changeable between runs with
 // SetVariable), the rest constants; lr is always a variable (PopTorch's
@@ -110,6 +115,22 @@ class Optimizer {
   // gradient and state tensor before changing anything.
   absl::Status Step(TensorMap& weights, const TensorMap& gradients);
 
+  // Automatic loss scaling (IPUConfig auto_loss_scaling; call before the
+  // first Step). The scale starts at loss_scaling and after every Step's
+  // gradients (which carry the scale they were computed with) it moves by a
+  // factor of 2, as Graphcore's ALS does: if any gradient is not finite the
+  // update is skipped (weights and state unchanged, step() still counts it)
+  // and the scale halves; else if more than 1e-7 of the gradient elements
+  // lie in the upper bin (|g| >= 65504 / 8, near float16's overflow) it
+  // halves, otherwise it doubles, within [2^-14, 2^15]. The current scale is
+  // state ("loss_scaling" in ExportState), so a resumed run continues it;
+  // SetVariable("loss_scaling") restarts it there.
+  void EnableAutomaticLossScaling();
+  // What the next backward pass multiplies the loss by.
+  double loss_scale() const;
+  // True when the last Step skipped its update (automatic loss scaling).
+  bool last_step_skipped() const { return skipped_; }
+
   // lr when one Step would be w = w + (-lr) * g for every weight, with no
   // state: SGD without momentum and weight decay. A caller may then apply
   // that update itself, fused with computing g (Autodiff::RunSgdStep), and
@@ -132,11 +153,18 @@ class Optimizer {
   using Slots = std::map<std::string, tensor::Tensor>;  // slot name -> tensor
   explicit Optimizer(OptimizerSpec spec) : spec_(std::move(spec)) {}
   absl::Status CheckStep(const TensorMap& weights, const TensorMap& gradients) const;
+  absl::Status UpdateScaled(tensor::Tensor& w, const tensor::Tensor& g, double scale, Slots& slots);
+  // Automatic loss scaling's move after gradients computed at scale_; true
+  // when the update must be skipped.
+  bool AdjustLossScale(const TensorMap& gradients);
   absl::Status Update(tensor::Tensor& w, const tensor::Tensor& g, Slots& slots);
   absl::Status CheckSlotName(absl::string_view slot) const;
 
   OptimizerSpec spec_;
   std::map<std::string, Slots> state_;  // weight name -> its slots
+  bool auto_scale_ = false;
+  double scale_ = 1.0;  // the automatic loss scale (auto_scale_ only)
+  bool skipped_ = false;
   int64_t step_ = 0;
 };
 

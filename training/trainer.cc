@@ -1,5 +1,6 @@
 #include "training/trainer.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -51,6 +52,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(graph::Graph graph,
       Autodiff::Create(std::move(graph), options.loss, options.weights, options.buffers));
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                           Optimizer::Create(options.optimizer));
+  if (options.auto_loss_scaling) optimizer->EnableAutomaticLossScaling();
   return std::unique_ptr<Trainer>(
       new Trainer(std::move(options), std::move(autodiff), std::move(optimizer)));
 }
@@ -66,7 +68,7 @@ absl::StatusOr<TensorMap> Trainer::MeanGradients(
     // Data order: micro-batch m of every replica, then m + 1.
     const size_t i = (n % static_cast<size_t>(options_.replicas)) * accumulation +
                      n / static_cast<size_t>(options_.replicas);
-    auto run = autodiff_->Run(micro_batches[i], weights_, buffers);
+    auto run = autodiff_->Run(micro_batches[i], weights_, buffers, optimizer_->loss_scale());
     if (!run.ok()) {
       return absl::Status(run.status().code(),
                           absl::StrCat("micro-batch ", i, ": ", run.status().message()));
@@ -106,15 +108,21 @@ absl::StatusOr<StepResult> Trainer::Step(
                      options_.gradient_accumulation_steps, " x ", options_.replicas, " = ",
                      micro_batches_per_step(), " micro-batches, got ", micro_batches.size()));
   }
+  // The fused step updates float32 weights in place, unscaled.
+  const bool all_float32 = std::all_of(weights_.begin(), weights_.end(), [](const auto& w) {
+    return w.second.dtype() == tensor::DType::kFloat32;
+  });
   if (const std::optional<double> lr = optimizer_->PlainSgdLearningRate();
-      lr.has_value() && micro_batches.size() == 1) {
+      lr.has_value() && micro_batches.size() == 1 && all_float32) {
     return FusedSgdStep(micro_batches[0], *lr);
   }
   StepResult result;
+  result.loss_scale = optimizer_->loss_scale();
   TensorMap buffers = buffers_;
   IPUPOD_ASSIGN_OR_RETURN(TensorMap gradients, MeanGradients(micro_batches, buffers, result));
   IPUPOD_RETURN_IF_ERROR(optimizer_->Step(weights_, gradients));
-  buffers_ = std::move(buffers);
+  result.skipped = optimizer_->last_step_skipped();
+  if (!result.skipped) buffers_ = std::move(buffers);  // a skipped step changes nothing
   result.step = optimizer_->step();
   return result;
 }

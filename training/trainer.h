@@ -63,6 +63,8 @@ struct TrainerOptions {
   int64_t replicas = 1;
   OptimizerSpec optimizer;  // default: SGD, lr 0.01
   BufferUpdates buffers;    // see buffers.h (AllBufferUpdates)
+  // IPUConfig auto_loss_scaling: Optimizer::EnableAutomaticLossScaling.
+  bool auto_loss_scaling = false;
 };
 
 struct StepResult {
@@ -70,7 +72,9 @@ struct StepResult {
   std::vector<float> losses;
   // The graph outputs of every micro-batch (before the update), same order.
   std::vector<std::vector<tensor::Tensor>> outputs;
-  int64_t step = 0;  // updates done so far, this one included
+  int64_t step = 0;         // updates done so far, this one included
+  double loss_scale = 1.0;  // the loss scale this step's gradients were computed with
+  bool skipped = false;     // automatic loss scaling skipped the update (overflow)
   int64_t forward_flops = 0;
   int64_t backward_flops = 0;
 };

@@ -225,6 +225,8 @@ class Progress {
       if (!stats.losses.empty()) {
         line["losses"] = stats.losses;
         line["weight_updates"] = stats.weight_updates;
+        line["loss_scales"] = stats.loss_scales;
+        line["skipped_updates"] = stats.skipped_updates;
       }
       ctx_.out() << JsonLine(line);
       ctx_.out().flush();

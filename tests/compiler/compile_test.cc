@@ -158,7 +158,6 @@ TEST(CompileTest, IgnoredKeysWarnInOutputAndReport) {
       {"seed=42", "'seed' is ignored", "random"},
       {"matmul_proportion=0.3", "'matmul_proportion' is ignored", "temporary memory"},
       {"inference_matmul_proportion=0.3", "'inference_matmul_proportion' is ignored", "temporary"},
-      {"enable_half_partials=false", "'enable_half_partials' is ignored", "fp32"},
       {"embedding_serialization_factor=4", "'embedding_serialization_factor' is ignored",
        "before export"},
   };
@@ -180,8 +179,7 @@ TEST(CompileTest, TrainingOnlyKeysWarnOnlyForTraining) {
   IpuConfig c = Config("auto_loss_scaling=true,replicated_tensor_sharding=true");
   EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/true), ::testing::IsEmpty());
   EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/false),
-              ElementsAre(AllOf(HasSubstr("'auto_loss_scaling' is ignored"), HasSubstr("fp32")),
-                          AllOf(HasSubstr("'replicated_tensor_sharding' is ignored"),
+              ElementsAre(AllOf(HasSubstr("'replicated_tensor_sharding' is ignored"),
                                 HasSubstr("optimizer state"))));
 }
 

@@ -228,3 +228,67 @@ TEST(OptimizerTest, ImportStateRejectsBadTensors) {
 
 }  // namespace
 }  // namespace ipupod::training
+
+namespace ipupod::training {
+namespace {
+
+TEST(OptimizerTest, LossScalingDividesTheGradientsOut) {
+  auto opt = Make(OptimizerKind::kSgd, {{"lr", 0.1}, {"loss_scaling", 512}});
+  EXPECT_FALSE(opt->PlainSgdLearningRate().has_value());  // the fused step would not unscale
+  EXPECT_EQ(opt->loss_scale(), 512);
+  EXPECT_EQ(Steps(*opt, {1.0f}, {{512 * 0.5f}}), std::vector<float>{1.0f - 0.1f * 0.5f});
+  for (double bad : {0.0, -1.0, 70000.0}) {
+    auto spec = OptimizerSpec::Create(OptimizerKind::kAdam, {{"loss_scaling", bad}});
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(spec.status().message(), HasSubstr("loss_scaling")) << bad;
+  }
+}
+
+TEST(OptimizerTest, Float16WeightsUpdateInFloat32AndRoundBack) {
+  auto opt = Make(OptimizerKind::kSgd, {{"lr", 0.001}, {"momentum", 0.9}});
+  TensorMap weights;
+  weights.emplace("w", *Tensor::FromValues<tensor::Float16>({1}, {tensor::ToFloat16(1.0f)}));
+  TensorMap grads;
+  grads.emplace("w", F({0.5f}));
+  ASSERT_TRUE(opt->Step(weights, grads).ok());
+  ASSERT_EQ(weights.at("w").dtype(), tensor::DType::kFloat16);
+  // 1 - 0.0005 lies between float16's 1 - 2^-11 and 1: nearer the former.
+  EXPECT_EQ(tensor::ToFloat32(weights.at("w").values<tensor::Float16>()[0]), 1.0f - 0x1p-11f);
+  EXPECT_EQ(opt->ExportState().at("w/momentum_buffer").dtype(), tensor::DType::kFloat32);
+}
+
+TEST(OptimizerTest, AutomaticLossScalingSkipsOverflowAndMovesByTwo) {
+  auto opt = Make(OptimizerKind::kSgd, {{"lr", 1.0}, {"loss_scaling", 128}});
+  opt->EnableAutomaticLossScaling();
+  TensorMap weights;
+  weights.emplace("w", F({1.0f, 1.0f}));
+  auto step = [&](std::vector<float> g) {
+    TensorMap grads;
+    grads.emplace("w", F(std::move(g)));
+    EXPECT_TRUE(opt->Step(weights, grads).ok());
+    return std::vector<float>(weights.at("w").values<float>().begin(),
+                              weights.at("w").values<float>().end());
+  };
+  // Small gradients: the update (g / 128) is applied and the scale doubles.
+  EXPECT_EQ(step({128.0f, 64.0f}), (std::vector<float>{0.0f, 0.5f}));
+  EXPECT_FALSE(opt->last_step_skipped());
+  EXPECT_EQ(opt->loss_scale(), 256);
+  // An overflow: nothing changes but the scale, which halves.
+  EXPECT_EQ(step({INFINITY, 1.0f}), (std::vector<float>{0.0f, 0.5f}));
+  EXPECT_TRUE(opt->last_step_skipped());
+  EXPECT_EQ(opt->loss_scale(), 128);
+  EXPECT_EQ(opt->step(), 2);
+  // Near overflow (|g| >= 65504 / 8): applied, and the scale halves.
+  EXPECT_EQ(step({8192.0f, 0.0f}), (std::vector<float>{-64.0f, 0.5f}));
+  EXPECT_EQ(opt->loss_scale(), 64);
+  // The scale is state: a restored optimizer goes on from it.
+  const TensorMap state = opt->ExportState();
+  ASSERT_TRUE(state.contains("loss_scaling"));
+  auto restored = Make(OptimizerKind::kSgd, {{"lr", 1.0}, {"loss_scaling", 128}});
+  restored->EnableAutomaticLossScaling();
+  ASSERT_TRUE(restored->ImportState(state).ok());
+  EXPECT_EQ(restored->loss_scale(), 64);
+}
+
+}  // namespace
+}  // namespace ipupod::training

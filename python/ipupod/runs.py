@@ -51,6 +51,12 @@ class RunResult:
         """Training: the loss of each weight update of this step, in order."""
         return list(self.stats.losses)
 
+    @property
+    def loss_scales(self) -> List[float]:
+        """Training: the loss scale each weight update's gradients were computed with (the
+        optimizer's ``loss_scaling``, or where ``auto_loss_scaling`` had moved it)."""
+        return list(self.stats.loss_scales)
+
 
 @dataclasses.dataclass
 class StepPlan:

@@ -6,6 +6,7 @@ Lines between ``# seed begin`` and ``# seed end`` are the seed's, unchanged; wha
 leaves undefined (``Model``, ``train``, ``validate``, ``reboot_server``, ...) is defined
 before, and the checks come after."""
 
+import copy
 import os
 import threading
 
@@ -446,14 +447,83 @@ def test_4_2_2_inference_model_runs_mobilenet_v2(server):
     torch.testing.assert_close(out_tensor, native_out.detach(), rtol=1e-4, atol=1e-5)
 
 
-def test_4_2_2_and_4_4_3_what_ipupod_does_not_model_is_refused_clearly():
-    # ipupod computes in fp32 (no float16, 4.2.2's inference_half) and has no replica
-    # grouping of weights or inputs (4.4.3).
+@pytest.mark.ipupod(pod="POD4")
+def test_4_7_inference_half_returns_half(server):
+    # seed begin (4.2.2, inference_half)
     model = torch.nn.Linear(1, 10)
+
+    # Cast the parameters (weights) to half.
     model.half()
+
     t1 = torch.tensor([1.]).half()
-    with pytest.raises(ValueError, match="float16 is not modelled"):
-        poptorch.inferenceModel(model, poptorch.Options())(t1)
+
+    opts = poptorch.Options()
+
+    inference_model = poptorch.inferenceModel(model, opts)
+    out = inference_model(t1)
+
+    assert out.dtype == torch.half
+    # seed end
+    # y = w * 1 + b, rounded once to float16: exactly torch's float32 result, rounded.
+    with torch.no_grad():
+        want = (model.weight.float() @ t1.float() + model.bias.float()).half()
+    assert torch.equal(out, want)
+    inference_model.destroy()
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_4_5_1_loss_scaling_trains_a_half_model_whose_gradients_underflow(server):
+    class Weighted(torch.nn.Module):  # a loss weighted 1e-4: d(loss)/d(out) ~ 4e-9
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(32, 8)
+            with torch.no_grad():
+                self.fc.weight.uniform_(-1e-3, 1e-3)
+                self.fc.bias.zero_()
+
+        def forward(self, x, target):
+            out = self.fc(x)
+            return out, ((out - target) ** 2).mean() * 1e-4
+
+    torch.manual_seed(5)
+    start = Weighted()
+    x = torch.randn(20, 64, 32).half()
+    t = (torch.randn(20, 64, 8) * 0.01).half()
+    reference = copy.deepcopy(start).half().float()  # float32 torch from the same values
+    opt = torch.optim.SGD(reference.parameters(), lr=1000)
+    for i in range(20):
+        opt.zero_grad()
+        reference(x[i].float(), t[i].float())[1].backward()
+        opt.step()
+    travel = (reference.fc.weight - start.fc.weight.half().float()).norm()
+    errors = []
+    for scaling in (1.0, 32768.0):
+        model = copy.deepcopy(start).half()
+        optimizer = poptorch.optim.SGD(model.parameters(), lr=1000, loss_scaling=scaling)
+        training = poptorch.trainingModel(model, poptorch.Options(), optimizer)
+        for i in range(20):
+            out, loss = training(x[i], t[i])
+        assert out.dtype == torch.half
+        training.copyWeightsToHost()
+        assert model.fc.weight.dtype == torch.half
+        errors.append(float((model.fc.weight.float() - reference.fc.weight).norm() / travel))
+        training.destroy()
+    assert errors[1] < 0.05, errors  # follows float32 torch
+    assert errors[0] > 0.3, errors   # the unscaled gradient underflowed
+
+
+def test_a_half_model_must_be_all_half_and_other_precisions_are_refused():
+    model = torch.nn.Linear(1, 10).half()
+    with pytest.raises(ValueError, match="all in float32 or all in float16"):
+        poptorch.inferenceModel(model, poptorch.Options())(torch.tensor([1.]))
+    with pytest.raises(ValueError, match="float32 or float16"):
+        poptorch.inferenceModel(torch.nn.Linear(1, 2).double())(torch.tensor([1.]).double())
+    with pytest.raises(ValueError, match="torch.half or torch.float"):
+        poptorch.Options().Precision.setPartialsType(torch.int32)
+
+
+def test_4_4_3_what_ipupod_does_not_model_is_refused_clearly():
+    # ipupod has no replica grouping of weights or inputs (4.4.3).
     with pytest.raises(AttributeError):
         poptorch.Options().inputReplicaGrouping(4, None)
     wrapped = poptorch.trainingModel(ExampleModelWithLoss())

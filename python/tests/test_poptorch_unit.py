@@ -42,10 +42,10 @@ def test_options_become_ipu_config_overrides_for_training_and_inference():
     opts.outputMode(poptorch.OutputMode.All).autoRoundNumIPUs(True)
     assert opts.compile_settings(True).sets == [
         "device_iterations=4", "replication_factor=2", "gradient_accumulation_steps=3",
-        "output_mode=all", "auto_round_num_ipus=true"]
+        "output_mode=all", "auto_round_num_ipus=true", "enable_half_partials=false"]
     assert opts.compile_settings(False).sets == [
         "inference_device_iterations=4", "inference_replication_factor=2",
-        "inference_output_mode=all", "auto_round_num_ipus=true"]
+        "inference_output_mode=all", "auto_round_num_ipus=true", "enable_half_partials=false"]
     every = poptorch.Options().outputMode(poptorch.OutputMode.EveryN, 2)
     assert "output_mode=every_n:2" in every.compile_settings(True).sets
 
@@ -69,14 +69,19 @@ def test_bad_and_unmodelled_options_say_what_to_do():
     with pytest.raises(ValueError, match="output_return_period"):
         poptorch.Options().outputMode(poptorch.OutputMode.EveryN)
     with pytest.raises(AttributeError):
-        poptorch.Options().Precision.setPartialsType(torch.half)
+        poptorch.Options().Precision.setStochasticRounding(True)
     with pytest.raises(ValueError, match="enableSyntheticData.*not modelled"):
         poptorch.Options().enableSyntheticData(True)
     sharded = poptorch.Options().setExecutionStrategy(poptorch.ShardedExecution())
     with pytest.raises(ValueError, match="ShardedExecution for training.*PipelinedExecution"):
         sharded.compile_settings(True)
-    with pytest.raises(ValueError, match="fp32"):
-        poptorch.Options().Training.setAutomaticLossScaling(True)
+    opts = poptorch.Options()
+    opts.Training.setAutomaticLossScaling(True)
+    assert "auto_loss_scaling=true" in opts.compile_settings(True).sets
+    assert "auto_loss_scaling=true" not in opts.compile_settings(False).sets
+    assert "enable_half_partials=false" in opts.compile_settings(False).sets  # PopTorch's float
+    opts.Precision.setPartialsType(torch.half)
+    assert "enable_half_partials=true" in opts.compile_settings(False).sets
     config = poptorch.Options().ipuConfig('{"layers_per_ipu": [1, 1]}')
     assert config.ipu_config == {"layers_per_ipu": [1, 1]}
 

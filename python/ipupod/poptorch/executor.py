@@ -75,13 +75,22 @@ class _HooksOff:
                               model._register_state_dict_hook(self._sync.pull)]
 
 
-def _check_float32(model: torch.nn.Module, inputs: tuple) -> None:
-    """ipupod computes in fp32: float16 models and inputs are refused before exporting."""
+def _precision(model: torch.nn.Module, inputs: tuple) -> torch.dtype:
+    """torch.float or torch.half: every float parameter, buffer and input must agree
+    (``model.half()`` with half inputs, or all float32); anything else is refused."""
     named = list(model.state_dict().items()) + [(f"input {i}", t) for i, t in enumerate(inputs)]
-    for name, tensor in named:
-        if tensor.is_floating_point() and tensor.dtype != torch.float32:
-            raise ValueError(f"{name} is {tensor.dtype}; ipupod computes in float32 "
-                             f"(float16 is not modelled): use model.float() and float32 inputs")
+    floats = [(name, t.dtype) for name, t in named if t.is_floating_point()]
+    kinds = {dtype for _, dtype in floats}
+    if not kinds <= {torch.float, torch.half}:
+        name, dtype = next((n, d) for n, d in floats if d not in (torch.float, torch.half))
+        raise ValueError(f"{name} is {dtype}; ipupod computes in float32 or float16: use "
+                         f"model.float() or model.half() and inputs of the same type")
+    if len(kinds) > 1:
+        half = next(n for n, d in floats if d == torch.half)
+        full = next(n for n, d in floats if d == torch.float)
+        raise ValueError(f"{half} is float16 but {full} is float32; ipupod runs a model all in "
+                         f"float32 or all in float16: call model.half() and pass half inputs")
+    return torch.half if kinds == {torch.half} else torch.float
 
 
 def _add_hint(error: errors.Error, hint: str) -> None:
@@ -198,13 +207,14 @@ class PoplarExecutor:
     def _compile(self, args: tuple, kwargs: Dict[str, Any], output: Optional[str] = None
                  ) -> None:
         inputs = export.positional(self._model, args, kwargs)
-        _check_float32(self._model, inputs)
+        precision = _precision(self._model, inputs)
         names = export.input_names(self._model, len(args),
                                    {k: v for k, v in kwargs.items() if v is not None})
         micro = export.micro_batch(inputs, names, self._combined(), self._rule())
         try:
             exported = export.export(self._model, tuple(t[:micro] for t in inputs), names,
-                                     self._training, self._options.execution_strategy)
+                                     self._training, self._options.execution_strategy,
+                                     half=precision == torch.half)
         except (RuntimeError, torch.onnx.errors.OnnxExporterError) as error:
             raise _export_error(error) from None
         self._executable = self._compile_exported(exported, output)

@@ -157,13 +157,52 @@ def _tracing(model: torch.nn.Module, training: bool) -> Iterator[None]:
         model.train(was_training)
 
 
+@contextlib.contextmanager
+def _in_float32(model: torch.nn.Module, half: bool) -> Iterator[None]:
+    """A half model as float32 while torch.onnx traces it (torch 1.13 cannot trace half
+    on the CPU); its own parameters and buffers are half again afterwards."""
+    if not half:
+        yield
+        return
+    model.float()
+    try:
+        yield
+    finally:
+        model.half()
+
+
+def _to_float16(proto: Any) -> None:
+    """The exported float32 graph as the half model's: float initializers, Constant
+    values, graph inputs, outputs and value infos, and Casts to float become FLOAT16."""
+    from onnx import TensorProto, numpy_helper
+    g = proto.graph
+    for i, t in enumerate(g.initializer):
+        if t.data_type == TensorProto.FLOAT:
+            g.initializer[i].CopyFrom(numpy_helper.from_array(
+                numpy_helper.to_array(t).astype("float16"), t.name))
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.FLOAT16
+    for node in g.node:
+        for a in node.attribute:
+            if node.op_type == "Constant" and a.t.data_type == TensorProto.FLOAT:
+                a.t.CopyFrom(numpy_helper.from_array(
+                    numpy_helper.to_array(a.t).astype("float16"), a.t.name))
+            if node.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.FLOAT16
+
+
 def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: List[str],
-           training: bool, strategy: blocks.ExecutionStrategy) -> Exported:
-    """Exports ``model`` on ``example`` (one micro-batch) and annotates its blocks."""
+           training: bool, strategy: blocks.ExecutionStrategy, half: bool = False) -> Exported:
+    """Exports ``model`` on ``example`` (one micro-batch) and annotates its blocks. A half
+    model (``half``) is traced in float32 and its graph converted to float16."""
     import onnx
     register_symbolics()
+    if half:
+        example = tuple(t.float() if t.is_floating_point() else t for t in example)
     saved = {k: v.clone() for k, v in model.state_dict().items()}  # tracing runs forward
-    with _tracing(model, training), torch.no_grad(), warnings.catch_warnings():
+    with _in_float32(model, half), _tracing(model, training), torch.no_grad(), \
+            warnings.catch_warnings():
         # a traced shape check (mse_loss's) is constant for the compiled shapes, as intended
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         # BatchNorm's step counter is not exported; the compiler updates its statistics
@@ -177,6 +216,8 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
                               opset_version=OPSET, do_constant_folding=False, training=mode)
         model.load_state_dict(saved)
     proto = onnx.load_from_string(buffer.getvalue())
+    if half:
+        _to_float16(proto)
     ipus = blocks.annotate(proto, recorder.blocks, strategy)
     state = set(model.state_dict())
     return Exported(onnx=proto.SerializeToString(), inputs=names, outputs=outputs,

@@ -31,9 +31,12 @@ _COMPILER_DEFAULTS: Dict[str, Dict[str, float]] = {
     "lamb": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 1e-2,
              "bias_correction": 1.0, "max_weight_norm": math.inf},
 }
+for _defaults in _COMPILER_DEFAULTS.values():
+    _defaults["loss_scaling"] = 1.0  # every optimizer's (seed 003, 4.5.1)
 # Flags change the optimizer state's layout: always constants.
 _FLAGS = {"nesterov", "amsgrad", "centered", "bias_correction"}
-# PopTorch attributes for fp16 numerics: accepted, no effect in ipupod's fp32 (see docs).
+# PopTorch's attributes for float16 numerics. loss_scaling scales the loss and divides the
+# gradients (a compiler attribute); the others are accepted and not modelled (see docs).
 _FP16_ATTRIBUTES = {"loss_scaling": 1.0, "velocity_scaling": 1.0, "use_combined_accum": None,
                     "accum_type": None, "first_order_momentum_accum_type": None,
                     "second_order_momentum_accum_type": None, "max_grad_norm": math.inf}
@@ -252,6 +255,8 @@ def _group_values(optimizer: Any) -> Dict[str, float]:
             values["beta1"], values["beta2"] = float(value[0]), float(value[1])
         elif isinstance(value, (bool, int, float)) and key not in _UNSUPPORTED:
             values[key] = float(value)
+    if "loss_scaling" not in values and getattr(optimizer, "loss_scaling", None) is not None:
+        values["loss_scaling"] = float(optimizer.loss_scaling)  # opt.loss_scaling = 2.0
     return values
 
 

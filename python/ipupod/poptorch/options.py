@@ -35,6 +35,7 @@ class _TrainingOptions:
 
     def __init__(self) -> None:
         self.gradient_accumulation = 1
+        self.auto_loss_scaling = False
 
     def gradientAccumulation(self, steps: int) -> "_TrainingOptions":
         """Micro-batches whose gradients are summed into one weight update."""
@@ -42,10 +43,26 @@ class _TrainingOptions:
         return self
 
     def setAutomaticLossScaling(self, enabled: bool) -> "_TrainingOptions":
-        """Accepted; ipupod computes in fp32, where loss scaling changes nothing."""
-        if enabled:
-            _not_modelled("Training.setAutomaticLossScaling(True)",
-                          "ipupod trains in fp32: gradients do not underflow")
+        """The loss scale starts at the optimizer's ``loss_scaling`` and moves by factors of
+        2 after every update (IPUConfig ``auto_loss_scaling``; docs/differences.md)."""
+        self.auto_loss_scaling = bool(enabled)
+        return self
+
+
+class _PrecisionOptions:
+    """``opts.Precision``: the partials of float16 matrix products and convolutions."""
+
+    def __init__(self) -> None:
+        self.half_partials: Optional[bool] = None  # None: PopTorch's default, float
+
+    def setPartialsType(self, dtype: Any) -> "_PrecisionOptions":  # noqa: N802
+        """torch.half: float16 models sum products in float16 partials (IPUConfig
+        ``enable_half_partials``); torch.float (PopTorch's default): in float32."""
+        import torch
+        if dtype not in (torch.half, torch.float):
+            raise ValueError(f"Precision.setPartialsType takes torch.half or torch.float, "
+                             f"not {dtype!r}")
+        self.half_partials = dtype == torch.half
         return self
 
 
@@ -70,6 +87,7 @@ class Options:
 
     def __init__(self) -> None:
         self.Training = _TrainingOptions()
+        self.Precision = _PrecisionOptions()
         self.device_iterations = 1
         self.replication_factor = 1
         self.output_mode: Optional[OutputMode] = None
@@ -185,11 +203,16 @@ class Options:
                 f"{prefix}replication_factor={self.replication_factor}"]
         if training:
             sets.append(f"gradient_accumulation_steps={self.Training.gradient_accumulation}")
+            if self.Training.auto_loss_scaling:
+                sets.append("auto_loss_scaling=true")
         if self.output_mode is not None:
             sets.append(f"{'output_mode' if training else 'inference_output_mode'}="
                         f"{self._output_mode_text()}")
         if self.auto_round_num_ipus:
             sets.append("auto_round_num_ipus=true")
+        half = self.Precision.half_partials
+        if half is not None or "enable_half_partials" not in self.ipu_config:
+            sets.append(f"enable_half_partials={'true' if half else 'false'}")
         if isinstance(self.execution_strategy, ShardedExecution):
             if training:
                 _not_modelled("ShardedExecution for training",
@@ -224,7 +247,8 @@ class Options:
 
 def _setters(options: Options) -> Dict[str, Any]:
     names = [n for n in dir(options) if not n.startswith("_") and n[0].islower()]
-    return {**{n: getattr(options, n) for n in names}, "Training": options.Training}
+    return {**{n: getattr(options, n) for n in names}, "Training": options.Training,
+            "Precision": options.Precision}
 
 
 class CompileSettings:

@@ -78,6 +78,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -104,6 +105,11 @@ struct TrainingPlan {
   std::map<std::string, int64_t> state_slots;  // trainable weight -> optimizer state slots
   bool optimizer_state_offchip = false;
   bool recompute_checkpoint_every_layer = false;
+  // Per graph node its layer (compiler/layer_blocks.h), -1 outside every
+  // layer; empty when the model has no layers: recomputation then
+  // checkpoints at stage boundaries only.
+  std::vector<int64_t> node_layer;
+  bool replicated_tensor_sharding = false;
 };
 
 struct PlanOptions {
@@ -113,12 +119,16 @@ struct PlanOptions {
   int64_t device_iterations = 1;
   OutputMode output_mode;
   std::optional<TrainingPlan> training;  // nullopt: inference
+  PerIpuFloat matmul_proportion;         // compiler/temporaries.h
+  int64_t embedding_serialization_factor = 1;
 };
 
 // The TrainingPlan of a training compile: `spec`'s weights and accumulation,
-// its optimizer's state slots, and the config's optimizer_state_offchip and
-// recompute_checkpoint_every_layer.
-TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config);
+// its optimizer's state slots, the config's optimizer_state_offchip,
+// recompute_checkpoint_every_layer and replicated_tensor_sharding, and
+// `graph`'s layers.
+TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config,
+                              const graph::Graph& graph);
 
 // REQUIRES: `graph` has been through InferShapesAndFold; `costs` are the
 // Interpreter's node_costs for it (graph order).

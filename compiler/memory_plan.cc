@@ -13,6 +13,7 @@
 #include "compiler/layer_blocks.h"
 #include "compiler/temporaries.h"
 #include "device/hardware.h"
+#include "graph/ops.h"
 
 namespace ipupod::compiler {
 namespace {
@@ -269,7 +270,7 @@ void AddStages(const graph::Graph& g, absl::Span<const graph::NodeCost> costs, c
 // The proportion of IPU `ipu`'s memory its products may use: the node's
 // own (poptorch.set_available_memory), else the config's for the IPU.
 double Proportion(const graph::Node& node, const PlanOptions& o, int64_t ipu) {
-  if (const graph::AttributeValue* own = node.FindAttribute(kAvailableMemoryAttribute)) {
+  if (const graph::AttributeValue* own = node.FindAttribute(graph::kAvailableMemoryProportion)) {
     if (const float* f = std::get_if<float>(own)) return *f;
   }
   const PerIpuFloat& p = o.matmul_proportion;
@@ -441,6 +442,7 @@ absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
     r.replicated_tensor_sharding =
         options.training->replicated_tensor_sharding && options.count.replication_factor > 1;
   }
+  IPUPOD_RETURN_IF_ERROR(CheckPlanningAttributes(graph));
   IPUPOD_ASSIGN_OR_RETURN(std::optional<SerializedEmbedding> embedding,
                           FindSerializedEmbedding(graph, options.embedding_serialization_factor));
   if (embedding.has_value()) r.notes.push_back(EmbeddingNote(*embedding));

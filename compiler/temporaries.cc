@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "device/hardware.h"
+#include "graph/ops.h"
 
 namespace ipupod::compiler {
 namespace {
@@ -81,6 +82,46 @@ int64_t ConvNatural(const graph::Graph& g, const graph::Node& node) {
          ValueBytes(g, node.inputs[1]) + ValueBytes(g, node.outputs[0]);
 }
 
+// A MatMul's serialization (serializedMatMul): mode and factor, or factor 1.
+struct Serialization {
+  std::string mode;
+  int64_t factor = 1;
+};
+
+Serialization SerializationOf(const graph::Node& node) {
+  Serialization s;
+  const graph::AttributeValue* mode = node.FindAttribute(graph::kSerializationMode);
+  const graph::AttributeValue* factor = node.FindAttribute(graph::kSerializationFactor);
+  if (mode == nullptr || factor == nullptr) return s;
+  const std::string* m = std::get_if<std::string>(mode);
+  const int64_t* f = std::get_if<int64_t>(factor);
+  if (m == nullptr || f == nullptr) return s;
+  s.mode = *m;
+  s.factor = *f;
+  return s;
+}
+
+// The dimension a mode splits: A's rows, the reduction, or B's columns.
+int64_t SplitDim(const graph::Graph& g, const graph::Node& node, const std::string& mode) {
+  const graph::TensorType* a = g.FindType(node.inputs[0]);
+  const graph::TensorType* b = g.FindType(node.inputs[1]);
+  if (a == nullptr || b == nullptr || a->shape.size() < 2 || b->shape.size() < 2) return -1;
+  if (mode == "input_channels") return a->shape[a->shape.size() - 2];
+  if (mode == "reducing_dim") return a->shape.back();
+  if (mode == "output_channels") return b->shape.back();
+  return -1;
+}
+
+// One pass of a serialized product (see the header).
+int64_t SerializedPassBytes(const graph::Graph& g, const graph::Node& node,
+                            const Serialization& s) {
+  const int64_t a = ValueBytes(g, node.inputs[0]), b = ValueBytes(g, node.inputs[1]);
+  const int64_t out = ValueBytes(g, node.outputs[0]);
+  if (s.mode == "input_channels") return a / s.factor + b + out / s.factor;
+  if (s.mode == "reducing_dim") return a / s.factor + b / s.factor + out;
+  return a + b / s.factor + out / s.factor;  // output_channels
+}
+
 int64_t NaturalBytes(const graph::Graph& g, const graph::Node& node) {
   if (node.outputs.empty()) return 0;
   if (node.op_type == "MatMul" || node.op_type == "Gemm") {
@@ -123,12 +164,54 @@ absl::StatusOr<std::optional<SerializedEmbedding>> FindSerializedEmbedding(const
   return best;
 }
 
+absl::Status CheckPlanningAttributes(const graph::Graph& g) {
+  for (const graph::Node& node : g.nodes) {
+    auto error = [&node](const std::string& what) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          node.op_type, " node '", node.name, "' (module '", node.module_path, "'): ", what));
+    };
+    if (const graph::AttributeValue* p = node.FindAttribute(graph::kAvailableMemoryProportion)) {
+      const float* f = std::get_if<float>(p);
+      if (f == nullptr || !(*f >= 0.0f && *f <= 1.0f)) {
+        return error("available_memory_proportion must be a number between 0 and 1");
+      }
+    }
+    const bool has_mode = node.FindAttribute(graph::kSerializationMode) != nullptr;
+    if (!has_mode && node.FindAttribute(graph::kSerializationFactor) == nullptr) continue;
+    const Serialization s = SerializationOf(node);
+    if (s.mode != "input_channels" && s.mode != "reducing_dim" && s.mode != "output_channels") {
+      return error(
+          "serialization_mode must be input_channels, reducing_dim or output_channels, "
+          "with an integer serialization_factor");
+    }
+    const int64_t dim = SplitDim(g, node, s.mode);
+    if (s.factor < 1 || dim < 1 || dim % s.factor != 0) {
+      return error(absl::StrCat("serialization_factor ", s.factor, " does not divide the ", s.mode,
+                                " dimension (", dim, "); use a divisor of ", dim));
+    }
+  }
+  return absl::OkStatus();
+}
+
 NodeTemporary PlanNodeTemporary(const graph::Graph& g, const graph::Node& node, double proportion,
                                 int64_t memory_bytes,
                                 const std::optional<SerializedEmbedding>& embedding) {
   NodeTemporary t;
   t.natural_bytes = NaturalBytes(g, node);
   if (t.natural_bytes <= 0) return NodeTemporary{};
+  const Serialization serialized = SerializationOf(node);
+  if (node.op_type == "MatMul" && serialized.factor > 1) {
+    // Each of the factor's passes needs one pass's share (CheckPlanningAttributes
+    // has checked the factor divides its dimension).
+    const int64_t tile_bytes = memory_bytes / device::kGc200.tiles;
+    const int64_t cap =
+        std::max(tile_bytes, static_cast<int64_t>(proportion * static_cast<double>(memory_bytes)));
+    const int64_t pass = SerializedPassBytes(g, node, serialized);
+    const int64_t split = std::max<int64_t>(1, (pass + cap - 1) / cap);
+    t.passes = serialized.factor * split;
+    t.bytes = (pass + split - 1) / split;
+    return t;
+  }
   int64_t min_passes = 1;
   if (embedding.has_value() && LookupTable(g, node) != nullptr &&
       node.inputs[0] == embedding->table) {

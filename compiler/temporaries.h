@@ -19,12 +19,22 @@
 //    each pass after the first costs kSerialPassSeconds (a compute set's
 //    exchange and sync) on top of the op's FLOPs;
 //  * the serialized embedding (FindSerializedEmbedding) always runs in at
-//    least `factor` passes, one per slice of its padded vocabulary.
+//    least `factor` passes, one per slice of its padded vocabulary;
+//  * a node's own available_memory_proportion (graph/ops.h;
+//    poptorch.set_available_memory) replaces the config's proportion;
+//  * a MatMul serialized by poptorch.serializedMatMul (serialization_mode
+//    input_channels | reducing_dim | output_channels, serialization_factor
+//    f) runs in f passes, each holding 1/f of the split operand and of the
+//    output (input_channels: A's rows; output_channels: B's columns) or of
+//    both operands with the whole output as partials (reducing_dim).
 // The IPU holds the largest of its ops' temporaries (ops run one at a time).
 //
 // Thread safety: pure functions.
 // Errors: FindSerializedEmbedding - INVALID_ARGUMENT when the factor is
 // larger than the vocabulary (a slice would have no rows).
+// CheckPlanningAttributes - INVALID_ARGUMENT naming the node for a
+// proportion outside [0, 1], an unknown serialization mode, or a factor
+// that does not divide the dimension it splits.
 #ifndef IPUPOD_COMPILER_TEMPORARIES_H_
 #define IPUPOD_COMPILER_TEMPORARIES_H_
 
@@ -36,10 +46,6 @@
 #include "graph/graph.h"
 
 namespace ipupod::compiler {
-
-// The node attribute (a float) through which poptorch.set_available_memory
-// overrides matmul_proportion for one product.
-inline constexpr const char* kAvailableMemoryAttribute = "available_memory_proportion";
 
 // One serial pass's fixed cost beyond the first (modelling constant).
 inline constexpr double kSerialPassSeconds = 5e-6;
@@ -62,6 +68,8 @@ struct SerializedEmbedding {
 // nullopt for factor 1 or a model with no such lookup.
 absl::StatusOr<std::optional<SerializedEmbedding>> FindSerializedEmbedding(const graph::Graph& g,
                                                                            int64_t factor);
+
+absl::Status CheckPlanningAttributes(const graph::Graph& g);
 
 struct NodeTemporary {
   int64_t natural_bytes = 0;  // 0: the op has no modelled temporary

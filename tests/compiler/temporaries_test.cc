@@ -15,6 +15,7 @@
 #include "device/hardware.h"
 #include "graph/interpreter.h"
 #include "graph/onnx_import.h"
+#include "graph/ops.h"
 #include "tests/compiler/test_models.h"
 
 namespace ipupod::compiler {
@@ -114,13 +115,81 @@ TEST(TemporariesTest, ANodesOwnProportionOverridesTheConfig) {
   const Placement p = Place(g, {-1}, 1);
   auto before = PlanMemory(g, interp->node_costs(), p, Options(1));
   for (graph::Node& n : g.nodes) {
-    if (n.op_type == "MatMul") n.attributes[kAvailableMemoryAttribute] = 0.01f;
+    if (n.op_type == "MatMul") n.attributes[std::string(graph::kAvailableMemoryProportion)] = 0.01f;
   }
   auto after = PlanMemory(g, interp->node_costs(), p, Options(1));
   ASSERT_TRUE(before.ok() && after.ok());
   EXPECT_EQ(before->ipus[0].serial_passes, 0);
   EXPECT_GT(after->ipus[0].serial_passes, 0);
   EXPECT_LT(after->ipus[0].temporary_bytes, before->ipus[0].temporary_bytes);
+}
+
+// poptorch.serializedMatMul's attributes on the mlp's fc product: A [64,
+// 512, 64] 8.4 MB, B [64, 256] 65.5 kB, output [64, 512, 256] 33.6 MB.
+TEST(TemporariesTest, SerializedMatMulSplitsOneOperandAndTheOutput) {
+  auto interp = Load(GptBuilder(Big(1)).Bytes());
+  graph::Graph g = interp->graph();
+  const int64_t a = 64 * 512 * 64 * 4, b = 64 * 256 * 4, out = 64 * 512 * 256 * 4;
+  auto plan = [&](const std::string& mode, int64_t factor) {
+    for (graph::Node& n : g.nodes) {
+      if (n.name != "/h.0/mlp/fc/MatMul") continue;
+      n.attributes[std::string(graph::kSerializationMode)] = mode;
+      n.attributes[std::string(graph::kSerializationFactor)] = factor;
+      EXPECT_TRUE(CheckPlanningAttributes(g).ok()) << CheckPlanningAttributes(g);
+      return PlanNodeTemporary(g, n, 0.6, kMemory, std::nullopt);
+    }
+    return NodeTemporary{};
+  };
+  NodeTemporary t = plan("output_channels", 4);
+  EXPECT_EQ(t.passes, 4);
+  EXPECT_EQ(t.bytes, a + b / 4 + out / 4);
+  t = plan("input_channels", 8);
+  EXPECT_EQ(t.passes, 8);
+  EXPECT_EQ(t.bytes, a / 8 + b + out / 8);
+  t = plan("reducing_dim", 4);  // the whole output holds partials
+  EXPECT_EQ(t.passes, 4);
+  EXPECT_EQ(t.bytes, a / 4 + b / 4 + out);
+  // In the plan: less temporary, more passes, more time.
+  const Placement p = Place(g, {-1}, 1);
+  plan("output_channels", 4);
+  auto serialized = PlanMemory(g, interp->node_costs(), p, Options(1));
+  auto plain = PlanMemory(interp->graph(), interp->node_costs(), p, Options(1));
+  ASSERT_TRUE(serialized.ok() && plain.ok()) << serialized.status();
+  EXPECT_EQ(serialized->ipus[0].serial_passes, plain->ipus[0].serial_passes + 3);
+  EXPECT_GT(serialized->step_s, plain->step_s);
+}
+
+TEST(TemporariesTest, BadPlanningAttributesNameTheNode) {
+  auto interp = Load(GptBuilder(GptSpec{.layers = 1}).Bytes());  // fc: [2, 4, 8] x [8, 32]
+  struct Case {
+    std::string mode;
+    int64_t factor;
+    float proportion;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"output_channels", 3, 0.5f,
+       "serialization_factor 3 does not divide the output_channels "
+       "dimension (32); use a divisor of 32"},
+      {"reducing_dim", 16, 0.5f, "does not divide the reducing_dim dimension (8)"},
+      {"sideways", 2, 0.5f,
+       "serialization_mode must be input_channels, reducing_dim or "
+       "output_channels"},
+      {"input_channels", 2, 1.5f, "available_memory_proportion must be a number between 0 and 1"},
+  };
+  for (const Case& c : cases) {
+    graph::Graph g = interp->graph();
+    for (graph::Node& n : g.nodes) {
+      if (n.name != "/h.0/mlp/fc/MatMul") continue;
+      n.attributes[std::string(graph::kSerializationMode)] = c.mode;
+      n.attributes[std::string(graph::kSerializationFactor)] = c.factor;
+      n.attributes[std::string(graph::kAvailableMemoryProportion)] = c.proportion;
+    }
+    auto r = PlanMemory(g, interp->node_costs(), Place(g, {-1}, 1), Options(1));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.mode;
+    EXPECT_THAT(r.status().message(),
+                AllOf(HasSubstr("MatMul node '/h.0/mlp/fc/MatMul'"), HasSubstr(c.message)));
+  }
 }
 
 TEST(TemporariesTest, EmbeddingSerializationPadsAndSlicesTheVocabulary) {

@@ -386,22 +386,36 @@ std::string Breakdown(const Report& r, const IpuPlan& p) {
   if (r.training()) {
     absl::StrAppend(&out, r.recompute ? " (recomputing)" : " (kept for the backward pass)");
   }
+  if (p.temporary_bytes > 0) {
+    absl::StrAppend(&out, ", temporary ", FormatBytesFixed(p.temporary_bytes), " for '",
+                    p.temporary_node, "'");
+  }
   absl::StrAppend(&out, ", code ", FormatBytesFixed(p.code_bytes));
   return out;
 }
 
-// The training levers that would lower this IPU's need, or "".
-std::string TrainingAdvice(const Report& r, const IpuPlan& p) {
-  if (!r.training()) return "";
+// The levers (temporaries; in training state and recompute) that would lower this IPU's need, or
+// "".
+std::string Advice(const Report& r, const IpuPlan& p) {
   std::string out;
+  if (p.temporary_bytes * 10 > r.memory_bytes_per_ipu) {
+    absl::StrAppend(&out, "; or lower matmul_proportion for IPU ", p.ipu, " (its largest ",
+                    "temporary is ", FormatBytesFixed(p.temporary_bytes), " for '",
+                    p.temporary_node, "')");
+  }
+  if (!r.training()) return out;
   if (p.optimizer_state_bytes > 0) {
     absl::StrAppend(&out, "; or set optimizer_state_offchip=true (frees ",
                     FormatBytesFixed(p.optimizer_state_bytes), " of optimizer state)");
+    if (!r.replicated_tensor_sharding && r.count.replication_factor > 1) {
+      absl::StrAppend(&out, "; or replicated_tensor_sharding=true (keeps 1/",
+                      r.count.replication_factor, " of it on each replica)");
+    }
   }
   if (!r.recompute && p.activation_bytes > 0) {
     absl::StrAppend(&out,
-                    "; or set recompute_checkpoint_every_layer=true (keeps only each "
-                    "stage's inputs for the backward pass, at 4/3 the compute)");
+                    "; or set recompute_checkpoint_every_layer=true (keeps only the values "
+                    "crossing each layer boundary for the backward pass, at 4/3 the compute)");
   }
   return out;
 }
@@ -532,7 +546,7 @@ absl::Status CheckMemoryFits(const Report& report) {
       FormatBytesFixed(report.memory_bytes_per_ipu), " (", Breakdown(report, p),
       "); largest tensors: ", absl::StrJoin(largest, ", "), others, ". Move layers off IPU ", p.ipu,
       " (layers_per_ipu or a module map), use more IPUs per replica, or a smaller micro-batch",
-      TrainingAdvice(report, p)));
+      Advice(report, p)));
 }
 
 }  // namespace ipupod::compiler

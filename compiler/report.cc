@@ -315,9 +315,13 @@ std::string Report::TrainingLines() const {
   }
   if (update > 0) {
     absl::StrAppend(&out, "per weight update: ", FormatSiDuration(update),
-                    all_reduce > 0 ? absl::StrCat(" (all-reduce of ", FormatBytesFixed(all_reduce),
-                                                  " per IPU over IPU-Link)")
-                                   : "",
+                    all_reduce > 0
+                        ? absl::StrCat(replicated_tensor_sharding
+                                           ? " (reduce-scatter of gradients and all-gather of "
+                                             "weights, "
+                                           : " (all-reduce of ",
+                                       FormatBytesFixed(all_reduce), " per IPU over IPU-Link)")
+                        : "",
                     "\n");
   }
   return out;

@@ -262,7 +262,10 @@ TEST(TemporariesTest, ReplicatedTensorShardingSplitsOptimizerState) {
   // Reduce-scatter of gradients + all-gather of weights: the all-reduce's bytes.
   EXPECT_EQ(a.all_reduce_bytes, whole->ipus[0].all_reduce_bytes);
   EXPECT_TRUE(sharded->replicated_tensor_sharding);
-  EXPECT_THAT(sharded->Table(), HasSubstr("optimizer state sharded over 4 replicas"));
+  EXPECT_THAT(sharded->Table(), AllOf(HasSubstr("optimizer state sharded over 4 replicas"),
+                                      HasSubstr("(reduce-scatter of gradients and all-gather of "
+                                                "weights, ")));
+  EXPECT_THAT(whole->Table(), HasSubstr("(all-reduce of "));
   // Off-chip, the state's host traffic per weight update shrinks as much.
   o.training->optimizer_state_offchip = true;
   auto offchip = PlanMemory(g, interp->node_costs(), p, o);

@@ -521,6 +521,14 @@ absl::Status CheckReportCoversModel(const Executable& executable, const Report& 
         FormatBytesFixed(report.ipus[i].total_bytes), " but its model needs ",
         FormatBytesFixed(model.ipus[i].total_bytes), "; recompile it with ipupod compile"));
   }
+  // What a server charges the host (Report::host_bytes) must cover the model too: a
+  // report must not move bytes into code or temporaries, which the host does not hold.
+  if (model.host_bytes() > report.host_bytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the executable's report charges ", FormatBytesFixed(report.host_bytes()),
+                     " of host memory but its model needs ", FormatBytesFixed(model.host_bytes()),
+                     "; recompile it with ipupod compile"));
+  }
   return absl::OkStatus();
 }
 

@@ -159,7 +159,8 @@ absl::Status CheckMemoryFits(const Report& report);
 // Checks an executable's report against its own model: the memory plan is
 // recomputed from `graph` (the executable's model as the runtime imported
 // it) and the run shape the executable records, and every IPU's total must
-// be within what the report charges. A server runs this at Load, so a
+// be within what the report charges, and so must the host memory
+// (Report::host_bytes). A server runs this at Load, so a
 // crafted .ipx whose report understates its model (a few bytes of report
 // for gigabytes of activations) is refused, not charged too little.
 // INVALID_ARGUMENT "the executable's report ... recompile it" otherwise.

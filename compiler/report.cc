@@ -327,6 +327,17 @@ std::string Report::TrainingLines() const {
   return out;
 }
 
+int64_t Report::host_bytes() const {
+  int64_t bytes = 0;
+  for (const IpuPlan& p : ipus) {
+    bytes += p.total_bytes - p.code_bytes - p.temporary_bytes;
+    if (replicated_tensor_sharding) {
+      bytes += p.optimizer_state_bytes * (count.replication_factor - 1);
+    }
+  }
+  return bytes;
+}
+
 std::string Report::TemporaryLines() const {
   std::string out;
   for (const IpuPlan& p : ipus) {

@@ -95,6 +95,10 @@ struct Report {
     return micro_batch_size * device_iterations * count.replication_factor *
            (training() ? gradient_accumulation_steps : 1);
   }
+  // The host memory a program of this report holds (runtime/program.h): per
+  // IPU its total without code and op temporaries (simulated, not held), and
+  // the optimizer state whole where replicated_tensor_sharding shards it.
+  int64_t host_bytes() const;
   // Human-readable table plus summary lines.
   std::string Table() const;
   std::string Json(int indent = -1) const;

@@ -422,11 +422,15 @@ std::string Advice(const Report& r, const IpuPlan& p) {
 
 // "embedding 'wte' (vocabulary 50257, padded to 50260) is looked up in 4 slices of 12565 rows".
 std::string EmbeddingNote(const SerializedEmbedding& e) {
-  return absl::StrCat("embedding_serialization_factor ", e.factor, ": embedding '", e.table,
-                      "' (vocabulary ", e.vocab,
-                      e.padded_vocab > e.vocab ? absl::StrCat(", padded to ", e.padded_vocab) : "",
-                      ") is looked up in ", e.factor, " slices of ", e.padded_vocab / e.factor,
-                      " rows, one pass each");
+  return absl::StrCat(
+      "embedding_serialization_factor ", e.factor, ": embedding '", e.table, "' (vocabulary ",
+      e.vocab, e.padded_vocab > e.vocab ? absl::StrCat(", padded to ", e.padded_vocab) : "",
+      ") is looked up in ", e.factor, " slices of ", e.padded_vocab / e.factor,
+      " rows, one pass each",
+      e.tied_products.empty()
+          ? ""
+          : absl::StrCat("; its tied product '", *e.tied_products.begin(), "' runs in ", e.factor,
+                         " passes over its output channels"));
 }
 
 }  // namespace

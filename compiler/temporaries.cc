@@ -151,7 +151,8 @@ absl::StatusOr<std::optional<SerializedEmbedding>> FindSerializedEmbedding(const
         .table = node.inputs[0],
         .vocab = rows,
         .factor = factor,
-        .row_bytes = static_cast<int64_t>(table->byte_size()) / std::max<int64_t>(rows, 1)};
+        .row_bytes = static_cast<int64_t>(table->byte_size()) / std::max<int64_t>(rows, 1),
+        .tied_products = {}};
   }
   if (!best.has_value()) return best;
   if (factor > best->vocab) {
@@ -161,6 +162,23 @@ absl::StatusOr<std::optional<SerializedEmbedding>> FindSerializedEmbedding(const
         "one row; use a factor between 1 and ", best->vocab));
   }
   best->padded_vocab = (best->vocab + factor - 1) / factor * factor;
+  // torch exports a tied head x @ table^T as MatMul(x, Transpose(table)), or
+  // for 2-D x as Gemm(x, table, transB=1).
+  std::set<std::string> transposed;
+  for (const graph::Node& node : g.nodes) {
+    if (node.op_type == "Transpose" && !node.inputs.empty() && !node.outputs.empty() &&
+        node.inputs[0] == best->table) {
+      transposed.insert(node.outputs[0]);
+    }
+    if (node.inputs.size() < 2) continue;
+    const graph::AttributeValue* trans_b = node.FindAttribute("transB");
+    const bool gemm_tied = node.op_type == "Gemm" && node.inputs[1] == best->table &&
+                           trans_b != nullptr && std::get_if<int64_t>(trans_b) != nullptr &&
+                           *std::get_if<int64_t>(trans_b) == 1;
+    if (gemm_tied || (node.op_type == "MatMul" && transposed.count(node.inputs[1]) > 0)) {
+      best->tied_products.insert(node.name);
+    }
+  }
   return best;
 }
 
@@ -199,8 +217,12 @@ NodeTemporary PlanNodeTemporary(const graph::Graph& g, const graph::Node& node, 
   NodeTemporary t;
   t.natural_bytes = NaturalBytes(g, node);
   if (t.natural_bytes <= 0) return NodeTemporary{};
-  const Serialization serialized = SerializationOf(node);
-  if (node.op_type == "MatMul" && serialized.factor > 1) {
+  Serialization serialized = SerializationOf(node);
+  if (serialized.factor <= 1 && embedding.has_value() &&
+      embedding->tied_products.count(node.name) > 0) {
+    serialized = Serialization{.mode = "output_channels", .factor = embedding->factor};
+  }
+  if ((node.op_type == "MatMul" || node.op_type == "Gemm") && serialized.factor > 1) {
     // Each of the factor's passes needs one pass's share (CheckPlanningAttributes
     // has checked the factor divides its dimension).
     const int64_t tile_bytes = memory_bytes / device::kGc200.tiles;

@@ -19,7 +19,9 @@
 //    each pass after the first costs kSerialPassSeconds (a compute set's
 //    exchange and sync) on top of the op's FLOPs;
 //  * the serialized embedding (FindSerializedEmbedding) always runs in at
-//    least `factor` passes, one per slice of its padded vocabulary;
+//    least `factor` passes, one per slice of its padded vocabulary, and a
+//    product tied to its table (GPT-2's LM head) is serialized over its
+//    output channels by the same factor (optimum's SerializedLinear);
 //  * a node's own available_memory_proportion (graph/ops.h;
 //    poptorch.set_available_memory) replaces the config's proportion;
 //  * a MatMul serialized by poptorch.serializedMatMul (serialization_mode
@@ -40,6 +42,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -58,6 +61,9 @@ struct SerializedEmbedding {
   int64_t padded_vocab = 0;
   int64_t factor = 1;
   int64_t row_bytes = 0;
+  // Products that read the table (directly or transposed): a tied LM head,
+  // which optimum serializes over its output channels by the same factor.
+  std::set<std::string> tied_products;
 
   int64_t PaddingBytes() const { return (padded_vocab - vocab) * row_bytes; }
 };

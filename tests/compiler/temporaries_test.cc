@@ -5,6 +5,7 @@
 #include "compiler/temporaries.h"
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -235,6 +236,43 @@ TEST(TemporariesTest, EmbeddingSerializationInThePlan) {
   o.embedding_serialization_factor = 17;
   EXPECT_EQ(PlanMemory(g, interp->node_costs(), p, o).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// GPT-2 ties its LM head to the word embedding: lm_head reads wte.weight
+// transposed, as torch exports x @ wte.weight.T.
+TEST(TemporariesTest, EmbeddingSerializationAlsoSerializesATiedHead) {
+  auto interp = Load(GptBuilder(GptSpec{.layers = 1}).Bytes());  // vocab 16, d 8
+  graph::Graph g = interp->graph();
+  std::vector<graph::NodeCost> costs = interp->node_costs();
+  size_t head = 0;
+  while (g.nodes[head].name != "/lm_head/MatMul") ++head;
+  graph::Node transpose;
+  transpose.name = "/lm_head/Transpose";
+  transpose.op_type = "Transpose";
+  transpose.module_path = "lm_head";
+  transpose.inputs = {"wte.weight"};
+  transpose.outputs = {"wte.weight.T"};
+  g.value_types["wte.weight.T"] = graph::TensorType{tensor::DType::kFloat32, {8, 16}};
+  g.nodes[head].inputs[1] = "wte.weight.T";
+  g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(head), transpose);
+  costs.insert(costs.begin() + static_cast<std::ptrdiff_t>(head),
+               graph::NodeCost{transpose.name, "Transpose", "lm_head", 0});
+  auto e = FindSerializedEmbedding(g, 4);
+  ASSERT_TRUE(e.ok() && e->has_value()) << e.status();
+  EXPECT_EQ((*e)->tied_products, std::set<std::string>{"/lm_head/MatMul"});
+  const graph::Node& lm_head = NodeNamed(g, "/lm_head/MatMul");
+  const NodeTemporary t = PlanNodeTemporary(g, lm_head, 0.6, kMemory, *e);
+  const int64_t a = 2 * 4 * 8 * 4, b = 8 * 16 * 4, out = 2 * 4 * 16 * 4;
+  EXPECT_EQ(t.passes, 4);
+  EXPECT_EQ(t.bytes, a + b / 4 + out / 4);
+  PlanOptions o = Options(1);
+  o.embedding_serialization_factor = 4;
+  auto r = PlanMemory(g, costs, Place(g, {-1}, 1), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ipus[0].serial_passes, 3 + 3);  // the lookup's and the head's
+  EXPECT_THAT(r->notes, ::testing::Contains(HasSubstr(
+                            "its tied product '/lm_head/MatMul' runs in 4 passes over its "
+                            "output channels")));
 }
 
 PlanOptions Training(const graph::Graph& g, int64_t ipus, int64_t slots) {

@@ -83,6 +83,29 @@ TEST(TemporariesTest, ProductsRunInMorePassesUnderASmallerProportion) {
             0);
 }
 
+// A convolution's temporary: its expanded input windows, weights and output.
+TEST(TemporariesTest, ConvolutionsHaveTemporariesToo) {
+  testing::OnnxBuilder b(14);
+  b.Input("x", graph::testing::kFloat, {2, 3, 8, 8});
+  b.Output("y", graph::testing::kFloat, {2, 4, 8, 8});
+  b.Floats("w", {4, 3, 3, 3}, testing::Zeros(4 * 3 * 3 * 3));
+  auto& conv = b.Node("Conv", {"x", "w"}, {"y"}, "/conv/Conv");
+  testing::OnnxBuilder::AttrInts(conv, "kernel_shape", {3, 3});
+  testing::OnnxBuilder::AttrInts(conv, "pads", {1, 1, 1, 1});
+  auto interp = Load(b.Bytes());
+  const graph::Graph& g = interp->graph();
+  // 2 images x 3 channels x (8 x 3) x (8 x 3) window elements, 432 B of
+  // weights, 2048 B of output.
+  const int64_t natural = 2 * 3 * 24 * 24 * 4 + 432 + 2048;
+  NodeTemporary t = PlanNodeTemporary(g, g.nodes[0], 0.6, kMemory, std::nullopt);
+  EXPECT_EQ(t.natural_bytes, natural);
+  EXPECT_EQ(t.passes, 1);
+  // With a memory of 1472 tiles x 4 kB and proportion 0, one tile's 4 kB.
+  t = PlanNodeTemporary(g, g.nodes[0], 0.0, 1472 * 4096, std::nullopt);
+  EXPECT_EQ(t.passes, (natural + 4095) / 4096);
+  EXPECT_LE(t.bytes, 4096);
+}
+
 TEST(TemporariesTest, MatmulProportionPerIpuChangesMemoryAndTime) {
   auto interp = Load(GptBuilder(Big(2)).Bytes());
   const graph::Graph& g = interp->graph();

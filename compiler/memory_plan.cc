@@ -420,6 +420,11 @@ std::string Advice(const Report& r, const IpuPlan& p) {
   return out;
 }
 
+// "24.4 MB (24412160 bytes)": close figures can round alike.
+std::string ExactBytes(int64_t bytes) {
+  return absl::StrCat(FormatBytesFixed(bytes), " (", bytes, " bytes)");
+}
+
 // "embedding 'wte' (vocabulary 50257, padded to 50260) is looked up in 4 slices of 12565 rows".
 std::string EmbeddingNote(const SerializedEmbedding& e) {
   return absl::StrCat(
@@ -521,16 +526,17 @@ absl::Status CheckReportCoversModel(const Executable& executable, const Report& 
   for (size_t i = 0; i < model.ipus.size(); ++i) {
     if (model.ipus[i].total_bytes <= report.ipus[i].total_bytes) continue;
     return absl::InvalidArgumentError(absl::StrCat(
-        "the executable's report charges IPU ", i, " ",
-        FormatBytesFixed(report.ipus[i].total_bytes), " but its model needs ",
-        FormatBytesFixed(model.ipus[i].total_bytes), "; recompile it with ipupod compile"));
+        "the executable's report charges IPU ", i, " ", ExactBytes(report.ipus[i].total_bytes),
+        " but its model needs ", ExactBytes(model.ipus[i].total_bytes),
+        " (an executable compiled before a change to the memory plan, or a crafted report); "
+        "recompile it with ipupod compile"));
   }
   // What a server charges the host (Report::host_bytes) must cover the model too: a
   // report must not move bytes into code or temporaries, which the host does not hold.
   if (model.host_bytes() > report.host_bytes()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the executable's report charges ", FormatBytesFixed(report.host_bytes()),
-                     " of host memory but its model needs ", FormatBytesFixed(model.host_bytes()),
+        absl::StrCat("the executable's report charges ", ExactBytes(report.host_bytes()),
+                     " of host memory but its model needs ", ExactBytes(model.host_bytes()),
                      "; recompile it with ipupod compile"));
   }
   return absl::OkStatus();

@@ -850,3 +850,22 @@ def test_4_6_8_and_4_6_9_memory_controls_change_the_plan_not_the_results(server)
     model.controlled = True
     out = poptorch.inferenceModel(model)(x)
     torch.testing.assert_close(out, model(x).detach(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_set_available_memory_proportion_per_ipu(server):
+    from ipupod.poptorch import export
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
+                                poptorch.BeginBlock(torch.nn.Linear(1024, 64), ipu_id=1)).eval()
+    x = torch.randn(512, 256)
+    opts = poptorch.Options().deviceIterations(2)
+    opts.setAvailableMemoryProportion({"IPU0": 0.0, "IPU1": 0.6})
+    exported = export.export(model, (x[:256],), ["x"], False, poptorch.PipelinedExecution())
+    report = server.client().compile(exported.onnx, set=opts.compile_settings(False).sets,
+                                     report=True).report
+    # IPU 0's product (256 kB in, 1 MB weight, 1 MB out) in passes of one tile's 611 kB.
+    assert report["ipus"][0]["serial_passes_per_micro_batch"] == 3
+    assert report["ipus"][1]["serial_passes_per_micro_batch"] == 0
+    out = poptorch.inferenceModel(model, opts)(x)
+    torch.testing.assert_close(out, model(x).detach(), rtol=1e-5, atol=1e-5)

@@ -50,6 +50,21 @@ def test_options_become_ipu_config_overrides_for_training_and_inference():
     assert "output_mode=every_n:2" in every.compile_settings(True).sets
 
 
+def test_available_memory_proportion_becomes_matmul_proportion():
+    same = poptorch.Options().setAvailableMemoryProportion({"IPU0": 0.3, "IPU1": 0.3})
+    assert same.compile_settings(True).sets[-1:] == ["matmul_proportion=0.3"]
+    assert same.compile_settings(False).sets[-1:] == ["inference_matmul_proportion=0.3"]
+    per_ipu = poptorch.Options().setAvailableMemoryProportion({"IPU1": 0.2, "IPU0": 0.5})
+    assert per_ipu.compile_settings(True).sets[-2:] == [
+        "ipus_per_replica=2", "matmul_proportion=[0.5 0.2]"]
+    assert per_ipu.compile_settings(False).sets[-2:] == [
+        "inference_ipus_per_replica=2", "inference_matmul_proportion=[0.5 0.2]"]
+    for bad, match in [({"IPU0": 1.5}, "between 0 and 1"), ({"ipu0": 0.5}, "keys are 'IPU0'"),
+                       ({"IPU1": 0.5}, r"names IPUs \[1\]; name every IPU"), ({}, "name every")]:
+        with pytest.raises(ValueError, match=match):
+            poptorch.Options().setAvailableMemoryProportion(bad)
+
+
 def test_options_load_from_a_file_of_setter_calls(tmp_path):
     path = tmp_path / "poptorch.conf"
     path.write_text("deviceIterations(1)\nsetExecutionStrategy(poptorch.ShardedExecution())\n"

@@ -136,7 +136,9 @@ PlanOptions MakePlanOptions(const graph::Graph& g, const IpuConfig& config, cons
   plan.micro_batch_size = MicroBatchSize(g);
   plan.device_iterations = mode.device_iterations;
   plan.output_mode = mode.output_mode;
-  if (!options.for_inference) plan.training = MakeTrainingPlan(training, config);
+  plan.matmul_proportion = mode.matmul_proportion;
+  plan.embedding_serialization_factor = config.embedding_serialization_factor;
+  if (!options.for_inference) plan.training = MakeTrainingPlan(training, config, g);
   return plan;
 }
 
@@ -187,7 +189,7 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
   const PlanOptions plan = MakePlanOptions(g, config, mode, options, count, training);
   IPUPOD_ASSIGN_OR_RETURN(Report report,
                           PlanMemory(g, imported.interpreter->node_costs(), placement, plan));
-  report.notes = placement.notes;
+  report.notes.insert(report.notes.begin(), placement.notes.begin(), placement.notes.end());
   report.notes.insert(report.notes.end(), warnings.begin(), warnings.end());
   if (report_out != nullptr) *report_out = report;
   IPUPOD_RETURN_IF_ERROR(CheckMemoryFits(report));

@@ -318,21 +318,11 @@ std::vector<std::string> IgnoredKeyWarnings(const IpuConfig& config, bool for_in
           "nothing ipupod runs draws random numbers (no stochastic rounding; Dropout runs in "
           "inference mode), so results are the same for every seed");
   if (!for_inference) {
-    ignored(config.replicated_tensor_sharding, "replicated_tensor_sharding",
-            "every replica keeps the whole optimizer state; the memory plan does not shard it");
+    ignored(config.replicated_tensor_sharding && config.replication_factor == 1,
+            "replicated_tensor_sharding",
+            "with replication_factor 1 there are no other replicas to shard the optimizer state "
+            "over");
   }
-  const PerIpuFloat& proportion = for_inference && config.inference_matmul_proportion.has_value()
-                                      ? *config.inference_matmul_proportion
-                                      : config.matmul_proportion;
-  const bool own = for_inference && config.inference_matmul_proportion.has_value();
-  ignored(proportion != defaults.matmul_proportion,
-          own ? "inference_matmul_proportion" : "matmul_proportion",
-          "the memory plan does not model the temporary memory of matrix products, so the "
-          "proportion changes neither memory nor time");
-  ignored(config.embedding_serialization_factor != defaults.embedding_serialization_factor,
-          "embedding_serialization_factor",
-          "optimum-graphcore serializes embeddings in the PyTorch model before export; ipupod "
-          "compiles the exported ONNX graph as it is");
   return out;
 }
 

@@ -31,10 +31,13 @@
 //                                     results for inference
 //   seed = null, auto_loss_scaling = false, executable_cache_dir = "".
 // Keys accepted for compatibility but not modelled (seed, auto_loss_scaling,
-// replicated_tensor_sharding, matmul_proportion, enable_half_partials,
-// embedding_serialization_factor): IgnoredKeyWarnings names each one set to
-// anything but its default, with the reason; Compile adds them to the
-// executable's warnings and the report's notes.
+// enable_half_partials, and replicated_tensor_sharding without replicas):
+// IgnoredKeyWarnings names each one set to anything but its default, with
+// the reason; Compile adds them to the executable's warnings and the
+// report's notes. matmul_proportion, embedding_serialization_factor,
+// replicated_tensor_sharding and recompute_checkpoint_every_layer change
+// the memory plan and simulated time (compiler/memory_plan.h,
+// compiler/temporaries.h).
 // Defaults follow the optimum-graphcore documentation ipupod was specified
 // from (matmul_proportion 0.6, optimizer_state_offchip true); later
 // optimum-graphcore releases changed these to 0.2 and false. Training-only

@@ -10,7 +10,10 @@
 #include "absl/strings/str_join.h"
 #include "common/format.h"
 #include "common/status_macros.h"
+#include "compiler/layer_blocks.h"
+#include "compiler/temporaries.h"
 #include "device/hardware.h"
+#include "graph/ops.h"
 
 namespace ipupod::compiler {
 namespace {
@@ -65,14 +68,54 @@ std::map<std::string, ValueUse> CollectValues(const graph::Graph& g) {
 
 // One micro-batch of a stage (see the header).
 struct StageBytes {
-  int64_t peak = 0;    // live bytes at the busiest point
-  int64_t all = 0;     // every value the stage makes or reads
-  int64_t inputs = 0;  // the values it reads from the host or other stages
+  int64_t peak = 0;         // live bytes at the busiest point
+  int64_t all = 0;          // every value the stage makes or reads
+  int64_t inputs = 0;       // the values it reads from the host or other stages
+  int64_t checkpoints = 0;  // recomputing: the values its segments read from outside them
+  int64_t segment_all = 0;  // recomputing: the largest segment's `all`
 };
 
+// The recompute segment of each node of `stage` (its position order): a new
+// segment starts where the node's layer changes; one segment without layers.
+std::vector<int64_t> Segments(const Placement& p, int64_t stage,
+                              const std::vector<int64_t>& node_layer) {
+  std::vector<int64_t> segment(p.node_stage.size(), -1);
+  int64_t current = -1;
+  bool first = true;
+  int64_t previous_layer = 0;
+  for (size_t i = 0; i < p.node_stage.size(); ++i) {
+    if (p.node_stage[i] != stage) continue;
+    const int64_t layer = node_layer.empty() ? 0 : node_layer[i];
+    if (first || layer != previous_layer) ++current;
+    first = false;
+    previous_layer = layer;
+    segment[i] = current;
+  }
+  return segment;
+}
+
+// Adds one value's bytes to its segments' `all` and, when a segment other
+// than its producer's reads it, to the checkpoints.
+void AddToSegments(const ValueUse& use, const std::vector<int64_t>& segment,
+                   std::vector<int64_t>& segment_all, StageBytes& out) {
+  std::set<int64_t> touched;
+  const int64_t made = use.producer >= 0 ? segment[use.producer] : -1;
+  if (made >= 0) touched.insert(made);
+  bool crosses = false;
+  for (size_t r : use.readers) {
+    if (segment[r] < 0) continue;
+    touched.insert(segment[r]);
+    crosses = crosses || segment[r] != made;
+  }
+  for (int64_t s : touched) segment_all[s] += use.bytes;
+  if (crosses) out.checkpoints += use.bytes;
+}
+
 StageBytes MeasureStage(const Placement& p, int64_t stage,
-                        const std::map<std::string, ValueUse>& values) {
+                        const std::map<std::string, ValueUse>& values,
+                        const std::vector<int64_t>& node_layer) {
   StageBytes out;
+  const std::vector<int64_t> segment = Segments(p, stage, node_layer);
   std::vector<int64_t> position(p.node_stage.size(), -1);
   int64_t n = 0;
   for (size_t i = 0; i < p.node_stage.size(); ++i) {
@@ -80,6 +123,7 @@ StageBytes MeasureStage(const Placement& p, int64_t stage,
   }
   if (n == 0) return out;
   std::vector<int64_t> delta(n + 1, 0);
+  std::vector<int64_t> segment_all(n, 0);
   for (const auto& [name, use] : values) {
     const bool here = use.producer >= 0 && position[use.producer] >= 0;
     int64_t start = here ? position[use.producer] : -1;
@@ -99,36 +143,47 @@ StageBytes MeasureStage(const Placement& p, int64_t stage,
     delta[end + 1] -= use.bytes;
     out.all += use.bytes;
     if (!here) out.inputs += use.bytes;
+    AddToSegments(use, segment, segment_all, out);
   }
   int64_t live = 0;
   for (int64_t i = 0; i < n; ++i) out.peak = std::max(out.peak, live += delta[i]);
+  out.segment_all = *std::max_element(segment_all.begin(), segment_all.end());
   return out;
 }
 
 // Gradients and optimizer state of a trainable weight on one IPU: the
-// gradient in the weight's type, the state in float32 (training/optimizer.h).
-void AddTrainingState(const TrainingPlan& t, const tensor::Tensor& weight, const std::string& name,
-                      IpuPlan& plan) {
+// gradient in the weight's type (`bytes`, `element_bytes` each), the state in
+// float32 (training/optimizer.h). With replicated_tensor_sharding each of R
+// replicas holds 1/R of the state.
+void AddTrainingState(const TrainingPlan& t, const std::string& name, int64_t bytes,
+                      int64_t element_bytes, int64_t replicas, IpuPlan& plan) {
   auto slots = t.state_slots.find(name);
   if (slots == t.state_slots.end()) return;  // not trained
-  plan.gradient_bytes += static_cast<int64_t>(weight.byte_size());
-  const int64_t state = slots->second * weight.num_elements() * 4;
+  plan.gradient_bytes += bytes;
+  int64_t state = slots->second * (bytes / element_bytes) * 4;
+  if (t.replicated_tensor_sharding && replicas > 1) state = (state + replicas - 1) / replicas;
   (t.optimizer_state_offchip ? plan.optimizer_state_offchip_bytes : plan.optimizer_state_bytes) +=
       state;
 }
 
+// A serialized embedding's table counts its padded rows (optimum resizes it).
 void AddWeights(const graph::Graph& g, const Placement& p, const PlanOptions& o,
-                std::vector<IpuPlan>& ipus, std::vector<std::vector<TensorUse>>& tensors) {
+                const std::optional<SerializedEmbedding>& embedding, std::vector<IpuPlan>& ipus,
+                std::vector<std::vector<TensorUse>>& tensors) {
   std::vector<std::set<std::string>> seen(ipus.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const int64_t ipu = p.NodeIpu(i);
     for (const std::string& v : g.nodes[i].inputs) {
       const tensor::Tensor* w = v.empty() ? nullptr : g.FindInitializer(v);
       if (w == nullptr || !seen[ipu].insert(v).second) continue;
-      const int64_t bytes = static_cast<int64_t>(w->byte_size());
+      int64_t bytes = static_cast<int64_t>(w->byte_size());
+      if (embedding.has_value() && embedding->table == v) bytes += embedding->PaddingBytes();
       ipus[ipu].weight_bytes += bytes;
       tensors[ipu].push_back({v, bytes, true});
-      if (o.training.has_value()) AddTrainingState(*o.training, *w, v, ipus[ipu]);
+      if (o.training.has_value()) {
+        AddTrainingState(*o.training, v, bytes, static_cast<int64_t>(tensor::DTypeSize(w->dtype())),
+                         o.count.replication_factor, ipus[ipu]);
+      }
     }
   }
 }
@@ -166,11 +221,21 @@ int64_t InFlight(const PlanOptions& o, int64_t stages, int64_t s) {
   return o.training.has_value() ? 2 * (stages - s) - 1 : stages - s;
 }
 
+// Whether stage `s` recomputes its forward in the backward pass: with
+// checkpoints per layer every stage does; per stage, all but the last of a
+// pipeline (PopART's RecomputationType::Pipeline: the last stage's backward
+// follows its forward at once).
+bool Recomputes(const PlanOptions& o, int64_t stages, int64_t s) {
+  if (!o.training.has_value() || !o.training->recompute_checkpoint_every_layer) return false;
+  if (!o.training->node_layer.empty()) return true;
+  return o.strategy != ExecutionStrategy::kPipelined || stages <= 1 || s < stages - 1;
+}
+
 // What one micro-batch of a stage keeps (see the header): inference its
-// peak; training every value, or only its inputs when recomputing.
-int64_t KeptPerMicroBatch(const PlanOptions& o, const StageBytes& b) {
+// peak; training every value, or only its checkpoints when recomputing.
+int64_t KeptPerMicroBatch(const PlanOptions& o, const StageBytes& b, bool recomputes) {
   if (!o.training.has_value()) return b.peak;
-  return o.training->recompute_checkpoint_every_layer ? b.inputs : b.all;
+  return recomputes ? b.checkpoints : b.all;
 }
 
 // Forward FLOPs x 3 for training (backward ~ 2x forward), x 4 recomputing.
@@ -183,23 +248,57 @@ void AddStages(const graph::Graph& g, absl::Span<const graph::NodeCost> costs, c
                const PlanOptions& o, const std::map<std::string, ValueUse>& values,
                std::vector<IpuPlan>& ipus) {
   const int64_t stages = p.num_stages();
-  const bool recompute = o.training.has_value() && o.training->recompute_checkpoint_every_layer;
+  static const std::vector<int64_t> kNoLayers;
+  const std::vector<int64_t>& layers = o.training.has_value() ? o.training->node_layer : kNoLayers;
   for (int64_t s = 0; s < stages; ++s) {
     IpuPlan& plan = ipus[p.stage_ipu[s]];
-    const StageBytes bytes = MeasureStage(p, s, values);
-    const int64_t kept = KeptPerMicroBatch(o, bytes);
+    const StageBytes bytes = MeasureStage(p, s, values, layers);
+    const bool recomputes = Recomputes(o, stages, s);
+    const int64_t kept = KeptPerMicroBatch(o, bytes, recomputes);
     const int64_t in_flight = InFlight(o, stages, s);
     plan.stages.push_back(s);
     plan.activation_bytes_per_micro_batch += kept;
     plan.activation_bytes += kept * in_flight;
     plan.micro_batches_in_flight = std::max(plan.micro_batches_in_flight, in_flight);
-    if (recompute) plan.recompute_bytes = std::max(plan.recompute_bytes, bytes.peak);
+    if (recomputes) plan.recompute_bytes = std::max(plan.recompute_bytes, bytes.segment_all);
   }
   for (IpuPlan& plan : ipus) plan.activation_bytes += plan.recompute_bytes;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     IpuPlan& plan = ipus[p.NodeIpu(i)];
     ++plan.nodes;
     plan.flops += costs[i].flops * FlopsFactor(o);
+  }
+}
+
+// The proportion of IPU `ipu`'s memory its products may use: the node's
+// own (poptorch.set_available_memory), else the config's for the IPU.
+double Proportion(const graph::Node& node, const PlanOptions& o, int64_t ipu) {
+  if (const graph::AttributeValue* own = node.FindAttribute(graph::kAvailableMemoryProportion)) {
+    if (const float* f = std::get_if<float>(own)) return *f;
+  }
+  const PerIpuFloat& p = o.matmul_proportion;
+  if (p.values.empty()) return kDefaultMatmulProportion;
+  if (!p.is_list) return p.values[0];
+  return p.values[std::min<size_t>(static_cast<size_t>(ipu), p.values.size() - 1)];
+}
+
+// Each IPU holds its largest op temporary; passes beyond the first cost
+// time (compiler/temporaries.h), in training for the backward's products
+// too (the same factor as FLOPs).
+void AddTemporaries(const graph::Graph& g, const Placement& p, const PlanOptions& o,
+                    const std::optional<SerializedEmbedding>& embedding,
+                    std::vector<IpuPlan>& ipus) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const int64_t ipu = p.NodeIpu(i);
+    const NodeTemporary t = PlanNodeTemporary(g, g.nodes[i], Proportion(g.nodes[i], o, ipu),
+                                              static_cast<int64_t>(kIpu.memory_bytes), embedding);
+    IpuPlan& plan = ipus[ipu];
+    plan.serial_passes += (t.passes - 1) * FlopsFactor(o);
+    if (t.bytes > plan.temporary_bytes) {
+      plan.temporary_bytes = t.bytes;
+      plan.temporary_node = g.nodes[i].name;
+      plan.temporary_node_passes = t.passes;
+    }
   }
 }
 
@@ -234,8 +333,9 @@ void Finish(IpuPlan& plan, const PlanOptions& o, std::vector<TensorUse> tensors)
     plan.code_bytes = int64_t{kIpu.tiles} * kCodeBytesPerTile + plan.nodes * kCodeBytesPerNode;
   }
   plan.total_bytes = plan.weight_bytes + plan.gradient_bytes + plan.optimizer_state_bytes +
-                     plan.activation_bytes + plan.code_bytes;
-  plan.compute_s = static_cast<double>(plan.flops) / kIpu.fp32_flops;
+                     plan.activation_bytes + plan.temporary_bytes + plan.code_bytes;
+  plan.compute_s = static_cast<double>(plan.flops) / kIpu.fp32_flops +
+                   static_cast<double>(plan.serial_passes) * kSerialPassSeconds;
   plan.ipu_link_s = static_cast<double>(plan.ipu_link_bytes) / kIpu.ipu_link_bytes_per_s;
   plan.host_s = (static_cast<double>(plan.host_in_bytes) +
                  static_cast<double>(plan.host_out_bytes) * OutputFraction(o)) /
@@ -289,24 +389,56 @@ std::string Breakdown(const Report& r, const IpuPlan& p) {
   if (r.training()) {
     absl::StrAppend(&out, r.recompute ? " (recomputing)" : " (kept for the backward pass)");
   }
+  if (p.temporary_bytes > 0) {
+    absl::StrAppend(&out, ", temporary ", FormatBytesFixed(p.temporary_bytes), " for '",
+                    p.temporary_node, "'");
+  }
   absl::StrAppend(&out, ", code ", FormatBytesFixed(p.code_bytes));
   return out;
 }
 
-// The training levers that would lower this IPU's need, or "".
-std::string TrainingAdvice(const Report& r, const IpuPlan& p) {
-  if (!r.training()) return "";
+// The levers (temporaries; in training state and recompute) that would lower this IPU's need, or
+// "".
+std::string Advice(const Report& r, const IpuPlan& p) {
   std::string out;
+  if (p.temporary_bytes * 10 > r.memory_bytes_per_ipu) {
+    absl::StrAppend(&out, "; or lower matmul_proportion for IPU ", p.ipu, " (its largest ",
+                    "temporary is ", FormatBytesFixed(p.temporary_bytes), " for '",
+                    p.temporary_node, "')");
+  }
+  if (!r.training()) return out;
   if (p.optimizer_state_bytes > 0) {
     absl::StrAppend(&out, "; or set optimizer_state_offchip=true (frees ",
                     FormatBytesFixed(p.optimizer_state_bytes), " of optimizer state)");
+    if (!r.replicated_tensor_sharding && r.count.replication_factor > 1) {
+      absl::StrAppend(&out, "; or replicated_tensor_sharding=true (keeps 1/",
+                      r.count.replication_factor, " of it on each replica)");
+    }
   }
   if (!r.recompute && p.activation_bytes > 0) {
     absl::StrAppend(&out,
-                    "; or set recompute_checkpoint_every_layer=true (keeps only each "
-                    "stage's inputs for the backward pass, at 4/3 the compute)");
+                    "; or set recompute_checkpoint_every_layer=true (keeps only the values "
+                    "crossing each layer boundary for the backward pass, at 4/3 the compute)");
   }
   return out;
+}
+
+// "24.4 MB (24412160 bytes)": close figures can round alike.
+std::string ExactBytes(int64_t bytes) {
+  return absl::StrCat(FormatBytesFixed(bytes), " (", bytes, " bytes)");
+}
+
+// "embedding 'wte' (vocabulary 50257, padded to 50260) is looked up in 4 slices of 12565 rows".
+std::string EmbeddingNote(const SerializedEmbedding& e) {
+  return absl::StrCat(
+      "embedding_serialization_factor ", e.factor, ": embedding '", e.table, "' (vocabulary ",
+      e.vocab, e.padded_vocab > e.vocab ? absl::StrCat(", padded to ", e.padded_vocab) : "",
+      ") is looked up in ", e.factor, " slices of ", e.padded_vocab / e.factor,
+      " rows, one pass each",
+      e.tied_products.empty()
+          ? ""
+          : absl::StrCat("; its tied product '", *e.tied_products.begin(), "' runs in ", e.factor,
+                         " passes over its output channels"));
 }
 
 }  // namespace
@@ -331,26 +463,41 @@ absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
     r.mode = "training";
     r.gradient_accumulation_steps = options.training->gradient_accumulation_steps;
     r.recompute = options.training->recompute_checkpoint_every_layer;
+    if (r.recompute)
+      r.recompute_checkpoints = options.training->node_layer.empty() ? "stage" : "layer";
+    r.replicated_tensor_sharding =
+        options.training->replicated_tensor_sharding && options.count.replication_factor > 1;
   }
+  IPUPOD_RETURN_IF_ERROR(CheckPlanningAttributes(graph));
+  IPUPOD_ASSIGN_OR_RETURN(std::optional<SerializedEmbedding> embedding,
+                          FindSerializedEmbedding(graph, options.embedding_serialization_factor));
+  if (embedding.has_value()) r.notes.push_back(EmbeddingNote(*embedding));
   r.ipus.resize(placement.ipus_per_replica);
   for (size_t i = 0; i < r.ipus.size(); ++i) r.ipus[i].ipu = static_cast<int64_t>(i);
   std::vector<std::vector<TensorUse>> tensors(r.ipus.size());
   const std::map<std::string, ValueUse> values = CollectValues(graph);
-  AddWeights(graph, placement, options, r.ipus, tensors);
+  AddWeights(graph, placement, options, embedding, r.ipus, tensors);
   AddTraffic(placement, options, values, r.ipus, tensors);
   AddStages(graph, costs, placement, options, values, r.ipus);
+  AddTemporaries(graph, placement, options, embedding, r.ipus);
   for (size_t i = 0; i < r.ipus.size(); ++i) Finish(r.ipus[i], options, std::move(tensors[i]));
   EstimateStep(r);
   return r;
 }
 
-TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config) {
+TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config,
+                              const graph::Graph& graph) {
   TrainingPlan t;
   t.gradient_accumulation_steps = spec.gradient_accumulation_steps;
   const int64_t slots = OptimizerStateSlots(spec);
   for (const std::string& w : spec.weights) t.state_slots[w] = slots;
   t.optimizer_state_offchip = config.optimizer_state_offchip;
   t.recompute_checkpoint_every_layer = config.recompute_checkpoint_every_layer;
+  t.replicated_tensor_sharding = config.replicated_tensor_sharding;
+  if (t.recompute_checkpoint_every_layer) {
+    absl::StatusOr<LayerBlocks> layers = FindLayerBlocks(graph);
+    if (layers.ok()) t.node_layer = std::move(layers->node_layer);  // else: per stage
+  }
   return t;
 }
 
@@ -362,9 +509,13 @@ absl::Status CheckReportCoversModel(const Executable& executable, const Report& 
   options.micro_batch_size = executable.micro_batch_size;
   options.device_iterations = executable.device_iterations;
   options.output_mode = executable.output_mode;
-  if (executable.mode == ExecutableMode::kTraining) {
-    options.training = MakeTrainingPlan(executable.training, executable.config);
+  const bool for_inference = executable.mode != ExecutableMode::kTraining;
+  if (!for_inference) {
+    options.training = MakeTrainingPlan(executable.training, executable.config, graph);
   }
+  IPUPOD_ASSIGN_OR_RETURN(ModeConfig mode, ResolveMode(executable.config, for_inference));
+  options.matmul_proportion = mode.matmul_proportion;
+  options.embedding_serialization_factor = executable.config.embedding_serialization_factor;
   std::vector<graph::NodeCost> costs;  // memory does not depend on FLOPs
   for (const graph::Node& node : graph.nodes) {
     costs.push_back({node.name, node.op_type, node.module_path, 0});
@@ -378,9 +529,18 @@ absl::Status CheckReportCoversModel(const Executable& executable, const Report& 
   for (size_t i = 0; i < model.ipus.size(); ++i) {
     if (model.ipus[i].total_bytes <= report.ipus[i].total_bytes) continue;
     return absl::InvalidArgumentError(absl::StrCat(
-        "the executable's report charges IPU ", i, " ",
-        FormatBytesFixed(report.ipus[i].total_bytes), " but its model needs ",
-        FormatBytesFixed(model.ipus[i].total_bytes), "; recompile it with ipupod compile"));
+        "the executable's report charges IPU ", i, " ", ExactBytes(report.ipus[i].total_bytes),
+        " but its model needs ", ExactBytes(model.ipus[i].total_bytes),
+        " (an executable compiled before a change to the memory plan, or a crafted report); "
+        "recompile it with ipupod compile"));
+  }
+  // What a server charges the host (Report::host_bytes) must cover the model too: a
+  // report must not move bytes into code or temporaries, which the host does not hold.
+  if (model.host_bytes() > report.host_bytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the executable's report charges ", ExactBytes(report.host_bytes()),
+                     " of host memory but its model needs ", ExactBytes(model.host_bytes()),
+                     "; recompile it with ipupod compile"));
   }
   return absl::OkStatus();
 }
@@ -407,7 +567,7 @@ absl::Status CheckMemoryFits(const Report& report) {
       FormatBytesFixed(report.memory_bytes_per_ipu), " (", Breakdown(report, p),
       "); largest tensors: ", absl::StrJoin(largest, ", "), others, ". Move layers off IPU ", p.ipu,
       " (layers_per_ipu or a module map), use more IPUs per replica, or a smaller micro-batch",
-      TrainingAdvice(report, p)));
+      Advice(report, p)));
 }
 
 }  // namespace ipupod::compiler

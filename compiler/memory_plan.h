@@ -5,8 +5,8 @@
 // device/hardware.h (GC200: 900 MB, 1472 tiles, 62.5 TFLOPS FP32, 32 GB/s
 // per IPU-Link, 64 GB/s host link).
 //
-// Memory on an IPU = weights + activations + code (inference; training
-// adds gradients and optimizer state, below):
+// Memory on an IPU = weights + activations + temporary + code (inference;
+// training adds gradients and optimizer state, below):
 //  * weights: every initializer (weights and folded constants) a node on
 //    the IPU reads, once per IPU (a weight two IPUs read, such as a tied
 //    embedding, is counted on both);
@@ -17,6 +17,13 @@
 //    or the host reads it), times the micro-batches in flight: pipelined
 //    with S stages, stage k holds S - k (conservative for inference);
 //    sharded or single-stage, 1;
+//  * temporary: the largest temporary of the IPU's matrix products,
+//    convolutions and embedding lookups, capped by PlanOptions'
+//    matmul_proportion for that IPU (or a node's own proportion), which
+//    also sets how many serial passes each op runs in
+//    (compiler/temporaries.h); embedding_serialization_factor pads the
+//    word embedding's table (its padding counts as weight) and slices its
+//    lookup. Passes beyond each op's first add to compute_s;
 //  * code: kCodeBytesPerTile on every tile plus kCodeBytesPerNode per node
 //    (a model of Poplar's control and exchange programs and each op's
 //    codelets, not a measurement); an IPU with no nodes holds none.
@@ -36,13 +43,19 @@
 //    OptimizerStateSlots; the per-weight step scalars are negligible). On
 //    the IPU, or with optimizer_state_offchip in streaming memory: reported
 //    as optimizer_state_offchip_bytes, not counted in total_bytes, and read
-//    and written once per weight update over the host link;
+//    and written once per weight update over the host link. With
+//    replicated_tensor_sharding and R > 1 replicas, each holds (and moves)
+//    1/R of it;
 //  * activations: the backward pass needs the forward's values. Without
 //    recompute one micro-batch of a stage keeps every value the stage makes
 //    or reads (their sum, not the peak) until its backward; with
-//    recompute_checkpoint_every_layer it keeps only the stage's inputs
-//    (values from the host or other stages), and the IPU also holds one
-//    micro-batch's peak (its largest stage's) to recompute the forward in.
+//    recompute_checkpoint_every_layer it keeps only its checkpoints - the
+//    values that cross a layer boundary (TrainingPlan::node_layer) or come
+//    from the host or other stages - and the IPU also holds one layer's
+//    values (every value it makes or reads, its largest layer's) to
+//    recompute the forward in. A model without layers checkpoints at stage
+//    boundaries (its "layer" is the stage) and, pipelined, does not
+//    recompute its last stage (PopART's RecomputationType::Pipeline).
 //    In flight: pipelined over S stages, stage s stashes 2(S - s) - 1
 //    micro-batches (PopART's stash); sharded or one stage, 1;
 //  * FLOPs: backward ~ 2x forward, so a micro-batch costs 3x the forward's
@@ -53,7 +66,9 @@
 //    for every_n:N, one for final and sum - of device_iterations x
 //    gradient_accumulation_steps micro-batches;
 //  * per weight update: replicas all-reduce the gradients over IPU-Link
-//    (2 x gradient bytes x (R - 1) / R per IPU, R = replication_factor),
+//    (2 x gradient bytes x (R - 1) / R per IPU, R = replication_factor;
+//    with replicated_tensor_sharding a reduce-scatter of the gradients and
+//    an all-gather of the updated weights, the same bytes),
 //    and off-chip state is read and written over the host link
 //    (update_ipu_link_s, update_host_s; IPUs update in parallel).
 // A training step is device_iterations weight updates of
@@ -66,11 +81,14 @@
 //
 // Thread safety: pure functions.
 // Errors: PlanMemory - INVALID_ARGUMENT if the placement does not match the
-// graph. CheckMemoryFits - INVALID_ARGUMENT
+// graph, and CheckPlanningAttributes' and FindSerializedEmbedding's errors
+// (compiler/temporaries.h). CheckMemoryFits - INVALID_ARGUMENT
 // "out of memory on IPU k: needs X of 900.0 MB ..." with the IPU's largest
 // tensors and what to change (the fix is to the request: placement or IPU
-// count; for training also optimizer_state_offchip=true when state is on
-// the IPU, and recompute_checkpoint_every_layer=true when it is off).
+// count; a lower matmul_proportion when the temporary is over a tenth of
+// the IPU; for training also optimizer_state_offchip=true (or
+// replicated_tensor_sharding=true with replicas) when state is on the
+// IPU, and recompute_checkpoint_every_layer=true when it is off).
 #ifndef IPUPOD_COMPILER_MEMORY_PLAN_H_
 #define IPUPOD_COMPILER_MEMORY_PLAN_H_
 
@@ -78,6 +96,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -104,6 +123,11 @@ struct TrainingPlan {
   std::map<std::string, int64_t> state_slots;  // trainable weight -> optimizer state slots
   bool optimizer_state_offchip = false;
   bool recompute_checkpoint_every_layer = false;
+  // Per graph node its layer (compiler/layer_blocks.h), -1 outside every
+  // layer; empty when the model has no layers: recomputation then
+  // checkpoints at stage boundaries only.
+  std::vector<int64_t> node_layer;
+  bool replicated_tensor_sharding = false;
 };
 
 struct PlanOptions {
@@ -113,12 +137,16 @@ struct PlanOptions {
   int64_t device_iterations = 1;
   OutputMode output_mode;
   std::optional<TrainingPlan> training;  // nullopt: inference
+  PerIpuFloat matmul_proportion;         // compiler/temporaries.h
+  int64_t embedding_serialization_factor = 1;
 };
 
 // The TrainingPlan of a training compile: `spec`'s weights and accumulation,
-// its optimizer's state slots, and the config's optimizer_state_offchip and
-// recompute_checkpoint_every_layer.
-TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config);
+// its optimizer's state slots, the config's optimizer_state_offchip,
+// recompute_checkpoint_every_layer and replicated_tensor_sharding, and
+// `graph`'s layers.
+TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config,
+                              const graph::Graph& graph);
 
 // REQUIRES: `graph` has been through InferShapesAndFold; `costs` are the
 // Interpreter's node_costs for it (graph order).
@@ -131,7 +159,8 @@ absl::Status CheckMemoryFits(const Report& report);
 // Checks an executable's report against its own model: the memory plan is
 // recomputed from `graph` (the executable's model as the runtime imported
 // it) and the run shape the executable records, and every IPU's total must
-// be within what the report charges. A server runs this at Load, so a
+// be within what the report charges, and so must the host memory
+// (Report::host_bytes). A server runs this at Load, so a
 // crafted .ipx whose report understates its model (a few bytes of report
 // for gigabytes of activations) is refused, not charged too little.
 // INVALID_ARGUMENT "the executable's report ... recompile it" otherwise.

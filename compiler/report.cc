@@ -24,10 +24,11 @@ std::string Row(const IpuPlan& p, int64_t memory) {
   const double used = memory > 0 ? 100.0 * static_cast<double>(p.total_bytes) / memory : 0;
   const std::string activations = absl::StrCat(FormatBytesFixed(p.activation_bytes_per_micro_batch),
                                                " x", p.micro_batches_in_flight);
-  return absl::StrFormat(
-      "%4d  %-7s %6d  %10s  %-16s %10s  %10s  %5.1f%%  %9s  %10s\n", p.ipu, StagesText(p.stages),
-      p.nodes, FormatBytesFixed(p.weight_bytes), activations, FormatBytesFixed(p.code_bytes),
-      FormatBytesFixed(p.total_bytes), used, FormatCount(p.flops), FormatSiDuration(p.busy_s()));
+  return absl::StrFormat("%4d  %-7s %6d  %10s  %-16s %10s  %10s  %10s  %5.1f%%  %9s  %10s\n", p.ipu,
+                         StagesText(p.stages), p.nodes, FormatBytesFixed(p.weight_bytes),
+                         activations, FormatBytesFixed(p.temporary_bytes),
+                         FormatBytesFixed(p.code_bytes), FormatBytesFixed(p.total_bytes), used,
+                         FormatCount(p.flops), FormatSiDuration(p.busy_s()));
 }
 
 // Training: gradients and on-chip optimizer state get their own columns;
@@ -38,12 +39,12 @@ std::string TrainingRow(const IpuPlan& p, int64_t memory) {
                                          p.micro_batches_in_flight);
   if (p.recompute_bytes > 0)
     absl::StrAppend(&activations, " + ", FormatBytesFixed(p.recompute_bytes));
-  return absl::StrFormat("%4d  %-7s %6d  %10s  %10s  %10s  %-24s %10s  %10s  %5.1f%%  %9s  %10s\n",
-                         p.ipu, StagesText(p.stages), p.nodes, FormatBytesFixed(p.weight_bytes),
-                         FormatBytesFixed(p.gradient_bytes),
-                         FormatBytesFixed(p.optimizer_state_bytes), activations,
-                         FormatBytesFixed(p.code_bytes), FormatBytesFixed(p.total_bytes), used,
-                         FormatCount(p.flops), FormatSiDuration(p.busy_s()));
+  return absl::StrFormat(
+      "%4d  %-7s %6d  %10s  %10s  %10s  %-24s %10s  %10s  %10s  %5.1f%%  %9s  %10s\n", p.ipu,
+      StagesText(p.stages), p.nodes, FormatBytesFixed(p.weight_bytes),
+      FormatBytesFixed(p.gradient_bytes), FormatBytesFixed(p.optimizer_state_bytes), activations,
+      FormatBytesFixed(p.temporary_bytes), FormatBytesFixed(p.code_bytes),
+      FormatBytesFixed(p.total_bytes), used, FormatCount(p.flops), FormatSiDuration(p.busy_s()));
 }
 
 void AddTrainingJson(const IpuPlan& p, Json& j) {
@@ -78,6 +79,10 @@ Json IpuJson(const IpuPlan& p) {
           {"compute_s", p.compute_s},
           {"ipu_link_s", p.ipu_link_s},
           {"host_s", p.host_s},
+          {"temporary_bytes", p.temporary_bytes},
+          {"temporary_node", p.temporary_node},
+          {"temporary_node_passes", p.temporary_node_passes},
+          {"serial_passes_per_micro_batch", p.serial_passes},
           {"largest_tensors", largest}};
 }
 
@@ -112,6 +117,18 @@ absl::Status ReadTrainingJson(json::ObjectReader& j, IpuPlan& p) {
   IPUPOD_RETURN_IF_ERROR(OptionalInt(j, "all_reduce_bytes_per_update", p.all_reduce_bytes));
   IPUPOD_RETURN_IF_ERROR(OptionalNumber(j, "update_ipu_link_s", p.update_ipu_link_s));
   return OptionalNumber(j, "update_host_s", p.update_host_s);
+}
+
+// The op temporaries of an IPU's plan; absent in reports older than them.
+absl::Status ReadTemporaryJson(json::ObjectReader& j, IpuPlan& p) {
+  IPUPOD_RETURN_IF_ERROR(OptionalInt(j, "temporary_bytes", p.temporary_bytes));
+  IPUPOD_RETURN_IF_ERROR(
+      j.IfPresent("temporary_node", [&p](const Json& v, const json::JsonPath& at) -> absl::Status {
+        IPUPOD_ASSIGN_OR_RETURN(p.temporary_node, json::ReadString(v, at));
+        return absl::OkStatus();
+      }));
+  IPUPOD_RETURN_IF_ERROR(OptionalInt(j, "temporary_node_passes", p.temporary_node_passes));
+  return OptionalInt(j, "serial_passes_per_micro_batch", p.serial_passes);
 }
 
 absl::StatusOr<TensorUse> TensorUseFromJson(const Json& item, const json::JsonPath& at) {
@@ -157,6 +174,7 @@ absl::StatusOr<IpuPlan> IpuFromJson(const Json& item, const json::JsonPath& at) 
     p.largest.push_back(std::move(use));
   }
   IPUPOD_RETURN_IF_ERROR(ReadTrainingJson(j, p));
+  IPUPOD_RETURN_IF_ERROR(ReadTemporaryJson(j, p));
   IPUPOD_RETURN_IF_ERROR(j.RejectUnknownKeys());
   return p;
 }
@@ -181,8 +199,17 @@ absl::Status ReadMode(json::ObjectReader& doc, Report& r) {
   }));
   IPUPOD_RETURN_IF_ERROR(
       OptionalInt(doc, "gradient_accumulation_steps", r.gradient_accumulation_steps));
-  return doc.IfPresent("recompute", [&r](const Json& v, const json::JsonPath& at) {
+  IPUPOD_RETURN_IF_ERROR(doc.IfPresent("recompute", [&r](const Json& v, const json::JsonPath& at) {
     IPUPOD_ASSIGN_OR_RETURN(r.recompute, json::ReadBool(v, at));
+    return absl::OkStatus();
+  }));
+  IPUPOD_RETURN_IF_ERROR(
+      doc.IfPresent("recompute_checkpoints", [&r](const Json& v, const json::JsonPath& at) {
+        IPUPOD_ASSIGN_OR_RETURN(r.recompute_checkpoints, json::ReadString(v, at));
+        return absl::OkStatus();
+      }));
+  return doc.IfPresent("replicated_tensor_sharding", [&r](const Json& v, const json::JsonPath& at) {
+    IPUPOD_ASSIGN_OR_RETURN(r.replicated_tensor_sharding, json::ReadBool(v, at));
     return absl::OkStatus();
   });
 }
@@ -233,13 +260,14 @@ std::string FormatCount(int64_t n) {
 
 std::string Report::Header() const {
   if (!training()) {
-    return absl::StrFormat("%4s  %-7s %6s  %10s  %-16s %10s  %10s  %6s  %9s  %10s\n", "IPU",
-                           "stages", "nodes", "weights", "activations", "code", "total", "used",
-                           "FLOP/mb", "time/mb");
+    return absl::StrFormat("%4s  %-7s %6s  %10s  %-16s %10s  %10s  %10s  %6s  %9s  %10s\n", "IPU",
+                           "stages", "nodes", "weights", "activations", "temporary", "code",
+                           "total", "used", "FLOP/mb", "time/mb");
   }
-  return absl::StrFormat("%4s  %-7s %6s  %10s  %10s  %10s  %-24s %10s  %10s  %6s  %9s  %10s\n",
-                         "IPU", "stages", "nodes", "weights", "gradients", "opt state",
-                         "activations", "code", "total", "used", "FLOP/mb", "time/mb");
+  return absl::StrFormat(
+      "%4s  %-7s %6s  %10s  %10s  %10s  %-24s %10s  %10s  %10s  %6s  %9s  %10s\n", "IPU", "stages",
+      "nodes", "weights", "gradients", "opt state", "activations", "temporary", "code", "total",
+      "used", "FLOP/mb", "time/mb");
 }
 
 std::string Report::RunShapeLine() const {
@@ -266,12 +294,20 @@ std::string Report::TrainingLines() const {
       device_iterations == 1 ? " weight update" : " weight updates",
       " per step; a micro-batch costs ",
       recompute ? "4x its forward FLOPs (forward, recomputed forward, backward)\n"
-                  "activations for the backward pass: each stage's inputs per micro-batch in "
-                  "flight + one micro-batch to recompute in"
-                : "3x its forward FLOPs (forward and backward)\n"
-                  "activations for the backward pass: every value of a stage per micro-batch in "
-                  "flight",
+                : "3x its forward FLOPs (forward and backward)\n",
+      !recompute ? "activations for the backward pass: every value of a stage per micro-batch in "
+                   "flight"
+      : recompute_checkpoints == "layer"
+          ? "activations for the backward pass: checkpoints at every layer boundary per "
+            "micro-batch in flight + one layer's values to recompute in"
+          : "activations for the backward pass: each stage's inputs per micro-batch in flight + "
+            "one stage's values to recompute in (the last pipeline stage keeps its values)",
       "\n");
+  if (replicated_tensor_sharding) {
+    absl::StrAppend(&out, "optimizer state sharded over ", count.replication_factor,
+                    " replicas (replicated_tensor_sharding): gradients reduce-scattered and "
+                    "updated weights all-gathered every weight update\n");
+  }
   if (offchip > 0) {
     absl::StrAppend(&out, "optimizer state off-chip: ", FormatBytesFixed(offchip),
                     " per replica in streaming memory (not in total), read and written every "
@@ -279,9 +315,41 @@ std::string Report::TrainingLines() const {
   }
   if (update > 0) {
     absl::StrAppend(&out, "per weight update: ", FormatSiDuration(update),
-                    all_reduce > 0 ? absl::StrCat(" (all-reduce of ", FormatBytesFixed(all_reduce),
-                                                  " per IPU over IPU-Link)")
-                                   : "",
+                    all_reduce > 0
+                        ? absl::StrCat(replicated_tensor_sharding
+                                           ? " (reduce-scatter of gradients and all-gather of "
+                                             "weights, "
+                                           : " (all-reduce of ",
+                                       FormatBytesFixed(all_reduce), " per IPU over IPU-Link)")
+                        : "",
+                    "\n");
+  }
+  return out;
+}
+
+int64_t Report::host_bytes() const {
+  int64_t bytes = 0;
+  for (const IpuPlan& p : ipus) {
+    bytes += p.total_bytes - p.code_bytes - p.temporary_bytes;
+    if (replicated_tensor_sharding) {
+      bytes += p.optimizer_state_bytes * (count.replication_factor - 1);
+    }
+  }
+  return bytes;
+}
+
+std::string Report::TemporaryLines() const {
+  std::string out;
+  for (const IpuPlan& p : ipus) {
+    if (p.temporary_bytes == 0) continue;
+    absl::StrAppend(&out, "temporary memory on IPU ", p.ipu, ": ",
+                    FormatBytesFixed(p.temporary_bytes), " for '", p.temporary_node, "'",
+                    p.temporary_node_passes > 1
+                        ? absl::StrCat(" in ", p.temporary_node_passes, " serial passes")
+                        : "",
+                    p.serial_passes > 0 ? absl::StrCat("; ", p.serial_passes,
+                                                       " extra serial passes per micro-batch")
+                                        : "",
                     "\n");
   }
   return out;
@@ -300,6 +368,7 @@ std::string Report::Table() const {
   }
   absl::StrAppend(&out, "\n", RunShapeLine());
   if (training()) absl::StrAppend(&out, TrainingLines());
+  absl::StrAppend(&out, TemporaryLines());
   absl::StrAppend(&out, "estimated ", FormatSiDuration(step_s), " per step",
                   samples_per_s > 0 ? absl::StrFormat(" (%.0f samples/s)", samples_per_s) : "",
                   " at FP32 peak, with IPU-Link and host-link transfers\n");
@@ -332,6 +401,8 @@ std::string Report::Json(int indent) const {
   if (training()) {
     doc["gradient_accumulation_steps"] = gradient_accumulation_steps;
     doc["recompute"] = recompute;
+    if (recompute) doc["recompute_checkpoints"] = recompute_checkpoints;
+    doc["replicated_tensor_sharding"] = replicated_tensor_sharding;
   }
   return doc.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
 }

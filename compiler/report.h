@@ -62,6 +62,11 @@ struct IpuPlan {
   int64_t all_reduce_bytes = 0;  // sent over IPU-Link per weight update
   double update_ipu_link_s = 0;  // per weight update: the gradient all-reduce
   double update_host_s = 0;      // per weight update: off-chip state read and written
+  // Op temporaries (compiler/temporaries.h): the largest, in total_bytes.
+  int64_t temporary_bytes = 0;
+  std::string temporary_node;         // the op that needs it
+  int64_t temporary_node_passes = 1;  // in how many serial passes that op runs
+  int64_t serial_passes = 0;  // passes beyond each op's first, per micro-batch (in compute_s)
 
   double busy_s() const { return compute_s + ipu_link_s + host_s; }
   double update_s() const { return update_ipu_link_s + update_host_s; }
@@ -79,6 +84,8 @@ struct Report {
   std::string mode = "inference";           // or "training"
   int64_t gradient_accumulation_steps = 1;  // training: micro-batches per weight update
   bool recompute = false;                   // training: recompute_checkpoint_every_layer
+  std::string recompute_checkpoints;        // recomputing: "layer" or "stage" boundaries
+  bool replicated_tensor_sharding = false;  // training: state sharded over the replicas
   double step_s = 0;                        // one step, every replica in parallel
   double samples_per_s = 0;
   std::vector<std::string> notes;  // placement notes, warnings
@@ -88,6 +95,10 @@ struct Report {
     return micro_batch_size * device_iterations * count.replication_factor *
            (training() ? gradient_accumulation_steps : 1);
   }
+  // The host memory a program of this report holds (runtime/program.h): per
+  // IPU its total without code and op temporaries (simulated, not held), and
+  // the optimizer state whole where replicated_tensor_sharding shards it.
+  int64_t host_bytes() const;
   // Human-readable table plus summary lines.
   std::string Table() const;
   std::string Json(int indent = -1) const;
@@ -96,6 +107,7 @@ struct Report {
   std::string Header() const;
   std::string RunShapeLine() const;
   std::string TrainingLines() const;
+  std::string TemporaryLines() const;
 };
 
 // Reads Report::Json() back (for an executable's stored report).

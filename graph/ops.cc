@@ -145,6 +145,13 @@ std::vector<std::string> SupportedOps() {
   return ops;
 }
 
+bool IsPlanningAttribute(absl::string_view op_type, absl::string_view attr) {
+  if (attr == kAvailableMemoryProportion) {
+    return op_type == "MatMul" || op_type == "Gemm" || op_type == "Conv" || op_type == "Gather";
+  }
+  return op_type == "MatMul" && (attr == kSerializationMode || attr == kSerializationFactor);
+}
+
 absl::Status CheckNodeSignature(const Node& node, int64_t opset) {
   const OpDef* def = FindOp(node.op_type);
   if (def == nullptr) {
@@ -172,6 +179,7 @@ absl::Status CheckNodeSignature(const Node& node, int64_t opset) {
     }
   }
   for (const auto& [attr, value] : node.attributes) {
+    if (IsPlanningAttribute(node.op_type, attr)) continue;
     if (std::find(def->attributes.begin(), def->attributes.end(), attr) == def->attributes.end()) {
       return NodeError(node, absl::InvalidArgumentError(
                                  absl::StrCat("attribute '", attr, "' is not supported")));

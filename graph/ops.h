@@ -130,8 +130,19 @@ const OpDef* FindOp(absl::string_view op_type);
 // Every supported op type, sorted.
 std::vector<std::string> SupportedOps();
 
+// Node attributes that change no numerics, only the compiler's memory plan
+// (compiler/temporaries.h): ipupod.poptorch's set_available_memory puts
+// available_memory_proportion (float) on a MatMul, Gemm, Conv or Gather,
+// and serializedMatMul serialization_mode (string) and
+// serialization_factor (int) on a MatMul.
+inline constexpr absl::string_view kAvailableMemoryProportion = "available_memory_proportion";
+inline constexpr absl::string_view kSerializationMode = "serialization_mode";
+inline constexpr absl::string_view kSerializationFactor = "serialization_factor";
+bool IsPlanningAttribute(absl::string_view op_type, absl::string_view attr);
+
 // Checks a node against its OpDef: supported op, available at `opset`,
-// operand counts, attribute names. INVALID_ARGUMENT naming op and node.
+// operand counts, attribute names (and the planning attributes above).
+// INVALID_ARGUMENT naming op and node.
 absl::Status CheckNodeSignature(const Node& node, int64_t opset);
 
 // `status` with "<op> node '<name>': " prefixed to its message, same code.

@@ -190,11 +190,7 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Create(
   return CreateInferenceProgram(std::move(executable), options);
 }
 
-int64_t HostMemoryBytes(const compiler::Report& report) {
-  int64_t bytes = 0;
-  for (const compiler::IpuPlan& p : report.ipus) bytes += p.total_bytes - p.code_bytes;
-  return bytes;
-}
+int64_t HostMemoryBytes(const compiler::Report& report) { return report.host_bytes(); }
 
 int64_t Program::host_memory_bytes() const { return HostMemoryBytes(report_); }
 

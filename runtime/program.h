@@ -127,8 +127,10 @@ struct LoadOptions {
 };
 
 // The host memory a Program of this report holds: one replica's weights,
-// gradients, optimizer state and activations in flight (replicas run one
-// after another on the same host tensors; code is simulated, not held).
+// gradients, optimizer state (whole, also when replicated_tensor_sharding
+// shards it on the IPUs) and activations in flight (replicas run one after
+// another on the same host tensors; code and op temporaries are simulated,
+// not held).
 int64_t HostMemoryBytes(const compiler::Report& report);
 
 class Program {

@@ -71,7 +71,7 @@ def test_tensors_cross_the_wire_codec_unchanged():
         np.testing.assert_array_equal(back[name], array)
     assert back["wide"].dtype == np.float32 and back["big_endian"].dtype == np.dtype("<f4")
     assert max(len(v) for k, v in messages if k == "d") <= tensors.CHUNK_BYTES
-    assert sum(1 for k, v in messages if k == "d") == 2 + 6  # big takes 2 chunks; empty none
+    assert sum(1 for k, v in messages if k == "d") == 2 + 7  # big takes 2 chunks; empty none
 
 
 def test_unsupported_dtypes_and_names_are_refused_locally():

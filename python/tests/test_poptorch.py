@@ -877,3 +877,65 @@ def test_sharded_execution_and_auto_rounding_three_ipus(server):
     summary = sharded._executable.summary
     assert summary["execution"] == "sharded" and summary["ipus"]["reserved"] == 4
     assert len(session_of(sharded).ipus) == 4
+
+
+class MemoryControls(torch.nn.Module):
+    """fc's product (x 512 kB + weight 1 MB + output 2 MB) with a proportion of 0 runs in
+    passes of one tile's 611 kB; the head is serialized in 4 over its output channels."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(256, 1024, bias=False)
+        self.head = torch.nn.Parameter(torch.randn(1024, 64) / 32)
+        self.controlled = True
+
+    def forward(self, x):
+        h = self.fc(x)
+        if self.controlled:
+            h = poptorch.set_available_memory(h, 0.0)
+            return poptorch.serializedMatMul(torch.relu(h), self.head,
+                                             poptorch.MatMulSerializationMode.OutputChannels, 4)
+        return torch.relu(h) @ self.head
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_4_6_8_and_4_6_9_memory_controls_change_the_plan_not_the_results(server):
+    from ipupod.poptorch import export
+    torch.manual_seed(3)
+    model = MemoryControls().eval()
+    x = torch.randn(512, 256)
+    client = server.client()
+    reports = {}
+    for controlled in (False, True):
+        model.controlled = controlled
+        exported = export.export(model, (x,), ["x"], False, poptorch.PipelinedExecution())
+        reports[controlled] = client.compile(exported.onnx, report=True).report["ipus"][0]
+    plain, controlled = reports[False], reports[True]
+    # fc: 3.7 MB in passes of at most 611 kB (7 passes); the head: 4 passes.
+    assert plain["serial_passes_per_micro_batch"] == 0
+    assert controlled["serial_passes_per_micro_batch"] == 6 + 3
+    assert controlled["temporary_bytes"] < plain["temporary_bytes"]
+    assert controlled["compute_s"] > plain["compute_s"]
+    # The results are the product's, on the IPU as on the CPU.
+    model.controlled = True
+    out = poptorch.inferenceModel(model)(x)
+    torch.testing.assert_close(out, model(x).detach(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_set_available_memory_proportion_per_ipu(server):
+    from ipupod.poptorch import export
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
+                                poptorch.BeginBlock(torch.nn.Linear(1024, 64), ipu_id=1)).eval()
+    x = torch.randn(512, 256)
+    opts = poptorch.Options().deviceIterations(2)
+    opts.setAvailableMemoryProportion({"IPU0": 0.0, "IPU1": 0.6})
+    exported = export.export(model, (x[:256],), ["x"], False, poptorch.PipelinedExecution())
+    report = server.client().compile(exported.onnx, set=opts.compile_settings(False).sets,
+                                     report=True).report
+    # IPU 0's product (256 kB in, 1 MB weight, 1 MB out) in passes of one tile's 611 kB.
+    assert report["ipus"][0]["serial_passes_per_micro_batch"] == 3
+    assert report["ipus"][1]["serial_passes_per_micro_batch"] == 0
+    out = poptorch.inferenceModel(model, opts)(x)
+    torch.testing.assert_close(out, model(x).detach(), rtol=1e-5, atol=1e-5)

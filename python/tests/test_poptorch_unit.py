@@ -50,6 +50,21 @@ def test_options_become_ipu_config_overrides_for_training_and_inference():
     assert "output_mode=every_n:2" in every.compile_settings(True).sets
 
 
+def test_available_memory_proportion_becomes_matmul_proportion():
+    same = poptorch.Options().setAvailableMemoryProportion({"IPU0": 0.3, "IPU1": 0.3})
+    assert same.compile_settings(True).sets[-1:] == ["matmul_proportion=0.3"]
+    assert same.compile_settings(False).sets[-1:] == ["inference_matmul_proportion=0.3"]
+    per_ipu = poptorch.Options().setAvailableMemoryProportion({"IPU1": 0.2, "IPU0": 0.5})
+    assert per_ipu.compile_settings(True).sets[-2:] == [
+        "ipus_per_replica=2", "matmul_proportion=[0.5 0.2]"]
+    assert per_ipu.compile_settings(False).sets[-2:] == [
+        "inference_ipus_per_replica=2", "inference_matmul_proportion=[0.5 0.2]"]
+    for bad, match in [({"IPU0": 1.5}, "between 0 and 1"), ({"ipu0": 0.5}, "keys are 'IPU0'"),
+                       ({"IPU1": 0.5}, r"names IPUs \[1\]; name every IPU"), ({}, "name every")]:
+        with pytest.raises(ValueError, match=match):
+            poptorch.Options().setAvailableMemoryProportion(bad)
+
+
 def test_options_load_from_a_file_of_setter_calls(tmp_path):
     path = tmp_path / "poptorch.conf"
     path.write_text("deviceIterations(1)\nsetExecutionStrategy(poptorch.ShardedExecution())\n"
@@ -242,6 +257,65 @@ def test_a_model_torch_cannot_export_says_what_to_do():
     model = poptorch.inferenceModel(Spectral(), poptorch.Options().server("127.0.0.1:1"))
     with pytest.raises(poptorch.Error, match="cannot export.*fft.*register_custom_op_symbolic"):
         model(torch.randn(4, 4))
+
+
+class MemoryControlled(torch.nn.Module):
+    """fc's product gets 10% of the memory; the head is serializedMatMul's."""
+
+    def __init__(self, mode=poptorch.MatMulSerializationMode.OutputChannels, factor=4):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16, bias=False)
+        self.head = torch.nn.Parameter(torch.randn(16, 8))
+        self.mode, self.factor = mode, factor
+
+    def forward(self, x):
+        h = poptorch.set_available_memory(self.fc(x), 0.1)
+        return poptorch.serializedMatMul(torch.relu(h), self.head, self.mode, self.factor)
+
+
+def attributes(exported):
+    model = onnx.load_from_string(exported.onnx)
+    assert all(node.domain in ("", "ai.onnx") for node in model.graph.node)
+    assert all(o.domain != "ai.graphcore" for o in model.opset_import)
+    return [(node.op_type, {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute})
+            for node in model.graph.node]
+
+
+def test_memory_controls_become_attributes_of_their_ops():
+    model = MemoryControlled()
+    x = torch.randn(4, 8)
+    exported = export.export(model, (x,), ["x"], False, poptorch.PipelinedExecution())
+    nodes = [n for n in attributes(exported) if n[0] != "Transpose"]  # of fc's weight
+    assert [op for op, _ in nodes] == ["MatMul", "Relu", "MatMul"]
+    assert nodes[0][1]["available_memory_proportion"] == pytest.approx(0.1)
+    assert nodes[2][1] == {"serialization_mode": b"output_channels", "serialization_factor": 4}
+    graph = onnx.load_from_string(exported.onnx).graph
+    assert graph.node[-1].output[0] == graph.output[0].name  # the model's output keeps its name
+    # On the CPU both are the plain computation.
+    assert torch.equal(model(x), torch.relu(x @ model.fc.weight.T) @ model.head)
+    disabled = MemoryControlled(poptorch.MatMulSerializationMode.Disabled)
+    assert "serialization_mode" not in attributes(export.export(
+        disabled, (x,), ["x"], False, poptorch.PipelinedExecution()))[-1][1]
+
+
+def test_memory_controls_refuse_what_they_cannot_apply_to():
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        poptorch.set_available_memory(torch.ones(2), 1.5)
+    with pytest.raises(ValueError, match="positive integer"):
+        poptorch.serializedMatMul(torch.ones(2, 2), torch.ones(2, 2),
+                                  poptorch.MatMulSerializationMode.ReducingDim, 0)
+    with pytest.raises(ValueError, match="MatMulSerializationMode"):
+        poptorch.serializedMatMul(torch.ones(2, 2), torch.ones(2, 2), "reducing_dim", 2)
+
+    class OnARelu(torch.nn.Module):
+        def forward(self, x):
+            return poptorch.set_available_memory(torch.relu(x), 0.3)
+
+    with pytest.raises(ValueError, match="set_available_memory applies to the output of a "
+                                         "MatMul or Gemm or Conv or Gather; its tensor is made "
+                                         "by Relu node"):
+        export.export(OnARelu(), (torch.randn(2, 3),), ["x"], False,
+                      poptorch.PipelinedExecution())
 
 
 def test_errors_are_ipupods_under_poptorchs_names():

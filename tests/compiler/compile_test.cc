@@ -156,10 +156,6 @@ TEST(CompileTest, IgnoredKeysWarnInOutputAndReport) {
   };
   const Case cases[] = {
       {"seed=42", "'seed' is ignored", "random"},
-      {"matmul_proportion=0.3", "'matmul_proportion' is ignored", "temporary memory"},
-      {"inference_matmul_proportion=0.3", "'inference_matmul_proportion' is ignored", "temporary"},
-      {"embedding_serialization_factor=4", "'embedding_serialization_factor' is ignored",
-       "before export"},
   };
   for (const Case& c : cases) {
     Report report;
@@ -180,7 +176,10 @@ TEST(CompileTest, TrainingOnlyKeysWarnOnlyForTraining) {
   EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/true), ::testing::IsEmpty());
   EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/false),
               ElementsAre(AllOf(HasSubstr("'replicated_tensor_sharding' is ignored"),
-                                HasSubstr("optimizer state"))));
+                                HasSubstr("replication_factor 1"))));
+  // With replicas it shards the state (memory_plan_test), silently.
+  c.replication_factor = 2;
+  EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/false), ::testing::IsEmpty());
 }
 
 TEST(CompileTest, ThreeIpusNeedAutoRound) {
@@ -356,11 +355,12 @@ TEST(CompileTest, TrainingExecutableCarriesItsSpecAndTrainingReport) {
 
 TEST(CompileTest, RecomputeConfigLowersTrainingActivations) {
   Report keep, recompute;
-  ASSERT_TRUE(Compile(testing::MlpWithLossBytes(), IpuConfig(), Training(), &keep).ok());
-  ASSERT_TRUE(Compile(testing::MlpWithLossBytes(), Config("recompute_checkpoint_every_layer=true"),
-                      Training(), &recompute)
-                  .ok());
+  const std::string gpt = testing::GptBuilder(testing::GptSpec{.with_loss = true}).Bytes();
+  ASSERT_TRUE(Compile(gpt, IpuConfig(), Training(), &keep).ok());
+  auto re = Compile(gpt, Config("recompute_checkpoint_every_layer=true"), Training(), &recompute);
+  ASSERT_TRUE(re.ok()) << re.status();
   EXPECT_TRUE(recompute.recompute);
+  EXPECT_EQ(recompute.recompute_checkpoints, "layer");
   EXPECT_LT(recompute.ipus[0].activation_bytes, keep.ipus[0].activation_bytes);
   EXPECT_GT(recompute.ipus[0].flops, keep.ipus[0].flops);
 }

@@ -339,6 +339,21 @@ TEST(ProgramTest, CreateRejectsAReportThatUnderstatesItsModel) {
   EXPECT_THAT(std::string(p.status().message()),
               AllOf(HasSubstr("report charges IPU 2"), HasSubstr("recompile it")));
 
+  // The same totals, with the bytes moved into what the host does not hold.
+  for (bool into_code : {true, false}) {
+    auto moved = compiler::ReportFromJson(Compiled("all")->report_json);
+    ASSERT_TRUE(moved.ok());
+    compiler::IpuPlan& ipu = moved->ipus[0];
+    (into_code ? ipu.code_bytes : ipu.temporary_bytes) += ipu.weight_bytes + ipu.activation_bytes;
+    ipu.weight_bytes = ipu.activation_bytes = 0;
+    Executable crafted = *Compiled("all");
+    crafted.report_json = moved->Json();
+    auto refused = Program::Create(std::make_shared<const Executable>(crafted));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(refused.status().message()),
+                AllOf(HasSubstr("of host memory but its model needs"), HasSubstr("recompile it")));
+  }
+
   auto honest = Program::Create(Compiled("all"));
   ASSERT_TRUE(honest.ok()) << honest.status();
   EXPECT_EQ((*honest)->host_memory_bytes(), host_bytes);

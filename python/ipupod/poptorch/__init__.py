@@ -25,6 +25,7 @@ from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
                                     PipelinedExecution, ShardedExecution, Stage)
 from ipupod.poptorch.executor import PoplarExecutor, inferenceModel, load, trainingModel
 from ipupod.poptorch.export import identity_loss, isRunningOnIpu
+from ipupod.poptorch.memory import MatMulSerializationMode, serializedMatMul, set_available_memory
 from ipupod.poptorch.options import Options, OutputMode
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Block",
     "BlockFunction",
     "Error",
+    "MatMulSerializationMode",
     "Options",
     "OutputMode",
     "PipelinedExecution",
@@ -46,5 +48,7 @@ __all__ = [
     "isRunningOnIpu",
     "load",
     "optim",
+    "serializedMatMul",
+    "set_available_memory",
     "trainingModel",
 ]

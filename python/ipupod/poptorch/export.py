@@ -207,6 +207,9 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         # BatchNorm's step counter is not exported; the compiler updates its statistics
         warnings.filterwarnings("ignore", "ONNX Preprocess - Removing mutation")
+        # the memory controls' markers are identities, folded away after export (memory.py)
+        warnings.filterwarnings("ignore", "The shape inference of ai.graphcore::")
+        warnings.filterwarnings("ignore", ".*_graph_op' is deprecated", FutureWarning)
         outputs: List[str] = []
         structure = _structure(model(*example), outputs)
         buffer = io.BytesIO()
@@ -216,6 +219,8 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
                               opset_version=OPSET, do_constant_folding=False, training=mode)
         model.load_state_dict(saved)
     proto = onnx.load_from_string(buffer.getvalue())
+    from ipupod.poptorch import memory  # imports this module
+    memory.apply_markers(proto)
     if half:
         _to_float16(proto)
     ipus = blocks.annotate(proto, recorder.blocks, strategy)

@@ -99,6 +99,7 @@ class Options:
         self.token: Optional[str] = None
         self.user: Optional[str] = None
         self.executable_cache_dir = ""
+        self.available_memory_proportion: Optional[List[float]] = None
 
     # ------------------------------------------------------------------ PopTorch's setters
 
@@ -135,6 +136,28 @@ class Options:
             raise ValueError(f"setExecutionStrategy takes PipelinedExecution or "
                              f"ShardedExecution, not {strategy!r}")
         self.execution_strategy = strategy
+        return self
+
+    def setAvailableMemoryProportion(self, available_memory_proportion: Mapping[str, float]
+                                     ) -> "Options":
+        """The share (0 to 1) of each IPU's memory its matrix products, convolutions and
+        embedding lookups may use for temporaries, as ``{"IPU0": 0.3, "IPU1": 0.2}``: the
+        IPUConfig's ``matmul_proportion`` (one value, or one per IPU, IPU0 up, every IPU of
+        a replica named). ``set_available_memory`` overrides it for one op."""
+        values: Dict[int, float] = {}
+        for key, value in dict(available_memory_proportion).items():
+            if not (isinstance(key, str) and key.startswith("IPU") and key[3:].isdigit()):
+                raise ValueError(f"setAvailableMemoryProportion keys are 'IPU0', 'IPU1', ...; "
+                                 f"not {key!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not 0.0 <= value <= 1.0:
+                raise ValueError(f"setAvailableMemoryProportion: {key}'s proportion must be "
+                                 f"between 0 and 1, not {value!r}")
+            values[int(key[3:])] = float(value)
+        if sorted(values) != list(range(len(values))) or not values:
+            raise ValueError(f"setAvailableMemoryProportion names IPUs "
+                             f"{sorted(values)}; name every IPU of a replica from IPU0 up")
+        self.available_memory_proportion = [values[i] for i in range(len(values))]
         return self
 
     def enableExecutableCaching(self, path: str) -> "Options":
@@ -218,7 +241,19 @@ class Options:
                 _not_modelled("ShardedExecution for training",
                               "ipupod trains pipelined; use PipelinedExecution")
             sets.append("sharded_execution_for_inference=true")
+        sets += self._memory_proportion_sets(prefix)
         return CompileSettings(ipu_config=dict(self.ipu_config), sets=sets)
+
+    def _memory_proportion_sets(self, prefix: str) -> List[str]:
+        """One proportion for every IPU, or a list and the IPU count it covers."""
+        proportions = self.available_memory_proportion
+        if proportions is None:
+            return []
+        if len(set(proportions)) == 1:
+            return [f"{prefix}matmul_proportion={proportions[0]}"]
+        listed = " ".join(str(p) for p in proportions)
+        return [f"{prefix}ipus_per_replica={len(proportions)}",
+                f"{prefix}matmul_proportion=[{listed}]"]
 
     def _output_mode_text(self) -> str:
         if self.output_mode == OutputMode.EveryN:

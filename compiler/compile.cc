@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "compiler/onnx_annotations.h"
 #include "graph/interpreter.h"
 #include "graph/onnx_import.h"
+#include "graph/run_context.h"
 
 #ifndef IPUPOD_COMPILER_VERSION
 #define IPUPOD_COMPILER_VERSION "unknown"
@@ -161,6 +163,25 @@ std::string TrainingKey(const CompileOptions& options) {
                                               nlohmann::json::error_handler_t::replace));
 }
 
+// A model with random ops (training-mode Dropout) and no seed gets one
+// chosen here, recorded in the executable's config (so every load and
+// restart of it draws the same masks) and reported, so the run can be
+// repeated with --set seed=N.
+IpuConfig WithSeed(const graph::Graph& g, const IpuConfig& config, bool for_inference,
+                   std::vector<std::string>& warnings) {
+  IpuConfig out = config;
+  if (config.seed.has_value() || !graph::HasRandomOps(g, !for_inference)) return out;
+  std::random_device device;
+  const uint64_t bits = (uint64_t{device()} << 32) | device();
+  out.seed = static_cast<int64_t>(bits >> 33);  // small enough to type
+  warnings.push_back(absl::StrCat(
+      "ipu config key 'seed' is not set and the model has random ops (training-mode Dropout): "
+      "ipupod chose seed=",
+      *out.seed, " and recorded it in the executable; set seed=", *out.seed,
+      " to compile the same masks again"));
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig& config,
@@ -175,6 +196,7 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
         training, MakeTrainingSpec(g, options.training, mode.gradient_accumulation_steps));
   }
   std::vector<std::string> warnings = IgnoredKeyWarnings(config, options.for_inference);
+  const IpuConfig seeded = WithSeed(g, config, options.for_inference, warnings);
   IPUPOD_ASSIGN_OR_RETURN(Placement placement,
                           Place(g, mode, options, imported.model.annotations, warnings));
   IPUPOD_ASSIGN_OR_RETURN(IpuCount count,
@@ -189,7 +211,7 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
   report.notes.insert(report.notes.end(), warnings.begin(), warnings.end());
   if (report_out != nullptr) *report_out = report;
   IPUPOD_RETURN_IF_ERROR(CheckMemoryFits(report));
-  Executable e = Assemble(imported, config, mode, options, std::move(placement), count, report,
+  Executable e = Assemble(imported, seeded, mode, options, std::move(placement), count, report,
                           std::move(warnings));
   e.training = std::move(training);
   IPUPOD_ASSIGN_OR_RETURN(std::string bytes, WriteExecutable(e));

@@ -30,7 +30,9 @@
 //                                     optimum-graphcore always returns all
 //                                     results for inference
 //   seed = null, auto_loss_scaling = false, executable_cache_dir = "".
-// Keys accepted for compatibility but not modelled (seed, auto_loss_scaling,
+// seed keys the random stream of training-mode Dropout (graph/run_context.h);
+// unset, Compile chooses one for a model with random ops and records it.
+// Keys accepted for compatibility but not modelled (auto_loss_scaling,
 // replicated_tensor_sharding, matmul_proportion, enable_half_partials,
 // embedding_serialization_factor): IgnoredKeyWarnings names each one set to
 // anything but its default, with the reason; Compile adds them to the

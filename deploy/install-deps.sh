@@ -12,6 +12,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev
   libdnnl-dev  # oneDNN: convolutions and pooling (kernels/conv.h), the library torch uses on CPU
+  librandom123-dev  # Philox, the counter-based generator of training-mode Dropout (graph/run_context.h)
   ocl-icd-opencl-dev  # only because Debian's oneDNN CMake package asks for OpenCL (its GPU runtime)
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev

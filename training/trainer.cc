@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "graph/run_context.h"
 #include "kernels/shape_util.h"
 
 namespace ipupod::training {
@@ -66,6 +67,10 @@ absl::StatusOr<TensorMap> Trainer::MeanGradients(
     // Data order: micro-batch m of every replica, then m + 1.
     const size_t i = (n % static_cast<size_t>(options_.replicas)) * accumulation +
                      n / static_cast<size_t>(options_.replicas);
+    // Replica i / accumulation's micro-batch i % accumulation of update step().
+    const graph::RunContext context = graph::MicroBatchRunContext(
+        static_cast<uint64_t>(optimizer_->step()), i / accumulation, i % accumulation, true);
+    graph::ScopedRunContext scope(&context);
     auto run = autodiff_->Run(micro_batches[i], weights_, buffers);
     if (!run.ok()) {
       return absl::Status(run.status().code(),
@@ -121,6 +126,9 @@ absl::StatusOr<StepResult> Trainer::Step(
 
 absl::StatusOr<StepResult> Trainer::FusedSgdStep(const std::vector<tensor::Tensor>& inputs,
                                                  double lr) {
+  const graph::RunContext context =
+      graph::MicroBatchRunContext(static_cast<uint64_t>(optimizer_->step()), 0, 0, true);
+  graph::ScopedRunContext scope(&context);
   auto run = autodiff_->RunSgdStep(inputs, weights_, buffers_, lr);
   if (!run.ok()) {
     return absl::Status(run.status().code(),

@@ -155,7 +155,6 @@ TEST(CompileTest, IgnoredKeysWarnInOutputAndReport) {
     std::string update, key, why;
   };
   const Case cases[] = {
-      {"seed=42", "'seed' is ignored", "random"},
       {"matmul_proportion=0.3", "'matmul_proportion' is ignored", "temporary memory"},
       {"inference_matmul_proportion=0.3", "'inference_matmul_proportion' is ignored", "temporary"},
       {"enable_half_partials=false", "'enable_half_partials' is ignored", "fp32"},

@@ -99,17 +99,21 @@ TEST_F(CompileTest, ConfigFileIsReadAndUnknownKeysWarn) {
 }
 
 TEST_F(CompileTest, IgnoredKeysWarnOnStderrAndInTheReport) {
-  const std::string set = "seed=42,sharded_execution_for_inference=true";
+  const std::string set = "matmul_proportion=0.3,sharded_execution_for_inference=true";
   CliResult text = Compile({model_, "--set", set, "--report"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.err.find("warning: ipu config key 'seed' is ignored"), std::string::npos)
+  EXPECT_NE(text.err.find("warning: ipu config key 'matmul_proportion' is ignored"),
+            std::string::npos)
       << text.err;
-  EXPECT_NE(text.out.find("note: ipu config key 'seed' is ignored"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("note: ipu config key 'matmul_proportion' is ignored"), std::string::npos)
+      << text.out;
   CliResult json = Compile({model_, "--set", set, "--report", "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   nlohmann::json doc = json.json();
-  EXPECT_NE(doc["report"]["notes"].dump().find("'seed' is ignored"), std::string::npos) << json.out;
-  EXPECT_NE(doc["warnings"].dump().find("'seed' is ignored"), std::string::npos) << json.out;
+  EXPECT_NE(doc["report"]["notes"].dump().find("'matmul_proportion' is ignored"), std::string::npos)
+      << json.out;
+  EXPECT_NE(doc["warnings"].dump().find("'matmul_proportion' is ignored"), std::string::npos)
+      << json.out;
   EXPECT_EQ(doc["execution"], "sharded") << "sharded_execution_for_inference selects it";
 }
 

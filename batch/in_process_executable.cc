@@ -27,6 +27,7 @@ driver::StepStats StatsOf(const runtime::StepResult& step) {
   out.flops = static_cast<uint64_t>(step.flops);
   out.losses = step.losses;
   out.weight_updates = step.step;
+  out.log = step.log;
   return out;
 }
 

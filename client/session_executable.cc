@@ -21,6 +21,7 @@ driver::StepStats StepStatsOf(const v1::RunStats& stats) {
   out.flops = stats.flops();
   out.losses.assign(stats.losses().begin(), stats.losses().end());
   out.weight_updates = static_cast<int64_t>(stats.step());
+  out.log.assign(stats.log().begin(), stats.log().end());
   return out;
 }
 

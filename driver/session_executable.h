@@ -47,8 +47,9 @@ struct StepStats {
   double simulated_ipu_link_seconds = 0;
   double simulated_host_seconds = 0;
   uint64_t flops = 0;
-  std::vector<float> losses;   // training: one per weight update, in order
-  int64_t weight_updates = 0;  // training: so far, these included
+  std::vector<float> losses;     // training: one per weight update, in order
+  int64_t weight_updates = 0;    // training: so far, these included
+  std::vector<std::string> log;  // what the model's IpuPrint ops printed, in run order
 };
 
 struct StepResult {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "graph/interpreter.h"
+#include "graph/run_context.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/program_modes.h"
 #include "runtime/step_layout.h"
@@ -80,8 +81,13 @@ class InferenceProgram final : public Program {
   absl::StatusOr<StepResult> Step(const std::vector<const tensor::Tensor*>& inputs) override {
     const Executable& e = executable();
     std::vector<std::vector<tensor::Tensor>> results;
+    const uint64_t run = runs_++;
     for (int64_t j : ReturnedMicroBatches(e)) {
       IPUPOD_ASSIGN_OR_RETURN(std::vector<tensor::Tensor> slice, SliceInputs(e, inputs, j));
+      const graph::RunContext context = graph::MicroBatchRunContext(
+          run, static_cast<uint64_t>(j % e.replication_factor),
+          static_cast<uint64_t>(j / e.replication_factor), /*training=*/false);
+      graph::ScopedRunContext scope(&context);
       auto outputs = interpreter_->Run(slice);
       if (!outputs.ok()) {
         return absl::Status(
@@ -100,6 +106,7 @@ class InferenceProgram final : public Program {
   }
 
   const std::unique_ptr<graph::Interpreter> interpreter_;
+  uint64_t runs_ = 0;  // steps run since the load: the random stream's step
 };
 
 }  // namespace

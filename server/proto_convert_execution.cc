@@ -79,6 +79,7 @@ void ToProto(const runtime::StepResult& step, uint64_t run_index, v1::RunStats* 
   out->set_run_index(run_index);
   for (float loss : step.losses) out->add_losses(loss);
   out->set_step(static_cast<uint64_t>(step.step));
+  for (const std::string& line : step.log) out->add_log(line);
 }
 
 }  // namespace ipupod::server

@@ -51,6 +51,11 @@ class RunResult:
         """Training: the loss of each weight update of this step, in order."""
         return list(self.stats.losses)
 
+    @property
+    def log(self) -> List[str]:
+        """What the model's ``poptorch.ipu_print_tensor`` ops printed this step, in order."""
+        return list(self.stats.log)
+
 
 @dataclasses.dataclass
 class StepPlan:

@@ -25,6 +25,7 @@ from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
                                     PipelinedExecution, ShardedExecution, Stage)
 from ipupod.poptorch.executor import PoplarExecutor, inferenceModel, load, trainingModel
 from ipupod.poptorch.export import identity_loss, isRunningOnIpu
+from ipupod.poptorch.ops import dynamic_slice, dynamic_update, ipu_print_tensor, nop
 from ipupod.poptorch.options import Options, OutputMode
 
 __all__ = [
@@ -41,10 +42,14 @@ __all__ = [
     "ShardedExecution",
     "Stage",
     "UnrecoverableError",
+    "dynamic_slice",
+    "dynamic_update",
     "identity_loss",
     "inferenceModel",
+    "ipu_print_tensor",
     "isRunningOnIpu",
     "load",
+    "nop",
     "optim",
     "trainingModel",
 ]

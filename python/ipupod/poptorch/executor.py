@@ -169,6 +169,8 @@ class PoplarExecutor:
                              f"of the first call")
         arrays = {n: t.detach().cpu().contiguous().numpy() for n, t in zip(names, inputs)}
         result = self._session.run(arrays)
+        for line in result.log:  # poptorch.ipu_print_tensor, as PopTorch prints on the host
+            print(line, flush=True)
         if self._training:
             self._sync.dirty = self
         outputs = (self._output(name, result.outputs[name]) for name in self._exported.outputs)

@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import torch
 
-from ipupod.poptorch import blocks
+from ipupod.poptorch import blocks, ops
 
 OPSET = 14
 _REDUCTIONS = {0: None, 1: "ReduceMean", 2: "ReduceSum"}
@@ -168,13 +168,18 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         # BatchNorm's step counter is not exported; the compiler updates its statistics
         warnings.filterwarnings("ignore", "ONNX Preprocess - Removing mutation")
+        # PopTorch's ops (ops.py) are custom-domain nodes torch.onnx cannot infer; their
+        # symbolics set the types themselves
+        warnings.filterwarnings("ignore", "The shape inference of ai.graphcore")
+        warnings.filterwarnings("ignore", ".*_graph_op' is deprecated", FutureWarning)
         outputs: List[str] = []
         structure = _structure(model(*example), outputs)
         buffer = io.BytesIO()
         mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
         with blocks.recording() as recorder:
             torch.onnx.export(model, example, buffer, input_names=names, output_names=outputs,
-                              opset_version=OPSET, do_constant_folding=False, training=mode)
+                              opset_version=OPSET, do_constant_folding=False, training=mode,
+                              custom_opsets={ops.DOMAIN: 1})
         model.load_state_dict(saved)
     proto = onnx.load_from_string(buffer.getvalue())
     ipus = blocks.annotate(proto, recorder.blocks, strategy)

@@ -1,4 +1,4 @@
-"""Acceptance: PopTorch's own examples (seed 003, sections 4.2-4.5 and 4.10) with
+"""Acceptance: PopTorch's own examples (seed 003, sections 4.2-4.5, 4.8 and 4.10) with
 ``import ipupod.poptorch as poptorch`` in place of ``import poptorch``, against a private
 ipupodd found through ``$IPUPOD_SERVER``, each checked against torch on the CPU.
 
@@ -807,3 +807,30 @@ def test_sharded_execution_and_auto_rounding_three_ipus(server):
     summary = sharded._executable.summary
     assert summary["execution"] == "sharded" and summary["ipus"]["reserved"] == 4
     assert len(session_of(sharded).ipus) == 4
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_4_8_an_inference_model_keeps_its_buffers_from_run_to_run(server, capsys):
+    # seed begin (4.8; `import poptorch` replaced)
+    class CounterModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("i", torch.tensor([0.], dtype=torch.float))
+
+        def forward(self):
+            self.i += 1
+            return self.i
+
+    model = CounterModel()
+    poptorch_model = poptorch.inferenceModel(model)
+
+    print(poptorch_model())  # tensor([1.])
+    print(poptorch_model())  # tensor([2.])
+    # seed end
+    assert capsys.readouterr().out.splitlines()[-2:] == ["tensor([1.])", "tensor([2.])"]
+    torch.testing.assert_close(poptorch_model(), torch.tensor([3.0]))
+    # "not implicitly copied to the host": the module still holds 0 until copyWeightsToHost
+    torch.testing.assert_close(model.i, torch.tensor([0.0]))
+    poptorch_model.copyWeightsToHost()
+    torch.testing.assert_close(model.i, torch.tensor([3.0]))
+    poptorch_model.destroy()

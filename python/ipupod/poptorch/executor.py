@@ -222,6 +222,8 @@ class PoplarExecutor:
             extra = dict(train=True, loss=export.loss_name(exported),
                          optimizer=self._opt_spec.name, optimizer_attrs=self._opt_spec.attrs,
                          frozen=export.frozen(self._model, exported))
+        elif exported.buffers:  # carried from run to run on the device (PopTorch 4.8)
+            extra = dict(buffers=exported.buffers)
         try:
             return self._connect().compile(exported.onnx, settings.ipu_config or None,
                                            set=settings.sets, output=output, **extra)

@@ -13,7 +13,8 @@
 // is refused with INVALID_ARGUMENT naming the start and the range allowed:
 // PopTorch's documentation does not say what happens then, and a silent
 // clamp would hide an indexing bug (docs/differences.md).
-// IpuPrint never folds on a constant input (printing is its point), and
+// Nop and IpuPrint never fold on a constant input (keeping them is their
+// point), and
 // with print_gradient its backward rule prints the gradient as
 // "<title>_gradient" (training/grad_tensor.cc).
 #include <algorithm>
@@ -196,6 +197,7 @@ OpDef Graphcore(std::string op, int min_in, int max_in, InferFn infer, RunFn run
 
 void RegisterPoptorchOps(std::vector<OpDef>& defs) {
   defs.push_back(Graphcore("Nop", 1, 1, InferIdentity, RunCopy, {}));
+  defs.back().never_fold = true;  // PopART never eliminates it either (while it is used)
   defs.push_back(
       Graphcore("IpuPrint", 1, 1, InferIdentity, RunIpuPrint, {"title", "print_gradient"}));
   defs.back().never_fold = true;  // printing is its point

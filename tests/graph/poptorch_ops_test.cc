@@ -86,6 +86,18 @@ TEST(PoptorchOpsTest, ImportKeepsTheDomainInTheOpType) {
   EXPECT_EQ(g->value_types.at("y").shape, (Shape{3, 2}));
 }
 
+TEST(PoptorchOpsTest, NopOfAConstantIsKept) {
+  OnnxBuilder b = Builder();
+  b.Input("x", kFloat, {2}).Floats("c", {2}, {7, 8});
+  Graphcore(b, "Nop", {"c"}, "nc");
+  b.Node("Add", {"x", "nc"}, {"y"});
+  b.Output("y", kFloat);
+  auto g = ImportOnnx(b.Bytes());
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->nodes.size(), 2u);
+  EXPECT_EQ(g->nodes[0].op_type, "ai.graphcore.Nop");
+}
+
 TEST(PoptorchOpsTest, UnsupportedGraphcoreOpAndForeignDomainsFailNamingTheNode) {
   OnnxBuilder b = Builder();
   b.Input("x", kFloat, {2});

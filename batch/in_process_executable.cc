@@ -29,6 +29,7 @@ driver::StepStats StatsOf(const runtime::StepResult& step) {
   out.weight_updates = step.step;
   out.loss_scales = step.loss_scales;
   out.skipped_updates = step.skipped_updates;
+  out.log = step.log;
   return out;
 }
 

@@ -41,9 +41,11 @@ namespace ipupod::batch {
 struct JobEvent {
   uint64_t seq = 0;  // 0-based, in order
   int64_t unix_ms = 0;
-  std::string kind;  // "state", "run", "recovery", "requeue", "checkpoint", "note"
+  // "state", "run", "recovery", "requeue", "checkpoint", "note", "print" (a
+  // line of the model's ipu_print_tensor)
+  std::string kind;
   std::string text;
-  int64_t run = 0;  // "run": 1-based
+  int64_t run = 0;  // "run", "print": 1-based
   std::vector<float> losses;
   std::string state;  // "state": the new state's name
 };

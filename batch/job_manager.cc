@@ -330,6 +330,12 @@ JobRunCallbacks JobManager::CallbacksFor(Entry* entry) {
                 event.run = runs_done;
                 event.losses = stats.losses;
                 LogLocked(*entry, std::move(event));
+                // The model's poptorch.ipu_print_tensor lines, in the job's log.
+                for (const std::string& line : stats.log) {
+                  JobEvent print = MakeEvent("print", line);
+                  print.run = runs_done;
+                  LogLocked(*entry, std::move(print));
+                }
               },
           .on_checkpoint = [this, entry](int64_t runs_done,
                                          const std::string& checkpoint) -> absl::Status {

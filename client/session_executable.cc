@@ -23,6 +23,7 @@ driver::StepStats StepStatsOf(const v1::RunStats& stats) {
   out.weight_updates = static_cast<int64_t>(stats.step());
   out.loss_scales.assign(stats.loss_scales().begin(), stats.loss_scales().end());
   out.skipped_updates = static_cast<int64_t>(stats.skipped_updates());
+  out.log.assign(stats.log().begin(), stats.log().end());
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "compiler/onnx_annotations.h"
 #include "graph/interpreter.h"
 #include "graph/onnx_import.h"
+#include "graph/run_context.h"
 
 #ifndef IPUPOD_COMPILER_VERSION
 #define IPUPOD_COMPILER_VERSION "unknown"
@@ -96,7 +98,9 @@ absl::StatusOr<Imported> Import(absl::string_view onnx_bytes, const IpuConfig& c
   IPUPOD_ASSIGN_OR_RETURN(
       graph::Graph graph,
       graph::ImportOnnx(out.model.onnx_bytes,
-                        graph::FoldOptions{.keep_weights = !options.for_inference,
+                        // buffers stay initializers (their update is computed, not folded)
+                        graph::FoldOptions{.keep_weights = !options.for_inference ||
+                                                           !options.training.buffers.empty(),
                                            .cancelled = options.cancelled,
                                            .half_partials = config.enable_half_partials}));
   IPUPOD_ASSIGN_OR_RETURN(out.interpreter, graph::Interpreter::Create(std::move(graph)));
@@ -152,17 +156,72 @@ CompileOptions WithConfiguredStrategy(const IpuConfig& config, const CompileOpti
   return out;
 }
 
-// The training options as cache-key text ("" for inference, so inference
-// keys are unchanged).
+// The training options and buffers as cache-key text ("" for inference
+// without buffers, so those keys are unchanged).
 std::string TrainingKey(const CompileOptions& options) {
-  if (options.for_inference) return "";
   const TrainingOptions& t = options.training;
+  // Buffers only when given, so the keys of compiles without them are unchanged.
+  const std::string buffers =
+      t.buffers.empty() ? ""
+                        : absl::StrCat("\nbuffers ", nlohmann::json(t.buffers).dump(
+                                                         -1, ' ', /*ensure_ascii=*/true,
+                                                         nlohmann::json::error_handler_t::replace));
+  if (options.for_inference) return buffers;
   nlohmann::json doc = {{"loss", t.loss},
                         {"optimizer", t.optimizer},
                         {"attrs", t.optimizer_attrs},
                         {"frozen", t.frozen}};
-  return absl::StrCat("\ntraining ", doc.dump(-1, ' ', /*ensure_ascii=*/true,
-                                              nlohmann::json::error_handler_t::replace));
+  return absl::StrCat(
+      "\ntraining ",
+      doc.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace), buffers);
+}
+
+// An inference program's buffers (PopTorch 4.8): each a float32 initializer
+// of the model, each replaced by a value the model computes, of its dtype
+// and shape.
+absl::Status CheckInferenceBuffers(const graph::Graph& g,
+                                   const std::map<std::string, std::string>& buffers) {
+  for (const auto& [buffer, value] : buffers) {
+    const tensor::Tensor* t = g.FindInitializer(buffer);
+    if (t == nullptr || t->dtype() != tensor::DType::kFloat32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--buffer '", buffer,
+                       "' is not a float32 initializer of the model; name "
+                       "a buffer it updates in place (torch's register_buffer)"));
+    }
+    const graph::TensorType* type = g.FindType(value);
+    if (type == nullptr || g.FindInitializer(value) != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--buffer '", buffer, "': '", value,
+                       "' is not a value the model "
+                       "computes (make the buffer's new value a graph output)"));
+    }
+    if (type->dtype != t->dtype() || type->shape != t->shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--buffer '", buffer, "' is ", graph::TypeString({t->dtype(), t->shape()}), " but '",
+          value, "' is ", graph::TypeString(*type), "; the update must match the buffer"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A model with random ops (training-mode Dropout) and no seed gets one
+// chosen here, recorded in the executable's config (so every load and
+// restart of it draws the same masks) and reported, so the run can be
+// repeated with --set seed=N.
+IpuConfig WithSeed(const graph::Graph& g, const IpuConfig& config, bool for_inference,
+                   std::vector<std::string>& warnings) {
+  IpuConfig out = config;
+  if (config.seed.has_value() || !graph::HasRandomOps(g, !for_inference)) return out;
+  std::random_device device;
+  const uint64_t bits = (uint64_t{device()} << 32) | device();
+  out.seed = static_cast<int64_t>(bits >> 33);  // small enough to type
+  warnings.push_back(absl::StrCat(
+      "ipu config key 'seed' is not set and the model has random ops (training-mode Dropout): "
+      "ipupod chose seed=",
+      *out.seed, " and recorded it in the executable; set seed=", *out.seed,
+      " to compile the same masks again"));
+  return out;
 }
 
 }  // namespace
@@ -178,7 +237,11 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
     IPUPOD_ASSIGN_OR_RETURN(
         training, MakeTrainingSpec(g, options.training, mode.gradient_accumulation_steps));
   }
+  if (options.for_inference) {
+    IPUPOD_RETURN_IF_ERROR(CheckInferenceBuffers(g, options.training.buffers));
+  }
   std::vector<std::string> warnings = IgnoredKeyWarnings(config, options.for_inference);
+  const IpuConfig seeded = WithSeed(g, config, options.for_inference, warnings);
   IPUPOD_ASSIGN_OR_RETURN(Placement placement,
                           Place(g, mode, options, imported.model.annotations, warnings));
   IPUPOD_ASSIGN_OR_RETURN(IpuCount count,
@@ -193,9 +256,10 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
   report.notes.insert(report.notes.end(), warnings.begin(), warnings.end());
   if (report_out != nullptr) *report_out = report;
   IPUPOD_RETURN_IF_ERROR(CheckMemoryFits(report));
-  Executable e = Assemble(imported, config, mode, options, std::move(placement), count, report,
+  Executable e = Assemble(imported, seeded, mode, options, std::move(placement), count, report,
                           std::move(warnings));
   e.training = std::move(training);
+  if (options.for_inference) e.inference_buffers = options.training.buffers;
   IPUPOD_ASSIGN_OR_RETURN(std::string bytes, WriteExecutable(e));
   e.content_hash = DigestHex(Sha256Of(absl::string_view(bytes).substr(kExecutableHeaderBytes)));
   return e;

@@ -29,7 +29,7 @@ Json SpecsJson(const Executable& e, const std::vector<TensorSpec>& specs, bool i
 
 bool NamesTraining(const TrainingOptions& t) {
   return !t.loss.empty() || !t.optimizer.empty() || !t.optimizer_attrs.empty() ||
-         !t.frozen.empty() || !t.buffers.empty();
+         !t.frozen.empty();  // buffers describe inference programs too
 }
 
 }  // namespace
@@ -37,7 +37,7 @@ bool NamesTraining(const TrainingOptions& t) {
 absl::Status CheckTrainingOptionsNeedTrain(const CompileInputs& inputs, absl::string_view how) {
   if (inputs.train || !NamesTraining(inputs.training)) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("loss, optimizer, optimizer attributes, frozen weights and buffers need ", how,
+      absl::StrCat("loss, optimizer, optimizer attributes and frozen weights need ", how,
                    " (they describe training)"));
 }
 
@@ -64,7 +64,11 @@ absl::StatusOr<PreparedCompile> PrepareCompile(const CompileInputs& inputs,
     out.options.module_map = *std::move(map);
   }
   out.options.for_inference = !inputs.train;
-  if (inputs.train) out.options.training = inputs.training;
+  if (inputs.train) {
+    out.options.training = inputs.training;
+  } else {
+    out.options.training.buffers = inputs.training.buffers;  // an inference program's buffers
+  }
   return out;
 }
 

@@ -105,7 +105,10 @@ struct Executable {
   Placement placement;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
-  TrainingSpec training;    // mode kTraining only
+  TrainingSpec training;  // mode kTraining only
+  // Inference: buffers the model updates in place (PopTorch 4.8), initializer
+  // -> the computed value replacing it after every micro-batch, in data order.
+  std::map<std::string, std::string> inference_buffers;
   std::string report_json;  // compiler/report.h Report::Json()
   std::vector<std::string> warnings;
   std::string model_bytes;   // ONNX ModelProto ImportOnnx accepts

@@ -99,6 +99,8 @@ Json RunDoc(const Executable& e) {
 Json MetadataDoc(const Executable& e) {
   Json doc = RunDoc(e);
   if (e.mode == ExecutableMode::kTraining) doc["training"] = TrainingJson(e.training);
+  // Absent without buffers, so such inference executables keep their bytes.
+  if (!e.inference_buffers.empty()) doc["inference_buffers"] = e.inference_buffers;
   return doc;
 }
 
@@ -209,7 +211,12 @@ absl::Status ReadTraining(json::ObjectReader& doc, Executable& e) {
     if (training != nullptr && !training->is_null()) {
       return absl::InvalidArgumentError("an inference executable with a training section");
     }
-    return absl::OkStatus();
+    e.inference_buffers.clear();
+    return doc.IfPresent("inference_buffers",
+                         [&e](const Json& v, const json::JsonPath& at) -> absl::Status {
+                           IPUPOD_ASSIGN_OR_RETURN(e.inference_buffers, json::ReadStringMap(v, at));
+                           return absl::OkStatus();
+                         });
   }
   if (training == nullptr || !training->is_object()) {
     return absl::InvalidArgumentError("a training executable without its training section");

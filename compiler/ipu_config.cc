@@ -314,9 +314,6 @@ std::vector<std::string> IgnoredKeyWarnings(const IpuConfig& config, bool for_in
   auto ignored = [&out](bool set, absl::string_view key, absl::string_view why) {
     if (set) out.push_back(absl::StrCat("ipu config key '", key, "' is ignored: ", why));
   };
-  ignored(config.seed.has_value(), "seed",
-          "nothing ipupod runs draws random numbers (no stochastic rounding; Dropout runs in "
-          "inference mode), so results are the same for every seed");
   if (!for_inference) {
     ignored(config.replicated_tensor_sharding && config.replication_factor == 1,
             "replicated_tensor_sharding",

@@ -30,14 +30,16 @@
 //                                     optimum-graphcore always returns all
 //                                     results for inference
 //   seed = null, auto_loss_scaling = false, executable_cache_dir = "".
-// Keys accepted for compatibility but not modelled (seed, auto_loss_scaling,
-// enable_half_partials, and replicated_tensor_sharding without replicas):
-// IgnoredKeyWarnings names each one set to anything but its default, with
-// the reason; Compile adds them to the executable's warnings and the
-// report's notes. matmul_proportion, embedding_serialization_factor,
-// replicated_tensor_sharding and recompute_checkpoint_every_layer change
-// the memory plan and simulated time (compiler/memory_plan.h,
-// compiler/temporaries.h).
+// seed keys the random stream of training-mode Dropout (graph/run_context.h);
+// unset, Compile chooses one for a model with random ops and records it.
+// replicated_tensor_sharding without replicas is accepted but changes
+// nothing: IgnoredKeyWarnings says so, with the reason; Compile adds it to
+// the executable's warnings and the report's notes. matmul_proportion,
+// embedding_serialization_factor, replicated_tensor_sharding and
+// recompute_checkpoint_every_layer change the memory plan and simulated time
+// (compiler/memory_plan.h, compiler/temporaries.h); enable_half_partials and
+// auto_loss_scaling change float16 numerics (graph/ops.h RunOp,
+// training/optimizer.h).
 // Defaults follow the optimum-graphcore documentation ipupod was specified
 // from (matmul_proportion 0.6, optimizer_state_offchip true); later
 // optimum-graphcore releases changed these to 0.2 and false. Training-only

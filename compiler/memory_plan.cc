@@ -157,10 +157,10 @@ StageBytes MeasureStage(const Placement& p, int64_t stage,
 // replicas holds 1/R of the state.
 void AddTrainingState(const TrainingPlan& t, const std::string& name, int64_t bytes,
                       int64_t element_bytes, int64_t replicas, IpuPlan& plan) {
-  auto slots = t.state_slots.find(name);
-  if (slots == t.state_slots.end()) return;  // not trained
+  auto per_element = t.state_element_bytes.find(name);
+  if (per_element == t.state_element_bytes.end()) return;  // not trained
   plan.gradient_bytes += bytes;
-  int64_t state = slots->second * (bytes / element_bytes) * 4;
+  int64_t state = per_element->second * (bytes / element_bytes);
   if (t.replicated_tensor_sharding && replicas > 1) state = (state + replicas - 1) / replicas;
   (t.optimizer_state_offchip ? plan.optimizer_state_offchip_bytes : plan.optimizer_state_bytes) +=
       state;
@@ -489,8 +489,11 @@ TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config,
                               const graph::Graph& graph) {
   TrainingPlan t;
   t.gradient_accumulation_steps = spec.gradient_accumulation_steps;
-  const int64_t slots = OptimizerStateSlots(spec);
-  for (const std::string& w : spec.weights) t.state_slots[w] = slots;
+  for (const std::string& w : spec.weights) {
+    const tensor::Tensor* init = graph.FindInitializer(w);
+    t.state_element_bytes[w] =
+        OptimizerStateElementBytes(spec, init ? init->dtype() : tensor::DType::kFloat32);
+  }
   t.optimizer_state_offchip = config.optimizer_state_offchip;
   t.recompute_checkpoint_every_layer = config.recompute_checkpoint_every_layer;
   t.replicated_tensor_sharding = config.replicated_tensor_sharding;

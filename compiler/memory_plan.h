@@ -38,9 +38,10 @@
 // Training (PlanOptions::training set) adds, per IPU:
 //  * gradients: one fp32 tensor per trainable weight the IPU reads (a
 //    weight two IPUs read has a gradient on both);
-//  * optimizer state: per trainable weight, TrainingPlan::state_slots
-//    weight-sized fp32 tensors (compiler/training_spec.h
-//    OptimizerStateSlots; the per-weight step scalars are negligible). On
+//  * optimizer state: per trainable weight, TrainingPlan::state_element_bytes
+//    per weight element (compiler/training_spec.h OptimizerStateElementBytes:
+//    each slot float32 or float16; the per-weight step scalars are
+//    negligible). On
 //    the IPU, or with optimizer_state_offchip in streaming memory: reported
 //    as optimizer_state_offchip_bytes, not counted in total_bytes, and read
 //    and written once per weight update over the host link. With
@@ -120,7 +121,9 @@ inline constexpr size_t kLargestTensorsReported = 5;
 // What a training plan adds (see the header comment).
 struct TrainingPlan {
   int64_t gradient_accumulation_steps = 1;
-  std::map<std::string, int64_t> state_slots;  // trainable weight -> optimizer state slots
+  // trainable weight -> bytes of optimizer state per weight element
+  // (OptimizerStateElementBytes)
+  std::map<std::string, int64_t> state_element_bytes;
   bool optimizer_state_offchip = false;
   bool recompute_checkpoint_every_layer = false;
   // Per graph node its layer (compiler/layer_blocks.h), -1 outside every

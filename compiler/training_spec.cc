@@ -109,6 +109,25 @@ int64_t OptimizerStateSlots(const TrainingSpec& spec) {
   return 2;  // lamb
 }
 
+int64_t OptimizerStateElementBytes(const TrainingSpec& spec, tensor::DType weight_dtype) {
+  const auto bytes = [&spec](const char* type) {
+    return Attribute(spec, type) == 16.0 ? int64_t{2} : int64_t{4};
+  };
+  const int64_t first = bytes("first_order_momentum_accum_type");
+  const int64_t second = bytes("second_order_momentum_accum_type");
+  if (spec.optimizer == "sgd") {
+    return HasMomentum(spec) ? static_cast<int64_t>(tensor::DTypeSize(weight_dtype)) : 0;
+  }
+  if (spec.optimizer == "adam" || spec.optimizer == "adamw") {
+    return first + second * (Attribute(spec, "amsgrad") != 0.0 ? 2 : 1);
+  }
+  if (spec.optimizer == "rmsprop") {
+    return second + (HasMomentum(spec) ? first : 0) +
+           (Attribute(spec, "centered") != 0.0 ? first : 0);
+  }
+  return first + second;  // lamb
+}
+
 absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
                                               const TrainingOptions& options,
                                               int64_t gradient_accumulation_steps) {

@@ -61,6 +61,11 @@ absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
 
 // REQUIRES: `spec` came from MakeTrainingSpec (a known optimizer).
 int64_t OptimizerStateSlots(const TrainingSpec& spec);
+// Bytes of optimizer state per element of a weight of `weight_dtype`: each
+// slot in its type (training/optimizer.h): SGD's momentum buffer in the
+// weight's, the first- and second-order slots of the others in
+// first_/second_order_momentum_accum_type (float32 unless 16).
+int64_t OptimizerStateElementBytes(const TrainingSpec& spec, tensor::DType weight_dtype);
 
 }  // namespace ipupod::compiler
 

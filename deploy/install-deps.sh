@@ -13,6 +13,7 @@ PACKAGES=(
   libopenblas-dev
   libimath-dev  # IEEE float16 conversions (tensor/float16.h), as OpenEXR uses them
   libdnnl-dev  # oneDNN: convolutions and pooling (kernels/conv.h), the library torch uses on CPU
+  librandom123-dev  # Philox, the counter-based generator of training-mode Dropout (graph/run_context.h)
   ocl-icd-opencl-dev  # only because Debian's oneDNN CMake package asks for OpenCL (its GPU runtime)
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev

@@ -51,6 +51,7 @@ struct StepStats {
   int64_t weight_updates = 0;      // training: so far, these included
   std::vector<float> loss_scales;  // training: each update's loss scale
   int64_t skipped_updates = 0;     // training: updates auto_loss_scaling skipped
+  std::vector<std::string> log;    // what the model's IpuPrint ops printed, in run order
 };
 
 struct StepResult {

@@ -107,10 +107,15 @@ absl::StatusOr<Node> NodeFromProto(const onnx::NodeProto& p, int index) {
   node.op_type = p.op_type();
   node.name = p.name().empty() ? absl::StrCat(p.op_type(), "_", index) : p.name();
   node.module_path = ModulePathFromNodeName(node.name);
-  if (!p.domain().empty() && p.domain() != "ai.onnx") {
-    return Invalid(absl::StrCat(node.op_type, " node '", node.name, "'"),
-                   absl::StrCat("op domain '", p.domain(),
-                                "' is not supported; only default-domain ONNX ops are"));
+  if (p.domain() == kGraphcoreDomain) {
+    // PopTorch's own ops (ipupod.poptorch exports them as PopART names them); the domain
+    // stays in the op type so they never collide with a default-domain op.
+    node.op_type = absl::StrCat(kGraphcoreDomain, ".", p.op_type());
+  } else if (!p.domain().empty() && p.domain() != "ai.onnx") {
+    return Invalid(
+        absl::StrCat(node.op_type, " node '", node.name, "'"),
+        absl::StrCat("op domain '", p.domain(), "' is not supported; only default-domain ",
+                     "ONNX ops and PopTorch's ops in domain '", kGraphcoreDomain, "' are"));
   }
   node.inputs.assign(p.input().begin(), p.input().end());
   node.outputs.assign(p.output().begin(), p.output().end());

@@ -12,7 +12,9 @@
 //
 // Rejected with INVALID_ARGUMENT (message names the problem and what to do):
 // bytes that are not a ModelProto (garbage, truncated files), a missing or
-// unsupported opset, ops outside the default domain, unsupported ops or
+// unsupported opset, ops outside the default domain (but for PopTorch's ops
+// in kGraphcoreDomain, imported with op type "ai.graphcore.<Op>",
+// graph/ops_poptorch.cc), unsupported ops or
 // attributes (naming op and node), symbolic/unknown input dims
 // (dynamic_axes), external-data or sparse initializers, unsupported element
 // types, subgraph attributes (If/Loop), and anything shape inference rejects.
@@ -28,6 +30,9 @@
 #include "graph/shape_inference.h"
 
 namespace ipupod::graph {
+
+// The domain PopART gives PopTorch's ops (IpuPrint, Nop, DynamicSlice, ...).
+inline constexpr char kGraphcoreDomain[] = "ai.graphcore";
 
 // Largest serialized model accepted: protobuf's 2 GiB message limit.
 inline constexpr int64_t kOnnxBytesMax = (int64_t{1} << 31) - 1;

@@ -21,6 +21,7 @@ const Registry& GetRegistry() {
     RegisterNnOps(defs);
     RegisterLossOps(defs);
     RegisterConvOps(defs);
+    RegisterPoptorchOps(defs);
     auto* r = new Registry();
     for (OpDef& d : defs) {
       std::string key = d.op_type;

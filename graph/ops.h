@@ -97,6 +97,9 @@ struct OpDef {
   // run() writes every element of every output (a GEMM, an elementwise
   // map), so its outputs need no zero fill (CreateOutputs).
   bool writes_every_output = false;
+  // Never folded on constant inputs: run() has an effect beyond its outputs
+  // (IpuPrint writes the run's log, graph/run_context.h).
+  bool never_fold = false;
 };
 
 // An OpDef with these fields, for registration.
@@ -154,6 +157,7 @@ void RegisterTensorOps(std::vector<OpDef>& defs);
 void RegisterNnOps(std::vector<OpDef>& defs);
 void RegisterLossOps(std::vector<OpDef>& defs);
 void RegisterConvOps(std::vector<OpDef>& defs);
+void RegisterPoptorchOps(std::vector<OpDef>& defs);  // ops_poptorch.cc
 
 // Helpers shared by the op files (and training/'s backward rules).
 
@@ -175,6 +179,26 @@ absl::StatusOr<std::pair<float, float>> ClipBounds(const OpContext& c);
 // and count_include_pad). INVALID_ARGUMENT naming what is inconsistent.
 absl::StatusOr<kernels::ConvGeometry> ConvGeometryOf(const OpContext& c);
 absl::StatusOr<kernels::PoolGeometry> PoolGeometryOf(const OpContext& c);
+// What a Dropout node does in the current run (graph/run_context.h): drops
+// (training mode with ratio > 0) with keep probability 1 - ratio, scaling
+// kept elements by `scale` (torch's 1 / (1 - ratio) in float), or is the
+// identity. INVALID_ARGUMENT for a ratio outside [0, 1] or inputs that are
+// not constants.
+struct DropoutPlan {
+  bool drops = false;
+  float ratio = 0.0f;
+  float scale = 1.0f;
+};
+absl::StatusOr<DropoutPlan> DropoutPlanOf(const OpContext& c);
+// The keep mask (1 kept, 0 dropped) of `count` elements of a dropping node,
+// drawn from the current run context's random stream, so the backward
+// rule recomputes exactly the forward's mask. FAILED_PRECONDITION without
+// a seeded run context.
+absl::StatusOr<std::vector<uint8_t>> DropoutKeepMask(const OpContext& c, const DropoutPlan& plan,
+                                                     int64_t count);
+// IpuPrint's line for value `t` of node `c` (graph/ops_poptorch.cc):
+// "<title or node name>: <dtype>[shape] [v0, v1, ...]", at most 1000 values.
+absl::StatusOr<std::string> PrintLine(const OpContext& c, const Tensor& t);
 // The class axis (1) of loss scores [N, C, D...] as a softmax layout.
 kernels::SoftmaxLayout ScoresLayout(const Shape& scores);
 

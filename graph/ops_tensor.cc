@@ -7,11 +7,13 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "graph/ops.h"
+#include "graph/run_context.h"
 #include "kernels/data_movement.h"
 #include "kernels/shape_util.h"
 
@@ -39,24 +41,48 @@ absl::StatusOr<std::vector<TensorType>> InferIdentity(const OpContext& c) {
   return std::vector<TensorType>{c.type(0)};
 }
 
-// Inference-mode Dropout is the identity, and so is training mode with ratio
-// 0 (Swin's attention exports F.dropout(p=0.0) that way).
-absl::Status CheckInference(const OpContext& c) {
-  if (!c.has(2)) return absl::OkStatus();
-  IPUPOD_ASSIGN_OR_RETURN(const Tensor* mode, c.Constant(2, "training_mode"));
-  if (c.has(1)) {
-    IPUPOD_ASSIGN_OR_RETURN(const float ratio, c.ConstantScalar(1, "ratio"));
-    if (ratio == 0.0f) return absl::OkStatus();
+// Dropout's mode: from opset 12 the constant inputs ratio (default 0.5)
+// and training_mode (default false) say it; before, the attribute ratio
+// (default 0.5) and the run: it drops in training passes only
+// (RunContext::training), the identity in inference, as ONNX runtimes do.
+// Ratio 0 is the identity in either mode (Swin's attention exports
+// F.dropout(p=0.0) in training mode).
+struct DropoutMode {
+  float ratio = 0.5f;
+  std::optional<bool> training;  // unset: the run decides (before opset 12)
+};
+
+absl::StatusOr<DropoutMode> DropoutModeOf(const OpContext& c) {
+  DropoutMode m;
+  if (c.opset >= 12) {
+    if (c.has(1)) {
+      IPUPOD_ASSIGN_OR_RETURN(m.ratio, c.ConstantScalar(1, "ratio"));
+    }
+    m.training = false;
+    if (c.has(2)) {
+      IPUPOD_ASSIGN_OR_RETURN(const Tensor* mode, c.Constant(2, "training_mode"));
+      if (mode->num_elements() != 1)
+        return absl::InvalidArgumentError("input 2 (training_mode) must hold one element");
+      m.training = mode->IntAt(0) != 0;
+    }
+  } else {
+    if (c.has(1) || c.has(2))
+      return absl::InvalidArgumentError("before opset 12, Dropout takes one input");
+    IPUPOD_ASSIGN_OR_RETURN(m.ratio, c.Float("ratio", 0.5f));
   }
-  if (mode->num_elements() == 1 && mode->IntAt(0) != 0) {
+  if (!(m.ratio >= 0.0f && m.ratio <= 1.0f)) {
     return absl::InvalidArgumentError(
-        "training-mode Dropout is not supported; export with model.eval()");
+        absl::StrCat("ratio ", m.ratio, " is outside [0, 1]; give a drop probability"));
   }
-  return absl::OkStatus();
+  return m;
 }
 
 absl::StatusOr<std::vector<TensorType>> InferDropout(const OpContext& c) {
-  IPUPOD_RETURN_IF_ERROR(CheckInference(c));
+  IPUPOD_ASSIGN_OR_RETURN(DropoutMode m, DropoutModeOf(c));
+  if (m.ratio > 0.0f && m.training.value_or(true)) {
+    IPUPOD_RETURN_IF_ERROR(
+        RequireDType("training-mode Dropout's data", c.dtype(0), {DType::kFloat32}));
+  }
   std::vector<TensorType> out = {c.type(0)};
   // The mask is bool from opset 10; before that it has the data's type.
   if (c.node.outputs.size() > 1)
@@ -64,19 +90,65 @@ absl::StatusOr<std::vector<TensorType>> InferDropout(const OpContext& c) {
   return out;
 }
 
-absl::Status FillOnes(Tensor& t) {
+absl::Status FillMask(Tensor& t, const std::vector<uint8_t>* keep) {
   return VisitDType(t.dtype(), [&](auto tag) -> absl::Status {
     using T = decltype(tag);
-    std::fill_n(t.mutable_data<T>(), t.num_elements(), static_cast<T>(1));
+    T* out = t.mutable_data<T>();
+    for (int64_t i = 0; i < t.num_elements(); ++i)
+      out[i] = static_cast<T>(keep == nullptr || (*keep)[i] != 0 ? 1 : 0);
     return absl::OkStatus();
   });
 }
 
+int64_t DropoutFlops(const OpContext& c, absl::Span<const TensorType> out) {
+  auto m = DropoutModeOf(c);
+  if (!m.ok() || m->ratio == 0.0f || !m->training.value_or(true)) return 0;
+  return 2 * NumElementsOf(out[0]);  // a compare and a multiply per element
+}
+
 absl::Status RunDropout(const OpContext& c, absl::Span<Tensor> out) {
-  IPUPOD_RETURN_IF_ERROR(RunCopy(c, out));
-  if (out.size() > 1) IPUPOD_RETURN_IF_ERROR(FillOnes(out[1]));  // inference keeps everything
+  IPUPOD_ASSIGN_OR_RETURN(DropoutPlan plan, DropoutPlanOf(c));
+  if (!plan.drops) {
+    IPUPOD_RETURN_IF_ERROR(RunCopy(c, out));
+    if (out.size() > 1) IPUPOD_RETURN_IF_ERROR(FillMask(out[1], nullptr));
+    return absl::OkStatus();
+  }
+  const Tensor& in = *c.values[0];
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<uint8_t> keep, DropoutKeepMask(c, plan, in.num_elements()));
+  const float* x = in.data<float>();
+  float* y = out[0].mutable_data<float>();
+  for (int64_t i = 0; i < in.num_elements(); ++i) y[i] = keep[i] != 0 ? x[i] * plan.scale : 0.0f;
+  if (out.size() > 1) IPUPOD_RETURN_IF_ERROR(FillMask(out[1], &keep));
   return absl::OkStatus();
 }
+
+}  // namespace
+
+absl::StatusOr<DropoutPlan> DropoutPlanOf(const OpContext& c) {
+  IPUPOD_ASSIGN_OR_RETURN(DropoutMode m, DropoutModeOf(c));
+  const RunContext* run = CurrentRunContext();
+  const bool training = m.training.has_value() ? *m.training : run != nullptr && run->training;
+  DropoutPlan plan;
+  plan.drops = training && m.ratio > 0.0f;
+  plan.ratio = m.ratio;
+  // torch: x * (1 / (1 - p)) with the factor rounded to float; p = 1 zeroes.
+  plan.scale =
+      m.ratio < 1.0f ? 1.0f / static_cast<float>(1.0 - static_cast<double>(m.ratio)) : 0.0f;
+  return plan;
+}
+
+absl::StatusOr<std::vector<uint8_t>> DropoutKeepMask(const OpContext& c, const DropoutPlan& plan,
+                                                     int64_t count) {
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<uint32_t> bits, RandomBits(c.node.name, count));
+  // Kept iff a 24-bit uniform u satisfies u / 2^24 >= ratio: P(keep) = 1 - ratio to 2^-24.
+  const auto threshold =
+      static_cast<uint32_t>(std::ceil(static_cast<double>(plan.ratio) * 16777216.0));
+  std::vector<uint8_t> keep(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) keep[i] = (bits[i] >> 8) >= threshold ? 1 : 0;
+  return keep;
+}
+
+namespace {
 
 // ---- Cast ----
 
@@ -763,6 +835,8 @@ void RegisterTensorOps(std::vector<OpDef>& defs) {
   defs.push_back(Def("Identity", 1, 1, InferIdentity, RunCopy));
   defs.push_back(Def("Dropout", 1, 3, InferDropout, RunDropout, {"ratio", "seed"}));
   defs.back().max_outputs = 2;
+  defs.back().flops = DropoutFlops;
+  defs.back().never_fold = true;  // a training-mode Dropout draws a new mask every run
   defs.push_back(Def("Cast", 1, 1, InferCast, RunCast, {"to"}));
   defs.push_back(Def("Shape", 1, 1, InferShape, RunShape, {"start", "end"}));
   defs.back().fold_from_types = true;

@@ -83,6 +83,7 @@ int64_t OutputBytes(const std::vector<TensorType>& types) {
 }
 
 bool CanFold(const OpDef& def, const OpContext& ctx) {
+  if (def.never_fold) return false;
   if (def.fold_from_types) return true;
   for (size_t i = 0; i < ctx.types.size(); ++i) {
     if (ctx.types[i] != nullptr && ctx.values[i] == nullptr) return false;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "graph/interpreter.h"
+#include "graph/run_context.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/program_modes.h"
 #include "runtime/step_layout.h"
@@ -50,9 +51,11 @@ SimulatedTime InferenceStepTime(const compiler::Report& r) {
 class InferenceProgram final : public Program {
  public:
   InferenceProgram(std::shared_ptr<const Executable> executable, compiler::Report report,
-                   std::vector<TensorSpec> weights, std::unique_ptr<graph::Interpreter> interpreter)
+                   std::vector<TensorSpec> weights, std::unique_ptr<graph::Interpreter> interpreter,
+                   std::vector<std::string> buffers)
       : Program(std::move(executable), report, std::move(weights), InferenceStepTime(report)),
-        interpreter_(std::move(interpreter)) {}
+        interpreter_(std::move(interpreter)),
+        buffers_(std::move(buffers)) {}
 
   int64_t max_set_weights_bytes() const override { return weight_bytes() + kWeightSlackBytes; }
 
@@ -75,22 +78,28 @@ class InferenceProgram final : public Program {
     return interpreter_->graph().FindInitializer(name);
   }
 
-  // Only the micro-batches whose outputs the mode returns: inference keeps
-  // no state between micro-batches, so the others cannot change the result.
+  // Without buffers, only the micro-batches whose outputs the mode returns:
+  // nothing else carries state from one micro-batch to the next. With
+  // buffers, every micro-batch in data order, each replacing them with its
+  // update (one copy, as training's buffers); a failed step leaves them as
+  // they were.
   absl::StatusOr<StepResult> Step(const std::vector<const tensor::Tensor*>& inputs) override {
     const Executable& e = executable();
+    const uint64_t run = runs_++;
+    const std::vector<int64_t> returned = ReturnedMicroBatches(e);
+    std::vector<bool> keep(static_cast<size_t>(e.batch_size_factor), false);
+    for (int64_t j : returned) keep[static_cast<size_t>(j)] = true;
+    std::vector<std::pair<std::string, tensor::Tensor>> before;  // the buffers' old values
     std::vector<std::vector<tensor::Tensor>> results;
-    for (int64_t j : ReturnedMicroBatches(e)) {
-      IPUPOD_ASSIGN_OR_RETURN(std::vector<tensor::Tensor> slice, SliceInputs(e, inputs, j));
-      auto outputs = interpreter_->Run(slice);
+    for (int64_t j = 0; j < e.batch_size_factor; ++j) {
+      if (buffers_.empty() && !keep[static_cast<size_t>(j)]) continue;
+      absl::StatusOr<std::vector<tensor::Tensor>> outputs = RunMicroBatch(inputs, run, j);
+      if (outputs.ok() && !buffers_.empty()) outputs = UpdateBuffers(*std::move(outputs), before);
       if (!outputs.ok()) {
-        return absl::Status(
-            outputs.status().code(),
-            absl::StrCat("micro-batch ", j, " (device iteration ", j / e.replication_factor,
-                         ", replica ", j % e.replication_factor,
-                         "): ", outputs.status().message()));
+        if (!before.empty()) interpreter_->ReplaceInitializers(before).IgnoreError();
+        return outputs.status();
       }
-      results.push_back(*std::move(outputs));
+      if (keep[static_cast<size_t>(j)]) results.push_back(*std::move(outputs));
     }
     results = ReduceForOutputMode(e, std::move(results));
     StepResult step;
@@ -99,20 +108,67 @@ class InferenceProgram final : public Program {
     return step;
   }
 
+  absl::StatusOr<std::vector<tensor::Tensor>> RunMicroBatch(
+      const std::vector<const tensor::Tensor*>& inputs, uint64_t run, int64_t j) {
+    const Executable& e = executable();
+    IPUPOD_ASSIGN_OR_RETURN(std::vector<tensor::Tensor> slice, SliceInputs(e, inputs, j));
+    const graph::RunContext context = graph::MicroBatchRunContext(
+        run, static_cast<uint64_t>(j % e.replication_factor),
+        static_cast<uint64_t>(j / e.replication_factor), /*training=*/false);
+    graph::ScopedRunContext scope(&context);
+    auto outputs = interpreter_->Run(slice);
+    if (outputs.ok()) return outputs;
+    return absl::Status(
+        outputs.status().code(),
+        absl::StrCat("micro-batch ", j, " (device iteration ", j / e.replication_factor,
+                     ", replica ", j % e.replication_factor, "): ", outputs.status().message()));
+  }
+
+  // Swaps the buffers' updates (the outputs after the executable's own) in;
+  // the first call leaves the old values in `before`.
+  absl::StatusOr<std::vector<tensor::Tensor>> UpdateBuffers(
+      std::vector<tensor::Tensor> outputs,
+      std::vector<std::pair<std::string, tensor::Tensor>>& before) {
+    const size_t own = executable().outputs.size();
+    std::vector<std::pair<std::string, tensor::Tensor>> updates;
+    for (size_t k = 0; k < buffers_.size(); ++k)
+      updates.emplace_back(buffers_[k], std::move(outputs[own + k]));
+    IPUPOD_RETURN_IF_ERROR(interpreter_->ReplaceInitializers(updates));
+    if (before.empty()) before = std::move(updates);
+    outputs.resize(own);
+    return outputs;
+  }
+
   const std::unique_ptr<graph::Interpreter> interpreter_;
+  const std::vector<std::string> buffers_;  // executable().inference_buffers' keys, in order
+  uint64_t runs_ = 0;                       // steps run since the load: the random stream's step
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Program>> CreateInferenceProgram(
     std::shared_ptr<const Executable> executable, const LoadOptions& options) {
-  IPUPOD_ASSIGN_OR_RETURN(ImportedModel model,
-                          ImportForProgram(*executable, options, /*keep_weights=*/false, 1, ""));
+  IPUPOD_ASSIGN_OR_RETURN(
+      ImportedModel model,
+      ImportForProgram(*executable, options,
+                       /*keep_weights=*/!executable->inference_buffers.empty(), 1, ""));
   IPUPOD_ASSIGN_OR_RETURN(std::vector<TensorSpec> weights, FindWeights(*executable, model.graph));
+  // The buffers' new values come back as outputs after the executable's own.
+  std::vector<std::string> buffers;
+  for (const auto& [buffer, value] : executable->inference_buffers) {
+    const graph::TensorType* type = model.graph.FindType(value);
+    if (type == nullptr || model.graph.FindInitializer(buffer) == nullptr) {
+      return BadExecutable(absl::StrCat("its buffer '", buffer, "' or its update '", value,
+                                        "' is not in its model"));
+    }
+    model.graph.outputs.push_back({value, *type});
+    buffers.push_back(buffer);
+  }
   auto interpreter = graph::Interpreter::Create(std::move(model.graph));
   if (!interpreter.ok()) return BadExecutable(interpreter.status().message());
   return std::make_unique<InferenceProgram>(std::move(executable), std::move(model.report),
-                                            std::move(weights), *std::move(interpreter));
+                                            std::move(weights), *std::move(interpreter),
+                                            std::move(buffers));
 }
 
 }  // namespace ipupod::runtime

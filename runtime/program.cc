@@ -16,6 +16,7 @@
 #include "compiler/report.h"
 #include "device/hardware.h"
 #include "graph/onnx_import.h"
+#include "graph/run_context.h"
 #include "kernels/shape_util.h"
 #include "runtime/program_modes.h"
 
@@ -314,7 +315,23 @@ absl::StatusOr<StepResult> Program::RunStep(const tensor::NamedTensors& inputs) 
   const absl::Time start = absl::Now();
   IPUPOD_ASSIGN_OR_RETURN(std::vector<const tensor::Tensor*> arranged,
                           ArrangeInputs(*executable_, inputs));
-  IPUPOD_ASSIGN_OR_RETURN(StepResult step, Step(arranged));
+  // The step's random ops draw from the executable's seed; its IpuPrint
+  // lines come back in step.log (graph/run_context.h).
+  std::vector<std::string> log;
+  int64_t dropped = 0;
+  graph::RunContext context;
+  if (executable_->config.seed.has_value())
+    context.seed = static_cast<uint64_t>(*executable_->config.seed);
+  context.log = &log;
+  context.log_dropped = &dropped;
+  absl::StatusOr<StepResult> result = [&] {
+    graph::ScopedRunContext scope(&context);
+    return Step(arranged);
+  }();
+  if (!result.ok()) return result.status();
+  StepResult step = *std::move(result);
+  step.log = std::move(log);
+  if (dropped > 0) step.log.push_back(absl::StrCat("... ", dropped, " more lines not kept"));
   step.simulated = step_time_;
   step.samples = samples_per_step();
   step.wall_s = absl::ToDoubleSeconds(absl::Now() - start);

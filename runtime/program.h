@@ -94,6 +94,10 @@ struct StepResult {
   int64_t samples = 0;
   int64_t flops = 0;  // every micro-batch of every replica
   double wall_s = 0;  // host time of RunStep
+  // What the model's IpuPrint ops printed (forward and, training, backward
+  // passes), in run order; at most graph::kRunLogLinesMax lines and a last
+  // one counting those not kept.
+  std::vector<std::string> log;
 };
 
 // A training program's optimizer: its attributes by kind and the number of

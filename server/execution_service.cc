@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -356,6 +358,11 @@ grpc::Status ExecutionServiceImpl::Run(
           return ShuttingDownError(absl::StrCat("the step's outputs went with session ", session));
         }
         const uint64_t run_index = op->slot().CountRun();
+        // The model's poptorch.ipu_print_tensor lines, in the server's log too.
+        for (const std::string& line : step.log) {
+          spdlog::info("print user={} session={} run={}: {}", caller.user, session, run_index,
+                       line);
+        }
         IPUPOD_RETURN_IF_ERROR(WriteTensors<v1::RunResponse>(step.outputs, &watched));
         v1::RunResponse last;
         ToProto(step, run_index, last.mutable_stats());

@@ -81,6 +81,7 @@ void ToProto(const runtime::StepResult& step, uint64_t run_index, v1::RunStats* 
   for (float scale : step.loss_scales) out->add_loss_scales(scale);
   out->set_skipped_updates(static_cast<uint64_t>(step.skipped_updates));
   out->set_step(static_cast<uint64_t>(step.step));
+  for (const std::string& line : step.log) out->add_log(line);
 }
 
 }  // namespace ipupod::server

@@ -1,7 +1,7 @@
 // Backward rules of the elementwise ops: Add, Sub, Mul, Div, Pow (constant
 // exponent), Sqrt, Erf, Neg, Relu, Clip, HardSigmoid, HardSwish, Sigmoid, Tanh, Where, and the
-// identities Identity, Dropout (inference mode) and Cast (float to float). Broadcast operands get
-// their gradient summed back to their own shape.
+// identities Identity, Dropout (the mask in training mode) and Cast (float to float). Broadcast
+// operands get their gradient summed back to their own shape.
 #include <cmath>
 
 #include "common/status_macros.h"
@@ -156,6 +156,28 @@ absl::StatusOr<int64_t> TanhGrad(const GradContext& c, Grads& grads) {
   return UnaryGrad<false>(c, grads, [](float g, float y) { return g * (1.0f - y * y); });
 }
 
+// Training-mode Dropout: y = x * mask * scale, so dx = g * mask * scale with
+// the forward's own mask, recomputed from the same run context (the
+// trainer runs a micro-batch's forward and backward under one). In
+// inference mode it is the identity.
+absl::StatusOr<int64_t> DropoutGrad(const GradContext& c, Grads& grads) {
+  IPUPOD_ASSIGN_OR_RETURN(graph::DropoutPlan plan, graph::DropoutPlanOf(c.op));
+  if (!c.wants[0]) return 0;
+  if (!plan.drops) {
+    grads[0] = c.grad(0);
+    return 0;
+  }
+  const Tensor& g = c.grad(0);
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<uint8_t> keep,
+                          graph::DropoutKeepMask(c.op, plan, g.num_elements()));
+  IPUPOD_ASSIGN_OR_RETURN(Tensor dx, Zeros(g.shape()));
+  const float* in = g.data<float>();
+  float* out = dx.mutable_data<float>();
+  for (int64_t i = 0; i < g.num_elements(); ++i) out[i] = keep[i] != 0 ? in[i] * plan.scale : 0.0f;
+  grads[0] = std::move(dx);
+  return g.num_elements();
+}
+
 // Identity, Dropout (inference mode) and float-to-float Cast pass the
 // gradient through; other Casts have no float input on the path.
 absl::StatusOr<int64_t> IdentityGrad(const GradContext& c, Grads& grads) {
@@ -203,7 +225,7 @@ void RegisterElementwiseGrads(std::vector<GradRule>& rules) {
   rules.push_back(Rule("Tanh", TanhGrad, false, true));
   rules.push_back(Rule("Where", WhereGrad, true, false));
   rules.push_back(Rule("Identity", IdentityGrad, false, false));
-  rules.push_back(Rule("Dropout", IdentityGrad, false, false));
+  rules.push_back(Rule("Dropout", DropoutGrad, false, false));
   rules.push_back(Rule("Cast", IdentityGrad, false, false));
 }
 

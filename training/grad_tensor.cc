@@ -6,10 +6,13 @@
 // scatter-added through that map. This reuses the forward op's own
 // parameter handling (negative indices, steps, broadcasting) exactly;
 // Gather's repeated indices and Expand's broadcast copies accumulate.
+// PopTorch's DynamicSlice and DynamicUpdate use it too (their runtime index
+// is kept for the backward pass).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "graph/run_context.h"
 #include "training/grad_rules.h"
 
 namespace ipupod::training {
@@ -80,6 +83,23 @@ absl::StatusOr<int64_t> IndexMapGrad(const GradContext& c, Grads& grads) {
   return flops;
 }
 
+// PopTorch's Nop and IpuPrint pass the gradient through; IpuPrint with
+// print_gradient (PopTorch sets it) also prints it as "<title>_gradient".
+absl::StatusOr<int64_t> PassThroughGrad(const GradContext& c, Grads& grads) {
+  if (!c.wants[0]) return 0;
+  grads[0] = c.grad(0);
+  if (c.op.node.op_type != "ai.graphcore.IpuPrint") return 0;
+  IPUPOD_ASSIGN_OR_RETURN(int64_t print, c.op.Int("print_gradient", 0));
+  if (print == 0) return 0;
+  IPUPOD_ASSIGN_OR_RETURN(std::string title, c.op.String("title", ""));
+  graph::Node node = c.op.node;
+  node.attributes["title"] = absl::StrCat(title.empty() ? node.name : title, "_gradient");
+  graph::OpContext ctx{node, c.op.opset, c.op.types, c.op.values};
+  IPUPOD_ASSIGN_OR_RETURN(std::string line, graph::PrintLine(ctx, c.grad(0)));
+  graph::AppendToRunLog(std::move(line));
+  return 0;
+}
+
 }  // namespace
 
 void RegisterTensorGrads(std::vector<GradRule>& rules) {
@@ -90,6 +110,10 @@ void RegisterTensorGrads(std::vector<GradRule>& rules) {
     rules.push_back({op, IndexMapGrad, false, false});
   }
   rules.push_back({"Gather", IndexMapGrad, true, false});  // needs runtime indices
+  rules.push_back({"ai.graphcore.DynamicSlice", IndexMapGrad, true, false});
+  rules.push_back({"ai.graphcore.DynamicUpdate", IndexMapGrad, true, false});
+  rules.push_back({"ai.graphcore.Nop", PassThroughGrad, false, false});
+  rules.push_back({"ai.graphcore.IpuPrint", PassThroughGrad, false, false});
 }
 
 }  // namespace ipupod::training

@@ -23,21 +23,44 @@ struct AttrDefault {
   bool is_flag;  // changes the state layout: always a constant
 };
 
+// PopTorch's accum_type, first_order_momentum_accum_type and
+// second_order_momentum_accum_type (seed 003, 4.5.3), as bits: 32 (float32,
+// the default) or 16 (float16). They fix the state's types: constants.
+constexpr AttrDefault kAccumType{"accum_type", 32, true};
+constexpr AttrDefault kFirstOrderType{"first_order_momentum_accum_type", 32, true};
+constexpr AttrDefault kSecondOrderType{"second_order_momentum_accum_type", 32, true};
+
 const std::vector<AttrDefault>& Defaults(OptimizerKind kind) {
-  static const auto* sgd = new std::vector<AttrDefault>{{"lr", 0.01, false},
-                                                        {"momentum", 0, false},
-                                                        {"dampening", 0, false},
-                                                        {"weight_decay", 0, false},
-                                                        {"nesterov", 0, true}};
-  static const auto* adam = new std::vector<AttrDefault>{
-      {"lr", 1e-3, false},  {"beta1", 0.9, false},      {"beta2", 0.999, false},
-      {"eps", 1e-8, false}, {"weight_decay", 0, false}, {"amsgrad", 0, true}};
-  static const auto* adamw = new std::vector<AttrDefault>{
-      {"lr", 1e-3, false},  {"beta1", 0.9, false},         {"beta2", 0.999, false},
-      {"eps", 1e-8, false}, {"weight_decay", 1e-2, false}, {"amsgrad", 0, true}};
-  static const auto* rmsprop = new std::vector<AttrDefault>{
-      {"lr", 0.01, false},        {"alpha", 0.99, false}, {"eps", 1e-8, false},
-      {"weight_decay", 0, false}, {"momentum", 0, false}, {"centered", 0, true}};
+  static const auto* sgd = new std::vector<AttrDefault>{
+      {"lr", 0.01, false},        {"momentum", 0, false}, {"dampening", 0, false},
+      {"weight_decay", 0, false}, {"nesterov", 0, true},  {"velocity_scaling", 1, false}};
+  static const auto* adam = new std::vector<AttrDefault>{{"lr", 1e-3, false},
+                                                         {"beta1", 0.9, false},
+                                                         {"beta2", 0.999, false},
+                                                         {"eps", 1e-8, false},
+                                                         {"weight_decay", 0, false},
+                                                         {"amsgrad", 0, true},
+                                                         kAccumType,
+                                                         kFirstOrderType,
+                                                         kSecondOrderType};
+  static const auto* adamw = new std::vector<AttrDefault>{{"lr", 1e-3, false},
+                                                          {"beta1", 0.9, false},
+                                                          {"beta2", 0.999, false},
+                                                          {"eps", 1e-8, false},
+                                                          {"weight_decay", 1e-2, false},
+                                                          {"amsgrad", 0, true},
+                                                          kAccumType,
+                                                          kFirstOrderType,
+                                                          kSecondOrderType};
+  static const auto* rmsprop = new std::vector<AttrDefault>{{"lr", 0.01, false},
+                                                            {"alpha", 0.99, false},
+                                                            {"eps", 1e-8, false},
+                                                            {"weight_decay", 0, false},
+                                                            {"momentum", 0, false},
+                                                            {"centered", 0, true},
+                                                            kAccumType,
+                                                            kFirstOrderType,
+                                                            kSecondOrderType};
   static const auto* lamb = new std::vector<AttrDefault>{
       {"lr", 1e-3, false},
       {"beta1", 0.9, false},
@@ -45,7 +68,10 @@ const std::vector<AttrDefault>& Defaults(OptimizerKind kind) {
       {"eps", 1e-8, false},
       {"weight_decay", 1e-2, false},
       {"bias_correction", 1, true},
-      {"max_weight_norm", std::numeric_limits<double>::infinity(), false}};
+      {"max_weight_norm", std::numeric_limits<double>::infinity(), false},
+      kAccumType,
+      kFirstOrderType,
+      kSecondOrderType};
   // Every PopTorch optimizer also takes loss_scaling (OptimizerSpec::Create).
   switch (kind) {
     case OptimizerKind::kSgd:
@@ -364,6 +390,18 @@ absl::Status OptimizerSpec::Validate() const {
   IPUPOD_RETURN_IF_ERROR(Range(*this, "eps", 0, kInf, true));
   IPUPOD_RETURN_IF_ERROR(Range(*this, "alpha", 0, kInf, true));
   IPUPOD_RETURN_IF_ERROR(Range(*this, "max_weight_norm", 0, kInf, false));
+  for (const char* type :
+       {"accum_type", "first_order_momentum_accum_type", "second_order_momentum_accum_type"}) {
+    if (attrs_.contains(type) && value(type) != 16 && value(type) != 32) {
+      return absl::InvalidArgumentError(absl::StrCat(OptimizerKindName(kind_), " attribute '", type,
+                                                     "' is ", value(type),
+                                                     "; it must be 32 (float32) or 16 (float16)"));
+    }
+  }
+  if (attrs_.contains("velocity_scaling") && !(value("velocity_scaling") > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("sgd attribute 'velocity_scaling' is ",
+                                                   value("velocity_scaling"), "; it must be > 0"));
+  }
   if (!(value("loss_scaling") > 0 && value("loss_scaling") <= tensor::kFloat16Max)) {
     return absl::InvalidArgumentError(
         absl::StrCat(OptimizerKindName(kind_), " attribute 'loss_scaling' is ",
@@ -437,7 +475,45 @@ absl::Status Optimizer::CheckStep(const TensorMap& weights, const TensorMap& gra
 // PopTorch (seed 003, 4.5.1) multiplies the gradients by the inverse loss
 // scale before updating the optimizer state. A float16 weight is updated in
 // float32 (its state is float32) and rounded back to float16.
+namespace {
+
+// Whether `slot` of a weight of `weight_dtype` holds float16 values: SGD's
+// velocity has the weight's type; the others' slots their accum types.
+bool HalfSlot(const OptimizerSpec& s, const std::string& slot, DType weight_dtype) {
+  if (slot == "step") return false;
+  if (s.kind() == OptimizerKind::kSgd) return weight_dtype == DType::kFloat16;
+  const bool second = slot == "exp_avg_sq" || slot == "max_exp_avg_sq" || slot == "square_avg";
+  return s.value(second ? "second_order_momentum_accum_type" : "first_order_momentum_accum_type") ==
+         16;
+}
+
+void ScaleValues(Tensor& t, double factor) {
+  for (float& v : absl::MakeSpan(t.mutable_data<float>(), static_cast<size_t>(t.num_elements()))) {
+    v = static_cast<float>(v * factor);
+  }
+}
+
+}  // namespace
+
+// SGD keeps its velocity multiplied by velocity_scaling (seed 003, 4.5.2);
+// a float16 slot is rounded to float16 after every update (4.5.3).
 absl::Status Optimizer::UpdateScaled(Tensor& w, const Tensor& g, double scale, Slots& slots) {
+  const double velocity =
+      spec_.attributes().contains("velocity_scaling") ? spec_.value("velocity_scaling") : 1.0;
+  auto buffer = slots.find("momentum_buffer");
+  if (velocity != 1 && buffer != slots.end()) ScaleValues(buffer->second, 1.0 / velocity);
+  IPUPOD_RETURN_IF_ERROR(UpdateUnscaled(w, g, scale, slots));
+  buffer = slots.find("momentum_buffer");
+  if (velocity != 1 && buffer != slots.end()) ScaleValues(buffer->second, velocity);
+  for (auto& [name, t] : slots) {
+    if (!HalfSlot(spec_, name, w.dtype())) continue;
+    tensor::RoundThroughFloat16(
+        absl::MakeSpan(t.mutable_data<float>(), static_cast<size_t>(t.num_elements())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::UpdateUnscaled(Tensor& w, const Tensor& g, double scale, Slots& slots) {
   if (scale == 1 && w.dtype() == DType::kFloat32) return Update(w, g, slots);
   Tensor unscaled = g;
   const float inverse = static_cast<float>(1.0 / scale);

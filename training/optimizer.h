@@ -19,6 +19,15 @@
 // max_weight_norm is None (no clipping), which inf stands for here;
 // torch-optimizer's Lamb clamps ||w|| at 10, which max_weight_norm=10 gives.
 //
+// float16 state (seed 003, 4.5.2-4.5.3): adam, adamw, rmsprop and lamb take
+// accum_type (gradients summed over micro-batches), first_order_momentum_
+// accum_type (exp_avg; rmsprop's momentum_buffer and grad_avg) and
+// second_order_momentum_accum_type (exp_avg_sq, max_exp_avg_sq, square_avg),
+// each 32 (default) or 16 bits, constants; a 16-bit slot is rounded to
+// float16 after every update. SGD's momentum_buffer has the weight's type
+// and is kept multiplied by velocity_scaling (default 1): the update divides
+// it out, so only rounding of the scaled value depends on it.
+//
 // Every optimizer also takes loss_scaling (default 1, in (0, 65504]): the
 // gradients it is given were computed with the loss multiplied by it, and it
 // divides them by it before the update (seed 003, 4.5.1). float16 weights
@@ -154,6 +163,9 @@ class Optimizer {
   explicit Optimizer(OptimizerSpec spec) : spec_(std::move(spec)) {}
   absl::Status CheckStep(const TensorMap& weights, const TensorMap& gradients) const;
   absl::Status UpdateScaled(tensor::Tensor& w, const tensor::Tensor& g, double scale, Slots& slots);
+  // The update with the gradient divided by `scale`, in float32.
+  absl::Status UpdateUnscaled(tensor::Tensor& w, const tensor::Tensor& g, double scale,
+                              Slots& slots);
   // Automatic loss scaling's move after gradients computed at scale_; true
   // when the update must be skipped.
   bool AdjustLossScale(const TensorMap& gradients);

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "graph/run_context.h"
 #include "kernels/shape_util.h"
 
 namespace ipupod::training {
@@ -68,6 +69,10 @@ absl::StatusOr<TensorMap> Trainer::MeanGradients(
     // Data order: micro-batch m of every replica, then m + 1.
     const size_t i = (n % static_cast<size_t>(options_.replicas)) * accumulation +
                      n / static_cast<size_t>(options_.replicas);
+    // Replica i / accumulation's micro-batch i % accumulation of update step().
+    const graph::RunContext context = graph::MicroBatchRunContext(
+        static_cast<uint64_t>(optimizer_->step()), i / accumulation, i % accumulation, true);
+    graph::ScopedRunContext scope(&context);
     auto run = autodiff_->Run(micro_batches[i], weights_, buffers, optimizer_->loss_scale());
     if (!run.ok()) {
       return absl::Status(run.status().code(),
@@ -81,11 +86,17 @@ absl::StatusOr<TensorMap> Trainer::MeanGradients(
     // The mean of one micro-batch is its gradient (the double round trip
     // below would give the same floats).
     if (micro_batches.size() == 1) return std::move(run->gradients);
+    // accum_type 16: the running sum is float16 (seed 003, 4.5.3).
+    const bool half_sum = optimizer_->spec().attributes().contains("accum_type") &&
+                          optimizer_->spec().value("accum_type") == 16;
     for (const auto& [name, g] : run->gradients) {
       std::vector<double>& sum = sums[name];
       sum.resize(static_cast<size_t>(g.num_elements()), 0.0);
       const float* p = g.data<float>();
-      for (size_t k = 0; k < sum.size(); ++k) sum[k] += p[k];
+      for (size_t k = 0; k < sum.size(); ++k) {
+        sum[k] += p[k];
+        if (half_sum) sum[k] = tensor::ToFloat32(tensor::ToFloat16(static_cast<float>(sum[k])));
+      }
     }
   }
   TensorMap mean;
@@ -129,6 +140,9 @@ absl::StatusOr<StepResult> Trainer::Step(
 
 absl::StatusOr<StepResult> Trainer::FusedSgdStep(const std::vector<tensor::Tensor>& inputs,
                                                  double lr) {
+  const graph::RunContext context =
+      graph::MicroBatchRunContext(static_cast<uint64_t>(optimizer_->step()), 0, 0, true);
+  graph::ScopedRunContext scope(&context);
   auto run = autodiff_->RunSgdStep(inputs, weights_, buffers_, lr);
   if (!run.ok()) {
     return absl::Status(run.status().code(),

@@ -97,15 +97,14 @@ absl::StatusOr<compiler::PreparedCompile> Prepare(Context& ctx, const CompileArg
 // model is read, so a typo is exit 2 and not a failed compile).
 absl::Status TrainingOptions(const CompileArgs& args, compiler::CompileOptions& options) {
   if (!args.train) {
-    if (args.loss.empty() && args.optimizer.empty() && args.opts.empty() && args.freeze.empty() &&
-        args.buffers.empty()) {
-      return absl::OkStatus();
+    if (!args.loss.empty() || !args.optimizer.empty() || !args.opts.empty() ||
+        !args.freeze.empty()) {
+      return absl::InvalidArgumentError(
+          "--loss, --optimizer, --opt and --freeze need --train (they describe training)");
     }
-    return absl::InvalidArgumentError(
-        "--loss, --optimizer, --opt, --freeze and --buffer need --train (they describe "
-        "training)");
+  } else {
+    options.for_inference = false;
   }
-  options.for_inference = false;
   compiler::TrainingOptions& t = options.training;
   t.loss = args.loss;
   t.optimizer = args.optimizer;

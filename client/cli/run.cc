@@ -228,11 +228,16 @@ class Progress {
         line["loss_scales"] = stats.loss_scales;
         line["skipped_updates"] = stats.skipped_updates;
       }
+      if (!stats.log.empty()) line["log"] = stats.log;
       ctx_.out() << JsonLine(line);
       ctx_.out().flush();
-    } else if (bar_) {
-      ctx_.err() << "\r" << BarText(step + 1) << std::flush;
+      return;
     }
+    // The model's ipu_print_tensor lines, each on its own line of stderr.
+    for (const std::string& text : stats.log) {
+      ctx_.err() << (bar_ ? "\r" : "") << "print: " << text << "\n";
+    }
+    if (bar_) ctx_.err() << "\r" << BarText(step + 1) << std::flush;
   }
   // Ends the bar's line (before any other output on stderr).
   void Finish() {

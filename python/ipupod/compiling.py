@@ -95,8 +95,8 @@ def _check_training(train: bool, loss: str, optimizer: str, optimizer_attrs: Map
         raise errors.local_error(f"unknown optimizer '{optimizer}'; use one of "
                                  f"{', '.join(OPTIMIZERS)}", grpc.StatusCode.INVALID_ARGUMENT,
                                  _LOCATION)
-    if not train and (loss or optimizer or optimizer_attrs or frozen or buffers):
-        raise errors.local_error("loss, optimizer, optimizer_attrs, frozen and buffers are "
+    if not train and (loss or optimizer or optimizer_attrs or frozen):
+        raise errors.local_error("loss, optimizer, optimizer_attrs and frozen are "
                                  "training options: pass train=True too",
                                  grpc.StatusCode.INVALID_ARGUMENT, _LOCATION)
 

@@ -57,6 +57,11 @@ class RunResult:
         optimizer's ``loss_scaling``, or where ``auto_loss_scaling`` had moved it)."""
         return list(self.stats.loss_scales)
 
+    @property
+    def log(self) -> List[str]:
+        """What the model's ``poptorch.ipu_print_tensor`` ops printed this step, in order."""
+        return list(self.stats.log)
+
 
 @dataclasses.dataclass
 class StepPlan:

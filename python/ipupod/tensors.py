@@ -61,7 +61,8 @@ def to_numpy(name: str, value: Any, location: str) -> np.ndarray:
             f"tensor '{name}' is {array.dtype}, which ipupod does not carry; use one of "
             f"{', '.join(DTYPES)} (float64 is narrowed to float32 for you)",
             grpc.StatusCode.INVALID_ARGUMENT, location)
-    return np.ascontiguousarray(array, dtype=DTYPES[wire])
+    # ascontiguousarray makes a 0-d array 1-d; a scalar (torch.zeros(()) parameter) stays 0-d
+    return np.ascontiguousarray(array, dtype=DTYPES[wire]).reshape(array.shape)
 
 
 def wire_dtype_name(dtype: np.dtype) -> Optional[str]:

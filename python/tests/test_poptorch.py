@@ -1,4 +1,4 @@
-"""Acceptance: PopTorch's own examples (seed 003, sections 4.2-4.5 and 4.10) with
+"""Acceptance: PopTorch's own examples (seed 003, sections 4.2-4.5, 4.8 and 4.10) with
 ``import ipupod.poptorch as poptorch`` in place of ``import poptorch``, against a private
 ipupodd found through ``$IPUPOD_SERVER``, each checked against torch on the CPU.
 
@@ -939,3 +939,30 @@ def test_set_available_memory_proportion_per_ipu(server):
     assert report["ipus"][1]["serial_passes_per_micro_batch"] == 0
     out = poptorch.inferenceModel(model, opts)(x)
     torch.testing.assert_close(out, model(x).detach(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_4_8_an_inference_model_keeps_its_buffers_from_run_to_run(server, capsys):
+    # seed begin (4.8; `import poptorch` replaced)
+    class CounterModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("i", torch.tensor([0.], dtype=torch.float))
+
+        def forward(self):
+            self.i += 1
+            return self.i
+
+    model = CounterModel()
+    poptorch_model = poptorch.inferenceModel(model)
+
+    print(poptorch_model())  # tensor([1.])
+    print(poptorch_model())  # tensor([2.])
+    # seed end
+    assert capsys.readouterr().out.splitlines()[-2:] == ["tensor([1.])", "tensor([2.])"]
+    torch.testing.assert_close(poptorch_model(), torch.tensor([3.0]))
+    # "not implicitly copied to the host": the module still holds 0 until copyWeightsToHost
+    torch.testing.assert_close(model.i, torch.tensor([0.0]))
+    poptorch_model.copyWeightsToHost()
+    torch.testing.assert_close(model.i, torch.tensor([3.0]))
+    poptorch_model.destroy()

@@ -352,3 +352,18 @@ def test_the_public_api_has_docstrings_and_type_hints():
             assert member.__doc__, f"{cls.__name__}.{name}"
             signature = inspect.signature(member)
             assert signature.return_annotation is not inspect.Signature.empty, name
+
+
+def test_float16_optimizer_attributes_reach_the_compiler():
+    adam = poptorch.optim.Adam(TwoLayers().parameters(), lr=1e-3, loss_scaling=128.0,
+                               first_order_momentum_accum_type=torch.half,
+                               accum_type=torch.float)
+    spec = optim.describe(adam)
+    assert spec.attrs["first_order_momentum_accum_type"] == 16.0
+    assert spec.attrs["loss_scaling"] == 128.0
+    assert "first_order_momentum_accum_type" in spec.constants  # a type: fixed at compile
+    sgd = poptorch.optim.SGD(TwoLayers().parameters(), lr=0.01, momentum=0.9,
+                             velocity_scaling=64.0)
+    assert optim.describe(sgd).attrs["velocity_scaling"] == 64.0
+    with pytest.raises(ValueError, match="torch.half or torch.float"):
+        optim.describe(poptorch.optim.Adam(TwoLayers().parameters(), accum_type=torch.int8))

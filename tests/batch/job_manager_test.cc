@@ -221,6 +221,43 @@ TEST_F(JobManagerTest, InferenceJobOutputsEqualTheProgramRunByHand) {
   }
 }
 
+// poptorch.ipu_print_tensor in a batch job: every run's printed value is an
+// event of the job's log, after that run's "run" event.
+TEST_F(JobManagerTest, IpuPrintLinesAreEventsOfTheJobsLog) {
+  using graph::testing::kFloat;
+  graph::testing::OnnxBuilder b(14);
+  auto* domain = b.model().add_opset_import();
+  domain->set_domain("ai.graphcore");
+  domain->set_version(1);
+  b.Input("x", kFloat, {2, 3}).Input("t", kFloat, {2, 2});
+  onnx::NodeProto& print = b.Node("IpuPrint", {"x"}, {"px"}, "/print/IpuPrint");
+  print.set_domain("ai.graphcore");
+  graph::testing::OnnxBuilder::AttrString(print, "title", "x");
+  b.Node("Identity", {"t"}, {"tt"});
+  b.Output("px", kFloat).Output("tt", kFloat);
+  auto e = compiler::Compile(b.Bytes(), compiler::IpuConfig(), compiler::CompileOptions());
+  ASSERT_TRUE(e.ok()) << e.status();
+  jobs::JobSpec spec = Spec(false);
+  spec.executable_sha256 = pod_->Put("alice", *compiler::WriteExecutable(*e));
+  auto submitted = pod_->jobs().Submit(alice_, spec, "");
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string id = (*submitted)[0].record.id;
+  ASSERT_EQ(WaitFinished(id).record.state, JobState::kCompleted);
+  bool finished = false;
+  auto events = pod_->jobs().Events(alice_, id, 0, 1000, &finished);
+  ASSERT_TRUE(events.ok()) << events.status();
+  std::vector<std::string> printed;
+  int64_t last_run = 0;
+  for (const JobEvent& event : *events) {
+    if (event.kind == "run") last_run = event.run;
+    if (event.kind != "print") continue;
+    EXPECT_EQ(event.run, last_run) << event.text;
+    printed.push_back(event.text);
+  }
+  ASSERT_EQ(printed.size(), 8u) << "8 runs of one micro-batch";
+  EXPECT_EQ(printed[0].rfind("x: float32[2, 3] [", 0), 0u) << printed[0];
+}
+
 TEST_F(JobManagerTest, TrainingResumedByANewServerEndsBitIdentical) {
   jobs::JobSpec spec = Spec(true);
   spec.steps = 0;

@@ -152,7 +152,8 @@ PlanOptions TrainingOptions(ExecutionStrategy strategy, const graph::Graph& g, i
   PlanOptions o = Options(strategy, 2, 2);
   o.training.emplace();
   o.training->gradient_accumulation_steps = accumulation;
-  for (const auto& [name, tensor] : g.initializers) o.training->state_slots[name] = slots;
+  for (const auto& [name, tensor] : g.initializers)
+    o.training->state_element_bytes[name] = 4 * slots;
   return o;
 }
 
@@ -170,7 +171,7 @@ TEST_F(TwoIpuGpt, TrainingCountsGradientsAndOptimizerState) {
                                a.activation_bytes + a.temporary_bytes + a.code_bytes);
   EXPECT_EQ(a.update_host_s, 0);
   // A frozen weight has neither gradient nor state.
-  o.training->state_slots.erase("wte.weight");
+  o.training->state_element_bytes.erase("wte.weight");
   auto frozen = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
   ASSERT_TRUE(frozen.ok());
   EXPECT_EQ(frozen->ipus[0].gradient_bytes, 2304);

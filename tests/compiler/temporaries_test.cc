@@ -302,7 +302,8 @@ PlanOptions Training(const graph::Graph& g, int64_t ipus, int64_t slots) {
   PlanOptions o = Options(ipus);
   o.training.emplace();
   o.training->gradient_accumulation_steps = 4;
-  for (const auto& [name, tensor] : g.initializers) o.training->state_slots[name] = slots;
+  for (const auto& [name, tensor] : g.initializers)
+    o.training->state_element_bytes[name] = 4 * slots;
   return o;
 }
 

@@ -142,8 +142,10 @@ TEST_F(TrainTest, BuffersPersistAcrossRunsAndCheckpoints) {
   std::vector<std::string> malformed = compile;
   malformed.insert(malformed.end(), {"--buffer", "count"});
   EXPECT_EQ(Cli(malformed).exit_code, 2);
-  CliResult inference =
-      Cli({"compile", Path("counter.onnx"), "--buffer", "count=count_next", "-o", Path("i.ipx")});
+  // --buffer alone compiles for inference (InferenceBuffersCountFromRunToRun); the
+  // training flags still need --train.
+  CliResult inference = Cli({"compile", Path("counter.onnx"), "--buffer", "count=count_next",
+                             "--freeze", "one", "-o", Path("i.ipx")});
   EXPECT_EQ(inference.exit_code, 2);
   EXPECT_NE(inference.err.find("need --train"), std::string::npos) << inference.err;
 }
@@ -151,6 +153,48 @@ TEST_F(TrainTest, BuffersPersistAcrossRunsAndCheckpoints) {
 // A server that faults at random (seeded, so the run is repeatable):
 // `--recover` resets, reloads the last host copy and repeats the runs since
 // it, and the result is the same as training without faults.
+// PopTorch 4.8 in inference: a buffer the model updates in place keeps its
+// value from micro-batch to micro-batch and run to run, and reads back with
+// the weights.
+TEST_F(TrainTest, InferenceBuffersCountFromRunToRun) {
+  ASSERT_TRUE(tensor::WriteFileAtomically(
+                  Path("counter.onnx"),
+                  test_support::CounterModel({0.5f, -0.3f, 0.2f, 0.1f, -0.4f, 0.6f}, "count_next"))
+                  .ok());
+  CliResult compiled = Cli({"compile", Path("counter.onnx"), "--buffer", "count=count_next",
+                            "--set", "inference_device_iterations=2", "-o", Path("i.ipx")});
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
+  // 16 rows = 4 steps of 2 micro-batches of 2.
+  CliResult run = Cli({"run", Path("i.ipx"), "--inputs", Path("data.npz"), "--outputs",
+                       Path("o.npz"), "--save-weights", Path("w.npz")});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  for (const auto& [name, t] : Read("o.npz")) {
+    if (name != "count_next") continue;
+    ASSERT_EQ(t.num_elements(), 8);
+    for (int64_t k = 0; k < 8; ++k) EXPECT_EQ(t.data<float>()[k], k + 1.0f) << k;
+  }
+  bool saved = false;
+  for (const auto& [name, t] : Read("w.npz")) {
+    if (name != "count") continue;
+    saved = true;
+    EXPECT_EQ(t.data<float>()[0], 8.0f);
+  }
+  EXPECT_TRUE(saved) << "the buffer reads back with the weights";
+  CliResult again =
+      Cli({"run", Path("i.ipx"), "--inputs", Path("data.npz"), "--outputs", Path("o2.npz")});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  for (const auto& [name, t] : Read("o2.npz")) {
+    if (name == "count_next") {
+      EXPECT_EQ(t.data<float>()[0], 1.0f) << "a new load starts anew";
+    }
+  }
+  CliResult bad =
+      Cli({"compile", Path("counter.onnx"), "--buffer", "count=nowhere", "-o", Path("bad.ipx")});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("'nowhere' is not a value the model computes"), std::string::npos)
+      << bad.err;
+}
+
 TEST_F(TrainTest, RecoverGoesOnAfterFaultsWithTheSameResult) {
   CliResult clean = Cli({"run", Path("m.ipx"), "--train", "--inputs", Path("data.npz"), "--steps",
                          "24", "--save-weights", Path("clean.npz")});

@@ -292,3 +292,46 @@ TEST(OptimizerTest, AutomaticLossScalingSkipsOverflowAndMovesByTwo) {
 
 }  // namespace
 }  // namespace ipupod::training
+
+namespace ipupod::training {
+namespace {
+
+TEST(OptimizerTest, Float16StateTypesRoundTheirSlots) {
+  auto opt = Make(OptimizerKind::kAdam, {{"first_order_momentum_accum_type", 16}});
+  EXPECT_FALSE(opt->spec().attributes().at("first_order_momentum_accum_type").is_variable);
+  Steps(*opt, {1.0f}, {{0.1234567f}});
+  const TensorMap state = opt->ExportState();
+  const float m = state.at("w/exp_avg").values<float>()[0];
+  const float v = state.at("w/exp_avg_sq").values<float>()[0];
+  EXPECT_EQ(m, tensor::ToFloat32(tensor::ToFloat16(0.1f * 0.1234567f)));  // float16
+  EXPECT_FLOAT_EQ(v, 0.001f * 0.1234567f * 0.1234567f);                   // float32
+  EXPECT_NE(m, 0.1f * 0.1234567f);
+  auto bad = OptimizerSpec::Create(OptimizerKind::kLamb, {{"accum_type", 8}});
+  EXPECT_THAT(bad.status().message(), HasSubstr("32 (float32) or 16 (float16)"));
+}
+
+TEST(OptimizerTest, SgdVelocityScalingOnlyMovesWhereTheVelocityRounds) {
+  // float32 and a power of two: the same steps exactly.
+  auto plain = Make(OptimizerKind::kSgd, {{"lr", 0.1}, {"momentum", 0.9}});
+  auto scaled =
+      Make(OptimizerKind::kSgd, {{"lr", 0.1}, {"momentum", 0.9}, {"velocity_scaling", 8}});
+  const std::vector<std::vector<float>> gs = {{0.5f}, {0.25f}, {-0.125f}};
+  EXPECT_EQ(Steps(*plain, {1.0f}, gs), Steps(*scaled, {1.0f}, gs));
+  EXPECT_EQ(scaled->ExportState().at("w/momentum_buffer").values<float>()[0],
+            8 * plain->ExportState().at("w/momentum_buffer").values<float>()[0]);
+  // A float16 weight's velocity is float16: a tiny velocity underflows unless scaled.
+  for (double vs : {1.0, 1024.0}) {
+    auto opt =
+        Make(OptimizerKind::kSgd, {{"lr", 1.0}, {"momentum", 0.9}, {"velocity_scaling", vs}});
+    TensorMap weights;
+    weights.emplace("w", *Tensor::FromValues<tensor::Float16>({1}, {tensor::ToFloat16(0.0f)}));
+    TensorMap grads;
+    grads.emplace("w", F({1e-8f}));
+    ASSERT_TRUE(opt->Step(weights, grads).ok());
+    const float kept = opt->ExportState().at("w/momentum_buffer").values<float>()[0];
+    EXPECT_EQ(kept == 0.0f, vs == 1.0) << vs;  // 1e-8 is under float16's smallest subnormal
+  }
+}
+
+}  // namespace
+}  // namespace ipupod::training

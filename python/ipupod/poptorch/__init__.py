@@ -26,6 +26,7 @@ from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
 from ipupod.poptorch.executor import PoplarExecutor, inferenceModel, load, trainingModel
 from ipupod.poptorch.export import identity_loss, isRunningOnIpu
 from ipupod.poptorch.memory import MatMulSerializationMode, serializedMatMul, set_available_memory
+from ipupod.poptorch.ops import dynamic_slice, dynamic_update, ipu_print_tensor, nop
 from ipupod.poptorch.options import Options, OutputMode
 
 __all__ = [
@@ -43,10 +44,14 @@ __all__ = [
     "ShardedExecution",
     "Stage",
     "UnrecoverableError",
+    "dynamic_slice",
+    "dynamic_update",
     "identity_loss",
     "inferenceModel",
+    "ipu_print_tensor",
     "isRunningOnIpu",
     "load",
+    "nop",
     "optim",
     "serializedMatMul",
     "set_available_memory",

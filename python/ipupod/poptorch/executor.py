@@ -178,6 +178,8 @@ class PoplarExecutor:
                              f"of the first call")
         arrays = {n: t.detach().cpu().contiguous().numpy() for n, t in zip(names, inputs)}
         result = self._session.run(arrays)
+        for line in result.log:  # poptorch.ipu_print_tensor, as PopTorch prints on the host
+            print(line, flush=True)
         if self._training:
             self._sync.dirty = self
         outputs = (self._output(name, result.outputs[name]) for name in self._exported.outputs)
@@ -230,6 +232,8 @@ class PoplarExecutor:
             extra = dict(train=True, loss=export.loss_name(exported),
                          optimizer=self._opt_spec.name, optimizer_attrs=self._opt_spec.attrs,
                          frozen=export.frozen(self._model, exported))
+        elif exported.buffers:  # carried from run to run on the device (PopTorch 4.8)
+            extra = dict(buffers=exported.buffers)
         try:
             return self._connect().compile(exported.onnx, settings.ipu_config or None,
                                            set=settings.sets, output=output, **extra)

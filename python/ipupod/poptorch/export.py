@@ -88,6 +88,8 @@ class Exported:
     scalar_outputs: List[str]
     block_ipus: int
     weights: List[str]
+    # inference: buffers the forward changes in place -> the output holding the new value
+    buffers: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def input_names(model: torch.nn.Module, count: int, kwargs: Dict[str, Any]) -> List[str]:
@@ -113,7 +115,10 @@ def positional(model: torch.nn.Module, args: Sequence[Any], kwargs: Dict[str, An
 
 def micro_batch(inputs: Sequence[torch.Tensor], names: Sequence[str], combined: int,
                 rule: str) -> int:
-    """The micro-batch size: every input's dim 0 divided by ``combined``."""
+    """The micro-batch size: every input's dim 0 divided by ``combined`` (1 for a model
+    without inputs, such as PopTorch's CounterModel)."""
+    if not inputs:
+        return 1
     sizes = set()
     for name, tensor in zip(names, inputs):
         if tensor.dim() == 0 or tensor.shape[0] % combined:
@@ -207,15 +212,20 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         # BatchNorm's step counter is not exported; the compiler updates its statistics
         warnings.filterwarnings("ignore", "ONNX Preprocess - Removing mutation")
-        # the memory controls' markers are identities, folded away after export (memory.py)
-        warnings.filterwarnings("ignore", "The shape inference of ai.graphcore::")
+        # the memory controls' markers (memory.py) and PopTorch's ops (ops.py) are
+        # custom-domain nodes torch.onnx cannot infer; their symbolics set the types
+        warnings.filterwarnings("ignore", "The shape inference of ai.graphcore")
         warnings.filterwarnings("ignore", ".*_graph_op' is deprecated", FutureWarning)
+        # a model without inputs (PopTorch's CounterModel) is exported as it is
+        warnings.filterwarnings("ignore", "No input args, skipping _decide_input_format")
         outputs: List[str] = []
         structure = _structure(model(*example), outputs)
+        updated = {} if training else _updated_buffers(model, saved)
         buffer = io.BytesIO()
         mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
-        with blocks.recording() as recorder:
-            torch.onnx.export(model, example, buffer, input_names=names, output_names=outputs,
+        with blocks.recording() as recorder, _returning_buffers(model, list(updated)):
+            torch.onnx.export(model, example, buffer, input_names=names,
+                              output_names=outputs + list(updated.values()),
                               opset_version=OPSET, do_constant_folding=False, training=mode)
         model.load_state_dict(saved)
     proto = onnx.load_from_string(buffer.getvalue())
@@ -227,7 +237,35 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
     state = set(model.state_dict())
     return Exported(onnx=proto.SerializeToString(), inputs=names, outputs=outputs,
                     structure=structure, scalar_outputs=_scalars(proto), block_ipus=ipus,
-                    weights=[i.name for i in proto.graph.initializer if i.name in state])
+                    weights=[i.name for i in proto.graph.initializer if i.name in state],
+                    buffers=updated)
+
+
+def _updated_buffers(model: torch.nn.Module, saved: Dict[str, torch.Tensor]) -> Dict[str, str]:
+    """The buffers one forward changed in place (PopTorch 4.8: an inference model keeps
+    them from run to run), each with the name of the output that will carry its new
+    value."""
+    return {name: f"ipupod_buffer/{name}" for name, value in model.named_buffers()
+            if name in saved and not torch.equal(value, saved[name])}
+
+
+@contextlib.contextmanager
+def _returning_buffers(model: torch.nn.Module, names: List[str]) -> Iterator[None]:
+    """While exporting, the forward also returns these buffers' new values (after the
+    model's own outputs), so each is an ONNX output the compiler pairs with its buffer."""
+    if not names:
+        yield
+        return
+    forward = model.forward
+
+    def with_buffers(*args: Any, **kwargs: Any) -> Any:
+        out = forward(*args, **kwargs)
+        return (out,) + tuple(model.get_buffer(n) for n in names)
+    model.forward = with_buffers  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        del model.forward
 
 
 def _scalars(proto: Any) -> List[str]:

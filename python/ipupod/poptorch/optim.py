@@ -31,12 +31,20 @@ _COMPILER_DEFAULTS: Dict[str, Dict[str, float]] = {
     "lamb": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 1e-2,
              "bias_correction": 1.0, "max_weight_norm": math.inf},
 }
-for _defaults in _COMPILER_DEFAULTS.values():
+# float16 state (seed 003, 4.5.2-4.5.3): the types as bits (32 or 16), SGD's velocity scale.
+_STATE_TYPES = ("accum_type", "first_order_momentum_accum_type",
+                "second_order_momentum_accum_type")
+for _name, _defaults in _COMPILER_DEFAULTS.items():
     _defaults["loss_scaling"] = 1.0  # every optimizer's (seed 003, 4.5.1)
-# Flags change the optimizer state's layout: always constants.
-_FLAGS = {"nesterov", "amsgrad", "centered", "bias_correction"}
-# PopTorch's attributes for float16 numerics. loss_scaling scales the loss and divides the
-# gradients (a compiler attribute); the others are accepted and not modelled (see docs).
+    if _name == "sgd":
+        _defaults["velocity_scaling"] = 1.0
+    else:
+        _defaults.update({t: 32.0 for t in _STATE_TYPES})
+# Flags change the optimizer state's layout or types: always constants.
+_FLAGS = {"nesterov", "amsgrad", "centered", "bias_correction", *_STATE_TYPES}
+# PopTorch's attributes for float16 numerics: loss_scaling, velocity_scaling and the state
+# types are the compiler's attributes; use_combined_accum and max_grad_norm are accepted and
+# not modelled (see docs).
 _FP16_ATTRIBUTES = {"loss_scaling": 1.0, "velocity_scaling": 1.0, "use_combined_accum": None,
                     "accum_type": None, "first_order_momentum_accum_type": None,
                     "second_order_momentum_accum_type": None, "max_grad_norm": math.inf}
@@ -255,9 +263,18 @@ def _group_values(optimizer: Any) -> Dict[str, float]:
             values["beta1"], values["beta2"] = float(value[0]), float(value[1])
         elif isinstance(value, (bool, int, float)) and key not in _UNSUPPORTED:
             values[key] = float(value)
-    if "loss_scaling" not in values and getattr(optimizer, "loss_scaling", None) is not None:
-        values["loss_scaling"] = float(optimizer.loss_scaling)  # opt.loss_scaling = 2.0
+    for key in ("loss_scaling", "velocity_scaling", *_STATE_TYPES):  # opt.loss_scaling = 2.0
+        value = getattr(optimizer, key, None)
+        if key not in values and value is not None:
+            values[key] = _bits(value) if key in _STATE_TYPES else float(value)
     return values
+
+
+def _bits(dtype: Any) -> float:
+    """A PopTorch accumulator type as the compiler's bits: 16 for torch.half, 32 for float."""
+    if dtype in (torch.half, torch.float):
+        return 16.0 if dtype == torch.half else 32.0
+    raise ValueError(f"accumulator types are torch.half or torch.float, not {dtype!r}")
 
 
 def _variables(optimizer: Any, name: str, values: Dict[str, float]) -> Set[str]:

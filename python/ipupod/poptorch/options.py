@@ -181,7 +181,8 @@ class Options:
         return self
 
     def randomSeed(self, seed: int) -> "Options":
-        """Accepted: ipupod runs no random ops (the IPUConfig's ``seed``)."""
+        """The IPUConfig's ``seed``: training-mode Dropout draws the same masks for the same
+        seed, bit for bit (docs/differences.md, "Random ops")."""
         self.ipu_config["seed"] = int(seed)
         return self
 

@@ -1,0 +1,317 @@
+// PopTorch's ops in domain ai.graphcore (graph/ops_poptorch.cc) and
+// training-mode Dropout's random stream (graph/run_context.h), through
+// ImportOnnx and the Interpreter. Numerics against torch are in
+// python/tests/test_poptorch.py (the same ops exported by ipupod.poptorch).
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "graph/interpreter.h"
+#include "graph/onnx_import.h"
+#include "graph/run_context.h"
+#include "tests/graph/onnx_builder.h"
+
+namespace ipupod::graph {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::kFloat;
+using testing::kInt64;
+using testing::OnnxBuilder;
+
+OnnxBuilder Builder(int64_t opset = 14) {
+  OnnxBuilder b(opset);
+  auto* o = b.model().add_opset_import();
+  o->set_domain("ai.graphcore");
+  o->set_version(1);
+  return b;
+}
+
+onnx::NodeProto& Graphcore(OnnxBuilder& b, const std::string& op,
+                           const std::vector<std::string>& in, const std::string& out,
+                           const std::string& name = "") {
+  onnx::NodeProto& n = b.Node(op, in, {out}, name.empty() ? "/m/" + op : name);
+  n.set_domain("ai.graphcore");
+  return n;
+}
+
+void Ints(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+std::unique_ptr<Interpreter> Load(const OnnxBuilder& b) {
+  auto g = ImportOnnx(b.Bytes());
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return nullptr;
+  auto interpreter = Interpreter::Create(*std::move(g));
+  EXPECT_TRUE(interpreter.ok()) << interpreter.status();
+  return interpreter.ok() ? *std::move(interpreter) : nullptr;
+}
+
+Tensor Iota(const Shape& shape) {
+  std::vector<float> v(static_cast<size_t>(tensor::NumElements(shape).value()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  return *Tensor::FromValues<float>(shape, v);
+}
+
+Tensor Start(int64_t s) { return *Tensor::FromValues<int64_t>({1}, std::vector<int64_t>{s}); }
+
+std::vector<float> Values(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.num_elements());
+}
+
+// x [3, 5] sliced along axis 1 at a runtime start, 2 wide.
+OnnxBuilder SliceModel() {
+  OnnxBuilder b = Builder();
+  b.Input("x", kFloat, {3, 5}).Input("start", kInt64, {1});
+  auto& n = Graphcore(b, "DynamicSlice", {"x", "start"}, "y");
+  Ints(n, "axes", {1});
+  Ints(n, "sizes", {2});
+  b.Output("y", kFloat);
+  return b;
+}
+
+TEST(PoptorchOpsTest, ImportKeepsTheDomainInTheOpType) {
+  auto g = ImportOnnx(SliceModel().Bytes());
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->nodes.size(), 1u);
+  EXPECT_EQ(g->nodes[0].op_type, "ai.graphcore.DynamicSlice");
+  EXPECT_EQ(g->value_types.at("y").shape, (Shape{3, 2}));
+}
+
+TEST(PoptorchOpsTest, NopOfAConstantIsKept) {
+  OnnxBuilder b = Builder();
+  b.Input("x", kFloat, {2}).Floats("c", {2}, {7, 8});
+  Graphcore(b, "Nop", {"c"}, "nc");
+  b.Node("Add", {"x", "nc"}, {"y"});
+  b.Output("y", kFloat);
+  auto g = ImportOnnx(b.Bytes());
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->nodes.size(), 2u);
+  EXPECT_EQ(g->nodes[0].op_type, "ai.graphcore.Nop");
+}
+
+TEST(PoptorchOpsTest, UnsupportedGraphcoreOpAndForeignDomainsFailNamingTheNode) {
+  OnnxBuilder b = Builder();
+  b.Input("x", kFloat, {2});
+  Graphcore(b, "CtcBeamSearchDecoder", {"x"}, "y");
+  b.Output("y", kFloat);
+  auto g = ImportOnnx(b.Bytes());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(), HasSubstr("ai.graphcore.CtcBeamSearchDecoder"));
+  EXPECT_THAT(g.status().message(), HasSubstr("/m/CtcBeamSearchDecoder"));
+
+  OnnxBuilder other = Builder();
+  other.Input("x", kFloat, {2});
+  other.Node("Nop", {"x"}, {"y"}, "/m/Nop").set_domain("com.microsoft");
+  other.Output("y", kFloat);
+  g = ImportOnnx(other.Bytes());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(), HasSubstr("op domain 'com.microsoft' is not supported"));
+}
+
+TEST(PoptorchOpsTest, DynamicSliceReadsTheRuntimeStart) {
+  auto interpreter = Load(SliceModel());
+  ASSERT_NE(interpreter, nullptr);
+  for (int64_t s : {0, 2, 3}) {
+    auto out = interpreter->Run({Iota({3, 5}), Start(s)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const float f = static_cast<float>(s);
+    EXPECT_EQ(Values((*out)[0]), (std::vector<float>{f, f + 1, f + 5, f + 6, f + 10, f + 11}))
+        << "start " << s;
+  }
+}
+
+TEST(PoptorchOpsTest, OutOfRangeStartIsRefusedNamingTheRange) {
+  auto interpreter = Load(SliceModel());
+  ASSERT_NE(interpreter, nullptr);
+  for (int64_t s : {-1, 4, 1000}) {
+    auto out = interpreter->Run({Iota({3, 5}), Start(s)});
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(out.status().message(), HasSubstr("starts in [0, 3]"));
+    EXPECT_THAT(out.status().message(), HasSubstr("/m/DynamicSlice"));
+  }
+}
+
+TEST(PoptorchOpsTest, DynamicUpdateReplacesTheRegion) {
+  OnnxBuilder b = Builder();
+  b.Input("x", kFloat, {2, 4}).Input("start", kInt64, {1}).Input("u", kFloat, {2, 2});
+  auto& n = Graphcore(b, "DynamicUpdate", {"x", "start", "u"}, "y");
+  Ints(n, "axes", {1});
+  Ints(n, "sizes", {2});
+  b.Output("y", kFloat);
+  auto interpreter = Load(b);
+  ASSERT_NE(interpreter, nullptr);
+  const Tensor u = *Tensor::FromValues<float>({2, 2}, std::vector<float>{-1, -2, -3, -4});
+  auto out = interpreter->Run({Iota({2, 4}), Start(1), u});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values((*out)[0]), (std::vector<float>{0, -1, -2, 3, 4, -3, -4, 7}));
+  EXPECT_EQ(interpreter->Run({Iota({2, 4}), Start(3), u}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PoptorchOpsTest, DynamicUpdateChecksTheUpdateShapeAtImport) {
+  OnnxBuilder b = Builder();
+  b.Input("x", kFloat, {2, 4}).Input("start", kInt64, {1}).Input("u", kFloat, {2, 3});
+  auto& n = Graphcore(b, "DynamicUpdate", {"x", "start", "u"}, "y");
+  Ints(n, "axes", {1});
+  Ints(n, "sizes", {2});
+  b.Output("y", kFloat);
+  auto g = ImportOnnx(b.Bytes());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(), HasSubstr("the region it replaces is float32[2, 2]"));
+}
+
+TEST(PoptorchOpsTest, IpuPrintLogsEveryRunEvenOfAConstant) {
+  OnnxBuilder b = Builder();
+  b.Input("x", kFloat, {2}).Floats("c", {2}, {7, 8});
+  OnnxBuilder::AttrString(Graphcore(b, "IpuPrint", {"x"}, "px"), "title", "x");
+  Graphcore(b, "IpuPrint", {"c"}, "pc", "/m/c/IpuPrint");
+  Graphcore(b, "Nop", {"px"}, "nx");
+  b.Node("Add", {"nx", "pc"}, {"y"});
+  b.Output("y", kFloat);
+  auto interpreter = Load(b);
+  ASSERT_NE(interpreter, nullptr);
+  std::vector<std::string> log;
+  RunContext context;
+  context.log = &log;
+  {
+    ScopedRunContext scope(&context);
+    auto out = interpreter->Run({*Tensor::FromValues<float>({2}, std::vector<float>{1.5f, -2})});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Values((*out)[0]), (std::vector<float>{8.5f, 6}));
+  }
+  EXPECT_THAT(
+      log, ::testing::ElementsAre("x: float32[2] [1.5, -2]", "/m/c/IpuPrint: float32[2] [7, 8]"));
+  ASSERT_TRUE(interpreter->Run({Iota({2})}).ok()) << "without a context the lines go nowhere";
+  EXPECT_EQ(log.size(), 2u);
+}
+
+// ---- training-mode Dropout ----
+
+OnnxBuilder DropoutModel(float ratio, int64_t training, int64_t n = 4096) {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {n});
+  b.Floats("ratio", {}, {ratio});
+  onnx::TensorProto* mode = b.model().mutable_graph()->add_initializer();
+  mode->set_name("training");
+  mode->set_data_type(onnx::TensorProto::BOOL);
+  mode->add_int32_data(static_cast<int32_t>(training));
+  b.Node("Dropout", {"x", "ratio", "training"}, {"y", "mask"}, "/drop/Dropout");
+  b.Output("y", kFloat).Output("mask", testing::kBool);
+  return b;
+}
+
+std::vector<Tensor> RunWith(const Interpreter& interpreter, const RunContext& context,
+                            const Tensor& x) {
+  ScopedRunContext scope(&context);
+  auto out = interpreter.Run({x});
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *std::move(out) : std::vector<Tensor>{};
+}
+
+TEST(DropoutTest, TrainingModeDropsAtTheRatioAndScalesExactly) {
+  auto interpreter = Load(DropoutModel(0.25f, 1));
+  ASSERT_NE(interpreter, nullptr);
+  std::vector<float> ones(4096, 1.5f);
+  const Tensor x = *Tensor::FromValues<float>({4096}, ones);
+  RunContext context;
+  context.seed = 42;
+  std::vector<Tensor> out = RunWith(*interpreter, context, x);
+  ASSERT_EQ(out.size(), 2u);
+  int64_t dropped = 0;
+  const float scale = 1.0f / static_cast<float>(1.0 - 0.25f);
+  for (int64_t i = 0; i < 4096; ++i) {
+    const float y = out[0].data<float>()[i];
+    const bool kept = out[1].data<bool>()[i];
+    EXPECT_EQ(y, kept ? 1.5f * scale : 0.0f) << i;
+    dropped += kept ? 0 : 1;
+  }
+  // Binomial(4096, 0.25): sd 27.7; 5 sd either side.
+  EXPECT_NEAR(static_cast<double>(dropped), 1024.0, 140.0);
+}
+
+TEST(DropoutTest, MasksAreAFunctionOfSeedStepReplicaAndMicroBatch) {
+  auto interpreter = Load(DropoutModel(0.5f, 1));
+  ASSERT_NE(interpreter, nullptr);
+  const Tensor x = Iota({4096});
+  RunContext base;
+  base.seed = 7;
+  const std::vector<float> first = Values(RunWith(*interpreter, base, x)[0]);
+  EXPECT_EQ(Values(RunWith(*interpreter, base, x)[0]), first) << "same coordinates, same mask";
+  std::set<std::vector<float>> seen = {first};
+  for (int k = 0; k < 4; ++k) {
+    RunContext c = base;
+    if (k == 0) c.seed = 8;
+    if (k == 1) c.step = 1;
+    if (k == 2) c.replica = 1;
+    if (k == 3) c.micro_batch = 1;
+    EXPECT_TRUE(seen.insert(Values(RunWith(*interpreter, c, x)[0])).second) << "change " << k;
+  }
+  // A pinned value: the stream must not change between releases (checkpoints
+  // resumed by a newer server must draw the same masks).
+  const std::vector<uint32_t> bits = RandomBitsAt(1, 2, 3, 4, "/drop/Dropout", 5);
+  EXPECT_EQ(bits, RandomBitsAt(1, 2, 3, 4, "/drop/Dropout", 5));
+  EXPECT_NE(bits, RandomBitsAt(1, 2, 3, 4, "/drop/Dropout_1", 5));
+}
+
+TEST(DropoutTest, InferenceModeAndRatioZeroAreTheIdentity) {
+  for (const auto& [ratio, training] : {std::pair{0.5f, 0}, std::pair{0.0f, 1}}) {
+    auto interpreter = Load(DropoutModel(ratio, training, 8));
+    ASSERT_NE(interpreter, nullptr);
+    auto out = interpreter->Run({Iota({8})});  // no context needed: nothing is drawn
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Values((*out)[0]), Values(Iota({8})));
+  }
+}
+
+TEST(DropoutTest, RandomOpWithoutASeedFailsWithFailedPrecondition) {
+  auto interpreter = Load(DropoutModel(0.5f, 1, 8));
+  ASSERT_NE(interpreter, nullptr);
+  auto out = interpreter->Run({Iota({8})});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(out.status().message(), HasSubstr("/drop/Dropout"));
+}
+
+TEST(DropoutTest, BeforeOpset12TheRunDecides) {
+  OnnxBuilder b(11);
+  b.Input("x", kFloat, {64});
+  OnnxBuilder::AttrFloat(b.Node("Dropout", {"x"}, {"y"}, "/drop/Dropout"), "ratio", 0.5f);
+  b.Output("y", kFloat);
+  auto interpreter = Load(b);
+  ASSERT_NE(interpreter, nullptr);
+  const Tensor x = Iota({64});
+  RunContext context;
+  context.seed = 3;
+  EXPECT_EQ(Values(RunWith(*interpreter, context, x)[0]), Values(x)) << "inference: identity";
+  context.training = true;
+  const std::vector<float> y = Values(RunWith(*interpreter, context, x)[0]);
+  EXPECT_NE(y, Values(x));
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_TRUE(y[i] == 0.0f || y[i] == 2.0f * i) << i;
+}
+
+TEST(DropoutTest, RatioOutsideZeroOneIsRefusedAtImport) {
+  auto g = ImportOnnx(DropoutModel(1.5f, 1, 8).Bytes());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(), HasSubstr("ratio 1.5 is outside [0, 1]"));
+}
+
+TEST(DropoutTest, HasRandomOpsSeesOnlyDroppingNodes) {
+  auto drops = ImportOnnx(DropoutModel(0.5f, 1, 8).Bytes());
+  auto eval = ImportOnnx(DropoutModel(0.5f, 0, 8).Bytes());
+  auto zero = ImportOnnx(DropoutModel(0.0f, 1, 8).Bytes());
+  ASSERT_TRUE(drops.ok() && eval.ok() && zero.ok());
+  EXPECT_TRUE(HasRandomOps(*drops, false));
+  EXPECT_FALSE(HasRandomOps(*eval, true));
+  EXPECT_FALSE(HasRandomOps(*zero, true));
+}
+
+}  // namespace
+}  // namespace ipupod::graph

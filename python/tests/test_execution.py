@@ -81,7 +81,8 @@ def test_bad_inputs_and_weights_are_refused_and_change_nothing(ipupod_client, ml
             ({"x": np.zeros((4, 15), np.float32)}, "takes float32[N, 16]"),
             ({"x": np.zeros((6, 16), np.float32)}, "not a positive multiple of the 4"),
             ({"z": np.zeros((4, 16), np.float32)}, "not an input of the model"),
-            ({"x": np.zeros((4, 16), np.float16)}, "float16, which ipupod does not carry"),
+            ({"x": np.zeros((4, 16), np.float16)}, "is float16[4, 16] but the model takes float32"),
+            ({"x": np.zeros((4, 16), np.uint8)}, "uint8, which ipupod does not carry"),
         ]
         for inputs, words in cases:
             with pytest.raises(ipupod.Error) as bad:

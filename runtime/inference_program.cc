@@ -1,6 +1,7 @@
 // runtime::Program for inference executables: a graph::Interpreter over
 // the folded model; weights are the model's float initializers it reads.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <memory>
 #include <utility>
@@ -85,7 +86,7 @@ class InferenceProgram final : public Program {
   // they were.
   absl::StatusOr<StepResult> Step(const std::vector<const tensor::Tensor*>& inputs) override {
     const Executable& e = executable();
-    const uint64_t run = runs_++;
+    const uint64_t run = runs_.fetch_add(1, std::memory_order_relaxed);
     const std::vector<int64_t> returned = ReturnedMicroBatches(e);
     std::vector<bool> keep(static_cast<size_t>(e.batch_size_factor), false);
     for (int64_t j : returned) keep[static_cast<size_t>(j)] = true;
@@ -141,7 +142,9 @@ class InferenceProgram final : public Program {
 
   const std::unique_ptr<graph::Interpreter> interpreter_;
   const std::vector<std::string> buffers_;  // executable().inference_buffers' keys, in order
-  uint64_t runs_ = 0;                       // steps run since the load: the random stream's step
+  // Steps run since the load: the random stream's step. Atomic: steps of a
+  // model without buffers change nothing else and may overlap.
+  std::atomic<uint64_t> runs_{0};
 };
 
 }  // namespace

@@ -12,7 +12,6 @@ tensor streams framed as fuzz/tensor_stream_fuzzer.cc reads them.
 import io
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -174,10 +173,19 @@ def tensor_streams():
     put("fuzz_tensor_stream", "empty_tensor.bin", message(0, header("e", "float32", [0, 3], 0)))
 
 
+def clear_seeds():
+    """Removes the seeds this script wrote before; regression inputs (regression-*), the
+    findings of earlier runs, are kept."""
+    for target in os.listdir(CORPUS) if os.path.isdir(CORPUS) else []:
+        for name in os.listdir(os.path.join(CORPUS, target)):
+            if not name.startswith("regression-"):
+                os.remove(os.path.join(CORPUS, target, name))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_corpus.py BUILD_DIR (a build with client/ipupod)")
-    shutil.rmtree(CORPUS, ignore_errors=True)
+    clear_seeds()
     npz_and_npy()
     safetensors_seeds()
     onnx_and_ipx(sys.argv[1])

@@ -34,20 +34,9 @@ bool IsFloat(const graph::Graph& g, const std::string& value) {
   return type != nullptr && tensor::IsFloat(type->dtype);
 }
 
-int64_t TypeBytes(const graph::Graph& g, const std::string& value) {
-  const graph::TensorType* type = g.FindType(value);
-  if (type == nullptr) return 0;
-  int64_t n = static_cast<int64_t>(tensor::DTypeSize(type->dtype));
-  for (int64_t d : type->shape) {
-    if (d < 0) return 0;
-    n *= d;
-  }
-  return n;
-}
-
 std::map<std::string, ValueUse> CollectValues(const graph::Graph& g) {
   std::map<std::string, ValueUse> values;
-  for (const graph::ValueInfo& in : g.inputs) values[in.name].bytes = TypeBytes(g, in.name);
+  for (const graph::ValueInfo& in : g.inputs) values[in.name].bytes = ValueBytes(g, in.name);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     for (const std::string& v : g.nodes[i].inputs) {
       if (v.empty() || g.FindInitializer(v) != nullptr) continue;
@@ -56,7 +45,7 @@ std::map<std::string, ValueUse> CollectValues(const graph::Graph& g) {
     for (const std::string& v : g.nodes[i].outputs) {
       if (v.empty()) continue;
       values[v].producer = static_cast<int64_t>(i);
-      values[v].bytes = TypeBytes(g, v);
+      values[v].bytes = ValueBytes(g, v);
       values[v].is_float = IsFloat(g, v);
     }
   }

@@ -18,20 +18,6 @@ const std::set<std::string>& IdPassThrough() {
   return *ops;
 }
 
-int64_t ValueBytes(const graph::Graph& g, const std::string& value) {
-  if (const tensor::Tensor* w = g.FindInitializer(value); w != nullptr) {
-    return static_cast<int64_t>(w->byte_size());
-  }
-  const graph::TensorType* type = g.FindType(value);
-  if (type == nullptr) return 0;
-  int64_t n = static_cast<int64_t>(tensor::DTypeSize(type->dtype));
-  for (int64_t d : type->shape) {
-    if (d < 0) return 0;
-    n *= d;
-  }
-  return n;
-}
-
 // Whether `value` is a graph input, or made from one by pass-through ops.
 bool FromGraphInput(const graph::Graph& g, const std::string& value) {
   std::string v = value;
@@ -247,6 +233,20 @@ NodeTemporary PlanNodeTemporary(const graph::Graph& g, const graph::Node& node, 
   t.passes = std::max(min_passes, (t.natural_bytes + cap - 1) / cap);
   t.bytes = (t.natural_bytes + t.passes - 1) / t.passes;
   return t;
+}
+
+int64_t ValueBytes(const graph::Graph& g, const std::string& value) {
+  if (const tensor::Tensor* w = g.FindInitializer(value); w != nullptr) {
+    return static_cast<int64_t>(w->byte_size());
+  }
+  const graph::TensorType* type = g.FindType(value);
+  if (type == nullptr) return 0;
+  int64_t n = static_cast<int64_t>(tensor::DTypeSize(type->dtype));
+  for (int64_t d : type->shape) {
+    if (d < 0) return 0;
+    n *= d;
+  }
+  return n;
 }
 
 }  // namespace ipupod::compiler

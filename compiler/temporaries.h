@@ -72,6 +72,10 @@ struct SerializedEmbedding {
 // Gathers on a rank-2 initializer along axis 0 whose indices come from a
 // graph input (through casts and reshapes), the one with the most rows.
 // nullopt for factor 1 or a model with no such lookup.
+// Bytes of `value` in `g`: an initializer's, else those of its static type
+// (0 when unknown or not static). The memory plan's size of a value.
+int64_t ValueBytes(const graph::Graph& g, const std::string& value);
+
 absl::StatusOr<std::optional<SerializedEmbedding>> FindSerializedEmbedding(const graph::Graph& g,
                                                                            int64_t factor);
 

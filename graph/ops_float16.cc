@@ -175,6 +175,8 @@ absl::Status RunHalfPartials(const OpDef& def, const OpContext& wide, Tensor& su
   float* acc = sum.mutable_data<float>();
   const auto n = static_cast<size_t>(sum.num_elements());
   std::fill(acc, acc + n, 0.0f);
+  std::vector<Tensor> part(1);  // one block's sum, reused: the op writes all of it
+  IPUPOD_ASSIGN_OR_RETURN(part[0], Tensor::CreateForOverwrite(DType::kFloat32, sum.shape()));
   for (int64_t begin = 0; begin < r.length; begin += kHalfPartialsBlock) {
     const int64_t end = std::min(r.length, begin + kHalfPartialsBlock);
     IPUPOD_ASSIGN_OR_RETURN(Tensor a,
@@ -184,8 +186,6 @@ absl::Status RunHalfPartials(const OpDef& def, const OpContext& wide, Tensor& su
     const TensorType ta{DType::kFloat32, a.shape()}, tb{DType::kFloat32, b.shape()};
     block.types = {&ta, &tb};
     block.values = {&a, &b};
-    std::vector<Tensor> part(1);
-    IPUPOD_ASSIGN_OR_RETURN(part[0], Tensor::CreateForOverwrite(DType::kFloat32, sum.shape()));
     IPUPOD_RETURN_IF_ERROR(def.run(block, absl::MakeSpan(part)));
     const float* p = part[0].data<float>();
     for (size_t i = 0; i < n; ++i) acc[i] += p[i];

@@ -816,17 +816,10 @@ absl::Status RunNonZero(const OpContext& c, absl::Span<Tensor> out) {
   });
 }
 
+// Data movement: no FLOPs.
 OpDef Def(std::string op, int min_in, int max_in, InferFn infer, RunFn run,
           std::vector<std::string> attrs = {}) {
-  OpDef d;
-  d.op_type = std::move(op);
-  d.min_inputs = min_in;
-  d.max_inputs = max_in;
-  d.attributes = std::move(attrs);
-  d.infer = infer;
-  d.run = run;
-  d.flops = NoFlops;
-  return d;
+  return MakeOpDef(std::move(op), min_in, max_in, infer, run, NoFlops, std::move(attrs));
 }
 
 }  // namespace

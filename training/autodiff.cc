@@ -391,7 +391,6 @@ namespace {
 class WidenedForRule {
  public:
   absl::Status Widen(graph::OpContext& op, GradContext& c) {
-    types_.reserve(op.types.size() + c.output_types.size());  // pointers stay valid
     for (size_t i = 0; i < op.types.size(); ++i) {
       if (op.types[i] != nullptr) op.types[i] = Type(op.types[i]);
       IPUPOD_RETURN_IF_ERROR(Value(op.values[i]));
@@ -415,7 +414,7 @@ class WidenedForRule {
     return absl::OkStatus();
   }
 
-  std::vector<graph::TensorType> types_;
+  std::deque<graph::TensorType> types_;  // deques: pointers into them stay valid
   std::deque<Tensor> values_;
 };
 

@@ -39,13 +39,6 @@ onnx::NodeProto& Graphcore(OnnxBuilder& b, const std::string& op,
   return n;
 }
 
-void Ints(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
 std::unique_ptr<Interpreter> Load(const OnnxBuilder& b) {
   auto g = ImportOnnx(b.Bytes());
   EXPECT_TRUE(g.ok()) << g.status();
@@ -72,8 +65,8 @@ OnnxBuilder SliceModel() {
   OnnxBuilder b = Builder();
   b.Input("x", kFloat, {3, 5}).Input("start", kInt64, {1});
   auto& n = Graphcore(b, "DynamicSlice", {"x", "start"}, "y");
-  Ints(n, "axes", {1});
-  Ints(n, "sizes", {2});
+  OnnxBuilder::AttrInts(n, "axes", {1});
+  OnnxBuilder::AttrInts(n, "sizes", {2});
   b.Output("y", kFloat);
   return b;
 }
@@ -144,8 +137,8 @@ TEST(PoptorchOpsTest, DynamicUpdateReplacesTheRegion) {
   OnnxBuilder b = Builder();
   b.Input("x", kFloat, {2, 4}).Input("start", kInt64, {1}).Input("u", kFloat, {2, 2});
   auto& n = Graphcore(b, "DynamicUpdate", {"x", "start", "u"}, "y");
-  Ints(n, "axes", {1});
-  Ints(n, "sizes", {2});
+  OnnxBuilder::AttrInts(n, "axes", {1});
+  OnnxBuilder::AttrInts(n, "sizes", {2});
   b.Output("y", kFloat);
   auto interpreter = Load(b);
   ASSERT_NE(interpreter, nullptr);
@@ -161,8 +154,8 @@ TEST(PoptorchOpsTest, DynamicUpdateChecksTheUpdateShapeAtImport) {
   OnnxBuilder b = Builder();
   b.Input("x", kFloat, {2, 4}).Input("start", kInt64, {1}).Input("u", kFloat, {2, 3});
   auto& n = Graphcore(b, "DynamicUpdate", {"x", "start", "u"}, "y");
-  Ints(n, "axes", {1});
-  Ints(n, "sizes", {2});
+  OnnxBuilder::AttrInts(n, "axes", {1});
+  OnnxBuilder::AttrInts(n, "sizes", {2});
   b.Output("y", kFloat);
   auto g = ImportOnnx(b.Bytes());
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);

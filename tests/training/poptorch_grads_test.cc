@@ -31,20 +31,13 @@ onnx::NodeProto& Graphcore(GradCase& c, const std::string& op, const std::vector
   return n;
 }
 
-void Ints(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
 TEST(PoptorchGradsTest, DynamicSliceScattersTheGradientBack) {
   GradCase c(14);
   auto x = c.RandomWeight("x", {3, 5});
   c.IntInput("start", {1}, {2});
   auto& n = Graphcore(c, "DynamicSlice", {x, "start"}, "y");
-  Ints(n, "axes", {1});
-  Ints(n, "sizes", {3});
+  OnnxBuilder::AttrInts(n, "axes", {1});
+  OnnxBuilder::AttrInts(n, "sizes", {3});
   c.Finish("y", {3, 3});
   ExpectGradientsMatch(c);
 }
@@ -55,8 +48,8 @@ TEST(PoptorchGradsTest, DynamicUpdateSplitsTheGradient) {
   auto u = c.RandomWeight("u", {2, 3});
   c.IntInput("start", {1}, {1});
   auto& n = Graphcore(c, "DynamicUpdate", {x, "start", u}, "y");
-  Ints(n, "axes", {0});
-  Ints(n, "sizes", {2});
+  OnnxBuilder::AttrInts(n, "axes", {0});
+  OnnxBuilder::AttrInts(n, "sizes", {2});
   c.Finish("y", {4, 3});
   ExpectGradientsMatch(c);
 }

@@ -10,8 +10,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/str_cat.h"
 #include "server/flags.h"
 #include "server/server.h"
+#include "server/service_manager.h"
 #include "server/shutdown_signals.h"
 #include <malloc.h>
 #include <signal.h>
@@ -51,15 +53,20 @@ void ServeUntilSignalled(std::unique_ptr<PodServer> server, ShutdownSignals& sig
   std::optional<int> sig;
   while (!sig || *sig == SIGHUP) {
     if (sig) {
+      NotifyReloading();
       const absl::Status reloaded = server->ReloadSharing();
       if (!reloaded.ok()) {
         spdlog::error("SIGHUP: the config was not reloaded; the old one stays in force: {}",
                       std::string(reloaded.message()));
       }
+      NotifyReady(reloaded.ok() ? server->ReadyLine()
+                                : absl::StrCat(server->ReadyLine(),
+                                               "; the last reload failed: ", reloaded.message()));
     }
     sig = signals.Wait(kSignalPoll);
   }
   spdlog::info("received {}", ShutdownSignals::Name(*sig));
+  NotifyStopping();
   server->Shutdown();
   server.reset();  // the store checkpoints its WAL and records a clean stop
   spdlog::info("stopped");
@@ -86,6 +93,7 @@ int RunDaemon(int argc, const char* const* argv) {
   auto server = PodServer::Start(*std::move(command_line->config));
   if (!server.ok()) return Fail(server.status());
   std::cout << (*server)->ReadyLine() << std::endl;  // endl flushes: tests wait for it
+  NotifyReady((*server)->ReadyLine());
   ServeUntilSignalled(*std::move(server), **signals);
   spdlog::shutdown();  // flushes the log queue
   return 0;

@@ -10,7 +10,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/str_cat.h"
 #include "server/flags.h"
+#include "server/log_format.h"
 #include "server/server.h"
 #include "server/shutdown_signals.h"
 #include <malloc.h>
@@ -40,7 +42,11 @@ void ConfigureLogging() {
 }
 
 int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "ipupodd: %s\n", std::string(status.message()).c_str());
+  if (CurrentLogFormat() == LogFormat::kJson) {
+    spdlog::critical("ipupodd: {}", std::string(status.message()));  // a JSON line too
+  } else {
+    std::fprintf(stderr, "ipupodd: %s\n", std::string(status.message()).c_str());
+  }
   spdlog::shutdown();
   return kExitBadStart;
 }
@@ -60,7 +66,7 @@ void ServeUntilSignalled(std::unique_ptr<PodServer> server, ShutdownSignals& sig
     sig = signals.Wait(kSignalPoll);
   }
   spdlog::info("received {}", ShutdownSignals::Name(*sig));
-  server->Shutdown();
+  server->Shutdown(absl::StrCat("received ", ShutdownSignals::Name(*sig)));
   server.reset();  // the store checkpoints its WAL and records a clean stop
   spdlog::info("stopped");
 }
@@ -83,6 +89,7 @@ int RunDaemon(int argc, const char* const* argv) {
     spdlog::shutdown();
     return 0;
   }
+  InstallLogFormat(command_line->config->log_format);
   auto server = PodServer::Start(*std::move(command_line->config));
   if (!server.ok()) return Fail(server.status());
   std::cout << (*server)->ReadyLine() << std::endl;  // endl flushes: tests wait for it

@@ -87,6 +87,7 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
       execution_(v1::ExecutionService::NewStub(channel_)),
       jobs_(v1::JobService::NewStub(channel_)),
       accounting_(v1::AccountingService::NewStub(channel_)),
+      audit_(v1::AuditService::NewStub(channel_)),
       compile_(v1::CompileService::NewStub(channel_)) {}
 
 void Client::PrepareContext(grpc::ClientContext& context, absl::Duration timeout) const {
@@ -126,6 +127,7 @@ IPUPOD_CLIENT_UNARY(sessions_, GetShares, GetSharesRequest, GetSharesResponse)
 IPUPOD_CLIENT_UNARY(sessions_, ResetSession, ResetSessionRequest, ResetResponse)
 IPUPOD_CLIENT_UNARY(accounting_, GetUsage, GetUsageRequest, GetUsageResponse)
 IPUPOD_CLIENT_UNARY(accounting_, ListHistory, ListHistoryRequest, ListHistoryResponse)
+IPUPOD_CLIENT_UNARY(audit_, ListAudit, ListAuditRequest, ListAuditResponse)
 
 #undef IPUPOD_CLIENT_UNARY
 

@@ -116,6 +116,7 @@
 #include "absl/time/time.h"
 #include "client/grpc_status.h"
 #include "ipupod/v1/accounting.grpc.pb.h"
+#include "ipupod/v1/audit.grpc.pb.h"
 #include "ipupod/v1/compile.grpc.pb.h"
 #include "ipupod/v1/execution.grpc.pb.h"
 #include "ipupod/v1/jobs.grpc.pb.h"
@@ -302,6 +303,11 @@ class Client {
   absl::StatusOr<v1::GetUsageResponse> GetUsage(const v1::GetUsageRequest& request);
   absl::StatusOr<v1::ListHistoryResponse> ListHistory(const v1::ListHistoryRequest& request);
 
+  // AuditService (proto/ipupod/v1/audit.proto): one page of the audit log,
+  // oldest first; follow next_page_token (as page_token) for the next.
+  // PERMISSION_DENIED unless the caller is an admin.
+  absl::StatusOr<v1::ListAuditResponse> ListAudit(const v1::ListAuditRequest& request);
+
   // Starts the Attach stream in the background and returns at once; errors
   // (bad input, nothing free without `wait`, unreachable server) surface from
   // AttachCall::WaitForGrant.
@@ -338,6 +344,7 @@ class Client {
   std::unique_ptr<v1::ExecutionService::Stub> execution_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::AccountingService::Stub> accounting_;
+  std::unique_ptr<v1::AuditService::Stub> audit_;
   std::unique_ptr<v1::CompileService::Stub> compile_;
 };
 

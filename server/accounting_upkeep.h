@@ -15,6 +15,14 @@
 // (sooner while a purge pass stopped at its bound). Stop() writes a last
 // heartbeat (the clean stop) and joins the thread.
 //
+// The same thread keeps the audit log (audit/audit_log.h) within its
+// retention and its cap: at Start and after every heartbeat it deletes,
+// oldest first and in bounded batches, the records older than
+// `audit_retention` and those beyond the newest `audit_max_records`. Every
+// heartbeat rather than daily, because refused requests in a loop can add
+// records quickly: the table holds at most the cap plus what one interval
+// appends.
+//
 // Errors: Start returns the store's error when the open records cannot be
 // ended (the server does not start: its usage would be wrong); a failed
 // heartbeat or purge is logged and retried at the next tick.
@@ -37,9 +45,11 @@
 namespace ipupod::server {
 
 struct AccountingUpkeepOptions {
-  absl::Duration heartbeat = absl::Seconds(60);      // > 0
-  absl::Duration retention = absl::Hours(24 * 365);  // zero = keep records forever
-  std::function<absl::Time()> clock;                 // empty: absl::Now
+  absl::Duration heartbeat = absl::Seconds(60);            // > 0
+  absl::Duration retention = absl::Hours(24 * 365);        // zero = keep records forever
+  std::function<absl::Time()> clock;                       // empty: absl::Now
+  absl::Duration audit_retention = absl::Hours(24 * 365);  // zero = keep audit records forever
+  int64_t audit_max_records = 1'000'000;                   // 0 = no cap
 };
 
 class AccountingUpkeep {
@@ -64,6 +74,8 @@ class AccountingUpkeep {
   absl::Status EndOpenRecords();
   // One bounded purge pass; true when it left records for the next one.
   bool Purge();
+  // One bounded pass over the audit log (retention and cap).
+  void PurgeAudit();
   void Heartbeat();
   void Run(absl::Time next_purge);
 

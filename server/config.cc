@@ -228,6 +228,14 @@ absl::Status ParseAccountingPublic(const Json& v, const JsonPath& at, ServerConf
   return absl::OkStatus();
 }
 
+absl::Status ParseLogFormatKey(const Json& v, const JsonPath& at, ServerConfig& config) {
+  if (!v.is_string()) return at.TypeError("\"text\" or \"json\"", v);
+  absl::StatusOr<LogFormat> format = ParseLogFormat(v.get_ref<const std::string&>());
+  if (!format.ok()) return at.TypeError("\"text\" or \"json\"", v);
+  config.log_format = *format;
+  return absl::OkStatus();
+}
+
 absl::Status ParseSharingSection(const Json& v, const JsonPath& at, ServerConfig& config) {
   IPUPOD_ASSIGN_OR_RETURN(config.sharing, ParseSharing(v, at));
   return absl::OkStatus();
@@ -288,6 +296,10 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
        IntField(&ServerConfig::accounting_heartbeat_seconds, 1, kAccountingHeartbeatSecondsMax)},
       {"accounting_public", ParseAccountingPublic},
       {"sharing", ParseSharingSection},
+      {"audit_retention_days",
+       IntField(&ServerConfig::audit_retention_days, 0, kAuditRetentionDaysMax)},
+      {"audit_max_records", IntField(&ServerConfig::audit_max_records, 1, kAuditMaxRecordsMax)},
+      {"log_format", ParseLogFormatKey},
   };
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
   for (const auto& entry : kKeys) {  // (clang 14 cannot capture a structured binding)
@@ -413,6 +425,20 @@ absl::Status ValidateAccounting(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateAudit(const ServerConfig& config) {
+  if (config.audit_retention_days < 0 || config.audit_retention_days > kAuditRetentionDaysMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("audit_retention_days must be from 0 (keep audit records forever) to ",
+                     kAuditRetentionDaysMax, "; got ", config.audit_retention_days));
+  }
+  if (config.audit_max_records < 1 || config.audit_max_records > kAuditMaxRecordsMax) {
+    return absl::InvalidArgumentError(absl::StrCat("audit_max_records must be from 1 to ",
+                                                   kAuditMaxRecordsMax, "; got ",
+                                                   config.audit_max_records));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateConfig(const ServerConfig& config) {
@@ -472,6 +498,7 @@ absl::Status ValidateConfig(const ServerConfig& config) {
                                                    config.compute_threads));
   }
   IPUPOD_RETURN_IF_ERROR(ValidateAccounting(config));
+  IPUPOD_RETURN_IF_ERROR(ValidateAudit(config));
   return ValidateLogLevel(config.log_level);
 }
 

@@ -33,8 +33,12 @@
 //     "accounting_retention_days": 365,     usage records kept; 0 = forever (0-36500)
 //     "accounting_heartbeat_seconds": 60,   the ledger's sign of life (1-3600)
 //     "accounting_public": false,           everyone may read everyone's usage
-//     "sharing": {...}                      accounts, QoS, limits, priority
+//     "sharing": {...},                     accounts, QoS, limits, priority
 //                                           (server/sharing_config.h); reloaded on SIGHUP
+//     "audit_retention_days": 365,          audit records kept; 0 = forever (0-36500)
+//     "audit_max_records": 1000000,         at most this many, the oldest purged first
+//                                           (1-1000000000)
+//     "log_format": "text"                  text|json: one JSON object per log line
 //   }
 //
 // Without tokens the server runs in open mode: callers name themselves, so it
@@ -55,6 +59,7 @@
 #include "common/user_name.h"
 #include "device/pod_config.h"
 #include "scheduler/scheduler.h"
+#include "server/log_format.h"
 #include "sharing/policy.h"
 
 namespace ipupod::server {
@@ -105,6 +110,12 @@ struct ServerConfig {
   int accounting_retention_days = 365;
   int accounting_heartbeat_seconds = 60;
   bool accounting_public = false;
+  // The audit log (audit/audit_log.h, server/audit_trail.h): how long its
+  // records are kept (0 = forever) and how many at most (the oldest go
+  // first); and the form of the log lines (server/log_format.h).
+  int audit_retention_days = 365;
+  int64_t audit_max_records = 1'000'000;
+  LogFormat log_format = LogFormat::kText;
   // Fair sharing (sharing/policy.h); SIGHUP re-reads it from config_path.
   sharing::SharingPolicy sharing = sharing::DefaultPolicy();
   // The file the config was read from ("" = none); set by the flags, never a
@@ -142,6 +153,8 @@ inline constexpr int kCompileConcurrentMax = 64;
 inline constexpr int kCompileTimeLimitSecondsMax = 86400;
 inline constexpr int kAccountingRetentionDaysMax = 36500;  // a century
 inline constexpr int kAccountingHeartbeatSecondsMax = 3600;
+inline constexpr int kAuditRetentionDaysMax = 36500;
+inline constexpr int64_t kAuditMaxRecordsMax = 1'000'000'000;
 inline constexpr size_t kStringLengthMax = 4096;  // paths, addresses
 inline constexpr size_t kTokenLengthMax = 512;
 inline constexpr size_t kTokensMax = 1024;

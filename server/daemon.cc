@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/flags.h"
+#include "server/log_format.h"
 #include "server/server.h"
 #include "server/service_manager.h"
 #include "server/shutdown_signals.h"
@@ -42,7 +43,11 @@ void ConfigureLogging() {
 }
 
 int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "ipupodd: %s\n", std::string(status.message()).c_str());
+  if (CurrentLogFormat() == LogFormat::kJson) {
+    spdlog::critical("ipupodd: {}", std::string(status.message()));  // a JSON line too
+  } else {
+    std::fprintf(stderr, "ipupodd: %s\n", std::string(status.message()).c_str());
+  }
   spdlog::shutdown();
   return kExitBadStart;
 }
@@ -67,7 +72,7 @@ void ServeUntilSignalled(std::unique_ptr<PodServer> server, ShutdownSignals& sig
   }
   spdlog::info("received {}", ShutdownSignals::Name(*sig));
   NotifyStopping();
-  server->Shutdown();
+  server->Shutdown(absl::StrCat("received ", ShutdownSignals::Name(*sig)));
   server.reset();  // the store checkpoints its WAL and records a clean stop
   spdlog::info("stopped");
 }
@@ -90,6 +95,7 @@ int RunDaemon(int argc, const char* const* argv) {
     spdlog::shutdown();
     return 0;
   }
+  InstallLogFormat(command_line->config->log_format);
   auto server = PodServer::Start(*std::move(command_line->config));
   if (!server.ok()) return Fail(server.status());
   std::cout << (*server)->ReadyLine() << std::endl;  // endl flushes: tests wait for it

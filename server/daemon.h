@@ -3,7 +3,8 @@
 // RunDaemon: the whole of ipupodd's main(). It installs the shutdown signal
 // handling (server/shutdown_signals.h) before any thread of its own starts,
 // sets up logging (stderr, through a bounded queue drained by one thread),
-// parses flags and config (server/flags.h), starts the PodServer, prints the
+// parses flags and config (server/flags.h), puts the log format in force
+// (text or json, server/log_format.h), starts the PodServer, prints the
 // ready line on stdout, and on SIGINT or SIGTERM shuts it down in order:
 // attach streams and calls in flight end UNAVAILABLE "the server is shutting
 // down", the state store checkpoints and records a clean stop, the log queue

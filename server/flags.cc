@@ -32,7 +32,8 @@ Config file (JSON; every key optional; flags win over it):
    "reset_ms": {"ipu": 200, "partition": 500, "pod": 1000},
    "random_faults": {"seed": 1, "probability_per_operation": 0.01,
                      "kinds": ["ipu-reset", "link-reset", "unrecoverable"]},
-   "open_mode_admins": ["admin"], "log_level": "info"}
+   "open_mode_admins": ["admin"], "log_level": "info", "log_format": "text",
+   "audit_retention_days": 365, "audit_max_records": 1000000}
 
 Without "tokens" the server runs in open mode: it listens on loopback only and
 trusts the user name each client sends (users named in open_mode_admins are
@@ -58,6 +59,7 @@ struct Overrides {
   std::optional<int> execution_stream_idle_seconds;
   std::optional<int> compute_threads;
   std::optional<int64_t> load_memory_mb;
+  std::optional<std::string> log_format;
   bool reinitialise = false;
 };
 
@@ -71,6 +73,10 @@ void AddFlags(CLI::App& app, Overrides& o) {
       ->type_name("DIR");
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, critical, off")
       ->type_name("LEVEL");
+  app.add_option("--log-format", o.log_format,
+                 "text (default) or json: every stderr line one JSON object, e.g. "
+                 "{\"time\":...,\"level\":\"info\",\"event\":\"rpc\",\"user\":...}")
+      ->type_name("FORMAT");
   app.add_option("--lease-seconds", o.lease_seconds,
                  "a silent client loses its session after this long (1-3600)")
       ->type_name("N");
@@ -114,6 +120,9 @@ absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
   if (o.log_level) {
     IPUPOD_RETURN_IF_ERROR(ValidateLogLevel(*o.log_level));
     config.log_level = *o.log_level;
+  }
+  if (o.log_format) {
+    IPUPOD_ASSIGN_OR_RETURN(config.log_format, ParseLogFormat(*o.log_format));
   }
   if (o.lease_seconds) config.session_lease_seconds = *o.lease_seconds;
   if (o.executable_cache_mb) config.executable_cache_mb = *o.executable_cache_mb;

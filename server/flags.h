@@ -7,6 +7,7 @@
 //   --state-dir DIR      where state.db lives
 //   --reinitialise       discard the state in --state-dir and start a new pod
 //   --log-level LEVEL    trace|debug|info|warn|error|critical|off
+//   --log-format FORMAT  text|json (server/log_format.h)
 //   --lease-seconds N    session lease (keepalive and heartbeats follow it)
 //   --executable-cache-mb MB      uploaded executables kept (default 4096)
 //   --load-memory-mb MB           host memory for loaded programs (default 0: half the RAM)

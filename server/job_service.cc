@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "audit/audit_log.h"
 #include "common/status_macros.h"
+#include "server/audit_trail.h"
 #include "server/proto_convert_jobs.h"
 #include "server/stream_idle_watch.h"
 #include "server/sync_handlers.h"
@@ -165,9 +167,18 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::JobR
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context, const v1::JobRequest* request,
                                        v1::Job* response) {
   return Handle(context, env_, calls_, "CancelJob", [&](const Caller& caller) -> absl::Status {
-    IPUPOD_ASSIGN_OR_RETURN(const batch::JobView job, manager_->Cancel(caller, request->id()));
-    ToProto(job, response);
-    return absl::OkStatus();
+    // Whose job it is (its queue line, which everyone sees): a cancel by
+    // anyone else is audited, allowed or not.
+    const absl::StatusOr<batch::JobView> line = manager_->Get(caller, request->id());
+    const absl::StatusOr<batch::JobView> job = manager_->Cancel(caller, request->id());
+    if (job.ok()) ToProto(*job, response);
+    if (line.ok() && line->record.user != caller.user) {
+      AuditAction(env_, *context, caller, audit::kJobCancelOther, NamedTarget("job", request->id()),
+                  absl::StrCat("owner=", line->record.user,
+                               " state=", jobs::JobStateName(line->record.state)),
+                  job.status());
+    }
+    return job.status();
   });
 }
 

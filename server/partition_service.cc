@@ -1,3 +1,6 @@
+#include "absl/strings/str_cat.h"
+#include "audit/audit_log.h"
+#include "server/audit_trail.h"
 #include "server/proto_convert.h"
 #include "server/services.h"
 
@@ -46,6 +49,12 @@ grpc::ServerUnaryReactor* PartitionServiceImpl::RemovePartition(
     if (detached.ok()) {
       for (const std::string& session : *detached) response->add_detached_sessions(session);
     }
+    if (request->force()) {  // a plain remove ends nobody's work: not audited
+      AuditAction(env_, *context, caller, audit::kPartitionRemoveForce,
+                  NamedTarget("partition", request->name()),
+                  detached.ok() ? absl::StrCat("detached=", SessionList(*detached)) : "",
+                  detached.status());
+    }
     return detached.status();
   });
 }
@@ -57,7 +66,10 @@ grpc::ServerUnaryReactor* PartitionServiceImpl::ResetPartition(
   return HandleUnaryAsync<scheduler::ResetResult>(
       context, env_, "ResetPartition", response,
       [&](const Caller& caller, scheduler::ResetDone done) {
-        env_.scheduler->ResetPartition(caller, name, std::move(done));
+        env_.scheduler->ResetPartition(
+            caller, name,
+            AuditedReset(env_, *context, caller, audit::kPartitionReset,
+                         NamedTarget("partition", name), std::move(done)));
       });
 }
 

@@ -1,6 +1,11 @@
 #include <limits>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "audit/audit_log.h"
+#include "server/audit_trail.h"
 #include "server/proto_convert.h"
 #include "server/services.h"
 
@@ -15,6 +20,14 @@ absl::StatusOr<int> IpuId(uint32_t ipu) {
     return absl::InvalidArgumentError(absl::StrCat("IPU ", ipu, " does not exist"));
   }
   return static_cast<int>(ipu);
+}
+
+// "kind=partition-reset" (the CLI's name), "kind=99" for a kind ipupod lacks.
+std::string FaultKindDetail(v1::FaultKind kind) {
+  std::string name = v1::FaultKind_Name(kind);
+  if (!absl::StartsWith(name, "FAULT_KIND_")) return absl::StrCat("kind=", static_cast<int>(kind));
+  name = absl::StrReplaceAll(absl::AsciiStrToLower(name.substr(11)), {{"_", "-"}});
+  return absl::StrCat("kind=", name);
 }
 
 }  // namespace
@@ -34,13 +47,22 @@ grpc::ServerUnaryReactor* PodServiceImpl::InjectFault(grpc::CallbackServerContex
                                                       const v1::InjectFaultRequest* request,
                                                       v1::InjectFaultResponse* response) {
   return HandleUnary(context, env_, "InjectFault", [&](const Caller& caller) -> absl::Status {
-    absl::StatusOr<int> ipu = IpuId(request->ipu());
-    if (!ipu.ok()) return ipu.status();
-    absl::StatusOr<scheduler::FaultKind> kind = FromProto(request->kind());
-    if (!kind.ok()) return kind.status();
     absl::StatusOr<scheduler::FaultResult> result =
-        env_.scheduler->InjectFault(caller, *ipu, *kind);
-    if (result.ok()) ToProto(*result, response);
+        [&]() -> absl::StatusOr<scheduler::FaultResult> {
+      absl::StatusOr<int> ipu = IpuId(request->ipu());
+      if (!ipu.ok()) return ipu.status();
+      absl::StatusOr<scheduler::FaultKind> kind = FromProto(request->kind());
+      if (!kind.ok()) return kind.status();
+      return env_.scheduler->InjectFault(caller, *ipu, *kind);
+    }();
+    std::string details = FaultKindDetail(request->kind());
+    if (result.ok()) {
+      ToProto(*result, response);
+      absl::StrAppend(&details, " ipus=", IpuList(result->affected_ipus),
+                      " sessions=", SessionList(result->affected_sessions));
+    }
+    AuditAction(env_, *context, caller, audit::kFaultInject, IpuTarget(request->ipu()), details,
+                result.status());
     return result.status();
   });
 }
@@ -51,6 +73,8 @@ grpc::ServerUnaryReactor* PodServiceImpl::ResetIpu(grpc::CallbackServerContext* 
   uint32_t ipu = request->ipu();
   return HandleUnaryAsync<scheduler::ResetResult>(
       context, env_, "ResetIpu", response, [&](const Caller& caller, scheduler::ResetDone done) {
+        done =
+            AuditedReset(env_, *context, caller, audit::kIpuReset, IpuTarget(ipu), std::move(done));
         absl::StatusOr<int> id = IpuId(ipu);
         if (!id.ok()) return done(id.status());
         env_.scheduler->ResetIpu(caller, *id, std::move(done));
@@ -62,7 +86,8 @@ grpc::ServerUnaryReactor* PodServiceImpl::ResetPod(grpc::CallbackServerContext* 
                                                    v1::ResetResponse* response) {
   return HandleUnaryAsync<scheduler::ResetResult>(
       context, env_, "ResetPod", response, [&](const Caller& caller, scheduler::ResetDone done) {
-        env_.scheduler->ResetPod(caller, std::move(done));
+        env_.scheduler->ResetPod(
+            caller, AuditedReset(env_, *context, caller, audit::kPodReset, "pod", std::move(done)));
       });
 }
 
@@ -71,9 +96,11 @@ grpc::ServerUnaryReactor* PodServiceImpl::RepairIpu(grpc::CallbackServerContext*
                                                     v1::RepairIpuResponse* response) {
   return HandleUnary(context, env_, "RepairIpu", [&](const Caller& caller) -> absl::Status {
     absl::StatusOr<int> ipu = IpuId(request->ipu());
-    if (!ipu.ok()) return ipu.status();
-    absl::StatusOr<scheduler::IpuView> view = env_.scheduler->RepairIpu(caller, *ipu);
+    absl::StatusOr<scheduler::IpuView> view =
+        ipu.ok() ? env_.scheduler->RepairIpu(caller, *ipu) : ipu.status();
     if (view.ok()) ToProto(*view, response->mutable_ipu());
+    AuditAction(env_, *context, caller, audit::kIpuRepair, IpuTarget(request->ipu()), "",
+                view.status());
     return view.status();
   });
 }

@@ -3,6 +3,9 @@
 // RequestLog: one log line per RPC (user, method, status code, duration in
 // ms, and the message of an error, or how an orderly end came about), written by Done() or, if
 // Done() was never called, by the destructor (marked "abandoned"), so no request goes unlogged.
+// In the text log format it is "rpc user=U method=M code=C ms=1.2 error=\"...\""; in the
+// json format the same fields are the keys of the line (server/log_format.h:
+// "event":"rpc","user","method","code","ms", and "error" or "ended").
 //
 // Thread safety: not shared; each RPC owns its RequestLog. spdlog itself is
 // thread-safe. Never log while holding the scheduler's mutex.

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "audit/audit_log.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
 #include "kernels/threads.h"
@@ -52,6 +53,9 @@ constexpr int kMaxJobCallsPerUser = 4;
 // AccountingService calls at once: each is one ledger query.
 constexpr int kMaxAccountingCalls = 4;
 constexpr int kMaxAccountingCallsPerUser = 2;
+// AuditService calls at once (admins only): each is one page of the log.
+constexpr int kMaxAuditCalls = 2;
+constexpr int kMaxAuditCallsPerUser = 2;
 
 // A second operation of one session waits this long for the first.
 constexpr absl::Duration kOperationWait = absl::Seconds(30);
@@ -114,7 +118,12 @@ absl::StatusOr<std::unique_ptr<store::SqliteStateStore>> OpenStore(const ServerC
 absl::StatusOr<std::unique_ptr<PodServer>> PodServer::Start(ServerConfig config) {
   IPUPOD_RETURN_IF_ERROR(ValidateConfig(config));
   std::unique_ptr<PodServer> server(new PodServer(std::move(config)));
-  IPUPOD_RETURN_IF_ERROR(server->Init());
+  const absl::Status started = server->Init();
+  if (server->audit_ != nullptr) {  // the store is open: a failed start is recorded too
+    server->AuditServer(audit::kServerUser, audit::kServerStart, "server",
+                        started.ok() ? server->ReadyLine() : "", started);
+  }
+  IPUPOD_RETURN_IF_ERROR(started);
   spdlog::info("{}", server->ReadyLine());
   return server;
 }
@@ -136,10 +145,13 @@ absl::Status PodServer::Init() {
   compute_ = std::make_unique<runtime::ComputeGate>(
       std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads);
   IPUPOD_ASSIGN_OR_RETURN(store_, OpenStore(config_));
+  audit_ = std::make_unique<AuditTrail>(store_.get());
   // Before the scheduler, which rebuilds fair-share usage from the ledger.
   AccountingUpkeepOptions upkeep;
   upkeep.heartbeat = absl::Seconds(config_.accounting_heartbeat_seconds);
   upkeep.retention = absl::Hours(24) * config_.accounting_retention_days;
+  upkeep.audit_retention = absl::Hours(24) * config_.audit_retention_days;
+  upkeep.audit_max_records = config_.audit_max_records;
   IPUPOD_ASSIGN_OR_RETURN(accounting_, AccountingUpkeep::Start(store_.get(), upkeep));
   cache_ = std::make_unique<runtime::ExecutableCache>(config_.executable_cache_mb << 20);
   load_memory_ = std::make_unique<execution::MemoryBudget>(
@@ -165,6 +177,7 @@ absl::Status PodServer::Init() {
                     config_.pod,      lease,
                     ticker_.get(),    absl::Seconds(config_.execution_stream_idle_seconds),
                     &shutting_down_};
+  env_.audit = audit_.get();
   pod_service_ = std::make_unique<PodServiceImpl>(env_);
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
@@ -175,6 +188,8 @@ absl::Status PodServer::Init() {
   accounting_service_ =
       std::make_unique<AccountingServiceImpl>(env_, store_.get(), config_.accounting_public,
                                               kMaxAccountingCalls, kMaxAccountingCallsPerUser);
+  audit_service_ =
+      std::make_unique<AuditServiceImpl>(env_, store_.get(), kMaxAuditCalls, kMaxAuditCallsPerUser);
   compiler_ = std::make_unique<execution::RemoteCompiler>(
       execution::RemoteCompileLimits{
           .max_model_bytes = config_.compile_max_model_mb << 20,
@@ -225,9 +240,10 @@ absl::Status PodServer::BuildGrpcServer() {
   builder.RegisterService(execution_service_.get());
   builder.RegisterService(job_service_.get());
   builder.RegisterService(accounting_service_.get());
+  builder.RegisterService(audit_service_.get());
   builder.RegisterService(compile_service_.get());
   SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls + kMaxAccountingCalls +
-                                   config_.compile_max_concurrent);
+                                   kMaxAuditCalls + config_.compile_max_concurrent);
   SetInterceptors(builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
@@ -253,6 +269,31 @@ void PodServer::Wait() {
 }
 
 absl::Status PodServer::ReloadSharing() {
+  const absl::Status reloaded = LoadSharing();
+  const std::shared_ptr<const sharing::SharingPolicy> policy = scheduler_->policy();
+  AuditServer(audit::kSighupUser, audit::kConfigReload,
+              config_.config_path.empty() ? "-" : config_.config_path,
+              reloaded.ok()
+                  ? absl::StrCat("accounts=", policy->accounts.size(), " qos=", policy->qos.size(),
+                                 " order=", sharing::QueueOrderName(policy->order))
+                  : "",
+              reloaded);
+  return reloaded;
+}
+
+void PodServer::AuditServer(absl::string_view user, absl::string_view action,
+                            absl::string_view target, std::string details,
+                            const absl::Status& status) {
+  audit::AuditRecord record;
+  record.user = std::string(user);
+  record.action = std::string(action);
+  record.target = std::string(target);
+  record.details = std::move(details);
+  audit::SetResult(record, status);
+  (void)audit_->Record(std::move(record));
+}
+
+absl::Status PodServer::LoadSharing() {
   if (config_.config_path.empty()) {
     return absl::FailedPreconditionError(
         "there is no config file to reload (the server was started without --config)");
@@ -266,7 +307,7 @@ absl::Status PodServer::ReloadSharing() {
   return absl::OkStatus();
 }
 
-void PodServer::Shutdown() {
+void PodServer::Shutdown(absl::string_view reason) {
   {
     sync::MutexLock lock(&shutdown_mu_);
     if (shut_down_ || server_ == nullptr) return;
@@ -281,6 +322,10 @@ void PodServer::Shutdown() {
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   ticker_->Stop();
   spdlog::info("calls ended");
+  // The last record: every action answered before it (queued resets
+  // completed with the scheduler's shutdown).
+  AuditServer(audit::kServerUser, audit::kServerStop, "server", std::string(reason),
+              absl::OkStatus());
 }
 
 }  // namespace ipupod::server

@@ -7,8 +7,8 @@
 // serves PodService, PartitionService and SessionService (callback API),
 // ExecutionService (sync API on a pool of config.max_execution_threads
 // threads, bounded by a grpc::ResourceQuota; see server/execution_service.h),
-// JobService and AccountingService (the same pool, each with its own call
-// bound),
+// JobService, AccountingService and AuditService (the same pool, each with
+// its own call bound),
 // gRPC health checking and server reflection on config.listen (port 0 picks a
 // free port; port() reports it). Sessions that end drop their loaded
 // programs (scheduler's on_session_ended -> LoadedPrograms::Drop).
@@ -23,6 +23,10 @@
 //                                           a stored state that does not fit
 //   FAILED_PRECONDITION / DATA_LOSS         the store cannot be opened
 //   UNAVAILABLE                             the address cannot be bound
+//
+// The audit log (server/audit_trail.h) records the server's start (once
+// serving), its stop (at the end of Shutdown, the last record before the
+// store closes) and each SIGHUP reload with its result.
 //
 // Thread safety: port(), Wait() and Shutdown() are safe from any thread.
 // Shutdown() ends every attach stream with UNAVAILABLE, stops accepting
@@ -43,6 +47,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "batch/job_manager.h"
@@ -56,6 +61,8 @@
 #include "scheduler/scheduler.h"
 #include "server/accounting_service.h"
 #include "server/accounting_upkeep.h"
+#include "server/audit_service.h"
+#include "server/audit_trail.h"
 #include "server/compile_service.h"
 #include "server/config.h"
 #include "server/execution_service.h"
@@ -87,24 +94,31 @@ class PodServer {
   // SIGHUP: re-reads config().config_path and puts its sharing section in
   // force. Any error (no file, a malformed or invalid config) is returned and
   // changes nothing; sessions and waiters carry on either way. Other keys
-  // take effect at the next start.
+  // take effect at the next start. Audited (config.reload by "SIGHUP").
   absl::Status ReloadSharing();
 
   // Blocks until Shutdown() has completed.
   void Wait();
-  void Shutdown();
+  // `reason` goes into the server.stop audit record ("received SIGTERM").
+  void Shutdown(absl::string_view reason = "shutdown requested");
 
  private:
   explicit PodServer(ServerConfig config);
   absl::Status Init();
   absl::Status BuildGrpcServer();
   absl::Status StartJobs();
+  absl::Status LoadSharing();
+  // A record of the server's own action (start, stop, reload).
+  void AuditServer(absl::string_view user, absl::string_view action, absl::string_view target,
+                   std::string details, const absl::Status& status);
 
   const ServerConfig config_;
   // Destroyed in reverse order: the gRPC server (and every RPC) goes first,
   // the store last. programs_ outlives the scheduler, which calls it when
   // sessions end (also from its destructor).
   std::unique_ptr<store::SqliteStateStore> store_;
+  // The audit log's writer, over store_; goes after everything that records.
+  std::unique_ptr<AuditTrail> audit_;
   // The usage ledger's heartbeat and retention; stopped after the scheduler
   // has closed its sessions' records.
   std::unique_ptr<AccountingUpkeep> accounting_;
@@ -127,6 +141,7 @@ class PodServer {
   std::unique_ptr<ExecutionServiceImpl> execution_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<AccountingServiceImpl> accounting_service_;
+  std::unique_ptr<AuditServiceImpl> audit_service_;
   std::unique_ptr<CompileServiceImpl> compile_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -36,6 +36,8 @@
 
 namespace ipupod::server {
 
+class AuditTrail;  // server/audit_trail.h
+
 struct ServiceEnv {
   scheduler::Scheduler* scheduler = nullptr;
   AuthPolicy auth;
@@ -48,6 +50,9 @@ struct ServiceEnv {
   // Set by PodServer::Shutdown before anything stops; null in tests that
   // build an env by hand (never shutting down).
   const std::atomic<bool>* shutting_down = nullptr;
+  // Where privileged and destructive actions are recorded
+  // (server/audit_trail.h: AuditAction); null = nowhere (tests).
+  AuditTrail* audit = nullptr;
 
   bool ShuttingDown() const { return shutting_down != nullptr && shutting_down->load(); }
 };

@@ -4,8 +4,10 @@
 // authenticates the caller (server/auth.h), translates the request into one
 // scheduler call, converts the result (server/proto_convert.h) and the
 // absl::Status (server/status_convert.h), and logs one line. No handler
-// blocks: resets finish from the scheduler's completion callback and attach
-// streams from scheduler events (server/attach_stream.h).
+// waits: resets finish from the scheduler's completion callback and attach
+// streams from scheduler events (server/attach_stream.h). Privileged and
+// destructive actions write their audit record (one SQLite commit, like the
+// scheduler's own durable writes) before they answer (server/audit_trail.h).
 //
 // Thread safety: stateless besides the shared, immutable ServiceEnv, which
 // must outlive the services.

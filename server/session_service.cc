@@ -1,10 +1,25 @@
+#include "absl/strings/str_cat.h"
+#include "audit/audit_log.h"
 #include "server/attach_stream.h"
+#include "server/audit_trail.h"
 #include "server/proto_convert.h"
 #include "server/services.h"
 
 namespace ipupod::server {
 
 using scheduler::Caller;
+
+namespace {
+
+// The user holding `session`; "" when there is no such session.
+std::string SessionOwner(const scheduler::Scheduler& scheduler, absl::string_view session) {
+  for (const scheduler::SessionView& view : scheduler.GetPod().sessions) {
+    if (view.id == session) return view.user;
+  }
+  return "";
+}
+
+}  // namespace
 
 grpc::ServerWriteReactor<v1::AttachEvent>* SessionServiceImpl::Attach(
     grpc::CallbackServerContext* context, const v1::AttachRequest* request) {
@@ -15,9 +30,19 @@ grpc::ServerUnaryReactor* SessionServiceImpl::Detach(grpc::CallbackServerContext
                                                      const v1::DetachRequest* request,
                                                      v1::DetachResponse* response) {
   return HandleUnary(context, env_, "Detach", [&](const Caller& caller) {
+    // Whose session it is, to tell a holder's own detach (the end of every
+    // `ipupod attach -- COMMAND`) from someone else's, which is audited.
+    const std::string owner = SessionOwner(*env_.scheduler, request->session());
     absl::StatusOr<std::vector<int>> released = env_.scheduler->Detach(caller, request->session());
     if (released.ok()) {
       for (int ipu : *released) response->add_released_ipus(static_cast<uint32_t>(ipu));
+    }
+    if (!owner.empty() && owner != caller.user) {
+      AuditAction(env_, *context, caller, audit::kSessionDetachOther,
+                  NamedTarget("session", request->session()),
+                  absl::StrCat("owner=", owner,
+                               released.ok() ? absl::StrCat(" ipus=", IpuList(*released)) : ""),
+                  released.status());
     }
     return released.status();
   });
@@ -65,7 +90,10 @@ grpc::ServerUnaryReactor* SessionServiceImpl::ResetSession(grpc::CallbackServerC
   return HandleUnaryAsync<scheduler::ResetResult>(
       context, env_, "ResetSession", response,
       [&](const Caller& caller, scheduler::ResetDone done) {
-        env_.scheduler->ResetSession(caller, session, std::move(done));
+        env_.scheduler->ResetSession(
+            caller, session,
+            AuditedReset(env_, *context, caller, audit::kSessionReset,
+                         NamedTarget("session", session), std::move(done)));
       });
 }
 

@@ -123,16 +123,13 @@ std::string QuerySql(const LedgerQuery& q, bool ordered) {
 }
 
 absl::Status BindQuery(Statement& stmt, const LedgerQuery& q) {
-  const auto bind = [&stmt](const char* name, const auto& value) -> absl::Status {
-    const int index = stmt.Parameter(name);
-    return index > 0 ? stmt.Bind(index, value) : absl::OkStatus();
-  };
-  IPUPOD_RETURN_IF_ERROR(bind(":since", q.since_unix_ms));
-  IPUPOD_RETURN_IF_ERROR(bind(":until", q.until_unix_ms));
-  IPUPOD_RETURN_IF_ERROR(bind(":user", absl::string_view(q.user)));
-  IPUPOD_RETURN_IF_ERROR(bind(":state", absl::string_view(q.state)));
-  if (q.kind) IPUPOD_RETURN_IF_ERROR(bind(":kind", accounting::RecordKindName(*q.kind)));
-  return bind(":limit", int64_t{q.limit});
+  IPUPOD_RETURN_IF_ERROR(stmt.BindIfPresent(":since", q.since_unix_ms));
+  IPUPOD_RETURN_IF_ERROR(stmt.BindIfPresent(":until", q.until_unix_ms));
+  IPUPOD_RETURN_IF_ERROR(stmt.BindIfPresent(":user", absl::string_view(q.user)));
+  IPUPOD_RETURN_IF_ERROR(stmt.BindIfPresent(":state", absl::string_view(q.state)));
+  if (q.kind)
+    IPUPOD_RETURN_IF_ERROR(stmt.BindIfPresent(":kind", accounting::RecordKindName(*q.kind)));
+  return stmt.BindIfPresent(":limit", int64_t{q.limit});
 }
 
 absl::Status CheckQuery(const LedgerQuery& q) {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
+#include "store/sqlite_audit.h"
 #include "store/sqlite_ledger.h"
 #include "store/sqlite_util.h"
 #include <fcntl.h>
@@ -122,7 +123,8 @@ absl::Status Migrate(sqlite3* db) {
   return WriteTransaction(db, WritePoint::kInitialise, no_faults, [db, version]() -> absl::Status {
     if (version < 1) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV1));
     if (version < 2) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV2));
-    return Exec(db, kSchemaV3);
+    if (version < 3) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV3));
+    return Exec(db, kSchemaV4);
   });
 }
 

@@ -17,8 +17,13 @@
 //                            ledger (v3, accounting/ledger.h), indexed by
 //                            submit time, end time and user; meta keeps
 //                            "heartbeat_unix_ms", the server's last sign of life
-// Older files are migrated at Open: v1 gains the jobs table, v2 the usage
-// table (and v1 both), in one transaction.
+//   audit(seq PK AUTOINCREMENT, time_unix_ms, user, admin, peer, action, target,
+//         details, code, message)  -- the audit log (v4, audit/audit_log.h):
+//                            append-only by triggers, audit_purge holding the
+//                            retention purge's allowance (store/sqlite_audit.h)
+// Older files are migrated at Open: each version gains what came after it
+// (v1 the jobs table, v2 the usage table, v3 the audit log), in one
+// transaction.
 //
 // Every write is one transaction, and every durable write is a named write
 // point (store/write_points.h) where tests can inject a crash or a failure.
@@ -55,9 +60,9 @@
 //   UNAVAILABLE          the database is locked (busy timeout passed)
 //   INTERNAL             anything else sqlite reports
 //
-// The ledger's reads (Query, Scan: `ipupod usage` and `history`) go through
-// a second connection under their own mutex: in WAL mode a reader sees the
-// last commit and neither waits for writes nor makes them wait.
+// The ledger's and the audit log's reads (Query, Scan: `ipupod usage`,
+// `history`, `audit`) go through a second connection under their own mutex: in WAL mode a reader
+// sees the last commit and neither waits for writes nor makes them wait.
 //
 // Thread safety: every method is safe to call concurrently (one internal
 // mutex for writes and the scheduler's state, one for ledger reads).
@@ -78,6 +83,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "accounting/ledger.h"
+#include "audit/audit_log.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
 #include "scheduler/state_store.h"
@@ -96,16 +102,18 @@ struct StoreOptions {
   std::optional<WriteFault> fault;
 };
 
-// The scheduler's state, the batch jobs and the usage ledger share one
-// database, one writing connection and one lost-store check: a job or a
-// usage record is acknowledged only once it is as durable as a partition.
+// The scheduler's state, the batch jobs, the usage ledger and the audit
+// log share one database, one writing connection and one lost-store check:
+// a job, a usage record or an audit record is acknowledged only once it is
+// as durable as a partition.
 class SqliteStateStore : public scheduler::StateStore,
                          public jobs::JobStore,
-                         public accounting::Ledger {
+                         public accounting::Ledger,
+                         public audit::AuditLog {
  public:
   // The schema this build writes; a file with a larger user_version is
   // refused with FAILED_PRECONDITION (never downgraded or overwritten).
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Creates `state_dir` (and parents) if needed, opens or creates state.db,
   // migrates an empty file to kSchemaVersion, and checks it against the
@@ -161,6 +169,18 @@ class SqliteStateStore : public scheduler::StateStore,
   // `ended_before_unix_ms` (one transaction, kLedgerPurge, even when none
   // is due); returns how many. Open records are never purged.
   absl::StatusOr<int> PurgeUsage(int64_t ended_before_unix_ms, int max_records);
+
+  // audit::AuditLog (store/sqlite_audit.cc): Append is one transaction at
+  // kAuditAppend (INVALID_ARGUMENT for what audit::CheckRecord refuses);
+  // Query reads the reading connection.
+  absl::StatusOr<int64_t> Append(const audit::AuditRecord& record) override;
+  absl::StatusOr<audit::AuditPage> Query(const audit::AuditQuery& query) override;
+  // The audit log's retention (server/accounting_upkeep.h): deletes, oldest
+  // first, the records older than `before_unix_ms` (0: none by time) and
+  // those beyond the newest `keep_max_records` (0: no cap), at most
+  // `max_records` of them (one transaction at kAuditPurge, even when none
+  // is due); returns how many.
+  absl::StatusOr<int> PurgeAudit(int64_t before_unix_ms, int64_t keep_max_records, int max_records);
 
   const std::string& path() const { return path_; }
   // The pod's id (32 hex digits), as in the database and the marker.

@@ -50,6 +50,13 @@ class Statement {
   absl::Status Bind(int index, double value);
   // The index of named parameter `name` (":since"), 0 when the SQL has none.
   int Parameter(const char* name) const { return sqlite3_bind_parameter_index(stmt_, name); }
+  // Binds named parameter `name` when the SQL has it (a query's optional
+  // conditions); OK otherwise.
+  template <typename Value>
+  absl::Status BindIfPresent(const char* name, const Value& value) {
+    const int index = Parameter(name);
+    return index > 0 ? Bind(index, value) : absl::OkStatus();
+  }
   // True for a row, false when done.
   absl::StatusOr<bool> Step();
   // Steps until done, ignoring rows.

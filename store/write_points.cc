@@ -73,6 +73,10 @@ absl::string_view WritePointName(WritePoint point) {
       return "heartbeat";
     case WritePoint::kLedgerPurge:
       return "ledger_purge";
+    case WritePoint::kAuditAppend:
+      return "audit_append";
+    case WritePoint::kAuditPurge:
+      return "audit_purge";
   }
   return "unknown";
 }

@@ -51,6 +51,9 @@ enum class WritePoint {
   kLedgerCloseOpen,  // open usage records ended SERVER_RESTART (every start)
   kHeartbeat,        // the server's last sign of life (every start, then periodically)
   kLedgerPurge,      // usage records past retention deleted (every start, then daily)
+  kAuditAppend,      // an audit record (every audited action; server.start at every start)
+  kAuditPurge,       // audit records past retention or the cap deleted (every start, then
+                     // every heartbeat)
 };
 
 inline constexpr WritePoint kAllWritePoints[] = {
@@ -59,7 +62,8 @@ inline constexpr WritePoint kAllWritePoints[] = {
     WritePoint::kDeleteFailure, WritePoint::kCleanStop,       WritePoint::kJobNumber,
     WritePoint::kPutJobs,       WritePoint::kDeleteJob,       WritePoint::kLedgerOpen,
     WritePoint::kLedgerClose,   WritePoint::kLedgerPut,       WritePoint::kLedgerCloseOpen,
-    WritePoint::kHeartbeat,     WritePoint::kLedgerPurge,
+    WritePoint::kHeartbeat,     WritePoint::kLedgerPurge,     WritePoint::kAuditAppend,
+    WritePoint::kAuditPurge,
 };
 
 // "initialise", "boot_count", "marker", "put_partition", ...

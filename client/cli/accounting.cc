@@ -36,32 +36,6 @@ struct HistoryArgs {
 
 constexpr int64_t kHistoryLimitMax = 10000;
 
-struct Window {
-  int64_t since_ms = 0;  // 0 = not given
-  int64_t until_ms = 0;
-};
-
-// --since and --until as Unix milliseconds; the window must not end before
-// it starts.
-absl::StatusOr<Window> ParseWindow(absl::string_view since, absl::string_view until) {
-  const absl::Time now = absl::Now();
-  Window w;
-  if (!since.empty()) {
-    IPUPOD_ASSIGN_OR_RETURN(const absl::Time t, ParseTimeArg(since, "--since", now));
-    w.since_ms = std::max<int64_t>(1, absl::ToUnixMillis(t));
-  }
-  if (!until.empty()) {
-    IPUPOD_ASSIGN_OR_RETURN(const absl::Time t, ParseTimeArg(until, "--until", now));
-    w.until_ms = std::max<int64_t>(1, absl::ToUnixMillis(t));
-  }
-  if (w.since_ms > 0 && w.until_ms > 0 && w.since_ms >= w.until_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--since ", since, " is not before --until ", until,
-        ": the window is empty; give --since an earlier time (e.g. --since -7d --until now)"));
-  }
-  return w;
-}
-
 absl::Status CheckFormat(const Context& ctx, bool csv) {
   if (ctx.json() && csv) {
     return absl::InvalidArgumentError("--json and --csv both given: choose one output format");
@@ -74,7 +48,7 @@ absl::StatusOr<v1::GetUsageRequest> UsageRequest(const UsageArgs& args) {
   IPUPOD_ASSIGN_OR_RETURN(const accounting::UsageGroupBy by,
                           accounting::ParseUsageGroupBy(args.by));
   request.set_group_by(std::string(accounting::UsageGroupByName(by)));
-  IPUPOD_ASSIGN_OR_RETURN(const Window w, ParseWindow(args.since, args.until));
+  IPUPOD_ASSIGN_OR_RETURN(const TimeWindow w, ParseTimeWindow(args.since, args.until));
   request.set_since_unix_ms(w.since_ms);
   request.set_until_unix_ms(w.until_ms);
   request.set_user(args.user);
@@ -88,7 +62,7 @@ absl::StatusOr<v1::ListHistoryRequest> HistoryRequest(const HistoryArgs& args) {
     IPUPOD_ASSIGN_OR_RETURN(const std::string state, accounting::NormalizeState(args.state));
     request.set_state(state);
   }
-  IPUPOD_ASSIGN_OR_RETURN(const Window w, ParseWindow(args.since, args.until));
+  IPUPOD_ASSIGN_OR_RETURN(const TimeWindow w, ParseTimeWindow(args.since, args.until));
   request.set_since_unix_ms(w.since_ms);
   request.set_until_unix_ms(w.until_ms);
   IPUPOD_ASSIGN_OR_RETURN(const int64_t limit,

@@ -45,6 +45,7 @@ constexpr const char* kFooter =
     "  ipupod jobs\n"
     "  ipupod priority    (why the queue is in its order; `ipupod shares` for usage)\n"
     "  ipupod usage --by account --since -7d    (IPU-hours; `ipupod history` lists records)\n"
+    "  ipupod --user admin audit --since -1d    (who reset, repaired, injected faults...)\n"
     "  ipupod --json queue";
 
 void AddGlobalOptions(CLI::App& app, GlobalFlags& flags) {
@@ -168,6 +169,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   AddJobsCommands(app, selection);
   AddSharingCommands(app, selection);
   AddAccountingCommands(app, selection);
+  AddAuditCommand(app, selection);
   try {
     app.parse(static_cast<int>(split.ours.size()), split.ours.data());
   } catch (const CLI::ParseError& e) {

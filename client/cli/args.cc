@@ -9,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace ipupod::cli {
 namespace {
@@ -211,6 +213,25 @@ absl::StatusOr<absl::Time> ParseTimeArg(absl::string_view text, absl::string_vie
   }
   if (absl::ParseTime("%Y-%m-%d", given, absl::UTCTimeZone(), &t, &error)) return t;
   return bad("is not a date");
+}
+
+absl::StatusOr<TimeWindow> ParseTimeWindow(absl::string_view since, absl::string_view until) {
+  const absl::Time now = absl::Now();
+  TimeWindow w;
+  if (!since.empty()) {
+    IPUPOD_ASSIGN_OR_RETURN(const absl::Time t, ParseTimeArg(since, "--since", now));
+    w.since_ms = std::max<int64_t>(1, absl::ToUnixMillis(t));
+  }
+  if (!until.empty()) {
+    IPUPOD_ASSIGN_OR_RETURN(const absl::Time t, ParseTimeArg(until, "--until", now));
+    w.until_ms = std::max<int64_t>(1, absl::ToUnixMillis(t));
+  }
+  if (w.since_ms > 0 && w.until_ms > 0 && w.since_ms >= w.until_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--since ", since, " is not before --until ", until,
+        ": the window is empty; give --since an earlier time (e.g. --since -7d --until now)"));
+  }
+  return w;
 }
 
 std::string FormatDurationArg(uint64_t seconds) {

@@ -79,6 +79,15 @@ inline constexpr absl::Duration kTimeAgoMax = absl::Hours(24 * 3660);
 absl::StatusOr<absl::Time> ParseTimeArg(absl::string_view text, absl::string_view what,
                                         absl::Time now);
 
+// --since and --until of `usage`, `history` and `audit` as Unix
+// milliseconds (0: not given, "" for either). INVALID_ARGUMENT for a bad
+// time (ParseTimeArg) or a window that does not end after it starts.
+struct TimeWindow {
+  int64_t since_ms = 0;
+  int64_t until_ms = 0;
+};
+absl::StatusOr<TimeWindow> ParseTimeWindow(absl::string_view since, absl::string_view until);
+
 // `submit --sweep "NAME=V1,V2,..."`: one job per value of the optimizer
 // variable NAME (letters, digits and '_', not starting with a digit), 1 to
 // kSweepValuesMax finite numbers, none twice. INVALID_ARGUMENT saying what

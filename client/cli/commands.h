@@ -12,6 +12,7 @@
 //   jobs.cc       jobs, job show|logs|cancel|hold|release|delete|wait|fetch
 //   sharing.cc    priority, shares (how the queue is ordered)
 //   accounting.cc usage, history (the usage ledger: sreport, sacct)
+//   audit.cc      audit (the server's audit log, admins only)
 // Each Add*Commands registers its subcommands on the CLI11 app; the one the
 // user names records its runner in the Selection, and app.cc runs it after
 // the whole command line (including global options after it) was parsed.
@@ -49,6 +50,7 @@ void AddSubmitCommand(CLI::App& app, Selection& selection);
 void AddJobsCommands(CLI::App& app, Selection& selection);
 void AddSharingCommands(CLI::App& app, Selection& selection);
 void AddAccountingCommands(CLI::App& app, Selection& selection);
+void AddAuditCommand(CLI::App& app, Selection& selection);
 
 // attach (attach.cc), registered by AddSessionCommands.
 void AddAttachCommand(CLI::App& app, Selection& selection);

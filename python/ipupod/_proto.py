@@ -2,6 +2,7 @@
 
 try:
     from ipupod.v1 import accounting_pb2, accounting_pb2_grpc  # noqa: F401
+    from ipupod.v1 import audit_pb2, audit_pb2_grpc  # noqa: F401
     from ipupod.v1 import compile_pb2, compile_pb2_grpc  # noqa: F401
     from ipupod.v1 import execution_pb2, execution_pb2_grpc  # noqa: F401
     from ipupod.v1 import jobs_pb2, jobs_pb2_grpc  # noqa: F401
@@ -13,6 +14,6 @@ except ImportError as error:  # pragma: no cover - a broken installation
         "`pip install --no-build-isolation ./python` (needs protoc and grpc_python_plugin: "
         "Debian's protobuf-compiler and protobuf-compiler-grpc)") from error
 
-__all__ = ["accounting_pb2", "accounting_pb2_grpc", "compile_pb2", "compile_pb2_grpc",
-           "execution_pb2", "execution_pb2_grpc", "jobs_pb2", "jobs_pb2_grpc", "pod_pb2",
-           "pod_pb2_grpc"]
+__all__ = ["accounting_pb2", "accounting_pb2_grpc", "audit_pb2", "audit_pb2_grpc", "compile_pb2",
+           "compile_pb2_grpc", "execution_pb2", "execution_pb2_grpc", "jobs_pb2", "jobs_pb2_grpc",
+           "pod_pb2", "pod_pb2_grpc"]

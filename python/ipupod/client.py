@@ -18,9 +18,11 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
 import grpc
 
 from ipupod import errors, tensors
-from ipupod._proto import (accounting_pb2_grpc, compile_pb2_grpc, execution_pb2,
-                           execution_pb2_grpc, jobs_pb2_grpc, pod_pb2, pod_pb2_grpc)
+from ipupod._proto import (accounting_pb2_grpc, audit_pb2_grpc, compile_pb2_grpc,
+                           execution_pb2, execution_pb2_grpc, jobs_pb2_grpc, pod_pb2,
+                           pod_pb2_grpc)
 from ipupod.attach import AttachStream
+from ipupod.audit import AuditMixin
 from ipupod.compiling import CompileMixin
 from ipupod.jobs import JobsMixin
 from ipupod.session import Executable, Session
@@ -74,7 +76,7 @@ def _client_label() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}: python {program}"[:200]
 
 
-class Client(JobsMixin, CompileMixin):
+class Client(JobsMixin, CompileMixin, AuditMixin):
     """A connection to ipupodd (a simulated Graphcore IPU pod).
 
     Args:
@@ -96,7 +98,8 @@ class Client(JobsMixin, CompileMixin):
     ``list_sessions``, ``get_session``, ``detach``, ``list_queue``), executables
     (``upload_executable``, ``stat_executable``; load and run through :class:`Session`) and
     batch jobs (``put_blob``, ``submit``, ``list_jobs``, ``wait_job``, ``fetch_results``, ...),
-    compiling on the server (``compile``) and the usage ledger (``usage``, ``history``).
+    compiling on the server (``compile``), the usage ledger (``usage``, ``history``) and, for
+    admins, the audit log (``audit``).
     """
 
     def __init__(self, server: Optional[str] = None, token: Optional[str] = None,
@@ -126,6 +129,7 @@ class Client(JobsMixin, CompileMixin):
         self._jobs = jobs_pb2_grpc.JobServiceStub(self._channel)
         self._compile_stub = compile_pb2_grpc.CompileServiceStub(self._channel)
         self._accounting = accounting_pb2_grpc.AccountingServiceStub(self._channel)
+        self._audit = audit_pb2_grpc.AuditServiceStub(self._channel)
 
     def _check_options(self) -> None:
         location = "ipupod.Client"

@@ -334,5 +334,21 @@ TEST(ParseTimeArgTest, AnythingElseSaysWhichFormsAreAccepted) {
               HasSubstr("RFC 3339 (2026-11-26T10:00:00Z), a date"));
 }
 
+TEST(ParseTimeWindowTest, BothEndsOptionalAndTheWindowMustNotBeEmpty) {
+  absl::StatusOr<TimeWindow> w = ParseTimeWindow("2026-11-26", "2026-11-27");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->since_ms, 1'795'651'200'000);
+  EXPECT_EQ(w->until_ms, 1'795'651'200'000 + 24 * 3600 * 1000);
+  w = ParseTimeWindow("", "");
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->since_ms, 0);
+  EXPECT_EQ(w->until_ms, 0);
+  EXPECT_GT(ParseTimeWindow("-1h", "")->since_ms, 0);
+  const absl::StatusOr<TimeWindow> empty = ParseTimeWindow("-1h", "-2h");
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(empty.status().message()), HasSubstr("the window is empty"));
+  EXPECT_THAT(std::string(ParseTimeWindow("", "soon").status().message()), HasSubstr("--until"));
+}
+
 }  // namespace
 }  // namespace ipupod::cli

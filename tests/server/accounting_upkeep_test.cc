@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
+#include "audit/audit_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/eventually.h"
@@ -121,6 +123,52 @@ TEST_F(AccountingUpkeepTest, BadOptionsAreRefused) {
   AccountingUpkeepOptions o = Options(absl::ZeroDuration());
   EXPECT_EQ(AccountingUpkeep::Start(store_.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+audit::AuditRecord AuditAt(int64_t time_ms) {
+  audit::AuditRecord r;
+  r.time_unix_ms = time_ms;
+  r.user = "admin";
+  r.action = std::string(audit::kPodReset);
+  r.code = "OK";
+  return r;
+}
+
+std::vector<int64_t> AuditSeqs(store::SqliteStateStore& store) {
+  std::vector<int64_t> seqs;
+  audit::AuditQuery q;
+  q.limit = audit::kMaxQueryLimit;
+  const absl::StatusOr<audit::AuditPage> page = store.Query(q);
+  if (!page.ok()) return {-1};
+  for (const audit::AuditRecord& r : page->records) seqs.push_back(r.seq);
+  return seqs;
+}
+
+TEST_F(AccountingUpkeepTest, AuditRecordsPastRetentionOrTheCapGoAtStartAndEveryHeartbeat) {
+  OpenStore();
+  const int64_t day_ms = 24 * 3600 * 1000;
+  ASSERT_TRUE(store_->Append(AuditAt(kT0 - 40 * day_ms)).ok());  // 1: past 30 days
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(store_->Append(AuditAt(kT0 - day_ms + i)).ok());  // 2-6
+  AccountingUpkeepOptions o = Options(absl::Milliseconds(10));
+  o.audit_retention = absl::Hours(24 * 30);
+  o.audit_max_records = 4;
+  auto upkeep = AccountingUpkeep::Start(store_.get(), o);
+  ASSERT_TRUE(upkeep.ok()) << upkeep.status();
+  EXPECT_EQ(AuditSeqs(*store_), (std::vector<int64_t>{3, 4, 5, 6}))
+      << "the old one by retention, then the oldest beyond the cap";
+  // Records appended while it runs are held to the cap at the next beat.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->Append(AuditAt(kT0 + i)).ok());  // 7-9
+  EXPECT_TRUE(test_support::Eventually(
+      [&] {
+        return AuditSeqs(*store_) == std::vector<int64_t>{6, 7, 8, 9};
+      },
+      absl::Seconds(10), absl::Milliseconds(5)));
+  (*upkeep)->Stop();
+  AccountingUpkeepOptions forever = Options();
+  forever.audit_retention = absl::ZeroDuration();
+  forever.audit_max_records = 0;
+  ASSERT_TRUE(AccountingUpkeep::Start(store_.get(), forever).ok());
+  EXPECT_EQ(AuditSeqs(*store_).size(), 4u) << "kept forever, no cap";
 }
 
 }  // namespace

@@ -525,5 +525,40 @@ TEST(ConfigTest, AccountingKeysAreReadAndChecked) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("accounting_heartbeat_seconds"));
 }
 
+TEST(ConfigTest, AuditAndLogFormatKeysAreReadAndChecked) {
+  const ServerConfig defaults;
+  EXPECT_EQ(defaults.audit_retention_days, 365);
+  EXPECT_EQ(defaults.audit_max_records, 1'000'000);
+  EXPECT_EQ(defaults.log_format, LogFormat::kText);
+  auto config = ParseConfigJson(
+      R"({"audit_retention_days": 0, "audit_max_records": 5, "log_format": "json"})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->audit_retention_days, 0);  // keep forever
+  EXPECT_EQ(config->audit_max_records, 5);
+  EXPECT_EQ(config->log_format, LogFormat::kJson);
+  EXPECT_TRUE(ValidateConfig(*config).ok());
+  ExpectInvalid(R"({"audit_retention_days": -1})", {"'audit_retention_days'"});
+  ExpectInvalid(R"({"audit_retention_days": 36501})", {"'audit_retention_days'"});
+  ExpectInvalid(R"({"audit_max_records": 0})", {"'audit_max_records'"});
+  ExpectInvalid(R"({"audit_max_records": 1000000001})", {"'audit_max_records'"});
+  ExpectInvalid(R"({"log_format": "xml"})", {"'log_format'", "\"text\" or \"json\""});
+  ExpectInvalid(R"({"log_format": 1})", {"'log_format'"});
+  ServerConfig bad;
+  bad.audit_max_records = 0;
+  EXPECT_THAT(std::string(ValidateConfig(bad).message()), HasSubstr("audit_max_records"));
+}
+
+TEST(FlagsTest, LogFormatFlagOverridesTheConfigFile) {
+  TempFile file(R"({"log_format": "json"})");
+  auto cl = Parse({"--config", file.path(), "--log-format", "text"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->config->log_format, LogFormat::kText);
+  EXPECT_EQ(Parse({"--config", file.path()})->config->log_format, LogFormat::kJson);
+  const auto bad = Parse({"--log-format", "yaml"});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("json"));
+  EXPECT_THAT(Parse({"--help"})->print, HasSubstr("--log-format"));
+}
+
 }  // namespace
 }  // namespace ipupod::server

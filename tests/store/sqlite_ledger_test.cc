@@ -293,7 +293,10 @@ TEST(SqliteLedgerMigrationTest, AVersionTwoDatabaseGainsTheLedgerAndKeepsItsStat
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.sub("state.db").c_str(), &db), SQLITE_OK);
   ASSERT_EQ(
-      sqlite3_exec(db, "DROP TABLE usage; PRAGMA user_version = 2;", nullptr, nullptr, nullptr),
+      sqlite3_exec(
+          db,
+          "DROP TABLE usage; DROP TABLE audit; DROP TABLE audit_purge; PRAGMA user_version = 2;",
+          nullptr, nullptr, nullptr),
       SQLITE_OK);
   sqlite3_close(db);
   auto store = SqliteStateStore::Open(dir.path());

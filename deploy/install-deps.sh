@@ -19,6 +19,8 @@ PACKAGES=(
   libonnx-dev
   libcli11-dev
   libsqlite3-dev zlib1g-dev
+  libssl-dev  # OpenSSL: TLS certificates and keys checked before gRPC uses them (tls/pem.h)
+  openssl  # the TLS tests make their certificates with it (tests/support/make_test_certificates.sh)
   python3 python3-torch python3-onnx python3-numpy
   python3-torchvision  # parity of the convolutional models (tests/parity)
   # the Python client (python/): its runtime, its tests, and the offline `pip install ./python`

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/transport_security.h"
 
 namespace ipupod::cli {
 namespace {
@@ -344,6 +345,10 @@ absl::StatusOr<client::ClientOptions> ResolveClientOptions(const GlobalFlags& fl
     if (!seconds.ok()) return seconds.status();
     options.rpc_timeout = absl::Seconds(*seconds);
   }
+  options.tls_ca = FirstSet(flags.tls_ca, {"IPUPOD_TLS_CA"}, env, "");
+  options.tls_cert = FirstSet(flags.tls_cert, {"IPUPOD_TLS_CERT"}, env, "");
+  options.tls_key = FirstSet(flags.tls_key, {"IPUPOD_TLS_KEY"}, env, "");
+  if (absl::Status secure = client::CheckTransportSecurity(options); !secure.ok()) return secure;
   return options;
 }
 

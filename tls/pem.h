@@ -11,7 +11,10 @@
 // The functions return the reason alone ("no start line", "the key does not
 // belong to the certificate"); callers name the file, its flag and the fix.
 //
-// Thread safety: pure functions (OpenSSL's error queue is per thread).
+// Thread safety: pure functions (OpenSSL's error queue is per thread). The
+// first call initialises OpenSSL without its atexit clean-up (gRPC's threads
+// outlive exit()'s handlers; see pem.cc), so call one of these before gRPC
+// first uses TLS, as LoadTlsMaterial and the client's channel do.
 // Errors: see each function; never an exception, never a prompt (an
 // encrypted key is an error, not a request for a passphrase).
 #ifndef IPUPOD_TLS_PEM_H_

@@ -56,11 +56,12 @@ class TlsTest : public ::testing::Test {
   }
   // `ipupod --token alice-secret --tls-ca CA ARGS...` against `server`.
   static CliResult Cli(const std::string& server, const std::string& ca,
-                       std::vector<std::string> args) {
+                       std::vector<std::string> args,
+                       const std::map<std::string, std::string>& env = {}) {
     std::vector<std::string> global = {"--token", "alice-secret"};
     if (!ca.empty()) global.insert(global.end(), {"--tls-ca", ca});
     args.insert(args.begin(), global.begin(), global.end());
-    return RunCli(server, "alice", args);
+    return RunCli(server, "alice", args, env);
   }
 
   static TempDir* pki_dir_;
@@ -171,8 +172,13 @@ TEST_F(TlsTest, TheCertificateMustNameTheAddress) {
   CliResult by_ip = Cli(server.address(), certs_->ca, {"info"});
   EXPECT_EQ(by_ip.exit_code, 4) << by_ip.err;
   EXPECT_THAT(by_ip.err, HasSubstr("does not name " + server.address()));
+  // By name: DNS:localhost is in it. (gRPC's default resolver, c-ares, leaks
+  // 10 bytes per process in Debian's build, plaintext or not, which the
+  // ASan stage's leak check reports; the system resolver finds localhost the
+  // same way.)
   const std::string by_name = "localhost:" + std::to_string(server.port());
-  EXPECT_EQ(Cli(by_name, certs_->ca, {"info"}).exit_code, 0) << "DNS:localhost is in it";
+  CliResult named = Cli(by_name, certs_->ca, {"info"}, {{"GRPC_DNS_RESOLVER", "native"}});
+  EXPECT_EQ(named.exit_code, 0) << named.err;
 }
 
 TEST_F(TlsTest, MutualTlsNeedsAClientCertificateItsCaSigned) {

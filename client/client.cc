@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/grpc_status.h"
+#include "client/transport_security.h"
 #include "client/unary_call.h"
+#include "common/status_macros.h"
 #include "common/sync.h"  // header only: absl::Mutex as TSan sees it
 #include "common/user_name.h"
 
@@ -61,6 +63,10 @@ absl::Status CheckIdentity(const ClientOptions& options) {
 
 }  // namespace
 
+CallSite SiteOf(const ClientOptions& options, absl::string_view method, absl::Duration timeout) {
+  return CallSite{options.server, method, timeout, options.tls_ca, !options.tls_cert.empty()};
+}
+
 // ---------------------------------------------------------------- Client
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
@@ -73,8 +79,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
       options.stream_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the rpc and stream timeouts must be positive");
   }
-  auto channel = grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(),
-                                           ChannelArgs(options));
+  IPUPOD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                          ChannelCredentialsFor(options));
+  auto channel = grpc::CreateCustomChannel(options.server, credentials, ChannelArgs(options));
   return std::unique_ptr<Client>(new Client(options, std::move(channel)));
 }
 
@@ -99,7 +106,7 @@ absl::Status Client::StreamStatus(const grpc::Status& status, const grpc::Client
                                   absl::string_view method) const {
   if (status.ok()) return absl::OkStatus();
   return ConvertCallStatus(status, context.GetServerTrailingMetadata(),
-                           {options_.server, method, options_.stream_timeout});
+                           SiteOf(options_, method, options_.stream_timeout));
 }
 
 // One line per RPC: the stub call inside the generic wrapper.
@@ -322,7 +329,8 @@ absl::Status AttachCall::EndBeforeGrant(const grpc::Status& status,
           "); the request is gone: attach again when the server is back (", status.error_message(),
           ")"));
     }
-    return CannotReachError(options_.server, status.error_message());
+    return TransportFailureError(SiteOf(options_, "Attach", absl::ZeroDuration()),
+                                 status.error_message());
   }
   if (status.ok()) {
     return absl::UnavailableError("ipupodd closed the attach stream without a grant; try again");

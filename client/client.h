@@ -10,7 +10,10 @@
 //     absl::Status with the same code and message plus the device-error
 //     payloads of common/errors.h (see client/grpc_status.h).
 // When nothing answers, calls fail UNAVAILABLE with "cannot reach ipupodd at
-// HOST:PORT: ...; is it running? ...". A client deadline fails
+// HOST:PORT: ...; is it running? ...". A TLS handshake that fails (the
+// server's certificate not signed by tls_ca, not naming the address, or a
+// server without TLS) fails UNAUTHENTICATED "TLS handshake with HOST:PORT
+// failed: ..." (client/grpc_status.h). A client deadline fails
 // DEADLINE_EXCEEDED naming the method.
 //
 // Attach is a server-streaming RPC whose stream *is* the session: the IPUs are
@@ -143,7 +146,20 @@ struct ClientOptions {
   // held attach stream. ipupodd permits pings this frequent.
   absl::Duration keepalive_time = absl::Seconds(5);
   absl::Duration keepalive_timeout = absl::Seconds(10);
+  // TLS (client/transport_security.h): PEM file paths. With tls_ca the
+  // channel is TLS and trusts only that CA (the server's certificate must
+  // name the address in `server`: IP:127.0.0.1, DNS:pod.example.org);
+  // tls_cert and tls_key (both, and only with tls_ca) present a client
+  // certificate to a server with mutual TLS. Without tls_ca a token is sent
+  // to loopback addresses only.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
 };
+
+// The CallSite (client/grpc_status.h) of a call on a channel made from
+// `options`: its server and how the channel is secured.
+CallSite SiteOf(const ClientOptions& options, absl::string_view method, absl::Duration timeout);
 
 class AttachCall;
 
@@ -170,7 +186,9 @@ class Client {
   // an unreachable server). INVALID_ARGUMENT for an empty server address, a
   // non-positive timeout or, without a token, a user name the server would
   // refuse (common/user_name.h: its rule and message); UNAUTHENTICATED for a token no server
-  // accepts (longer than kTokenBytesMax, or not visible ASCII).
+  // accepts (longer than kTokenBytesMax, or not visible ASCII); the errors of
+  // client/transport_security.h (a token in clear text to another machine, TLS
+  // files missing, malformed or mismatched).
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
 
   Client(const Client&) = delete;

@@ -73,6 +73,73 @@ absl::Status CannotReachError(absl::string_view server, absl::string_view detail
                    " --state-dir DIR`, or point --server / IPUPOD_SERVER at the running one)"));
 }
 
+namespace {
+
+bool Contains(absl::string_view lower_text, absl::string_view phrase) {
+  return absl::StrContains(lower_text, phrase);
+}
+
+// The failed handshakes gRPC (1.51, OpenSSL 3) reports, explained; "" when
+// `lower` is none of them.
+std::string HandshakeProblem(const CallSite& site, absl::string_view lower) {
+  if (Contains(lower, "certificate verify failed")) {
+    return absl::StrCat("the server's certificate is not signed by the CA in --tls-ca '",
+                        site.tls_ca,
+                        "' (or has expired); pass the CA that signed the server's certificate");
+  }
+  if (Contains(lower, "is not in peer certificate")) {
+    return absl::StrCat("the server's certificate does not name ", site.server,
+                        " (its subjectAltName must list the host you connect to, as IP:... or "
+                        "DNS:...); connect through a name it lists, or reissue the certificate");
+  }
+  if (Contains(lower, "wrong version number")) {
+    return "the server does not speak TLS (it answered in plaintext); leave out --tls-ca "
+           "($IPUPOD_TLS_CA), or configure \"tls\" on the server";
+  }
+  if (Contains(lower, "handshake failed")) {
+    return "check --tls-ca, --tls-cert and --tls-key against the server's TLS configuration";
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::Status TransportFailureError(const CallSite& site, absl::string_view detail) {
+  const std::string lower = absl::AsciiStrToLower(detail);
+  if (!site.tls_ca.empty()) {
+    std::string problem = HandshakeProblem(site, lower);
+    if (!problem.empty()) {
+      return absl::UnauthenticatedError(absl::StrCat("TLS handshake with ", site.server,
+                                                     " failed: ", problem, " (", detail, ")"));
+    }
+  }
+  // Closed while connecting: a TLS server closes a plaintext client's
+  // connection, and a mutual-TLS server one without a certificate it accepts.
+  if (Contains(lower, "failed to connect") && Contains(lower, "socket closed")) {
+    if (site.tls_ca.empty()) {
+      return CannotReachError(
+          site.server, absl::StrCat(detail,
+                                    " (the server closed the connection while connecting: if it "
+                                    "serves TLS, pass --tls-ca FILE or set $IPUPOD_TLS_CA)"));
+    }
+    if (!site.client_certificate) {
+      return absl::UnavailableError(absl::StrCat(
+          "ipupodd at ", site.server,
+          " closed the connection during the TLS handshake: it most likely requires a client "
+          "certificate (mutual TLS); pass --tls-cert FILE and --tls-key FILE ($IPUPOD_TLS_CERT, "
+          "$IPUPOD_TLS_KEY) with one its client CA signed (",
+          detail, ")"));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "ipupodd at ", site.server,
+        " closed the connection during the TLS handshake: it may not accept the client "
+        "certificate in --tls-cert (not signed by its client CA, or expired); check it with the "
+        "server's operator (",
+        detail, ")"));
+  }
+  return CannotReachError(site.server, detail);
+}
+
 absl::Status ConnectionLostError(absl::string_view session) {
   return absl::UnavailableError(
       absl::StrCat("connection to ipupodd lost; session ", session,
@@ -83,7 +150,7 @@ absl::Status ConnectionLostError(absl::string_view session) {
 absl::Status ConvertCallStatus(const grpc::Status& status, const GrpcMetadata& trailers,
                                const CallSite& site) {
   if (IsTransportFailure(status, trailers)) {
-    return CannotReachError(site.server, status.error_message());
+    return TransportFailureError(site, status.error_message());
   }
   // gRPC's own text for a client-side deadline; a server-chosen
   // DEADLINE_EXCEEDED has its own message and is kept.

@@ -11,6 +11,10 @@
 //
 // Failures of the transport itself (nothing answered) are rewritten into a
 // message that says what to do: "cannot reach ipupodd at HOST:PORT: ...".
+// A TLS handshake that failed is UNAUTHENTICATED "TLS handshake with
+// HOST:PORT failed: ..." naming the cause gRPC reported (the server's
+// certificate not signed by --tls-ca, or not naming the address; a server
+// that does not speak TLS) and the fix (TransportFailureError).
 //
 // Thread safety: all functions are pure.
 #ifndef IPUPOD_CLIENT_GRPC_STATUS_H_
@@ -57,10 +61,26 @@ struct CallSite {
   absl::string_view server;  // "127.0.0.1:50051"
   absl::string_view method;  // "GetPodInfo"
   absl::Duration timeout;    // the deadline the call had
+  // How the channel was secured (ClientOptions): the CA file ("" = no TLS)
+  // and whether a client certificate was presented.
+  absl::string_view tls_ca = "";
+  bool client_certificate = false;
 };
 
+// A transport failure (IsTransportFailure) explained for `site`'s channel:
+//   TLS handshake failures: UNAUTHENTICATED "TLS handshake with SERVER
+//   failed: the server's certificate is not signed by the CA in --tls-ca
+//   'FILE' (...)" - or does not name the address, or the server does not
+//   speak TLS - retrying cannot help, so not UNAVAILABLE;
+//   a connection closed while connecting: UNAVAILABLE, saying that a TLS
+//   server closes a plaintext client's connection (pass --tls-ca) and a
+//   mutual-TLS server a client's without a certificate it accepts (pass
+//   --tls-cert and --tls-key);
+//   anything else: CannotReachError.
+absl::Status TransportFailureError(const CallSite& site, absl::string_view detail);
+
 // The full conversion of a finished unary call: FromGrpcStatus, plus the
-// transport rewrite (CannotReachError) and a client deadline rewrite
+// transport rewrite (TransportFailureError) and a client deadline rewrite
 // ("ipupodd at SERVER did not answer METHOD within 30s; ...").
 absl::Status ConvertCallStatus(const grpc::Status& status, const GrpcMetadata& trailers,
                                const CallSite& site);

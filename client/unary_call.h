@@ -23,7 +23,7 @@ absl::StatusOr<Response> Client::Call(absl::string_view method, Invoke invoke) {
   grpc::Status status = invoke(&context, &response);
   if (status.ok()) return response;
   return ConvertCallStatus(status, context.GetServerTrailingMetadata(),
-                           {options_.server, method, options_.rpc_timeout});
+                           SiteOf(options_, method, options_.rpc_timeout));
 }
 
 }  // namespace ipupod::client

@@ -22,6 +22,8 @@ PACKAGES=(
   libsystemd-dev  # sd_notify: the Type=notify unit knows when ipupodd serves (server/service_manager.h)
   systemd  # systemd-analyze: CI verifies the installed unit (tests/deploy/test_install.py)
   dpkg-dev  # dpkg-shlibdeps: the .deb's Depends from the libraries it links (cmake/install.cmake)
+  libssl-dev  # OpenSSL: TLS certificates and keys checked before gRPC uses them (tls/pem.h)
+  openssl  # the TLS tests make their certificates with it (tests/support/make_test_certificates.sh)
   python3 python3-torch python3-onnx python3-numpy
   python3-torchvision  # parity of the convolutional models (tests/parity)
   # the Python client (python/): its runtime, its tests, and the offline `pip install ./python`

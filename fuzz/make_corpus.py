@@ -138,6 +138,9 @@ def configs():
     put("fuzz_server_config", "documented.json", text[start:text.index("```", start)].encode())
     put("fuzz_server_config", "minimal.json", b'{"pod": "POD4", "listen": "127.0.0.1:0"}')
     put("fuzz_server_config", "pod.txt", b"POD64")
+    put("fuzz_server_config", "tls.json", json.dumps(
+        {"listen": "0.0.0.0:50051", "tokens": [{"token": "t", "user": "alice"}],
+         "tls": {"cert": "server.pem", "key": "server.key", "client_ca": "ca.pem"}}).encode())
 
 
 def varint(v):

@@ -19,8 +19,6 @@
 #include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "server/sharing_config.h"
-#include <arpa/inet.h>
-#include <netinet/in.h>
 
 namespace ipupod::server {
 namespace {
@@ -246,6 +244,35 @@ absl::Status ParseStateDir(const Json& v, const JsonPath& at, ServerConfig& conf
   return absl::OkStatus();
 }
 
+// "tls": {"cert", "key", "client_ca"}: paths, read and checked at start
+// (server/tls_files.h). A certificate needs its key, a key or a client CA a
+// certificate.
+absl::Status ParseTls(const Json& v, const JsonPath& at, ServerConfig& config) {
+  IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(v, at));
+  auto path = [&reader](absl::string_view key, std::string& out) {
+    return reader.IfPresent(key, [&out](const Json& x, const JsonPath& k) -> absl::Status {
+      IPUPOD_ASSIGN_OR_RETURN(out, GetString(x, k, kStringLengthMax));
+      return absl::OkStatus();
+    });
+  };
+  TlsFiles& tls = config.tls;
+  IPUPOD_RETURN_IF_ERROR(path("cert", tls.cert));
+  IPUPOD_RETURN_IF_ERROR(path("key", tls.key));
+  IPUPOD_RETURN_IF_ERROR(path("client_ca", tls.client_ca));
+  IPUPOD_RETURN_IF_ERROR(reader.RejectUnknownKeys());
+  if (!tls.cert.empty() && tls.key.empty()) {
+    return at.Key("key").Error("is missing: \"cert\" needs the private key that matches it");
+  }
+  if (tls.cert.empty() && !tls.key.empty()) {
+    return at.Key("cert").Error("is missing: \"key\" needs the certificate it belongs to");
+  }
+  if (tls.cert.empty() && !tls.client_ca.empty()) {
+    return at.Key("cert").Error(
+        "is missing: mutual TLS (\"client_ca\") needs the server's own \"cert\" and \"key\"");
+  }
+  return absl::OkStatus();
+}
+
 // The top-level keys, each read by its own parser; unknown keys are errors.
 absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
   if (!root.is_object()) {
@@ -300,6 +327,7 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
        IntField(&ServerConfig::audit_retention_days, 0, kAuditRetentionDaysMax)},
       {"audit_max_records", IntField(&ServerConfig::audit_max_records, 1, kAuditMaxRecordsMax)},
       {"log_format", ParseLogFormatKey},
+      {"tls", ParseTls},
   };
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
   for (const auto& entry : kKeys) {  // (clang 14 cannot capture a structured binding)
@@ -392,21 +420,6 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view listen) {
   return address;
 }
 
-bool IsLoopbackHost(absl::string_view host) {
-  if (absl::EqualsIgnoreCase(host, "localhost")) return true;
-  std::string text(host);
-  in_addr v4{};
-  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) {
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  }
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, text.c_str(), &v6) == 1) {
-    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
-    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
-  }
-  return false;
-}
-
 namespace {
 
 absl::Status ValidateAccounting(const ServerConfig& config) {
@@ -439,6 +452,32 @@ absl::Status ValidateAudit(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+// The TLS files fit together, and tokens never cross the network in clear
+// text: a token listener off loopback needs TLS.
+absl::Status ValidateTransport(const ServerConfig& config, const ListenAddress& address) {
+  const TlsFiles& tls = config.tls;
+  if (tls.cert.empty() != tls.key.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS needs both a certificate and its private key, but only the ",
+                     tls.cert.empty() ? "key" : "certificate",
+                     " is given; pass --tls-cert FILE and "
+                     "--tls-key FILE (or \"tls\": {\"cert\": ..., \"key\": ...} in the config)"));
+  }
+  if (!tls.client_ca.empty() && !tls.enabled()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca (\"tls\": {\"client_ca\"}) asks for mutual TLS, which needs the "
+        "server's own certificate and key too; pass --tls-cert FILE and --tls-key FILE");
+  }
+  if (!config.open_mode() && !tls.enabled() && !IsLoopbackHost(address.host)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "token mode without TLS on '", config.listen,
+        "', which is not loopback: the tokens clients send would cross the network in clear "
+        "text; configure TLS (--tls-cert FILE --tls-key FILE, or \"tls\" in the config), or "
+        "listen on loopback (--listen 127.0.0.1:PORT) behind a proxy that terminates TLS"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateConfig(const ServerConfig& config) {
@@ -449,6 +488,7 @@ absl::Status ValidateConfig(const ServerConfig& config) {
         "loopback only, but listen is '",
         config.listen, "'; use --listen 127.0.0.1:PORT or configure \"tokens\""));
   }
+  IPUPOD_RETURN_IF_ERROR(ValidateTransport(config, address));
   if (config.session_lease_seconds < 1 || config.session_lease_seconds > kLeaseSecondsMax) {
     return absl::InvalidArgumentError(absl::StrCat("lease seconds must be from 1 to ",
                                                    kLeaseSecondsMax, "; got ",

@@ -39,10 +39,14 @@
 //     "audit_max_records": 1000000,         at most this many, the oldest purged first
 //                                           (1-1000000000)
 //     "log_format": "text"                  text|json: one JSON object per log line
+//     "tls": {"cert": "server.pem", "key": "server.key", "client_ca": "clients.pem"}
+//                                           TLS for the listeners; client_ca = mutual TLS
 //   }
 //
 // Without tokens the server runs in open mode: callers name themselves, so it
-// must listen on loopback only (ValidateConfig enforces it).
+// must listen on loopback only (ValidateConfig enforces it). With tokens but
+// without "tls" it must listen on loopback too: tokens would cross the
+// network in clear text.
 //
 // Thread safety: plain values and pure functions.
 #ifndef IPUPOD_SERVER_CONFIG_H_
@@ -56,6 +60,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/loopback.h"
 #include "common/user_name.h"
 #include "device/pod_config.h"
 #include "scheduler/scheduler.h"
@@ -68,6 +73,14 @@ struct TokenEntry {
   std::string token;
   std::string user;
   bool admin = false;
+};
+
+// TLS for the listeners (server/tls_files.h reads and checks them at start).
+struct TlsFiles {
+  std::string cert;       // PEM certificate (chain) of the server
+  std::string key;        // PEM private key matching `cert`
+  std::string client_ca;  // PEM CA bundle; non-empty = mutual TLS on the gRPC listener
+  bool enabled() const { return !cert.empty(); }
 };
 
 struct ServerConfig {
@@ -118,6 +131,8 @@ struct ServerConfig {
   LogFormat log_format = LogFormat::kText;
   // Fair sharing (sharing/policy.h); SIGHUP re-reads it from config_path.
   sharing::SharingPolicy sharing = sharing::DefaultPolicy();
+  // TLS files ("tls", --tls-cert, --tls-key, --tls-client-ca).
+  TlsFiles tls;
   // The file the config was read from ("" = none); set by the flags, never a
   // key. SIGHUP reloads the sharing section from it.
   std::string config_path;
@@ -179,11 +194,13 @@ struct ListenAddress {
 };
 // "host:port" or "[v6]:port". INVALID_ARGUMENT naming the expected form.
 absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view listen);
-// 127.0.0.0/8, "localhost" or ::1.
-bool IsLoopbackHost(absl::string_view host);
+// 127.0.0.0/8, "localhost" or ::1 (common/loopback.h: the client's rule too).
+using ::ipupod::IsLoopbackHost;
 
-// Cross-key checks run after flags are applied: the listen address parses,
-// and open mode listens on loopback only (FAILED_PRECONDITION otherwise).
+// Cross-key checks run after flags are applied: the listen address parses;
+// open mode, and token mode without TLS, listen on loopback only
+// (FAILED_PRECONDITION otherwise); a TLS key or client CA needs a certificate
+// and a certificate a key (INVALID_ARGUMENT naming the flags and keys).
 absl::Status ValidateConfig(const ServerConfig& config);
 
 // The scheduler's options for this config.

@@ -33,15 +33,23 @@ Config file (JSON; every key optional; flags win over it):
    "random_faults": {"seed": 1, "probability_per_operation": 0.01,
                      "kinds": ["ipu-reset", "link-reset", "unrecoverable"]},
    "open_mode_admins": ["admin"], "log_level": "info", "log_format": "text",
-   "audit_retention_days": 365, "audit_max_records": 1000000}
+   "audit_retention_days": 365, "audit_max_records": 1000000,
+   "tls": {"cert": "/etc/ipupod/server.pem", "key": "/etc/ipupod/server.key"}}
 
 Without "tokens" the server runs in open mode: it listens on loopback only and
 trusts the user name each client sends (users named in open_mode_admins are
-admins). With tokens, clients send `authorization: Bearer <token>`.
+admins). With tokens, clients send `authorization: Bearer <token>`; off loopback
+that needs TLS, so tokens never cross the network in clear text:
+  ipupodd --config ipupodd.json --listen 0.0.0.0:50051 \
+          --tls-cert server.pem --tls-key server.key [--tls-client-ca clients-ca.pem]
+  ("tls": {"cert": ..., "key": ..., "client_ca": ...} in the config; clients pass
+  --tls-ca CA.pem. docs/configuration.md, "Transport security", makes the files.)
 
 When ready, ipupodd prints one line on stdout:
   ipupodd listening on 127.0.0.1:50051 (POD16, 16 IPUs, open mode)
-SIGINT or SIGTERM shuts it down gracefully. Exit code 2: bad configuration, or a
+(with TLS it ends in ", TLS" or ", mutual TLS"). SIGINT or SIGTERM shuts it down
+gracefully. Exit code 2: bad configuration (an unreadable, malformed or expired
+TLS certificate or key, a key that does not match its certificate), or a
 state dir that has held a pod's state and lost it (state.db deleted, emptied or
 without its write-ahead log): restore it, or pass --reinitialise once to start a
 new, empty pod deliberately.)";
@@ -61,7 +69,23 @@ struct Overrides {
   std::optional<int64_t> load_memory_mb;
   std::optional<std::string> log_format;
   bool reinitialise = false;
+  // TLS files (server/tls_files.h).
+  std::optional<std::string> tls_cert;
+  std::optional<std::string> tls_key;
+  std::optional<std::string> tls_client_ca;
 };
+
+void AddTlsFlags(CLI::App& app, Overrides& o) {
+  app.add_option("--tls-cert", o.tls_cert,
+                 "serve TLS with this PEM certificate (chain); needs --tls-key. Required "
+                 "with tokens off loopback")
+      ->type_name("FILE");
+  app.add_option("--tls-key", o.tls_key, "the PEM private key of --tls-cert (unencrypted)")
+      ->type_name("FILE");
+  app.add_option("--tls-client-ca", o.tls_client_ca,
+                 "mutual TLS: accept only clients whose certificate this PEM CA bundle signed")
+      ->type_name("FILE");
+}
 
 void AddFlags(CLI::App& app, Overrides& o) {
   app.add_option("--config", o.config_path, "JSON config file (keys below)")->type_name("FILE");
@@ -104,6 +128,7 @@ void AddFlags(CLI::App& app, Overrides& o) {
   app.add_flag("--reinitialise", o.reinitialise,
                "discard the state in --state-dir (partitions, failed IPUs) and start a new, "
                "empty pod; needed once after the state was lost, never for a normal start");
+  AddTlsFlags(app, o);
   app.set_version_flag("--version", "ipupodd " IPUPOD_VERSION);
   app.footer(kFooter);
 }
@@ -136,6 +161,9 @@ absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
   if (o.compute_threads) config.compute_threads = *o.compute_threads;
   if (o.load_memory_mb) config.load_memory_mb = *o.load_memory_mb;
   config.reinitialise = o.reinitialise;
+  if (o.tls_cert) config.tls.cert = *o.tls_cert;
+  if (o.tls_key) config.tls.key = *o.tls_key;
+  if (o.tls_client_ca) config.tls.client_ca = *o.tls_client_ca;
   return absl::OkStatus();
 }
 

@@ -117,7 +117,11 @@ absl::StatusOr<std::unique_ptr<store::SqliteStateStore>> OpenStore(const ServerC
 
 absl::StatusOr<std::unique_ptr<PodServer>> PodServer::Start(ServerConfig config) {
   IPUPOD_RETURN_IF_ERROR(ValidateConfig(config));
+  // Before anything is opened: a bad certificate or key stops the start here.
+  IPUPOD_ASSIGN_OR_RETURN(TlsMaterial tls, LoadTlsMaterial(config.tls));
+  if (tls.enabled()) spdlog::info("TLS: {}", tls.summary);
   std::unique_ptr<PodServer> server(new PodServer(std::move(config)));
+  server->tls_ = std::move(tls);
   const absl::Status started = server->Init();
   if (server->audit_ != nullptr) {  // the store is open: a failed start is recorded too
     server->AuditServer(audit::kServerUser, audit::kServerStart, "server",
@@ -232,7 +236,7 @@ absl::Status PodServer::BuildGrpcServer() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(config_.listen, GrpcServerCredentials(tls_), &port_);
   SetLivenessOptions(builder, env_.lease);
   builder.RegisterService(pod_service_.get());
   builder.RegisterService(partition_service_.get());
@@ -261,7 +265,11 @@ absl::Status PodServer::BuildGrpcServer() {
 std::string PodServer::ReadyLine() const {
   return absl::StrCat("ipupodd listening on ", address_, " (", config_.pod.name, ", ",
                       config_.pod.num_ipus, " IPUs, ",
-                      config_.open_mode() ? "open mode" : "token mode", ")");
+                      config_.open_mode() ? "open mode" : "token mode",
+                      !tls_.enabled()              ? ""
+                      : tls_.client_ca_pem.empty() ? ", TLS"
+                                                   : ", mutual TLS",
+                      ")");
 }
 
 void PodServer::Wait() {

@@ -20,7 +20,11 @@
 //
 // Errors from Start (the caller prints them and exits 2):
 //   INVALID_ARGUMENT / FAILED_PRECONDITION  bad config, open mode off loopback,
+//                                           tokens off loopback without TLS,
 //                                           a stored state that does not fit
+//   NOT_FOUND / PERMISSION_DENIED /         a TLS file missing, unreadable,
+//   INVALID_ARGUMENT / FAILED_PRECONDITION  malformed, mismatched or expired
+//                                           (server/tls_files.h; checked first)
 //   FAILED_PRECONDITION / DATA_LOSS         the store cannot be opened
 //   UNAVAILABLE                             the address cannot be bound
 //
@@ -70,6 +74,7 @@
 #include "server/service_env.h"
 #include "server/services.h"
 #include "server/stream_ticker.h"
+#include "server/tls_files.h"
 #include "store/sqlite_state_store.h"
 
 namespace ipupod::server {
@@ -88,7 +93,10 @@ class PodServer {
   // host:port as bound, e.g. "127.0.0.1:41234" or "[::1]:41234".
   const std::string& address() const { return address_; }
   const ServerConfig& config() const { return config_; }
-  // "ipupodd listening on 127.0.0.1:41234 (POD16, 16 IPUs, open mode)".
+  // The listeners' TLS material, read and checked at start (empty without TLS).
+  const TlsMaterial& tls() const { return tls_; }
+  // "ipupodd listening on 127.0.0.1:41234 (POD16, 16 IPUs, open mode)";
+  // "(..., token mode, TLS)" or "mutual TLS" with TLS.
   std::string ReadyLine() const;
 
   // SIGHUP: re-reads config().config_path and puts its sharing section in
@@ -113,6 +121,7 @@ class PodServer {
                    std::string details, const absl::Status& status);
 
   const ServerConfig config_;
+  TlsMaterial tls_;
   // Destroyed in reverse order: the gRPC server (and every RPC) goes first,
   // the store last. programs_ outlives the scheduler, which calls it when
   // sessions end (also from its destructor).

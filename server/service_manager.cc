@@ -5,10 +5,10 @@
 #include <string>
 
 #include <spdlog/spdlog.h>
-#include <systemd/sd-daemon.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include <systemd/sd-daemon.h>
 
 namespace ipupod::server {
 namespace {

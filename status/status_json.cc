@@ -37,9 +37,9 @@ json IpuJson(const scheduler::IpuView& ipu) {
 }
 
 json PartitionJson(const scheduler::PartitionView& p) {
-  return json{{"name", p.name},         {"first_ipu", p.block.start},
-              {"size", p.block.size},   {"device_id", p.device_id},
-              {"owner", p.owner},       {"created_unix_ms", p.created_unix_ms},
+  return json{{"name", p.name},        {"first_ipu", p.block.start},
+              {"size", p.block.size},  {"device_id", p.device_id},
+              {"owner", p.owner},      {"created_unix_ms", p.created_unix_ms},
               {"sessions", p.sessions}};
 }
 
@@ -93,8 +93,12 @@ json JobJson(const batch::JobView& j) {
 }
 
 json EventJson(const PodEvent& e) {
-  return json{{"time_unix_ms", e.time_unix_ms}, {"kind", e.kind},     {"what", e.what},
-              {"origin", e.origin},             {"target", e.target}, {"ipus", e.ipus},
+  return json{{"time_unix_ms", e.time_unix_ms},
+              {"kind", e.kind},
+              {"what", e.what},
+              {"origin", e.origin},
+              {"target", e.target},
+              {"ipus", e.ipus},
               {"sessions", e.sessions}};
 }
 
@@ -115,9 +119,9 @@ json Rows(const std::vector<T>& items, F&& to_json) {
 
 json Summary(const StatusInputs& in) {
   std::map<std::string, int> by_state;
-  for (device::IpuState s : {device::IpuState::kIdle, device::IpuState::kAttached,
-                             device::IpuState::kBusy, device::IpuState::kError,
-                             device::IpuState::kResetting, device::IpuState::kFailed}) {
+  for (device::IpuState s :
+       {device::IpuState::kIdle, device::IpuState::kAttached, device::IpuState::kBusy,
+        device::IpuState::kError, device::IpuState::kResetting, device::IpuState::kFailed}) {
     by_state[std::string(device::IpuStateName(s))] = 0;
   }
   int allocated = 0;
@@ -152,7 +156,8 @@ json StatusJson(const StatusInputs& in) {
   json ipus = json::array();
   for (const scheduler::IpuView& ipu : in.pod.ipus) ipus.push_back(IpuJson(ipu));
   json partitions = json::array();
-  for (const scheduler::PartitionView& p : in.pod.partitions) partitions.push_back(PartitionJson(p));
+  for (const scheduler::PartitionView& p : in.pod.partitions)
+    partitions.push_back(PartitionJson(p));
   return json{
       {"server", Header(in)},
       {"summary", Summary(in)},
@@ -160,8 +165,8 @@ json StatusJson(const StatusInputs& in) {
       {"partitions", std::move(partitions)},
       {"sessions", Rows(in.pod.sessions, SessionJson)},
       {"queue", Rows(in.queue, WaiterJson)},
-      {"jobs", json{{"active", Rows(in.active_jobs, JobJson)},
-                    {"recent", Rows(in.recent_jobs, JobJson)}}},
+      {"jobs",
+       json{{"active", Rows(in.active_jobs, JobJson)}, {"recent", Rows(in.recent_jobs, JobJson)}}},
       {"events", Rows(in.events, EventJson)},
       {"usage", json{{"window_hours", in.usage_window_hours},
                      {"everyone", in.usage_everyone},

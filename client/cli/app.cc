@@ -26,7 +26,15 @@ namespace {
 
 constexpr const char* kFooter =
     "Global options go before or after the command. Environment: IPUPOD_SERVER,\n"
-    "IPUPOD_TOKEN, IPUPOD_USER (else USER). Run `ipupod COMMAND --help` for details.\n"
+    "IPUPOD_TOKEN, IPUPOD_USER (else USER), IPUPOD_TLS_CA, IPUPOD_TLS_CERT,\n"
+    "IPUPOD_TLS_KEY. Run `ipupod COMMAND --help` for details.\n"
+    "\n"
+    "TLS: --tls-ca CA.pem makes the connection TLS, trusting only that CA (the\n"
+    "server's certificate must name the address in --server); --tls-cert and\n"
+    "--tls-key add a client certificate for servers with mutual TLS. A token is\n"
+    "never sent in clear text to an address that is not loopback: without\n"
+    "--tls-ca that is a usage error (exit 2). A failed handshake (wrong CA, a\n"
+    "certificate that does not name the address, a server without TLS) exits 4.\n"
     "\n"
     "Exit codes: 0 ok, 1 other, 2 usage, 3 not found, 4 permission/authentication,\n"
     "5 nothing free (resource exhausted), 6 timed out, 7 failed precondition,\n"
@@ -46,7 +54,8 @@ constexpr const char* kFooter =
     "  ipupod priority    (why the queue is in its order; `ipupod shares` for usage)\n"
     "  ipupod usage --by account --since -7d    (IPU-hours; `ipupod history` lists records)\n"
     "  ipupod --user admin audit --since -1d    (who reset, repaired, injected faults...)\n"
-    "  ipupod --json queue";
+    "  ipupod --json queue\n"
+    "  ipupod --server pod.example.org:50051 --tls-ca ca.pem --token \"$TOKEN\" info";
 
 void AddGlobalOptions(CLI::App& app, GlobalFlags& flags) {
   app.add_option("--server", flags.server,
@@ -61,6 +70,17 @@ void AddGlobalOptions(CLI::App& app, GlobalFlags& flags) {
   app.add_flag("--json", flags.json, "Print one JSON document on stdout (errors too)");
   app.add_option("--timeout", flags.timeout, "Deadline of each server call in seconds (30)")
       ->type_name("SECONDS");
+  app.add_option("--tls-ca", flags.tls_ca,
+                 "Connect with TLS, trusting the CA certificate(s) in this PEM file "
+                 "(default: $IPUPOD_TLS_CA)")
+      ->type_name("FILE");
+  app.add_option("--tls-cert", flags.tls_cert,
+                 "Client certificate (PEM) for a server with mutual TLS; needs --tls-key "
+                 "(default: $IPUPOD_TLS_CERT)")
+      ->type_name("FILE");
+  app.add_option("--tls-key", flags.tls_key,
+                 "Private key (PEM) of --tls-cert (default: $IPUPOD_TLS_KEY)")
+      ->type_name("FILE");
 }
 
 // Everything after the first "--" belongs to attach's COMMAND; CLI11 gets

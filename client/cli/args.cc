@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/transport_security.h"
 #include "common/status_macros.h"
 
 namespace ipupod::cli {
@@ -365,6 +366,10 @@ absl::StatusOr<client::ClientOptions> ResolveClientOptions(const GlobalFlags& fl
     if (!seconds.ok()) return seconds.status();
     options.rpc_timeout = absl::Seconds(*seconds);
   }
+  options.tls_ca = FirstSet(flags.tls_ca, {"IPUPOD_TLS_CA"}, env, "");
+  options.tls_cert = FirstSet(flags.tls_cert, {"IPUPOD_TLS_CERT"}, env, "");
+  options.tls_key = FirstSet(flags.tls_key, {"IPUPOD_TLS_KEY"}, env, "");
+  if (absl::Status secure = client::CheckTransportSecurity(options); !secure.ok()) return secure;
   return options;
 }
 

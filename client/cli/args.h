@@ -114,6 +114,9 @@ struct GlobalFlags {
   std::string user;
   std::string timeout;  // seconds, as text
   bool json = false;
+  std::string tls_ca;  // PEM file paths (client/transport_security.h)
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 // `compile --opt`: optimizer attributes "k=v,k2=v2" (repeatable; each call
@@ -132,6 +135,11 @@ EnvLookup ProcessEnv();
 //   token   --token, $IPUPOD_TOKEN
 //   user    --user, $IPUPOD_USER, $USER, "nobody"
 //   timeout --timeout, 30 s
+//   TLS     --tls-ca, $IPUPOD_TLS_CA; --tls-cert, $IPUPOD_TLS_CERT;
+//           --tls-key, $IPUPOD_TLS_KEY
+// and then client::CheckTransportSecurity: a token in clear text to an
+// address that is not loopback (FAILED_PRECONDITION), a certificate without
+// its key (INVALID_ARGUMENT) are refused here, before anything is sent.
 absl::StatusOr<client::ClientOptions> ResolveClientOptions(const GlobalFlags& flags,
                                                            const EnvLookup& env);
 

@@ -10,7 +10,10 @@
 #include "client/cli/attach.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <system_error>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -220,6 +223,16 @@ ChildProcess::EnvVars SessionEnvironment(const client::ClientOptions& options,
       {"IPUPOD_USER", options.user},
   };
   if (!options.token.empty()) env.emplace_back("IPUPOD_TOKEN", options.token);
+  // The TLS files, absolute: COMMAND's own ipupod calls connect as this one
+  // does even if it changes directory.
+  const std::pair<const char*, const std::string*> tls[] = {{"IPUPOD_TLS_CA", &options.tls_ca},
+                                                            {"IPUPOD_TLS_CERT", &options.tls_cert},
+                                                            {"IPUPOD_TLS_KEY", &options.tls_key}};
+  for (const auto& [name, path] : tls) {
+    std::error_code error;
+    const std::filesystem::path absolute = std::filesystem::absolute(*path, error);
+    if (!path->empty()) env.emplace_back(name, error ? *path : absolute.string());
+  }
   return env;
 }
 
@@ -247,7 +260,9 @@ void AddAttachCommand(CLI::App& app, Selection& selection) {
       "\n"
       "Without COMMAND the IPUs are held until Ctrl-C (or SIGTERM), then released (exit 0).\n"
       "With `-- COMMAND ARGS...` the command runs with IPUPOD_SESSION, IPUPOD_SERVER,\n"
-      "IPUPOD_IPUS and IPUPOD_DEVICE_ID set, the IPUs are released when it exits, and\n"
+      "IPUPOD_IPUS and IPUPOD_DEVICE_ID set (and IPUPOD_TOKEN, IPUPOD_TLS_CA,\n"
+      "IPUPOD_TLS_CERT, IPUPOD_TLS_KEY when given, so its own ipupod calls connect\n"
+      "as this one does), the IPUs are released when it exits, and\n"
       "ipupod exits with its exit code (128+N if killed by signal N; 127 if not found).\n"
       "If the session ends under it (detached by an admin, server lost), the command gets\n"
       "SIGTERM and ipupod exits with the error's code (11 detached, 8 server lost).\n"

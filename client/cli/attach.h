@@ -49,8 +49,9 @@ absl::StatusOr<v1::AttachRequest> BuildAttachRequest(const AttachArgs& args,
 std::string ClientLabel(absl::string_view host, int pid, const std::vector<std::string>& command);
 
 // IPUPOD_SESSION, IPUPOD_SERVER, IPUPOD_IPUS ("4,5,6,7"), IPUPOD_DEVICE_ID,
-// IPUPOD_USER and, when set, IPUPOD_TOKEN: what COMMAND needs to use the
-// session as the same user.
+// IPUPOD_USER and, when set, IPUPOD_TOKEN and IPUPOD_TLS_CA, IPUPOD_TLS_CERT,
+// IPUPOD_TLS_KEY (as absolute paths): what COMMAND needs to use the session
+// as the same user over the same kind of connection.
 ChildProcess::EnvVars SessionEnvironment(const client::ClientOptions& options,
                                          const v1::SessionInfo& session);
 

@@ -4,6 +4,7 @@
 #include <new>
 
 #include <grpc/grpc.h>
+#include <grpc/support/log.h>
 
 #include "absl/strings/str_cat.h"
 #include "client/cli/exit_codes.h"
@@ -17,8 +18,19 @@ Context::~Context() {
   if (grpc_started_) grpc_shutdown_blocking();
 }
 
+namespace {
+
+// gRPC core's own log lines (at its default verbosity, errors such as
+// "Handshake failed with fatal error SSL_ERROR_SSL ...") repeat, raw, what
+// the command's error message already says in words; dropped unless
+// $GRPC_VERBOSITY asks for them.
+void DropGrpcLog(gpr_log_func_args* /*args*/) {}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<client::Client>> Context::Connect() {
   if (!grpc_started_) {
+    if (!env_("GRPC_VERBOSITY").has_value()) gpr_set_log_function(DropGrpcLog);
     grpc_init();
     grpc_started_ = true;
   }

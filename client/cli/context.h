@@ -54,6 +54,10 @@ class Context {
   // reference that ~Context drops with grpc_shutdown_blocking, so no gRPC
   // thread outlives the command (REQUIRES: every Client is gone by then). It
   // runs after attach blocked its signals, so gRPC's threads inherit the mask.
+  // gRPC's own log lines on stderr are dropped unless $GRPC_VERBOSITY is set:
+  // the command's error says the same in words. The client library's errors
+  // come back as they are (a clear-text token refused, a TLS file that is
+  // missing or malformed).
   absl::StatusOr<std::unique_ptr<client::Client>> Connect();
 
   // Writes `doc` (json mode) or `text` to stdout; returns kExitOk.

@@ -538,6 +538,8 @@ std::vector<std::string> Hints(const absl::Status& status, const HintContext& co
   }
   switch (status.code()) {
     case absl::StatusCode::kUnauthenticated:
+      // A failed TLS handshake (client/grpc_status.h) says its own fix.
+      if (absl::StartsWith(status.message(), "TLS handshake")) return {};
       return {"pass --token TOKEN or set IPUPOD_TOKEN (this server requires a token)"};
     case absl::StatusCode::kPermissionDenied:
       // Account and QoS refusals say what to do themselves (`ipupod shares`).

@@ -35,8 +35,11 @@ class AttachStream:
     """One Attach stream and its reader thread. Thread-safe; see the module doc."""
 
     def __init__(self, stub: Any, request: pod_pb2.AttachRequest, metadata: tuple, server: str,
-                 on_preempted: Optional[Callable[[pod_pb2.Preemption], None]] = None) -> None:
+                 on_preempted: Optional[Callable[[pod_pb2.Preemption], None]] = None,
+                 tls_ca: str = "", client_certificate: bool = False) -> None:
         self._server = server
+        self._tls_ca = tls_ca  # how the channel is secured, for a failed handshake's message
+        self._client_certificate = client_certificate
         self._on_preempted = on_preempted
         self._cv = threading.Condition()
         self._positions: collections.deque = collections.deque(maxlen=_POSITIONS_MAX)
@@ -130,7 +133,8 @@ class AttachStream:
                     f"{self._last_ticket}); the request is gone: attach again when the server "
                     f"is back ({details})", code=grpc.StatusCode.UNAVAILABLE,
                     type="transport.unavailable", location=location, details=details)
-            return errors.cannot_reach(self._server, details, location)
+            return errors.transport_failure(self._server, details, location, tls_ca=self._tls_ca,
+                                            client_certificate=self._client_certificate)
         return errors.from_status(code, details, trailers, location=location)
 
     # ------------------------------------------------------------------ caller side

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
 
 import grpc
 
-from ipupod import errors, tensors
+from ipupod import errors, tensors, transport
 from ipupod._proto import (accounting_pb2_grpc, audit_pb2_grpc, compile_pb2_grpc,
                            execution_pb2, execution_pb2_grpc, jobs_pb2_grpc, pod_pb2,
                            pod_pb2_grpc)
@@ -87,9 +87,18 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
             ``$USER``. Ignored when a token is set (the token names the user).
         timeout: deadline of each unary call, in seconds (30).
         stream_timeout: deadline of each upload, weight transfer and run step (600).
+        tls_ca: a PEM file of the CA that signed the server's certificate; with it the channel
+            is TLS and trusts only that CA (the certificate must name the address in
+            ``server``). Default ``$IPUPOD_TLS_CA``; without it a token is sent to loopback
+            addresses only (anything else is refused, FAILED_PRECONDITION).
+        tls_cert, tls_key: a client certificate and its key (PEM) for a server with mutual TLS;
+            both or neither, and only with ``tls_ca``. Default ``$IPUPOD_TLS_CERT`` and
+            ``$IPUPOD_TLS_KEY``.
 
-    The channel is made here; nothing is sent until the first call, which reports an
-    unreachable server as ``ipupod.Error`` (UNAVAILABLE "cannot reach ipupodd at ...").
+    The channel is made here (TLS files read and checked first: a missing or malformed file is
+    an ``ipupod.Error`` naming it); nothing is sent until the first call, which reports an
+    unreachable server as ``ipupod.Error`` (UNAVAILABLE "cannot reach ipupodd at ...") and a
+    failed TLS handshake as UNAUTHENTICATED "TLS handshake with ... failed: ...".
     Thread-safe: calls may come from several threads. ``close()`` (or ``with``) closes the
     channel, ending the sessions this client attached.
 
@@ -104,24 +113,34 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
 
     def __init__(self, server: Optional[str] = None, token: Optional[str] = None,
                  user: Optional[str] = None, timeout: float = 30.0,
-                 stream_timeout: float = 600.0) -> None:
+                 stream_timeout: float = 600.0, tls_ca: Optional[str] = None,
+                 tls_cert: Optional[str] = None, tls_key: Optional[str] = None) -> None:
         self.server = _first_set(server, "IPUPOD_SERVER", default=DEFAULT_SERVER)
         self.token = _first_set(token, "IPUPOD_TOKEN")
         self.user = _first_set(user, "IPUPOD_USER", "USER", default="nobody")
         self.timeout = float(timeout)
         self.stream_timeout = float(stream_timeout)
+        self.tls_ca = _first_set(tls_ca, "IPUPOD_TLS_CA")
+        self.tls_cert = _first_set(tls_cert, "IPUPOD_TLS_CERT")
+        self.tls_key = _first_set(tls_key, "IPUPOD_TLS_KEY")
         self._check_options()
         if self.token:
             self._metadata = (("authorization", f"Bearer {self.token}"),)
         else:
             self._metadata = (("x-ipupod-user", self.user),)
-        self._channel = grpc.insecure_channel(self.server, options=[
+        options = [
             ("grpc.keepalive_time_ms", 5000),
             ("grpc.keepalive_timeout_ms", 10000),
             ("grpc.keepalive_permit_without_calls", 1),
             # Keep pinging a held but quiet attach stream (default: 2 pings, then stop).
             ("grpc.http2.max_pings_without_data", 0),
-        ])
+        ]
+        credentials = transport.channel_credentials(self.tls_ca, self.tls_cert, self.tls_key,
+                                                    "ipupod.Client")
+        if credentials is None:
+            self._channel = grpc.insecure_channel(self.server, options=options)
+        else:
+            self._channel = grpc.secure_channel(self.server, credentials, options=options)
         self._pod = pod_pb2_grpc.PodServiceStub(self._channel)
         self._partitions = pod_pb2_grpc.PartitionServiceStub(self._channel)
         self._sessions = pod_pb2_grpc.SessionServiceStub(self._channel)
@@ -146,6 +165,8 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
                 f"the token ({len(self.token)} characters) is not a valid ipupod token: tokens "
                 f"are at most {TOKEN_BYTES_MAX} visible ASCII characters; check token= / "
                 f"$IPUPOD_TOKEN", grpc.StatusCode.UNAUTHENTICATED, location)
+        transport.check(self.server, self.token, self.tls_ca, self.tls_cert, self.tls_key,
+                        location)
         if not self.token and not _USER_NAME.match(self.user):
             shown = self.user[:80].encode("unicode_escape").decode("ascii")
             raise errors.local_error(
@@ -155,7 +176,7 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
 
     def __repr__(self) -> str:
         who = "token" if self.token else f"user {self.user}"
-        return f"<ipupod.Client {self.server} ({who})>"
+        return f"<ipupod.Client {self.server} ({who}{', TLS' if self.tls_ca else ''})>"
 
     def close(self) -> None:
         """Closes the channel; sessions attached through it end."""
@@ -170,7 +191,8 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
     # ------------------------------------------------------------------ call helpers
 
     def _convert(self, error: grpc.RpcError, method: str, timeout: Optional[float]) -> errors.Error:
-        return errors.from_rpc_error(error, server=self.server, method=method, timeout=timeout)
+        return errors.from_rpc_error(error, server=self.server, method=method, timeout=timeout,
+                                     tls_ca=self.tls_ca, client_certificate=bool(self.tls_cert))
 
     def _unary(self, stub_method: Callable, request: Any, method: str) -> Any:
         try:
@@ -315,7 +337,8 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
             auto_round=auto_round, client=_client_label() if label is None else label,
             account=account, qos=qos,
             time_limit_seconds=seconds_of(time_limit, "time_limit", location))
-        stream = AttachStream(self._sessions, request, self._metadata, self.server, on_preempted)
+        stream = AttachStream(self._sessions, request, self._metadata, self.server, on_preempted,
+                              tls_ca=self.tls_ca, client_certificate=bool(self.tls_cert))
         if not wait:
             timeout = self.timeout
         elif request.wait_timeout_seconds > 0:

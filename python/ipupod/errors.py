@@ -10,8 +10,10 @@ ipupodd sends a device error's kind, recovery action and IPUs as trailing metada
 (``ipupod-error-kind``, ``ipupod-recovery-action``, ``ipupod-ipus``; docs/errors.md); this
 module turns a ``grpc.RpcError`` into the matching exception, keeping the gRPC code. Failures
 of the transport itself (nothing answered) become an UNAVAILABLE error that names the address
-and says what to do, and a client-side deadline says which call did not answer in time, as
-the C++ client does (client/grpc_status.cc).
+and says what to do, a failed TLS handshake an UNAUTHENTICATED one that says why (the server's
+certificate not signed by ``tls_ca``, or not naming the address; a server without TLS), and a
+client-side deadline says which call did not answer in time, as the C++ client does
+(client/grpc_status.cc).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ class Error(Exception):
         type: the part of the stack that raised it and the error's category:
             ``"ipupodd.<kind>"`` when the server answered (kind ``application``,
             ``recoverable`` or ``unrecoverable``), ``"transport.unavailable"`` when nothing
-            answered, ``"transport.deadline"`` when the call's deadline passed,
+            answered, ``"transport.tls"`` when the TLS handshake failed,
+            ``"transport.deadline"`` when the call's deadline passed,
             ``"client.<kind>"`` for what this library checked itself.
         location: where it was raised: ``"SessionService.GetSession at 127.0.0.1:50051"``
             for a call, ``"Session.infer"`` for a local check.
@@ -155,6 +158,54 @@ def cannot_reach(server: str, detail: str, location: str) -> Error:
         details=detail)
 
 
+def _handshake_problem(server: str, tls_ca: str, text: str) -> str:
+    """What a failed TLS handshake (gRPC 1.51, OpenSSL 3) means, or "" (``text`` lower case)."""
+    if "certificate verify failed" in text:
+        return (f"the server's certificate is not signed by the CA in tls_ca '{tls_ca}' (or has "
+                f"expired); pass the CA that signed the server's certificate")
+    if "is not in peer certificate" in text:
+        return (f"the server's certificate does not name {server} (its subjectAltName must list "
+                f"the host you connect to, as IP:... or DNS:...); connect through a name it "
+                f"lists, or reissue the certificate")
+    if "wrong version number" in text:
+        return ("the server does not speak TLS (it answered in plaintext); leave out tls_ca "
+                "($IPUPOD_TLS_CA), or configure \"tls\" on the server")
+    if "handshake failed" in text:
+        return "check tls_ca, tls_cert and tls_key against the server's TLS configuration"
+    return ""
+
+
+def transport_failure(server: str, detail: str, location: str, *, tls_ca: str = "",
+                      client_certificate: bool = False) -> Error:
+    """A transport failure explained for a channel with (or without) TLS: a failed handshake is
+    UNAUTHENTICATED (retrying cannot help), a connection closed while connecting says what TLS
+    setting would fix it, anything else is :func:`cannot_reach` (client/grpc_status.cc's
+    TransportFailureError)."""
+    text = (detail or "").lower()
+    problem = _handshake_problem(server, tls_ca, text) if tls_ca else ""
+    if problem:
+        return Error(f"TLS handshake with {server} failed: {problem} ({detail})",
+                     code=grpc.StatusCode.UNAUTHENTICATED, type="transport.tls",
+                     location=location, details=detail)
+    if "failed to connect" in text and "socket closed" in text:
+        if not tls_ca:
+            return cannot_reach(server, f"{detail} (the server closed the connection while "
+                                f"connecting: if it serves TLS, pass tls_ca=FILE or set "
+                                f"$IPUPOD_TLS_CA)", location)
+        if not client_certificate:
+            message = (f"ipupodd at {server} closed the connection during the TLS handshake: it "
+                       f"most likely requires a client certificate (mutual TLS); pass "
+                       f"tls_cert=FILE and tls_key=FILE ($IPUPOD_TLS_CERT, $IPUPOD_TLS_KEY) with "
+                       f"one its client CA signed ({detail})")
+        else:
+            message = (f"ipupodd at {server} closed the connection during the TLS handshake: it "
+                       f"may not accept the client certificate in tls_cert (not signed by its "
+                       f"client CA, or expired); check it with the server's operator ({detail})")
+        return Error(message, code=grpc.StatusCode.UNAVAILABLE, type="transport.tls",
+                     location=location, details=detail)
+    return cannot_reach(server, detail, location)
+
+
 def _parse_ipus(text: str) -> tuple:
     ipus = []
     for part in text.split(","):
@@ -183,11 +234,13 @@ def from_status(code: grpc.StatusCode, details: str, trailers: Optional[Iterable
 
 
 def from_rpc_error(error: grpc.RpcError, *, server: str, method: str,
-                   timeout: Optional[float]) -> Error:
+                   timeout: Optional[float], tls_ca: str = "",
+                   client_certificate: bool = False) -> Error:
     """Converts what a gRPC call raised into an :class:`Error` (or a subclass).
 
     ``method`` is ``"Service.Method"``; ``timeout`` the call's deadline in seconds (None for
-    none), for the message of a client-side deadline.
+    none), for the message of a client-side deadline; ``tls_ca`` (the CA file, "" without TLS)
+    and ``client_certificate`` say how the channel was secured, for transport failures.
     """
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     details = (error.details() if hasattr(error, "details") else str(error)) or ""
@@ -197,7 +250,8 @@ def from_rpc_error(error: grpc.RpcError, *, server: str, method: str,
         trailers = None
     location = f"{method} at {server}"
     if is_transport_failure(code, details, trailers):
-        return cannot_reach(server, details, location)
+        return transport_failure(server, details, location, tls_ca=tls_ca,
+                                 client_certificate=client_certificate)
     # gRPC's own text for a client-side deadline; a server-chosen DEADLINE_EXCEEDED keeps its
     # message.
     if code == grpc.StatusCode.DEADLINE_EXCEEDED and details == "Deadline Exceeded":

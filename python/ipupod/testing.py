@@ -17,7 +17,7 @@ ipupod.testing``. Fixtures:
 
 * ``ipupod_server``: a :class:`LocalServer`, configured by the test's ``ipupod`` marker
   (the keyword arguments of :class:`LocalServer`: ``pod``, ``config``, ``random_faults``,
-  ``args``, ``env``, ``user``).
+  ``args``, ``env``, ``user``, ``tls``, ``client_tls``).
 * ``ipupod_client``: ``ipupod_server.client()``, closed afterwards.
 * ``ipupod_server_factory``: a function taking the same arguments, for several servers in
   one test or settings computed at run time; all are stopped afterwards.
@@ -91,6 +91,13 @@ class LocalServer:
         user: the default user of :meth:`client` in open mode ("pytest"; "admin" is an
             admin unless ``config`` changes ``open_mode_admins``).
         binary: the ``ipupodd`` to run (default: :func:`find_binary`).
+        tls: the server's TLS files, merged into ``config`` as ``tls``: ``{"cert": PATH, "key":
+            PATH}``, plus ``"client_ca"`` for mutual TLS (docs/configuration.md, "Transport
+            security"; the certificate must name 127.0.0.1, e.g. ``subjectAltName =
+            IP:127.0.0.1,DNS:localhost``).
+        client_tls: how this server's clients connect: keyword arguments of
+            :class:`ipupod.Client` (``{"tls_ca": PATH}``, plus ``tls_cert`` and ``tls_key``
+            for mutual TLS), used by the start-up probe and by :meth:`client`.
 
     Attributes: ``address`` ("127.0.0.1:PORT"), ``port``, ``process`` (the
     ``subprocess.Popen``), ``state_dir``, ``log_path`` (the server's stderr).
@@ -99,8 +106,11 @@ class LocalServer:
     def __init__(self, pod: Optional[str] = None, config: Optional[Mapping[str, Any]] = None,
                  random_faults: Optional[Mapping[str, Any]] = None,
                  args: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
-                 user: str = "pytest", binary: Optional[str] = None) -> None:
+                 user: str = "pytest", binary: Optional[str] = None,
+                 tls: Optional[Mapping[str, str]] = None,
+                 client_tls: Optional[Mapping[str, str]] = None) -> None:
         self.binary = binary or find_binary("ipupodd", "IPUPOD_SERVER_BINARY")
+        self._client_tls = dict(client_tls or {})
         self._dir = tempfile.mkdtemp(prefix="ipupod-test-")
         self.state_dir = os.path.join(self._dir, "state")
         self.log_path = os.path.join(self._dir, "ipupodd.log")
@@ -108,6 +118,8 @@ class LocalServer:
         self.port = 0
         self.process: Optional[subprocess.Popen] = None
         self._clients: List[Client] = []
+        if tls is not None:
+            config = dict(config or {}, tls=dict(tls))
         self._argv = self._command(pod, config, random_faults, args)
         self._env = dict(os.environ, **(env or {}))
         try:
@@ -167,7 +179,8 @@ class LocalServer:
         return data.decode("utf-8", "replace")
 
     def _wait_until_answering(self, deadline: float) -> None:
-        with Client(server=self.address, user="pytest", timeout=5.0) as probe:
+        with Client(server=self.address, user="pytest", timeout=5.0,
+                    **self._client_tls) as probe:
             while True:
                 try:
                     probe.pod_info()
@@ -184,9 +197,11 @@ class LocalServer:
     def client(self, user: Optional[str] = None, token: Optional[str] = None,
                **options: Any) -> Client:
         """A :class:`ipupod.Client` of this server (``user`` or ``token``; closed by
-        :meth:`close`). ``options`` go to the Client (``timeout``, ``stream_timeout``)."""
+        :meth:`close`). ``options`` go to the Client (``timeout``, ``stream_timeout``, the TLS
+        files, which default to ``client_tls``)."""
         client = Client(server=self.address, token=token or "",
-                        user=user or (None if token else self.user), **options)
+                        user=user or (None if token else self.user),
+                        **dict(self._client_tls, **options))
         self._clients.append(client)
         return client
 
@@ -255,7 +270,8 @@ if pytest is not None:
     def pytest_configure(config: Any) -> None:
         config.addinivalue_line(
             "markers", "ipupod(pod=None, config=None, random_faults=None, args=(), env=None, "
-            "user='pytest'): how the ipupod_server fixture starts ipupodd (ipupod.testing)")
+            "user='pytest', tls=None, client_tls=None): how the ipupod_server fixture starts "
+            "ipupodd (ipupod.testing)")
 
     def _marker_settings(request: Any) -> Dict[str, Any]:
         marker = request.node.get_closest_marker("ipupod")

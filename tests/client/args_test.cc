@@ -1,6 +1,7 @@
 #include "client/cli/args.h"
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include <gmock/gmock.h>
@@ -106,11 +107,15 @@ TEST(ResolveClientOptionsTest, FlagsBeatEnvironmentBeatDefaults) {
   EXPECT_EQ(defaults->user, "nobody");
   EXPECT_EQ(defaults->rpc_timeout, absl::Seconds(30));
 
-  auto env = ResolveClientOptions(
-      {}, FakeEnv({{"IPUPOD_SERVER", "h:1"}, {"IPUPOD_TOKEN", "t"}, {"USER", "u"}}));
+  auto env = ResolveClientOptions({}, FakeEnv({{"IPUPOD_SERVER", "h:1"},
+                                               {"IPUPOD_TOKEN", "t"},
+                                               {"USER", "u"},
+                                               {"IPUPOD_TLS_CA", "ca.pem"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ(env->server, "h:1");
   EXPECT_EQ(env->token, "t");
   EXPECT_EQ(env->user, "u");
+  EXPECT_EQ(env->tls_ca, "ca.pem");
   EXPECT_EQ(ResolveClientOptions({}, FakeEnv({{"IPUPOD_USER", "x"}, {"USER", "u"}}))->user, "x");
   EXPECT_EQ(ResolveClientOptions({}, FakeEnv({{"USER", ""}}))->user, "nobody");
 
@@ -126,6 +131,75 @@ TEST(ResolveClientOptionsTest, FlagsBeatEnvironmentBeatDefaults) {
   flags.timeout = "-1";
   EXPECT_EQ(ResolveClientOptions(flags, FakeEnv({})).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ResolveClientOptionsTest, TlsFilesComeFromFlagsThenTheEnvironment) {
+  const auto env = FakeEnv({{"IPUPOD_TLS_CA", "env-ca.pem"},
+                            {"IPUPOD_TLS_CERT", "env-cert.pem"},
+                            {"IPUPOD_TLS_KEY", "env-key.pem"}});
+  auto from_env = ResolveClientOptions({}, env);
+  ASSERT_TRUE(from_env.ok()) << from_env.status();
+  EXPECT_EQ(from_env->tls_ca, "env-ca.pem");
+  EXPECT_EQ(from_env->tls_cert, "env-cert.pem");
+  EXPECT_EQ(from_env->tls_key, "env-key.pem");
+  GlobalFlags flags;
+  flags.tls_ca = "ca.pem";
+  flags.tls_cert = "cert.pem";
+  flags.tls_key = "key.pem";
+  auto flagged = ResolveClientOptions(flags, env);
+  ASSERT_TRUE(flagged.ok()) << flagged.status();
+  EXPECT_EQ(flagged->tls_ca, "ca.pem");
+  EXPECT_EQ(flagged->tls_cert, "cert.pem");
+  EXPECT_EQ(flagged->tls_key, "key.pem");
+  EXPECT_EQ(ResolveClientOptions({}, FakeEnv({}))->tls_ca, "") << "no TLS by default";
+}
+
+TEST(ResolveClientOptionsTest, ATokenIsNeverSentInClearTextToAnotherMachine) {
+  for (const char* server :
+       {"10.255.255.1:1", "pod.example.org:50051", "0.0.0.0:50051", "[2001:db8::1]:1",
+        "dns:///pod.example.org:1", "ipv4:127.0.0.1:1,10.0.0.1:1"}) {
+    GlobalFlags flags;
+    flags.server = server;
+    flags.token = "secret";
+    absl::Status refused = ResolveClientOptions(flags, FakeEnv({})).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << server;
+    EXPECT_THAT(std::string(refused.message()), HasSubstr("in clear text")) << server;
+    EXPECT_THAT(std::string(refused.message()), HasSubstr("--tls-ca")) << server;
+    EXPECT_THAT(std::string(refused.message()), ::testing::Not(HasSubstr("secret")));
+    flags.tls_ca = "ca.pem";
+    EXPECT_TRUE(ResolveClientOptions(flags, FakeEnv({})).ok()) << server << " over TLS";
+  }
+  for (const char* server : {"127.0.0.1:50051", "localhost:1", "[::1]:1", "unix:/run/ipupod.sock",
+                             "dns:///localhost:1", "ipv4:127.0.0.1:1,127.0.0.2:1"}) {
+    GlobalFlags flags;
+    flags.server = server;
+    flags.token = "secret";
+    EXPECT_TRUE(ResolveClientOptions(flags, FakeEnv({})).ok()) << server << " is loopback";
+  }
+  GlobalFlags open_mode;  // no token: nothing secret crosses the network
+  open_mode.server = "10.255.255.1:1";
+  EXPECT_TRUE(ResolveClientOptions(open_mode, FakeEnv({})).ok());
+  // The token from the environment counts too.
+  EXPECT_EQ(ResolveClientOptions(open_mode, FakeEnv({{"IPUPOD_TOKEN", "t"}})).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ResolveClientOptionsTest, AClientCertificateNeedsItsKeyAndACa) {
+  GlobalFlags flags;
+  flags.tls_ca = "ca.pem";
+  flags.tls_cert = "cert.pem";
+  absl::Status no_key = ResolveClientOptions(flags, FakeEnv({})).status();
+  EXPECT_EQ(no_key.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_key.message()), HasSubstr("only --tls-cert is set"));
+  flags.tls_cert = "";
+  flags.tls_key = "key.pem";
+  EXPECT_THAT(std::string(ResolveClientOptions(flags, FakeEnv({})).status().message()),
+              HasSubstr("only --tls-key is set"));
+  flags.tls_cert = "cert.pem";
+  flags.tls_ca = "";
+  absl::Status no_ca = ResolveClientOptions(flags, FakeEnv({})).status();
+  EXPECT_EQ(no_ca.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_ca.message()), HasSubstr("needs --tls-ca"));
 }
 
 TEST(AttachRequestTest, BuildsTheRequestFromValidatedArguments) {
@@ -183,6 +257,16 @@ TEST(AttachRequestTest, CommandEnvironmentNamesTheSession) {
     has_token |= k == "IPUPOD_TOKEN" && v == "secret";
   }
   EXPECT_TRUE(has_token);
+  EXPECT_EQ(env.count("IPUPOD_TLS_CA"), 0u);
+  // TLS files go to COMMAND as absolute paths: it may change directory.
+  options.tls_ca = "/etc/ipupod/ca.pem";
+  options.tls_cert = "certs/me.pem";
+  options.tls_key = "certs/me.key";
+  env.clear();
+  for (const auto& [k, v] : SessionEnvironment(options, session)) env[k] = v;
+  EXPECT_EQ(env["IPUPOD_TLS_CA"], "/etc/ipupod/ca.pem");
+  EXPECT_EQ(env["IPUPOD_TLS_CERT"], (std::filesystem::current_path() / "certs/me.pem").string());
+  EXPECT_EQ(env["IPUPOD_TLS_KEY"], (std::filesystem::current_path() / "certs/me.key").string());
 }
 
 TEST(MergeEnvironmentTest, ExtraVariablesReplaceInheritedOnes) {

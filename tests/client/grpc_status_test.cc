@@ -87,6 +87,66 @@ TEST(GrpcStatusTest, ConvertCallStatusExplainsUnreachableServers) {
   EXPECT_THAT(s.message(), HasSubstr("ipupodd --listen 127.0.0.1:1"));
 }
 
+// What gRPC 1.51 with OpenSSL 3 reports for each failed handshake (seen in
+// tests/integration/tls_test.cc against a real ipupodd).
+constexpr const char* kWrongCa =
+    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:35523: Ssl "
+    "handshake failed: SSL_ERROR_SSL: error:0A000086:SSL routines::certificate verify failed";
+constexpr const char* kNameMismatch =
+    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:34605: Peer name "
+    "127.0.0.1 is not in peer certificate";
+constexpr const char* kPlaintextServer =
+    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:37377: Ssl "
+    "handshake failed: SSL_ERROR_SSL: error:0A00010B:SSL routines::wrong version number";
+constexpr const char* kClosedWhileConnecting =
+    "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:127.0.0.1:45031: Socket "
+    "closed";
+
+absl::Status Convert(const char* detail, absl::string_view tls_ca, bool client_certificate) {
+  return ConvertCallStatus(
+      grpc::Status(grpc::StatusCode::UNAVAILABLE, detail), {},
+      {"127.0.0.1:7", "GetPodInfo", absl::Seconds(30), tls_ca, client_certificate});
+}
+
+TEST(GrpcStatusTest, FailedHandshakesAreUnauthenticatedAndSayWhy) {
+  absl::Status wrong_ca = Convert(kWrongCa, "/etc/ca.pem", false);
+  EXPECT_EQ(wrong_ca.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(wrong_ca.message(),
+              HasSubstr("TLS handshake with 127.0.0.1:7 failed: the server's certificate is not "
+                        "signed by the CA in --tls-ca '/etc/ca.pem'"));
+  EXPECT_THAT(wrong_ca.message(), HasSubstr("certificate verify failed")) << "gRPC's detail kept";
+
+  absl::Status mismatch = Convert(kNameMismatch, "/etc/ca.pem", false);
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(mismatch.message(), HasSubstr("does not name 127.0.0.1:7"));
+  EXPECT_THAT(mismatch.message(), HasSubstr("subjectAltName"));
+
+  absl::Status plaintext = Convert(kPlaintextServer, "/etc/ca.pem", false);
+  EXPECT_EQ(plaintext.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(plaintext.message(), HasSubstr("the server does not speak TLS"));
+  EXPECT_THAT(plaintext.message(), HasSubstr("leave out --tls-ca"));
+}
+
+TEST(GrpcStatusTest, AConnectionClosedWhileConnectingHintsAtTls) {
+  absl::Status plaintext_client = Convert(kClosedWhileConnecting, "", false);
+  EXPECT_EQ(plaintext_client.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(plaintext_client.message(), HasSubstr("cannot reach ipupodd at 127.0.0.1:7"));
+  EXPECT_THAT(plaintext_client.message(), HasSubstr("if it serves TLS, pass --tls-ca FILE"));
+
+  absl::Status no_client_cert = Convert(kClosedWhileConnecting, "/etc/ca.pem", false);
+  EXPECT_EQ(no_client_cert.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(no_client_cert.message(), HasSubstr("requires a client certificate (mutual TLS)"));
+  EXPECT_THAT(no_client_cert.message(), HasSubstr("--tls-cert FILE and --tls-key FILE"));
+
+  absl::Status refused_cert = Convert(kClosedWhileConnecting, "/etc/ca.pem", true);
+  EXPECT_THAT(refused_cert.message(), HasSubstr("may not accept the client certificate"));
+
+  // Without TLS a handshake phrase means nothing special: gRPC's text, as before.
+  absl::Status plain = Convert(kWrongCa, "", false);
+  EXPECT_EQ(plain.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(plain.message(), HasSubstr("cannot reach ipupodd"));
+}
+
 TEST(GrpcStatusTest, ConvertCallStatusNamesTheMethodOnClientDeadline) {
   absl::Status s =
       ConvertCallStatus(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"), {},

@@ -274,6 +274,9 @@ TEST(ErrorTextTest, PlainErrorsHaveNoKindLine) {
   EXPECT_THAT(ErrorText(absl::ResourceExhaustedError("busy"), {.attach_without_wait = true}),
               HasSubstr("add --wait"));
   EXPECT_THAT(ErrorText(absl::UnauthenticatedError("no token"), {}), HasSubstr("--token"));
+  // A failed TLS handshake is not about tokens: its message says its own fix.
+  EXPECT_EQ(ErrorText(absl::UnauthenticatedError("TLS handshake with h:1 failed: x"), {}),
+            "error: TLS handshake with h:1 failed: x\n");
   EXPECT_THAT(ErrorText(absl::ResourceExhaustedError("busy"), {}), Not(HasSubstr("hint")));
 }
 

@@ -62,7 +62,9 @@ TEST(ConfigTest, EveryKeyIsRead) {
     "random_faults": {"seed": 18446744073709551615, "probability_per_operation": 0.25,
                       "kinds": ["ipu-reset", "link-reset", "partition-reset", "full-reset",
                                 "unrecoverable"]},
-    "log_level": "debug"
+    "log_level": "debug",
+    "tls": {"cert": "/etc/ipupod/server.pem", "key": "/etc/ipupod/server.key",
+            "client_ca": "/etc/ipupod/clients.pem"}
   })");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->listen, "0.0.0.0:6000");
@@ -86,7 +88,11 @@ TEST(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config->random_faults.kinds.size(), 5u);
   EXPECT_EQ(config->random_faults.kinds[4], scheduler::FaultKind::kUnrecoverable);
   EXPECT_EQ(config->log_level, "debug");
-  EXPECT_TRUE(ValidateConfig(*config).ok()) << "token mode may listen anywhere";
+  EXPECT_EQ(config->tls.cert, "/etc/ipupod/server.pem");
+  EXPECT_EQ(config->tls.key, "/etc/ipupod/server.key");
+  EXPECT_EQ(config->tls.client_ca, "/etc/ipupod/clients.pem");
+  EXPECT_TRUE(config->tls.enabled());
+  EXPECT_TRUE(ValidateConfig(*config).ok()) << "token mode with TLS may listen anywhere";
 
   auto options = ToSchedulerOptions(*config);
   EXPECT_EQ(options.pod.num_ipus, 64);
@@ -320,7 +326,60 @@ TEST(ConfigTest, OpenModeMustListenOnLoopback) {
   EXPECT_TRUE(ValidateConfig(config).ok());
   config.listen = "0.0.0.0:50051";
   config.tokens.push_back({"t", "alice", false});
+  config.tls = {"server.pem", "server.key", ""};
   EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
+TEST(ConfigTest, TokensOffLoopbackNeedTls) {
+  ServerConfig config;
+  config.tokens.push_back({"t", "alice", false});
+  for (const char* listen : {"0.0.0.0:50051", "10.1.2.3:50051", "[::]:0", "pod.example.org:1"}) {
+    config.listen = listen;
+    absl::Status status = ValidateConfig(config);
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << listen;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(listen));
+    EXPECT_THAT(std::string(status.message()), HasSubstr("clear text"));
+    EXPECT_THAT(std::string(status.message()), HasSubstr("--tls-cert"));
+    EXPECT_THAT(std::string(status.message()), HasSubstr("listen on loopback"));
+  }
+  for (const char* loopback : {"127.0.0.1:0", "localhost:0", "[::1]:0"}) {
+    config.listen = loopback;
+    EXPECT_TRUE(ValidateConfig(config).ok()) << loopback << ": a local TLS proxy may front it";
+  }
+  config.listen = "0.0.0.0:50051";
+  config.tls.cert = "server.pem";
+  config.tls.key = "server.key";
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
+TEST(ConfigTest, TlsFilesMustComeTogether) {
+  ServerConfig config;
+  config.tls.cert = "server.pem";
+  absl::Status status = ValidateConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("only the certificate"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("--tls-key"));
+  config.tls = {"", "server.key", ""};
+  EXPECT_THAT(std::string(ValidateConfig(config).message()), HasSubstr("only the key"));
+  config.tls = {"", "", "clients.pem"};
+  status = ValidateConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("--tls-client-ca"));
+  config.tls = {"server.pem", "server.key", "clients.pem"};
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
+TEST(ConfigTest, TheTlsSectionIsStrict) {
+  ExpectInvalid(R"({"tls": {"cert": "a.pem"}})", {"'tls.key'", "is missing"});
+  ExpectInvalid(R"({"tls": {"key": "a.key"}})", {"'tls.cert'", "is missing"});
+  ExpectInvalid(R"({"tls": {"client_ca": "ca.pem"}})", {"'tls.cert'", "mutual TLS"});
+  ExpectInvalid(R"({"tls": {"cert": "a", "key": "b", "ca": "c"}})", {"'tls.ca'", "client_ca"});
+  ExpectInvalid(R"({"tls": {"cert": "", "key": "b"}})", {"'tls.cert'", "non-empty string"});
+  ExpectInvalid(R"({"tls": {"cert": 3, "key": "b"}})", {"'tls.cert'", "an integer 3"});
+  ExpectInvalid(R"({"tls": "server.pem"})", {"'tls'", "an object"});
+  auto empty = ParseConfigJson(R"({"tls": {}})");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_FALSE(empty->tls.enabled());
 }
 
 TEST(ConfigTest, UserNames) {
@@ -415,12 +474,30 @@ TEST(FlagsTest, BadFlagsAreInvalidArgument) {
   EXPECT_THAT(std::string(open.status().message()), HasSubstr("loopback"));
 }
 
+TEST(FlagsTest, TlsFlagsOverrideTheConfigFile) {
+  TempFile file(R"({"tokens": [{"token": "t", "user": "alice"}],
+                    "tls": {"cert": "file.pem", "key": "file.key"}})");
+  auto cl = Parse({"--config", file.path(), "--tls-cert", "flag.pem", "--tls-client-ca", "ca.pem",
+                   "--listen", "0.0.0.0:0"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->config->tls.cert, "flag.pem");
+  EXPECT_EQ(cl->config->tls.key, "file.key");
+  EXPECT_EQ(cl->config->tls.client_ca, "ca.pem");
+
+  auto plain = Parse({"--config", file.path(), "--listen", "0.0.0.0:0", "--tls-cert", "c.pem"});
+  ASSERT_TRUE(plain.ok()) << plain.status() << ": the file's key stays";
+  auto key_only = Parse({"--tls-key", "k.pem"});
+  EXPECT_EQ(key_only.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(key_only.status().message()), HasSubstr("only the key"));
+}
+
 TEST(FlagsTest, HelpExplainsWithAnExample) {
   auto cl = Parse({"--help"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_FALSE(cl->config);
-  for (const char* needle : {"--config", "--listen", "--pod", "--state-dir", "--log-level",
-                             "--lease-seconds", "Example", "tokens", "open mode"}) {
+  for (const char* needle :
+       {"--config", "--listen", "--pod", "--state-dir", "--log-level", "--lease-seconds", "Example",
+        "tokens", "open mode", "--tls-cert", "--tls-key", "--tls-client-ca", "clear text"}) {
     EXPECT_THAT(cl->print, HasSubstr(needle));
   }
   auto version = Parse({"--version"});

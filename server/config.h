@@ -35,6 +35,9 @@
 //     "accounting_public": false,           everyone may read everyone's usage
 //     "sharing": {...}                      accounts, QoS, limits, priority
 //                                           (server/sharing_config.h); reloaded on SIGHUP
+//     "metrics_listen": "127.0.0.1:9464"    HTTP: /metrics (Prometheus), /healthz; "off" =
+//                                           none; unset: 127.0.0.1:9464, or port 0 when
+//                                           listen's port is 0 (MetricsListenAddress)
 //   }
 //
 // Without tokens the server runs in open mode: callers name themselves, so it
@@ -110,6 +113,9 @@ struct ServerConfig {
   // The file the config was read from ("" = none); set by the flags, never a
   // key. SIGHUP reloads the sharing section from it.
   std::string config_path;
+  // The HTTP listener of metrics and health (http/, metrics/): host:port,
+  // "off", or "" = the default (MetricsListenAddress).
+  std::string metrics_listen;
   // ipupodd --reinitialise only (never a config key: a config file is read
   // at every start): discard the state in state_dir and start a new pod.
   bool reinitialise = false;
@@ -170,8 +176,20 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view listen);
 bool IsLoopbackHost(absl::string_view host);
 
 // Cross-key checks run after flags are applied: the listen address parses,
-// and open mode listens on loopback only (FAILED_PRECONDITION otherwise).
+// and open mode listens on loopback only (FAILED_PRECONDITION otherwise);
+// ValidateMetricsListen.
 absl::Status ValidateConfig(const ServerConfig& config);
+
+// The metrics listener's address: metrics_listen as given; unset,
+// 127.0.0.1:9464, except 127.0.0.1:0 when listen's port is 0 (an ephemeral
+// server, as tests start, must not collide on a fixed port); "" when "off".
+inline constexpr absl::string_view kMetricsListenDefault = "127.0.0.1:9464";
+std::string MetricsListenAddress(const ServerConfig& config);
+
+// The metrics listener obeys the gRPC listener's identity rules: open mode
+// only on loopback; with tokens, off loopback only with TLS (`tls`: the
+// listener serves HTTPS). FAILED_PRECONDITION saying why and what to do.
+absl::Status ValidateMetricsListen(const ServerConfig& config, bool tls);
 
 // The scheduler's options for this config.
 scheduler::SchedulerOptions ToSchedulerOptions(const ServerConfig& config);

@@ -39,7 +39,9 @@ trusts the user name each client sends (users named in open_mode_admins are
 admins). With tokens, clients send `authorization: Bearer <token>`.
 
 When ready, ipupodd prints one line on stdout:
-  ipupodd listening on 127.0.0.1:50051 (POD16, 16 IPUs, open mode)
+  ipupodd listening on 127.0.0.1:50051 (POD16, 16 IPUs, open mode); http://127.0.0.1:9464 serves /metrics and /healthz
+Prometheus scrapes http://127.0.0.1:9464/metrics (docs/operations.md); with
+tokens it sends one as `authorization: Bearer`.
 SIGINT or SIGTERM shuts it down gracefully. Exit code 2: bad configuration, or a
 state dir that has held a pod's state and lost it (state.db deleted, emptied or
 without its write-ahead log): restore it, or pass --reinitialise once to start a
@@ -58,6 +60,7 @@ struct Overrides {
   std::optional<int> execution_stream_idle_seconds;
   std::optional<int> compute_threads;
   std::optional<int64_t> load_memory_mb;
+  std::optional<std::string> metrics_listen;
   bool reinitialise = false;
 };
 
@@ -95,6 +98,11 @@ void AddFlags(CLI::App& app, Overrides& o) {
                  "megabytes of host memory all loaded programs may hold together; a load over "
                  "it is refused (default 0: half of this host's memory)")
       ->type_name("MB");
+  app.add_option("--metrics-listen", o.metrics_listen,
+                 "where to serve Prometheus metrics (/metrics) and liveness (/healthz) over "
+                 "HTTP, host:port (default 127.0.0.1:9464; port 0 when --listen's port is 0; "
+                 "off = none); needs loopback, or tokens and TLS")
+      ->type_name("ADDR|off");
   app.add_flag("--reinitialise", o.reinitialise,
                "discard the state in --state-dir (partitions, failed IPUs) and start a new, "
                "empty pod; needed once after the state was lost, never for a normal start");
@@ -126,6 +134,12 @@ absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
   }
   if (o.compute_threads) config.compute_threads = *o.compute_threads;
   if (o.load_memory_mb) config.load_memory_mb = *o.load_memory_mb;
+  if (o.metrics_listen) {
+    if (*o.metrics_listen != "off") {
+      IPUPOD_RETURN_IF_ERROR(ParseListenAddress(*o.metrics_listen).status());
+    }
+    config.metrics_listen = *o.metrics_listen;
+  }
   config.reinitialise = o.reinitialise;
   return absl::OkStatus();
 }

@@ -13,6 +13,12 @@
 // free port; port() reports it). Sessions that end drop their loaded
 // programs (scheduler's on_session_ended -> LoadedPrograms::Drop).
 //
+// HTTP (http/http_listener.h) on MetricsListenAddress(config), unless "off":
+// GET /metrics, the Prometheus metrics (metrics/pod_metrics.h), behind the
+// API's identity rules (with tokens, a token as Bearer or Basic password),
+// and GET /healthz, "ok" without credentials (liveness). metrics_url() says
+// where; the ready line ends with it.
+//
 // Liveness: HTTP/2 keepalive pings every lease/2 with a lease/2 timeout, so a
 // client whose process died, whose connection dropped silently, or that is
 // stopped (SIGSTOP) is disconnected, and its attach stream released, within
@@ -22,7 +28,8 @@
 //   INVALID_ARGUMENT / FAILED_PRECONDITION  bad config, open mode off loopback,
 //                                           a stored state that does not fit
 //   FAILED_PRECONDITION / DATA_LOSS         the store cannot be opened
-//   UNAVAILABLE                             the address cannot be bound
+//   UNAVAILABLE                             the address (or the metrics
+//                                           listener's) cannot be bound
 //
 // Thread safety: port(), Wait() and Shutdown() are safe from any thread.
 // Shutdown() ends every attach stream with UNAVAILABLE, stops accepting
@@ -50,7 +57,9 @@
 #include "execution/memory_budget.h"
 #include "execution/remote_compile.h"
 #include "execution/session_execution.h"
+#include "http/http_listener.h"
 #include "jobs/blob_store.h"
+#include "metrics/pod_metrics.h"
 #include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
 #include "scheduler/scheduler.h"
@@ -81,8 +90,12 @@ class PodServer {
   // host:port as bound, e.g. "127.0.0.1:41234" or "[::1]:41234".
   const std::string& address() const { return address_; }
   const ServerConfig& config() const { return config_; }
-  // "ipupodd listening on 127.0.0.1:41234 (POD16, 16 IPUs, open mode)".
+  // "ipupodd listening on 127.0.0.1:41234 (POD16, 16 IPUs, open mode);
+  // http://127.0.0.1:41235 serves /metrics and /healthz" (no "; ..." when
+  // metrics_listen is "off").
   std::string ReadyLine() const;
+  // "http://127.0.0.1:41235" (https with TLS); "" when off.
+  std::string metrics_url() const;
 
   // SIGHUP: re-reads config().config_path and puts its sharing section in
   // force. Any error (no file, a malformed or invalid config) is returned and
@@ -99,8 +112,13 @@ class PodServer {
   absl::Status Init();
   absl::Status BuildGrpcServer();
   absl::Status StartJobs();
+  void CreateServices();
+  absl::Status StartHttp();
 
   const ServerConfig config_;
+  // Before everything that reports to it (the scheduler's events, the
+  // compute gate's waits, the RPC interceptor), so it outlives them.
+  std::unique_ptr<metrics::PodMetrics> metrics_;
   // Destroyed in reverse order: the gRPC server (and every RPC) goes first,
   // the store last. programs_ outlives the scheduler, which calls it when
   // sessions end (also from its destructor).
@@ -131,6 +149,9 @@ class PodServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
+  // Last: it reads the scheduler, jobs, cache and metrics while it serves,
+  // so it stops first.
+  std::unique_ptr<http::HttpListener> http_;
 
   std::atomic<bool> shutting_down_{false};  // ServiceEnv::shutting_down points here
   absl::Mutex shutdown_mu_;

@@ -23,6 +23,12 @@ PACKAGES=(
   python3-torchvision  # parity of the convolutional models (tests/parity)
   # the Python client (python/): its runtime, its tests, and the offline `pip install ./python`
   python3-grpcio python3-protobuf python3-pytest python3-setuptools python3-pip
+  # metrics and the HTTP listener (docs/operations.md): prometheus-cpp's registry and text
+  # format, civetweb as the HTTP server, OpenSSL for its HTTPS from PEM in memory
+  prometheus-cpp-dev libcivetweb-dev libssl-dev
+  # their tests: libcurl scrapes, the openssl CLI makes certificates, a real Prometheus
+  # scrapes a test server (tests/integration/prometheus_test.cc)
+  libcurl4-openssl-dev openssl prometheus
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #include "http/tls_credentials.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "tests/support/http_client.h"

@@ -2,7 +2,7 @@
 // over-long request line and headers, a TLS handshake on the plain port,
 // crowds of silent and of busy connections. gRPC keeps answering
 // throughout, and /healthz and /metrics answer again once the crowd is gone;
-// the server never crashes.
+// the server never crashes. And a metrics port in use is exit 2 at start.
 #include <atomic>
 #include <random>
 #include <string>
@@ -79,6 +79,22 @@ TEST(HttpHostileTest, GarbageAndCrowdsLeaveGrpcAndHealthAnswering) {
   EXPECT_TRUE(server.process().Running()) << server.process().stderr_text();
   std::printf("%d of 64 scrapes behind 64 silent connections answered within 2 s\n",
               answered.load());
+}
+
+// A metrics port in use stops ipupodd at start: exit 2, saying which
+// address and what to do.
+TEST(HttpHostileTest, AMetricsPortInUseIsExitTwoWithTheReason) {
+  ServerUnderTest server;
+  const std::string taken = server.metrics_url().substr(std::string("http://").size());
+  TempDir state;
+  Process second = Process::Start({ServerBinary(), "--listen", "127.0.0.1:0", "--state-dir",
+                                   state.path(), "--metrics-listen", taken});
+  EXPECT_EQ(second.Wait(seconds(30)), 2);
+  EXPECT_NE(second.stderr_text().find("the metrics listener (metrics_listen '" + taken),
+            std::string::npos)
+      << second.stderr_text();
+  EXPECT_NE(second.stderr_text().find("Address already in use"), std::string::npos);
+  EXPECT_NE(second.stderr_text().find("--metrics-listen"), std::string::npos);
 }
 
 }  // namespace

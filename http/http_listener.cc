@@ -1,59 +1,75 @@
 #include "http/http_listener.h"
 
-#include <atomic>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
 #include <exception>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
 #include "http/credentials.h"
+#include "http/panic.h"
+#include "http/tls_credentials.h"
 #include <arpa/inet.h>
-#include <civetweb.h>
+#include <microhttpd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-extern "C" {
-// http/civetweb_openssl3: referenced so that every program linking this
-// library loads them under the names civetweb opens (see the README there).
-int ipupod_civetweb_libssl_compat();
-int ipupod_civetweb_libcrypto_compat();
-}
-
 namespace ipupod::http {
 namespace {
 
-// Stop: how often, and how long at most, it wakes civetweb's accept loop.
-constexpr absl::Duration kWakeEvery = absl::Milliseconds(20);
-constexpr absl::Duration kWakeFor = absl::Seconds(5);
+// TLS 1.3 and 1.2 only, with GnuTLS's NORMAL ciphers.
+constexpr const char* kTlsPriorities = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
+// Connections the kernel completes while every worker is at its limit wait
+// here until one frees (libmicrohttpd stops accepting at the limit).
+constexpr int kListenBacklog = 128;
+// After a panic, how long Stop waits for the handlers in flight to leave.
+constexpr absl::Duration kPanicDrain = absl::Seconds(5);
 
-// What civetweb logs while mg_start2 runs on this thread: the reason behind
-// its generic "Failed to setup server ports".
+// What libmicrohttpd logs while MHD_start_daemon runs on this thread: the
+// reason behind its NULL.
 thread_local std::string* start_log = nullptr;
 
-absl::Status CheckOptions(const HttpListenerOptions& o) {
-  if (o.port < 0 || o.port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("port ", o.port, " is not from 0 to 65535"));
-  }
+absl::Status CheckBounds(const HttpListenerOptions& o) {
   if (o.worker_threads < 1 || o.worker_threads > kWorkerThreadsMax) {
     return absl::InvalidArgumentError(
         absl::StrCat("worker_threads must be from 1 to ", kWorkerThreadsMax));
   }
-  if (o.request_timeout < absl::Milliseconds(100) || o.request_timeout > absl::Minutes(10)) {
-    return absl::InvalidArgumentError("request_timeout must be from 100 ms to 10 minutes");
+  if (o.max_connections < o.worker_threads || o.max_connections > kMaxConnectionsMax) {
+    return absl::InvalidArgumentError(absl::StrCat("max_connections must be from worker_threads (",
+                                                   o.worker_threads, ") to ", kMaxConnectionsMax,
+                                                   " (libmicrohttpd shares it among its threads)"));
+  }
+  if (o.max_connections_per_ip < 1 || o.max_connections_per_ip > o.max_connections) {
+    return absl::InvalidArgumentError("max_connections_per_ip must be from 1 to max_connections");
+  }
+  if (o.idle_timeout < absl::Seconds(1) || o.idle_timeout > absl::Hours(1) ||
+      o.idle_timeout != absl::Seconds(absl::ToInt64Seconds(o.idle_timeout))) {
+    return absl::InvalidArgumentError("idle_timeout must be whole seconds from 1 s to 1 hour");
   }
   if (o.max_request_bytes < kMaxRequestBytesMin || o.max_request_bytes > kMaxRequestBytesMax) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_request_bytes must be from ", kMaxRequestBytesMin, " to ", kMaxRequestBytesMax));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOptions(const HttpListenerOptions& o) {
+  if (o.port < 0 || o.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", o.port, " is not from 0 to 65535"));
+  }
+  IPUPOD_RETURN_IF_ERROR(CheckBounds(o));
   if (o.cert_pem.empty() != o.key_pem.empty()) {
     return absl::InvalidArgumentError(
         "HTTPS needs both a certificate and its private key; only one was given");
@@ -70,43 +86,221 @@ absl::Status CheckOptions(const HttpListenerOptions& o) {
   return absl::OkStatus();
 }
 
-// The IPv4 address civetweb binds for `host`.
-absl::StatusOr<std::string> BindAddress(absl::string_view host) {
-  if (absl::EqualsIgnoreCase(host, "localhost")) return std::string("127.0.0.1");
-  in_addr v4{};
-  const std::string text(host);
-  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) return text;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "the HTTP listener takes an IPv4 address or localhost (Debian's civetweb is built without "
-      "IPv6), not '",
-      host.substr(0, 64), "'; e.g. 127.0.0.1:9464 or 0.0.0.0:9464"));
+// The socket address to bind for `host`, and the host as a URL shows it.
+struct BindTarget {
+  sockaddr_storage address{};
+  socklen_t length = 0;
+  std::string url_host;  // "127.0.0.1", "[::1]"
+};
+
+absl::StatusOr<BindTarget> ResolveHost(absl::string_view host, int port) {
+  std::string text(host);
+  if (absl::EqualsIgnoreCase(text, "localhost")) text = "127.0.0.1";
+  if (text.size() > 2 && text.front() == '[' && text.back() == ']') {
+    text = text.substr(1, text.size() - 2);
+  }
+  BindTarget target;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&target.address);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&target.address);
+  if (inet_pton(AF_INET, text.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    target.length = sizeof(sockaddr_in);
+    target.url_host = text;
+  } else if (inet_pton(AF_INET6, text.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    target.length = sizeof(sockaddr_in6);
+    target.url_host = absl::StrCat("[", text, "]");
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the HTTP listener takes an IPv4 or IPv6 address, or localhost, not '",
+                     host.substr(0, 64), "'; e.g. 127.0.0.1:9464, [::1]:9464 or 0.0.0.0:9464"));
+  }
+  return target;
+}
+
+// A listening socket on `target` (non-blocking: libmicrohttpd's threads all
+// accept from it). UNAVAILABLE naming the address and the reason.
+absl::StatusOr<int> Listen(const BindTarget& target, int port) {
+  const std::string shown = absl::StrCat(target.url_host, ":", port);
+  const int fd = ::socket(target.address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve HTTP on ", shown, ": ", std::strerror(errno)));
+  }
+  const int on = 1;
+  // A restart binds while the last run's connections linger in TIME_WAIT;
+  // a port another socket listens on is still EADDRINUSE.
+  bool ok = ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) == 0;
+  if (target.address.ss_family == AF_INET6) {
+    ok = ok && ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) == 0;
+  }
+  ok = ok && ::bind(fd, reinterpret_cast<const sockaddr*>(&target.address), target.length) == 0 &&
+       ::listen(fd, kListenBacklog) == 0;
+  if (!ok) {
+    const int error = errno;
+    ::close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve HTTP on ", shown, ": ", std::strerror(error)));
+  }
+  return fd;
+}
+
+// The port the kernel gave `fd`.
+int BoundPort(int fd) {
+  sockaddr_storage bound{};
+  socklen_t length = sizeof bound;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) return 0;
+  if (bound.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port);
+  }
+  return ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+}
+
+void Log(void*, const char* format, va_list args) {
+  char text[512];
+  std::vsnprintf(text, sizeof text, format, args);
+  const std::string message(absl::StripTrailingAsciiWhitespace(text));
+  if (start_log != nullptr) {
+    absl::StrAppend(start_log, start_log->empty() ? "" : "; ", message);
+  } else {
+    // Mostly what clients did (a request too large, a TLS handshake with
+    // plain HTTP, a connection over a limit): not the operator's concern
+    // unless debugging.
+    spdlog::debug("http: {}", message);
+  }
+}
+
+MHD_OptionItem Option(MHD_OPTION option, intptr_t value, void* pointer = nullptr) {
+  return MHD_OptionItem{option, value, pointer};
+}
+
+// libmicrohttpd's options for `o`, serving on the listening socket `fd`.
+std::vector<MHD_OptionItem> DaemonOptions(const HttpListenerOptions& o, int fd) {
+  std::vector<MHD_OptionItem> items = {
+      Option(MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&Log)),
+      Option(MHD_OPTION_LISTEN_SOCKET, fd),
+      Option(MHD_OPTION_THREAD_POOL_SIZE, o.worker_threads),
+      Option(MHD_OPTION_CONNECTION_LIMIT, o.max_connections),
+      Option(MHD_OPTION_PER_IP_CONNECTION_LIMIT, o.max_connections_per_ip),
+      Option(MHD_OPTION_CONNECTION_TIMEOUT, absl::ToInt64Seconds(o.idle_timeout)),
+      Option(MHD_OPTION_CONNECTION_MEMORY_LIMIT, o.max_request_bytes)};
+  if (!o.cert_pem.empty()) {
+    // Read (by GnuTLS, which copies them) while the daemon starts.
+    items.push_back(Option(MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(o.cert_pem.c_str())));
+    items.push_back(Option(MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(o.key_pem.c_str())));
+    items.push_back(Option(MHD_OPTION_HTTPS_PRIORITIES, 0, const_cast<char*>(kTlsPriorities)));
+  }
+  items.push_back(Option(MHD_OPTION_END, 0));
+  return items;
 }
 
 bool IsCleanHeaderValue(absl::string_view value) {
   return value.find_first_of("\r\n") == absl::string_view::npos;
 }
 
-// Writes the response; `extra_headers` are whole "Name: value\r\n" lines.
-int Send(mg_connection* conn, bool head, const HttpResponse& response,
-         absl::string_view extra_headers = "") {
-  const absl::string_view type = IsCleanHeaderValue(response.content_type)
-                                     ? absl::string_view(response.content_type)
-                                     : absl::string_view("application/octet-stream");
-  const std::string header = absl::StrCat(
-      "HTTP/1.1 ", response.status, " ", mg_get_response_code_text(conn, response.status),
-      "\r\nContent-Type: ", type, "\r\nContent-Length: ", response.body.size(),
-      "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n",
-      extra_headers, "\r\n");
-  mg_write(conn, header.data(), header.size());
-  if (!head && !response.body.empty()) mg_write(conn, response.body.data(), response.body.size());
-  return response.status;
+void FreeBody(void* body) { delete static_cast<std::string*>(body); }
+
+using Header = std::pair<const char*, std::string>;
+
+// Queues the response (the body is moved into it and freed with it; for
+// HEAD, libmicrohttpd sends its Content-Length and not the body).
+bool Send(MHD_Connection* connection, HttpResponse response,
+          const std::vector<Header>& extra = {}) {
+  if (response.status < 100 || response.status > 599) {
+    spdlog::error("http: a handler answered status {}; sent 500", response.status);
+    response = HttpResponse{500, "text/plain; charset=utf-8", "500 internal server error\n"};
+  }
+  auto* body = new std::string(std::move(response.body));
+  MHD_Response* sent = MHD_create_response_from_buffer_with_free_callback_cls(
+      body->size(), body->data(), &FreeBody, body);
+  if (sent == nullptr) {
+    delete body;
+    return false;
+  }
+  const std::string type = IsCleanHeaderValue(response.content_type) ? response.content_type
+                                                                     : "application/octet-stream";
+  bool ok = MHD_add_response_header(sent, MHD_HTTP_HEADER_CONTENT_TYPE, type.c_str()) == MHD_YES &&
+            MHD_add_response_header(sent, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") == MHD_YES &&
+            MHD_add_response_header(sent, "X-Content-Type-Options", "nosniff") == MHD_YES;
+  for (const auto& [name, value] : extra) {
+    ok = ok && MHD_add_response_header(sent, name, value.c_str()) == MHD_YES;
+  }
+  ok = ok &&
+       MHD_queue_response(connection, static_cast<unsigned int>(response.status), sent) == MHD_YES;
+  MHD_destroy_response(sent);  // reference-counted: freed once sent
+  return ok;
 }
 
 HttpResponse Text(int status, std::string body) {
   return HttpResponse{status, "text/plain; charset=utf-8", std::move(body)};
 }
 
+// '%'-encodes all but RFC 3986's unreserved characters.
+void AppendEncoded(std::string* out, absl::string_view text) {
+  for (const char c : text) {
+    if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_' ||
+        c == '~') {
+      out->push_back(c);
+    } else {
+      absl::StrAppend(out, "%",
+                      absl::AsciiStrToUpper(
+                          absl::StrCat(absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2))));
+    }
+  }
+}
+
+MHD_Result AppendArgument(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  auto* query = static_cast<std::string*>(cls);
+  if (!query->empty()) query->push_back('&');
+  AppendEncoded(query, key != nullptr ? key : "");
+  if (value != nullptr) {
+    query->push_back('=');
+    AppendEncoded(query, value);
+  }
+  return MHD_YES;
+}
+
+// Marks a handler in flight for the panic policy (http/panic.h).
+class DispatchScope {
+ public:
+  DispatchScope() { internal::EnterDispatch(); }
+  ~DispatchScope() { internal::LeaveDispatch(); }
+  DispatchScope(const DispatchScope&) = delete;
+  DispatchScope& operator=(const DispatchScope&) = delete;
+};
+
 }  // namespace
+
+struct HttpListener::Callbacks {
+  // Every request is answered on libmicrohttpd's first call for it, once its
+  // headers are in: no body is read, and libmicrohttpd closes the connection
+  // after the response (one request per connection).
+  static MHD_Result Dispatch(void* cls, MHD_Connection* connection, const char* url,
+                             const char* method, const char* /*version*/,
+                             const char* /*upload_data*/, size_t* /*upload_data_size*/,
+                             void** request_state) {
+    DispatchScope scope;
+    if (internal::Panicked()) {  // before anything of the listener is touched
+      return Send(connection, Text(503, "503 the HTTP listener is out of service; see the log\n"))
+                 ? MHD_YES
+                 : MHD_NO;
+    }
+    if (*request_state != nullptr) return MHD_NO;  // a body arrives after the answer: close
+    *request_state = connection;
+    const auto* listener = static_cast<const HttpListener*>(cls);
+    try {  // nothing may unwind into libmicrohttpd's C frames
+      return listener->Serve(connection, url, method) ? MHD_YES : MHD_NO;
+    } catch (...) {
+      try {
+        return Send(connection, Text(500, "500 internal server error\n")) ? MHD_YES : MHD_NO;
+      } catch (...) {
+        return MHD_NO;
+      }
+    }
+  }
+};
 
 HttpListener::HttpListener(HttpListenerOptions options) : options_(std::move(options)) {
   for (const Route& route : options_.routes) routes_.emplace(route.path, &route);
@@ -125,171 +319,102 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
 }
 
 absl::Status HttpListener::Open() {
-  IPUPOD_ASSIGN_OR_RETURN(const std::string address, BindAddress(options_.host));
-  if (!options_.cert_pem.empty()) {
-    IPUPOD_ASSIGN_OR_RETURN(tls_, TlsCredentials::FromPem(options_.cert_pem, options_.key_pem));
-  }
-  static std::once_flag library;
-  std::call_once(library, [] {
-    ipupod_civetweb_libssl_compat();
-    ipupod_civetweb_libcrypto_compat();
-    mg_init_library(MG_FEATURES_TLS);  // for the process's life
-  });
-  if (tls_ != nullptr && mg_check_feature(MG_FEATURES_TLS) == 0) {
-    return absl::FailedPreconditionError("this civetweb was built without HTTPS");
-  }
-  const std::string ports = absl::StrCat(address, ":", options_.port, tls_ ? "s" : "");
-  const std::string threads = absl::StrCat(options_.worker_threads);
-  const std::string timeout = absl::StrCat(absl::ToInt64Milliseconds(options_.request_timeout));
-  const std::string request_bytes = absl::StrCat(options_.max_request_bytes);
-  // No document_root: civetweb serves no file, lists no directory, runs no CGI.
-  std::vector<const char*> config = {"listening_ports",      ports.c_str(),
-                                     "num_threads",          threads.c_str(),
-                                     "request_timeout_ms",   timeout.c_str(),
-                                     "max_request_size",     request_bytes.c_str(),
-                                     "enable_keep_alive",    "no",
-                                     "ssl_protocol_version", "4"};
-  config.push_back(nullptr);
-  mg_callbacks callbacks{};
-  callbacks.begin_request = &HttpListener::BeginRequest;
-  callbacks.log_message = &HttpListener::LogMessage;
-  if (tls_ != nullptr) callbacks.init_ssl = &HttpListener::InitSsl;
-  mg_init_data init{&callbacks, this, config.data()};
-  char text[256] = "";
-  unsigned code = 0;
-  mg_error_data error{&code, text, sizeof text};
+  IPUPOD_ASSIGN_OR_RETURN(BindTarget target, ResolveHost(options_.host, options_.port));
+  const bool tls = https();
+  if (tls) IPUPOD_RETURN_IF_ERROR(CheckTlsCredentials(options_.cert_pem, options_.key_pem));
+  IPUPOD_ASSIGN_OR_RETURN(const int fd, Listen(target, options_.port));
+  url_host_ = target.url_host;
+  port_ = BoundPort(fd);
+  const std::vector<MHD_OptionItem> items = DaemonOptions(options_, fd);
+  const unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                             MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0) |
+                             (target.address.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+  internal::InstallPanicHandler();
   std::string log;
-  start_log = &log;
-  mg_context* context = mg_start2(&init, &error);
-  start_log = nullptr;
-  if (context == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot serve HTTP", tls_ ? "S" : "", " on ",
-                                               address, ":", options_.port, ": ",
-                                               log.empty() ? text : log));
+  MHD_Daemon* daemon = nullptr;
+  {
+    internal::OwnerCall owner;
+    start_log = &log;
+    daemon =
+        MHD_start_daemon(flags, 0, nullptr, nullptr, &Callbacks::Dispatch, this, MHD_OPTION_ARRAY,
+                         const_cast<MHD_OptionItem*>(items.data()), MHD_OPTION_END);
+    start_log = nullptr;
   }
-  mg_server_port bound{};
-  if (mg_get_server_ports(context, 1, &bound) != 1 || bound.port <= 0) {
-    mg_stop(context);
-    return absl::InternalError(
-        absl::StrCat("civetweb did not report the port it bound on ", ports));
+  if (daemon == nullptr) {  // it closed `fd` itself (libmicrohttpd 0.9.75)
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve HTTP", tls ? "S" : "", " on ", url_host_, ":", port_,
+                     ": libmicrohttpd: ", log.empty() ? "it did not say why" : log));
   }
-  port_ = bound.port;
   sync::MutexLock lock(&mu_);
-  context_ = context;
+  daemon_ = daemon;
   return absl::OkStatus();
 }
 
 std::string HttpListener::url() const {
-  const std::string host = BindAddress(options_.host).value_or(options_.host);
-  return absl::StrCat(tls_ ? "https" : "http", "://", host, ":", port_);
+  return absl::StrCat(https() ? "https" : "http", "://", url_host_, ":", port_);
 }
 
 void HttpListener::Stop() {
-  mg_context* context = nullptr;
+  MHD_Daemon* daemon = nullptr;
   {
     sync::MutexLock lock(&mu_);
-    std::swap(context, context_);
+    std::swap(daemon, daemon_);
   }
-  if (context == nullptr) return;
-  // mg_stop joins civetweb's threads, but its accept loop polls in 2 s
-  // slices and sees the stop only when one ends (every server shutdown, and
-  // every test, would wait for it); a connection wakes it at once.
-  std::atomic<bool> stopped{false};
-  std::thread stopper([&] {
-    mg_stop(context);
-    stopped.store(true);
-  });
-  const absl::Time deadline = absl::Now() + kWakeFor;
-  while (!stopped.load() && absl::Now() < deadline) {
-    WakeAcceptLoop();
-    absl::SleepFor(kWakeEvery);
+  if (daemon == nullptr) return;
+  if (internal::Panicked()) {
+    // A parked thread would never be joined (http/panic.h). Handlers that
+    // began before the panic may still read this listener: wait for them;
+    // later requests see the panic first and touch nothing of it.
+    const bool drained = internal::AwaitNoDispatch(kPanicDrain);
+    spdlog::error("http: libmicrohttpd panicked earlier; its threads are left as they are{}",
+                  drained ? "" : " (a handler was still in flight after 5 s)");
+    return;
   }
-  stopper.join();
+  // MHD_stop_daemon wakes its threads through their inter-thread channel
+  // (MHD_USE_ITC), closes every connection and joins them: no accept loop to
+  // wake, and the wait is for the handlers in flight only.
+  internal::OwnerCall owner;
+  MHD_stop_daemon(daemon);
 }
 
-void HttpListener::WakeAcceptLoop() const {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port_));
-  const std::string host = BindAddress(options_.host).value_or("127.0.0.1");
-  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1 ||
-      address.sin_addr.s_addr == htonl(INADDR_ANY)) {
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  }
-  (void)::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
-  ::close(fd);
-}
-
-int HttpListener::BeginRequest(mg_connection* conn) {
-  const auto* listener = static_cast<const HttpListener*>(mg_get_user_data(mg_get_context(conn)));
-  try {  // nothing may unwind into civetweb's C frames
-    return listener->Serve(conn);
-  } catch (...) {
-    return Send(conn, false, Text(500, "500 internal server error\n"));
-  }
-}
-
-int HttpListener::InitSsl(void* ssl_ctx, void* user_data) {
-  const auto* listener = static_cast<const HttpListener*>(user_data);
-  const absl::Status installed = listener->tls_->InstallIn(static_cast<SSL_CTX*>(ssl_ctx));
-  if (installed.ok()) return 1;  // civetweb loads no certificate of its own
-  if (start_log != nullptr) absl::StrAppend(start_log, installed.message());
-  return -1;
-}
-
-int HttpListener::LogMessage(const mg_connection* conn, const char* message) {
-  if (start_log != nullptr) {
-    absl::StrAppend(start_log, start_log->empty() ? "" : "; ", message);
-  } else {
-    // Mostly what clients did wrong (a TLS handshake with plain HTTP, a
-    // request too large): not the operator's concern unless debugging.
-    spdlog::debug("http: {}", message);
-  }
-  return 1;  // civetweb writes nothing to stderr itself
-}
-
-std::optional<std::string> HttpListener::Authenticate(mg_connection* conn) const {
-  const char* header = mg_get_header(conn, "Authorization");
+std::optional<std::string> HttpListener::Authenticate(MHD_Connection* connection) const {
+  const char* header =
+      MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
   if (header == nullptr) return std::nullopt;
   std::optional<std::string> token = PresentedToken(header);
   if (!token) return std::nullopt;
   return options_.check_token(*token);
 }
 
-int HttpListener::Serve(mg_connection* conn) const {
-  const mg_request_info* info = mg_get_request_info(conn);
+bool HttpListener::Serve(MHD_Connection* connection, const char* url, const char* method) const {
   HttpRequest request;
-  request.method = info->request_method != nullptr ? info->request_method : "";
-  request.path = info->local_uri != nullptr ? info->local_uri : "";
-  request.query = info->query_string != nullptr ? info->query_string : "";
-  const bool head = request.method == "HEAD";
+  request.method = method != nullptr ? method : "";
+  request.path = url != nullptr ? url : "";
+  MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &AppendArgument, &request.query);
   const auto route = routes_.find(request.path);
   const bool known = route != routes_.end();
   if (options_.check_token && !(known && route->second->public_route)) {
-    std::optional<std::string> user = Authenticate(conn);
+    std::optional<std::string> user = Authenticate(connection);
     if (!user) {
-      return Send(conn, head,
+      return Send(connection,
                   Text(401,
                        "401 unauthorized: send `Authorization: Bearer <token>`, or log in "
                        "with any user name and a token of the server's config as the "
                        "password\n"),
-                  absl::StrCat("WWW-Authenticate: Basic realm=\"", options_.realm,
-                               "\", charset=\"UTF-8\"\r\n"));
+                  {{MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                    absl::StrCat("Basic realm=\"", options_.realm, "\", charset=\"UTF-8\"")}});
     }
     request.user = *std::move(user);
   }
   if (!known) {
     std::vector<absl::string_view> paths;
     for (const Route& r : options_.routes) paths.push_back(r.path);
-    return Send(conn, head,
-                Text(404, absl::StrCat("404 not found; this server serves ",
-                                       absl::StrJoin(paths, ", "), "\n")));
+    return Send(connection, Text(404, absl::StrCat("404 not found; this server serves ",
+                                                   absl::StrJoin(paths, ", "), "\n")));
   }
-  if (request.method != "GET" && !head) {
-    return Send(conn, false, Text(405, "405 method not allowed: only GET and HEAD\n"),
-                "Allow: GET, HEAD\r\n");
+  if (request.method != "GET" && request.method != "HEAD") {
+    return Send(connection, Text(405, "405 method not allowed: only GET and HEAD\n"),
+                {{MHD_HTTP_HEADER_ALLOW, "GET, HEAD"}});
   }
   HttpResponse response;
   try {
@@ -301,7 +426,7 @@ int HttpListener::Serve(mg_connection* conn) const {
     spdlog::error("http: the handler of {} threw", request.path);
     response = Text(500, "500 internal server error\n");
   }
-  return Send(conn, head, response);
+  return Send(connection, std::move(response));
 }
 
 }  // namespace ipupod::http

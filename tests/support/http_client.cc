@@ -45,6 +45,9 @@ void SetRequest(CURL* curl, const std::string& url, const HttpOptions& options,
     curl_easy_setopt(curl, CURLOPT_PASSWORD, options.basic_password.c_str());
   }
   if (!options.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, options.ca_file.c_str());
+  if (!options.source.empty()) {
+    curl_easy_setopt(curl, CURLOPT_INTERFACE, ("host!" + options.source).c_str());
+  }
 }
 
 }  // namespace
@@ -114,9 +117,24 @@ HttpOptions WithTimeout(absl::Duration timeout) {
   return options;
 }
 
-int ConnectLoopback(int port) {
+HttpOptions WithSource(std::string source) {
+  HttpOptions options;
+  options.source = std::move(source);
+  return options;
+}
+
+int ConnectLoopback(int port, const std::string& source) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  if (!source.empty()) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, source.c_str(), &local.sin_addr) != 1 ||
+        ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+      ::close(fd);
+      return -1;
+    }
+  }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
@@ -126,6 +144,28 @@ int ConnectLoopback(int port) {
     return -1;
   }
   return fd;
+}
+
+bool HasIpv6Loopback() {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool ClosedWithin(int fd, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  char buffer[4096];
+  while (absl::Now() < deadline) {
+    pollfd ready{fd, POLLIN, 0};
+    if (::poll(&ready, 1, 20) <= 0) continue;
+    if (::recv(fd, buffer, sizeof buffer, 0) <= 0) return true;
+  }
+  return false;
 }
 
 std::string SendRaw(int port, const std::string& bytes, absl::Duration timeout) {

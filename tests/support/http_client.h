@@ -25,6 +25,7 @@ struct HttpOptions {
   std::string basic_user;      // with basic_password: HTTP Basic
   std::string basic_password;
   std::string ca_file;  // trust only this CA (curl --cacert); "" = the system's
+  std::string source;   // connect from this local address (e.g. "127.0.0.2"); "" = any
   absl::Duration timeout = absl::Seconds(20);
 };
 
@@ -45,9 +46,17 @@ HttpOptions WithBearer(std::string token);
 HttpOptions WithBasic(std::string user, std::string password);
 HttpOptions WithCa(std::string ca_file);
 HttpOptions WithTimeout(absl::Duration timeout);
+HttpOptions WithSource(std::string source);
 
-// A TCP connection to 127.0.0.1:port; -1 when refused.
-int ConnectLoopback(int port);
+// A TCP connection to 127.0.0.1:port, from `source` when given (any address
+// of 127.0.0.0/8 is this host's on Linux: a second "client" for tests of
+// per-address limits); -1 when refused.
+int ConnectLoopback(int port, const std::string& source = "");
+// Whether this host has an IPv6 loopback (::1) to bind; containers may not.
+bool HasIpv6Loopback();
+// Whether the peer closes (or resets) connection `fd` within `timeout`;
+// what arrives before is read and dropped.
+bool ClosedWithin(int fd, absl::Duration timeout);
 // Sends `bytes` on a new connection to 127.0.0.1:port and reads until the
 // server closes it or `timeout` passes; what it read.
 std::string SendRaw(int port, const std::string& bytes, absl::Duration timeout = absl::Seconds(10));

@@ -67,19 +67,31 @@ absl::Status InProcessSessionExecutable::Load() {
 absl::Status InProcessSessionExecutable::WriteWeights(const tensor::NamedTensors& weights) {
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op, execution_.Begin(caller_, session_));
   IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
-  return state.program->SetWeights(weights);
+  IPUPOD_RETURN_IF_ERROR(state.program->SetWeights(weights));
+  execution::ExecutionCounters::Add(execution_.counters().weight_bytes_written,
+                                    execution::TensorBytes(weights));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<tensor::NamedTensors> InProcessSessionExecutable::ReadWeights() {
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op, execution_.Begin(caller_, session_));
   IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
-  return state.program->GetWeights({});
+  return CountedRead(state.program->GetWeights({}));
 }
 
 absl::StatusOr<tensor::NamedTensors> InProcessSessionExecutable::ReadCheckpoint() {
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op, execution_.Begin(caller_, session_));
   IPUPOD_ASSIGN_OR_RETURN(const LoadedState state, op->Loaded());
-  return state.program->GetCheckpoint();
+  return CountedRead(state.program->GetCheckpoint());
+}
+
+absl::StatusOr<tensor::NamedTensors> InProcessSessionExecutable::CountedRead(
+    absl::StatusOr<tensor::NamedTensors> weights) {
+  if (weights.ok()) {
+    execution::ExecutionCounters::Add(execution_.counters().weight_bytes_read,
+                                      execution::TensorBytes(*weights));
+  }
+  return weights;
 }
 
 absl::StatusOr<std::string> InProcessSessionExecutable::SetOptimizer(

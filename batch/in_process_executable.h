@@ -58,6 +58,8 @@ class InProcessSessionExecutable : public driver::SessionExecutable {
   absl::Status LoadOnce();
   absl::Status WaitForPodReset(const absl::Status& fault);
   absl::Status ResetSession();
+  // Counts what a read of weights moved (execution/execution_counters.h).
+  absl::StatusOr<tensor::NamedTensors> CountedRead(absl::StatusOr<tensor::NamedTensors> weights);
 
   execution::SessionExecution& execution_;
   const scheduler::Caller caller_;

@@ -63,6 +63,7 @@
 #ifndef IPUPOD_BATCH_JOB_MANAGER_H_
 #define IPUPOD_BATCH_JOB_MANAGER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -164,6 +165,10 @@ class JobManager {
   absl::StatusOr<JobView> Release(const scheduler::Caller& caller, absl::string_view id);
   // A finished job's record and files; returns the bytes freed.
   absl::StatusOr<uint64_t> Delete(const scheduler::Caller& caller, absl::string_view id);
+
+  // How many jobs are in each state (indexed by jobs::JobState), kept
+  // records of every user; for the metrics. Counts, copies nothing.
+  std::array<int64_t, jobs::kJobStateCount> CountByState() const;
 
   // Events seq >= from (at most `max`); *finished when no more will come.
   absl::StatusOr<std::vector<JobEvent>> Events(const scheduler::Caller& caller,

@@ -95,6 +95,13 @@ std::vector<JobView> JobManager::List(const Caller& caller, const JobFilter& fil
   return out;
 }
 
+std::array<int64_t, jobs::kJobStateCount> JobManager::CountByState() const {
+  std::array<int64_t, jobs::kJobStateCount> counts{};
+  sync::MutexLock lock(&mu_);
+  for (const auto& [id, entry] : jobs_) ++counts[static_cast<size_t>(entry->record.state)];
+  return counts;
+}
+
 absl::StatusOr<JobView> JobManager::Get(const Caller& caller, absl::string_view id) const {
   const Positions positions = QueuePositions();
   sync::MutexLock lock(&mu_);

@@ -28,6 +28,17 @@ PACKAGES=(
   python3-torchvision  # parity of the convolutional models (tests/parity)
   # the Python client (python/): its runtime, its tests, and the offline `pip install ./python`
   python3-grpcio python3-protobuf python3-pytest python3-setuptools python3-pip
+  # metrics (docs/operations.md): prometheus-cpp's registry and text format (its core only;
+  # Debian's package pulls in civetweb for its Exposer, which nothing of ours links)
+  prometheus-cpp-dev
+  # the HTTP listener (http/): GNU libmicrohttpd, an epoll loop on a small thread pool, so a
+  # silent client costs a socket and not a thread, and HTTPS through GnuTLS (libgnutls28-dev,
+  # its dependency) with the certificate and key from memory; civetweb, its predecessor,
+  # crashes on HTTPS with OpenSSL 3 and serves a thread per connection (docs/design.md)
+  libmicrohttpd-dev
+  # their tests: libcurl scrapes, the openssl CLI makes certificates, a real Prometheus
+  # scrapes a test server (tests/integration/prometheus_test.cc)
+  libcurl4-openssl-dev openssl prometheus
 )
 
 missing=()

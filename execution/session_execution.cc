@@ -89,6 +89,7 @@ absl::StatusOr<LoadedState> SessionExecution::Load(Operation& op, const schedule
   state.executable_size_bytes = cached.size_bytes;
   state.load_generation = generation;
   op.slot().set_state(state);
+  ExecutionCounters::Add(counters_.loads, 1);
   return state;
 }
 
@@ -99,7 +100,15 @@ absl::StatusOr<runtime::StepResult> SessionExecution::RunStep(runtime::Program& 
   // outputs anywhere: a slow reader never holds the server's compute.
   IPUPOD_ASSIGN_OR_RETURN(runtime::ComputeGate::Slot slot,
                           r_.compute->Acquire(kComputeWait, cancelled));
-  return program.RunStep(inputs);
+  absl::StatusOr<runtime::StepResult> step = program.RunStep(inputs);
+  if (step.ok()) {
+    ExecutionCounters::Add(counters_.runs, 1);
+    ExecutionCounters::Add(counters_.input_bytes, TensorBytes(inputs));
+    ExecutionCounters::Add(counters_.output_bytes, TensorBytes(step->outputs));
+    ExecutionCounters::AddSeconds(counters_.device_nanos, step->simulated.total_s());
+    ExecutionCounters::AddSeconds(counters_.wall_nanos, step->wall_s);
+  }
+  return step;
 }
 
 }  // namespace ipupod::execution

@@ -30,6 +30,9 @@
 // Executables come from the cache scoped to the caller (NOT_FOUND for
 // another user's hash).
 //
+// Counts: counters() (execution/execution_counters.h) counts every load and
+// step made here; callers that move weights count those bytes there.
+//
 // Thread safety: every method may be called concurrently; operations on one
 // session are serialised by its slot. The resources passed at construction
 // must outlive this object and every Operation.
@@ -43,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "execution/execution_counters.h"
 #include "execution/loaded_programs.h"
 #include "execution/memory_budget.h"
 #include "runtime/compute_gate.h"
@@ -118,9 +122,12 @@ class SessionExecution {
 
   runtime::ExecutableCache& cache() const { return *r_.cache; }
   scheduler::Scheduler& scheduler() const { return *r_.scheduler; }
+  ExecutionCounters& counters() { return counters_; }
+  const ExecutionCounters& counters() const { return counters_; }
 
  private:
   const ExecutionResources r_;
+  ExecutionCounters counters_;
 };
 
 }  // namespace ipupod::execution

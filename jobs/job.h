@@ -38,6 +38,8 @@
 namespace ipupod::jobs {
 
 enum class JobState { kPending, kRunning, kCompleted, kFailed, kCancelled, kTimeout };
+inline constexpr int kJobStateCount = 6;
+static_assert(static_cast<int>(JobState::kTimeout) + 1 == kJobStateCount);
 
 // "PENDING", "RUNNING", ...
 absl::string_view JobStateName(JobState state);

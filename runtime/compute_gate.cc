@@ -1,6 +1,7 @@
 #include "runtime/compute_gate.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -15,8 +16,11 @@ ComputeGate::Slot::~Slot() {
   if (gate_ != nullptr) gate_->Release();
 }
 
-ComputeGate::ComputeGate(int slots, int waiters_max)
-    : slots_(std::max(slots, 1)), waiters_max_(std::max(waiters_max, 1)) {}
+ComputeGate::ComputeGate(int slots, int waiters_max,
+                         std::function<void(absl::Duration waited)> on_waited)
+    : slots_(std::max(slots, 1)),
+      waiters_max_(std::max(waiters_max, 1)),
+      on_waited_(std::move(on_waited)) {}
 
 bool ComputeGate::MyTurn(uint64_t ticket) const {
   return running_ < slots_ && !queue_.empty() && queue_.front() == ticket;
@@ -29,7 +33,15 @@ void ComputeGate::Leave(uint64_t ticket) {
 
 absl::StatusOr<ComputeGate::Slot> ComputeGate::Acquire(absl::Duration timeout,
                                                        const std::function<bool()>& cancelled) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Slot> slot = WaitForTurn(start + timeout, timeout, cancelled);
+  if (slot.ok() && on_waited_) on_waited_(absl::Now() - start);
+  return slot;
+}
+
+absl::StatusOr<ComputeGate::Slot> ComputeGate::WaitForTurn(absl::Time deadline,
+                                                           absl::Duration timeout,
+                                                           const std::function<bool()>& cancelled) {
   sync::MutexLock lock(&mu_);
   if (static_cast<int>(queue_.size()) >= waiters_max_) {
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -13,6 +13,10 @@
 //   IPUPOD_ASSIGN_OR_RETURN(ComputeGate::Slot slot, gate.Acquire(timeout, cancelled));
 //   ... compute ...                      // the slot is released when `slot` dies
 //
+// Metrics: `on_waited`, if set, is told how long each Acquire that got a
+// slot waited for it (a wait that ended in an error is not told), after the
+// gate's lock is released; it must be quick and thread-safe.
+//
 // Thread safety: every method is safe to call concurrently.
 // Errors: Acquire - RESOURCE_EXHAUSTED when `waiters_max` steps already wait
 // (retry later), DEADLINE_EXCEEDED after `timeout` (naming how many were
@@ -48,7 +52,8 @@ class ComputeGate {
   };
 
   // REQUIRES: slots >= 1, waiters_max >= 1.
-  ComputeGate(int slots, int waiters_max);
+  ComputeGate(int slots, int waiters_max,
+              std::function<void(absl::Duration waited)> on_waited = nullptr);
   ComputeGate(const ComputeGate&) = delete;
   ComputeGate& operator=(const ComputeGate&) = delete;
 
@@ -59,11 +64,14 @@ class ComputeGate {
 
  private:
   void Release();
+  absl::StatusOr<Slot> WaitForTurn(absl::Time deadline, absl::Duration timeout,
+                                   const std::function<bool()>& cancelled);
   bool MyTurn(uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Leave(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int slots_;
   const int waiters_max_;
+  const std::function<void(absl::Duration)> on_waited_;
   mutable absl::Mutex mu_;
   absl::CondVar changed_;
   std::deque<uint64_t> queue_ ABSL_GUARDED_BY(mu_);  // tickets in arrival order

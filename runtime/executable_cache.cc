@@ -145,6 +145,7 @@ absl::StatusOr<CachedExecutable> ExecutableCache::Put(absl::string_view ipx_byte
   if (it != entries_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
     it->second.users.emplace(user);
+    ++hits_;
     spdlog::info("executable cache hit sha256={} bytes={} user={}", hash, size, std::string(user));
     return CachedExecutable{it->second.executable, it->second.size_bytes, true};
   }
@@ -155,6 +156,7 @@ absl::StatusOr<CachedExecutable> ExecutableCache::Put(absl::string_view ipx_byte
   lru_.push_front(hash);
   entries_.emplace(hash, Entry{executable, size, charge, {std::string(user)}, lru_.begin()});
   used_bytes_ += charge;
+  ++misses_;
   spdlog::info(
       "executable cache stored sha256={} bytes={} held_bytes={} user={} used_bytes={} entries={}",
       hash, size, charge, std::string(user), used_bytes_, entries_.size());
@@ -167,6 +169,7 @@ absl::StatusOr<CachedExecutable> ExecutableCache::Get(absl::string_view sha256,
   auto it = entries_.find(sha256);
   // Another user's executable is exactly as absent as one never uploaded.
   if (it == entries_.end() || !it->second.users.contains(user)) {
+    ++misses_;
     spdlog::info("executable cache miss sha256={} user={}", std::string(sha256), std::string(user));
     return absl::NotFoundError(
         absl::StrCat("no executable with sha256 ", sha256,
@@ -174,6 +177,7 @@ absl::StatusOr<CachedExecutable> ExecutableCache::Get(absl::string_view sha256,
                      "upload it first"));
   }
   lru_.splice(lru_.begin(), lru_, it->second.lru);
+  ++hits_;
   spdlog::info("executable cache hit sha256={} bytes={}", it->first, it->second.size_bytes);
   return CachedExecutable{it->second.executable, it->second.size_bytes, true};
 }
@@ -188,6 +192,12 @@ int64_t ExecutableCache::in_flight_bytes() const {
   return in_flight_bytes_;
 }
 
+ExecutableCache::Stats ExecutableCache::stats() const {
+  sync::MutexLock lock(&mu_);
+  return Stats{hits_,       misses_,          evictions_, static_cast<int64_t>(entries_.size()),
+               used_bytes_, in_flight_bytes_, max_bytes_};
+}
+
 int64_t ExecutableCache::size() const {
   sync::MutexLock lock(&mu_);
   return static_cast<int64_t>(entries_.size());
@@ -199,6 +209,7 @@ void ExecutableCache::EvictFor(int64_t bytes) {
   while (!lru_.empty() && used_bytes_ + in_flight_bytes_ + bytes > max_bytes_) {
     auto it = entries_.find(lru_.back());
     used_bytes_ -= it->second.charge_bytes;
+    ++evictions_;
     spdlog::info("executable cache evicted sha256={} held_bytes={}", it->first,
                  it->second.charge_bytes);
     entries_.erase(it);

@@ -103,6 +103,20 @@ class ExecutableCache {
   int64_t in_flight_bytes() const;  // uploads in progress
   int64_t size() const;
 
+  // Everything at one instant, for the metrics. A hit is a Get, or a Put,
+  // that found the executable already stored (a Put then adds its user); a
+  // miss a Get that did not find it (for that user), or a Put that stored it.
+  struct Stats {
+    int64_t hits = 0;
+    int64_t misses = 0;
+    int64_t evictions = 0;
+    int64_t entries = 0;
+    int64_t used_bytes = 0;
+    int64_t in_flight_bytes = 0;
+    int64_t max_bytes = 0;
+  };
+  Stats stats() const;
+
  private:
   struct Entry {
     std::shared_ptr<const compiler::Executable> executable;
@@ -123,6 +137,9 @@ class ExecutableCache {
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   int64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ipupod::runtime

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "scheduler/pod_events.h"
 #include "scheduler/scheduler_impl.h"
 #include "spdlog/spdlog.h"
 
@@ -58,7 +59,15 @@ absl::StatusOr<FaultResult> SchedulerImpl::InjectFault(const Caller& caller, int
   if (!caller.admin) return absl::PermissionDeniedError("only an admin may inject faults");
   IPUPOD_RETURN_IF_ERROR(CheckIpuId(ipu));
   if (!KnownKind(kind)) return absl::InvalidArgumentError("unknown fault kind");
-  return ApplyFaultLocked(ipu, kind, absl::StrFormat("fault injected by %s", caller.user));
+  IPUPOD_ASSIGN_OR_RETURN(
+      FaultResult result,
+      ApplyFaultLocked(ipu, kind, absl::StrFormat("fault injected by %s", caller.user)));
+  if (options_.events != nullptr) {
+    options_.events->OnFault(FaultEvent{ipu, kind, false, result.affected_ipus,
+                                        result.affected_sessions, caller.user,
+                                        absl::ToUnixMillis(Now())});
+  }
+  return result;
 }
 
 IpuMask SchedulerImpl::FaultScopeLocked(int ipu, FaultKind kind) const {
@@ -121,9 +130,13 @@ void SchedulerImpl::MaybeRandomFaultLocked(const Session& s) {
   const int ipu = s.block.start + static_cast<int>(rng_() % static_cast<uint64_t>(s.block.size));
   absl::StatusOr<FaultResult> applied =
       ApplyFaultLocked(ipu, kind, absl::StrFormat("random fault (seed %d)", rf.seed));
-  if (!applied.ok())
+  if (!applied.ok()) {
     spdlog::warn("scheduler: random fault not applied: {}",
                  std::string(applied.status().message()));
+  } else if (options_.events != nullptr) {
+    options_.events->OnFault(FaultEvent{ipu, kind, true, applied->affected_ipus,
+                                        applied->affected_sessions, "", absl::ToUnixMillis(Now())});
+  }
 }
 
 // ---------------------------------------------------------------- resets
@@ -203,6 +216,11 @@ ResetStart SchedulerImpl::StartResetLocked(const IpuMask& scope, RecoveryAction 
                      {sessions.begin(), sessions.end()},
                      absl::ToDoubleSeconds(time),
                      done != nullptr ? std::move(*done) : ResetDone()};
+  if (options_.events != nullptr) {
+    // Only the automatic reset (AutoResetLocked) has nobody to tell.
+    options_.events->OnResetStarted(ResetEvent{level, done == nullptr, reset.ipus, reset.sessions,
+                                               reset.simulated_seconds, absl::ToUnixMillis(Now())});
+  }
   spdlog::info("scheduler: {} of IPUs [{}] started", std::string(RecoveryActionName(level)),
                absl::StrJoin(ipus, ","));
   resets_.emplace(id, std::move(reset));
@@ -309,6 +327,9 @@ absl::StatusOr<IpuView> SchedulerImpl::RepairIpu(const Caller& caller, int ipu) 
   IPUPOD_RETURN_IF_ERROR(ipus_[ipu].Repair());
   if (!ipu_session_[ipu].empty()) ClearLoadLocked(sessions_.at(ipu_session_[ipu]));
   spdlog::info("scheduler: IPU {} repaired by {}", ipu, caller.user);
+  if (options_.events != nullptr) {
+    options_.events->OnRepaired(RepairEvent{ipu, caller.user, absl::ToUnixMillis(Now())});
+  }
   RunQueueLocked();
   return IpuViewLocked(ipu);
 }

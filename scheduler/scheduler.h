@@ -60,6 +60,7 @@ class Ledger;
 namespace ipupod::scheduler {
 
 class StateStore;
+class PodEventObserver;  // scheduler/pod_events.h
 
 // Who is calling; established by server/ from the token or the open-mode name.
 struct Caller {
@@ -112,6 +113,12 @@ struct SchedulerOptions {
   // re-ordered and walked at least this often while anyone waits (zero =
   // only on events and Reprioritize(); ipupod-replay drives it itself).
   absl::Duration priority_interval = absl::Seconds(30);
+  // Told of grants, session ends, faults, resets and repairs as they happen
+  // (scheduler/pod_events.h), with the Scheduler's mutex held, as
+  // AttachObserver is: it must only record (bump a counter, append to a
+  // bounded buffer) and never call back. Null = nobody. Must outlive the
+  // Scheduler.
+  PodEventObserver* events = nullptr;
   // Bound on the walk (Slurm's bf_max_job_test): past the first waiter that
   // cannot start, a walk of the queue considers at most this many waiters;
   // those further back neither start nor reserve in that walk and keep the

@@ -458,6 +458,10 @@ class SchedulerImpl final : public Scheduler {
 absl::Status CheckStoredState(const StoredState& state, const device::PodConfig& pod,
                               int max_name_length);
 
+// What a session ending at `end` is charged: its IPUs x the time it held
+// them (its usage record's and its SessionEndEvent's ipu_seconds).
+double IpuSecondsOf(const Session& session, absl::Time end);
+
 // "s1-1 (alice)" for each session id in `ids`, joined by ", ".
 std::string JoinSessions(const std::vector<const Session*>& sessions);
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "scheduler/pod_events.h"
 #include "scheduler/scheduler_impl.h"
 #include "scheduler/validation.h"
 #include "spdlog/spdlog.h"
@@ -219,6 +220,10 @@ void SchedulerImpl::GrantLocked(Waiter waiter, const Block& block) {
   spdlog::debug("scheduler: {} granted IPUs {}-{} to {}", s.id, block.start,
                 block.start + block.size - 1, s.user);
   QueueLedgerOpenLocked(s);
+  if (options_.events != nullptr) {
+    options_.events->OnGranted(GrantEvent{s.id, s.user, s.account, s.qos, s.job, block.size,
+                                          s.waited_seconds, absl::ToUnixMillis(s.granted)});
+  }
   auto [it, inserted] = sessions_.emplace(s.id, std::move(s));
   if (it->second.observer) it->second.observer->OnGranted(SessionViewLocked(it->second));
 }
@@ -306,8 +311,14 @@ std::vector<int> SchedulerImpl::EndSessionLocked(const std::string& id, const ab
   ChargeUsageLocked(now);
   // A session that gives its IPUs back after a preemption notice ends PREEMPTED.
   const bool preempted = it->second.preempt_deadline != absl::InfiniteFuture();
-  QueueLedgerCloseLocked(it->second, now, preempted ? accounting::kStatePreempted : end_state);
+  const absl::string_view state = preempted ? accounting::kStatePreempted : end_state;
+  QueueLedgerCloseLocked(it->second, now, state);
   Session s = std::move(it->second);
+  if (options_.events != nullptr) {
+    options_.events->OnSessionEnded(SessionEndEvent{s.id, s.user, s.account, s.qos, s.job,
+                                                    s.block.size, IpuSecondsOf(s, now),
+                                                    std::string(state), absl::ToUnixMillis(now)});
+  }
   sessions_.erase(it);
   if (s.wall_timer_id != 0) timer_.Cancel(s.wall_timer_id);
   ticket_session_.erase(s.ticket);

@@ -407,13 +407,17 @@ void SchedulerImpl::QueueLedgerOpenLocked(const Session& s) {
   ledger_ops_.push_back(std::move(op));
 }
 
+double IpuSecondsOf(const Session& s, absl::Time end) {
+  return s.block.size * std::max(0.0, absl::ToDoubleSeconds(end - s.granted));
+}
+
 void SchedulerImpl::QueueLedgerCloseLocked(const Session& s, absl::Time end,
                                            absl::string_view state) {
   if (options_.ledger == nullptr) return;
   LedgerOp op;
   op.record.id = s.id;
   op.record.end_unix_ms = absl::ToUnixMillis(end);
-  op.record.ipu_seconds = s.block.size * std::max(0.0, absl::ToDoubleSeconds(end - s.granted));
+  op.record.ipu_seconds = IpuSecondsOf(s, end);
   op.record.state = std::string(state);
   ledger_ops_.push_back(std::move(op));
 }

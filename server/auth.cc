@@ -46,10 +46,7 @@ absl::StatusOr<scheduler::Caller> FromToken(const AuthPolicy& policy, const Meta
     return TokenRejected();
   }
   absl::string_view token = absl::StripAsciiWhitespace(value.substr(kBearer.size()));
-  const TokenEntry* match = nullptr;
-  for (const TokenEntry& entry : policy.tokens) {  // no early exit: see ConstantTimeEquals
-    if (ConstantTimeEquals(entry.token, token) && match == nullptr) match = &entry;
-  }
+  const TokenEntry* match = FindToken(policy, token);
   if (match == nullptr) return TokenRejected();
   return scheduler::Caller{match->user, match->admin};
 }
@@ -72,6 +69,14 @@ absl::StatusOr<scheduler::Caller> FromUserName(const AuthPolicy& policy, const M
 }
 
 }  // namespace
+
+const TokenEntry* FindToken(const AuthPolicy& policy, absl::string_view token) {
+  const TokenEntry* match = nullptr;
+  for (const TokenEntry& entry : policy.tokens) {  // no early exit: see ConstantTimeEquals
+    if (ConstantTimeEquals(entry.token, token) && match == nullptr) match = &entry;
+  }
+  return match;
+}
 
 absl::StatusOr<scheduler::Caller> Authenticate(const AuthPolicy& policy, const Metadata& metadata) {
   return policy.open_mode() ? FromUserName(policy, metadata) : FromToken(policy, metadata);

@@ -46,6 +46,12 @@ using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
 
 absl::StatusOr<scheduler::Caller> Authenticate(const AuthPolicy& policy, const Metadata& metadata);
 
+// The config entry of `token`, or null. Compares with every configured token
+// in constant time (no early exit), so timing reveals neither a matching
+// prefix nor which entry matched. The gRPC API and the HTTP listener
+// (metrics, health) both check tokens with it.
+const TokenEntry* FindToken(const AuthPolicy& policy, absl::string_view token);
+
 }  // namespace ipupod::server
 
 #endif  // IPUPOD_SERVER_AUTH_H_

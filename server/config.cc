@@ -239,6 +239,14 @@ absl::Status ParseSharingSection(const Json& v, const JsonPath& at, ServerConfig
   return absl::OkStatus();
 }
 
+absl::Status ParseMetricsListen(const Json& v, const JsonPath& at, ServerConfig& config) {
+  IPUPOD_ASSIGN_OR_RETURN(config.metrics_listen, GetString(v, at, kStringLengthMax));
+  if (config.metrics_listen == "off") return absl::OkStatus();
+  const absl::Status address = ParseListenAddress(config.metrics_listen).status();
+  return address.ok() ? address
+                      : at.Error(absl::StrCat(address.message(), ", or \"off\" for no metrics"));
+}
+
 absl::Status ParseStateDir(const Json& v, const JsonPath& at, ServerConfig& config) {
   IPUPOD_ASSIGN_OR_RETURN(config.state_dir, GetString(v, at, kStringLengthMax));
   return absl::OkStatus();
@@ -328,6 +336,7 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
       {"audit_max_records", IntField(&ServerConfig::audit_max_records, 1, kAuditMaxRecordsMax)},
       {"log_format", ParseLogFormatKey},
       {"tls", ParseTls},
+      {"metrics_listen", ParseMetricsListen},
   };
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
   for (const auto& entry : kKeys) {  // (clang 14 cannot capture a structured binding)
@@ -539,7 +548,41 @@ absl::Status ValidateConfig(const ServerConfig& config) {
   }
   IPUPOD_RETURN_IF_ERROR(ValidateAccounting(config));
   IPUPOD_RETURN_IF_ERROR(ValidateAudit(config));
+  IPUPOD_RETURN_IF_ERROR(ValidateMetricsListen(config, config.tls.enabled()));
   return ValidateLogLevel(config.log_level);
+}
+
+std::string MetricsListenAddress(const ServerConfig& config) {
+  if (config.metrics_listen == "off") return "";
+  if (!config.metrics_listen.empty()) return config.metrics_listen;
+  const absl::StatusOr<ListenAddress> listen = ParseListenAddress(config.listen);
+  if (listen.ok() && listen->port == 0) return "127.0.0.1:0";
+  return std::string(kMetricsListenDefault);
+}
+
+absl::Status ValidateMetricsListen(const ServerConfig& config, bool tls) {
+  const std::string metrics = MetricsListenAddress(config);
+  if (metrics.empty()) return absl::OkStatus();
+  absl::StatusOr<ListenAddress> address = ParseListenAddress(metrics);
+  if (!address.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics_listen: ", address.status().message(),
+                                                   ", or \"off\" for no metrics"));
+  }
+  if (IsLoopbackHost(address->host)) return absl::OkStatus();
+  if (config.open_mode()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "open mode (no tokens configured) serves metrics to anyone who can connect, so the "
+        "metrics listener stays on loopback, but metrics_listen is '",
+        metrics, "'; use --metrics-listen 127.0.0.1:PORT, or configure \"tokens\""));
+  }
+  if (!tls) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the metrics listener on '", metrics,
+        "', which is not loopback, would take tokens in clear text; configure TLS for it, or "
+        "keep it on loopback (--metrics-listen 127.0.0.1:PORT) behind a proxy that terminates "
+        "TLS"));
+  }
+  return absl::OkStatus();
 }
 
 int ExecutionThreadsPerUser(const ServerConfig& config) {

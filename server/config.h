@@ -38,9 +38,12 @@
 //     "audit_retention_days": 365,          audit records kept; 0 = forever (0-36500)
 //     "audit_max_records": 1000000,         at most this many, the oldest purged first
 //                                           (1-1000000000)
-//     "log_format": "text"                  text|json: one JSON object per log line
-//     "tls": {"cert": "server.pem", "key": "server.key", "client_ca": "clients.pem"}
+//     "log_format": "text",                 text|json: one JSON object per log line
+//     "tls": {"cert": "server.pem", "key": "server.key", "client_ca": "clients.pem"},
 //                                           TLS for the listeners; client_ca = mutual TLS
+//     "metrics_listen": "127.0.0.1:9464"    HTTP: /metrics (Prometheus), /healthz; "off" =
+//                                           none; unset: 127.0.0.1:9464, or port 0 when
+//                                           listen's port is 0 (MetricsListenAddress)
 //   }
 //
 // Without tokens the server runs in open mode: callers name themselves, so it
@@ -136,6 +139,9 @@ struct ServerConfig {
   // The file the config was read from ("" = none); set by the flags, never a
   // key. SIGHUP reloads the sharing section from it.
   std::string config_path;
+  // The HTTP listener of metrics and health (http/, metrics/): host:port,
+  // "off", or "" = the default (MetricsListenAddress).
+  std::string metrics_listen;
   // ipupodd --reinitialise only (never a config key: a config file is read
   // at every start): discard the state in state_dir and start a new pod.
   bool reinitialise = false;
@@ -200,8 +206,20 @@ using ::ipupod::IsLoopbackHost;
 // Cross-key checks run after flags are applied: the listen address parses;
 // open mode, and token mode without TLS, listen on loopback only
 // (FAILED_PRECONDITION otherwise); a TLS key or client CA needs a certificate
-// and a certificate a key (INVALID_ARGUMENT naming the flags and keys).
+// and a certificate a key (INVALID_ARGUMENT naming the flags and keys);
+// ValidateMetricsListen.
 absl::Status ValidateConfig(const ServerConfig& config);
+
+// The metrics listener's address: metrics_listen as given; unset,
+// 127.0.0.1:9464, except 127.0.0.1:0 when listen's port is 0 (an ephemeral
+// server, as tests start, must not collide on a fixed port); "" when "off".
+inline constexpr absl::string_view kMetricsListenDefault = "127.0.0.1:9464";
+std::string MetricsListenAddress(const ServerConfig& config);
+
+// The metrics listener obeys the gRPC listener's identity rules: open mode
+// only on loopback; with tokens, off loopback only with TLS (`tls`: the
+// listener serves HTTPS). FAILED_PRECONDITION saying why and what to do.
+absl::Status ValidateMetricsListen(const ServerConfig& config, bool tls);
 
 // The scheduler's options for this config.
 scheduler::SchedulerOptions ToSchedulerOptions(const ServerConfig& config);

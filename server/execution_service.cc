@@ -199,10 +199,8 @@ int64_t HostBytes(const std::vector<compiler::TensorSpec>& specs) {
   return bytes;
 }
 
-int64_t TensorBytes(const tensor::NamedTensors& tensors) {
-  int64_t bytes = 0;
-  for (const auto& [name, tensor] : tensors) bytes += static_cast<int64_t>(tensor.byte_size());
-  return bytes;
+void CountWeightsRead(execution::SessionExecution& execution, int64_t bytes) {
+  execution::ExecutionCounters::Add(execution.counters().weight_bytes_read, bytes);
 }
 
 template <typename Response, typename Writer, typename Tensors>
@@ -297,10 +295,11 @@ grpc::Status ExecutionServiceImpl::WriteWeights(grpc::ServerContext* context,
         TensorAssembler assembler("weights", state.program->max_set_weights_bytes());
         IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors weights,
                                 ReadTensors<v1::WriteWeightsRequest>(&watched, assembler));
-        const int64_t bytes = TensorBytes(weights);
+        const int64_t bytes = execution::TensorBytes(weights);
         std::vector<std::string> names;
         for (const auto& [name, tensor] : weights) names.push_back(name);
         IPUPOD_RETURN_IF_ERROR(state.program->SetWeights(std::move(weights)));
+        execution::ExecutionCounters::Add(execution_->counters().weight_bytes_written, bytes);
         IPUPOD_RETURN_IF_ERROR(EndedWithTheServer(env_, "the weights written", session));
         for (std::string& name : names) response->add_written(std::move(name));
         response->set_simulated_seconds(state.program->SimulatedHostToDeviceSeconds(bytes));
@@ -327,12 +326,14 @@ grpc::Status ExecutionServiceImpl::ReadWeights(
           }
           IPUPOD_ASSIGN_OR_RETURN(const tensor::NamedTensors checkpoint,
                                   state.program->GetCheckpoint());
+          CountWeightsRead(*execution_, execution::TensorBytes(checkpoint));
           return WriteTensors<v1::ReadWeightsResponse>(checkpoint, &watched);
         }
         // Streamed from the program itself: the operation holds the session,
         // so no SetWeights can overlap, and a gigabyte is never copied first.
         IPUPOD_ASSIGN_OR_RETURN(const std::vector<tensor::TensorRef> weights,
                                 state.program->ViewWeights(names));
+        CountWeightsRead(*execution_, execution::TensorBytes(weights));
         return WriteTensors<v1::ReadWeightsResponse>(weights, &watched);
       });
 }

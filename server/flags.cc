@@ -46,10 +46,13 @@ that needs TLS, so tokens never cross the network in clear text:
   --tls-ca CA.pem. docs/configuration.md, "Transport security", makes the files.)
 
 When ready, ipupodd prints one line on stdout:
-  ipupodd listening on 127.0.0.1:50051 (POD16, 16 IPUs, open mode)
-(with TLS it ends in ", TLS" or ", mutual TLS"). SIGINT or SIGTERM shuts it down
-gracefully. Exit code 2: bad configuration (an unreadable, malformed or expired
-TLS certificate or key, a key that does not match its certificate), or a
+  ipupodd listening on 127.0.0.1:50051 (POD16, 16 IPUs, open mode); http://127.0.0.1:9464 serves /metrics and /healthz
+(with TLS the first part ends in ", TLS" or ", mutual TLS", and the listener
+serves https://). Prometheus scrapes http://127.0.0.1:9464/metrics
+(docs/operations.md); with tokens it sends one as `authorization: Bearer`.
+SIGINT or SIGTERM shuts it down gracefully. Exit code 2: bad configuration (an
+unreadable, malformed or expired TLS certificate or key, a key that does not
+match its certificate, a metrics port in use), or a
 state dir that has held a pod's state and lost it (state.db deleted, emptied or
 without its write-ahead log): restore it, or pass --reinitialise once to start a
 new, empty pod deliberately.)";
@@ -68,6 +71,7 @@ struct Overrides {
   std::optional<int> compute_threads;
   std::optional<int64_t> load_memory_mb;
   std::optional<std::string> log_format;
+  std::optional<std::string> metrics_listen;
   bool reinitialise = false;
   // TLS files (server/tls_files.h).
   std::optional<std::string> tls_cert;
@@ -125,6 +129,11 @@ void AddFlags(CLI::App& app, Overrides& o) {
                  "megabytes of host memory all loaded programs may hold together; a load over "
                  "it is refused (default 0: half of this host's memory)")
       ->type_name("MB");
+  app.add_option("--metrics-listen", o.metrics_listen,
+                 "where to serve Prometheus metrics (/metrics) and liveness (/healthz) over "
+                 "HTTP, host:port (default 127.0.0.1:9464; port 0 when --listen's port is 0; "
+                 "off = none); needs loopback, or tokens and TLS")
+      ->type_name("ADDR|off");
   app.add_flag("--reinitialise", o.reinitialise,
                "discard the state in --state-dir (partitions, failed IPUs) and start a new, "
                "empty pod; needed once after the state was lost, never for a normal start");
@@ -160,6 +169,12 @@ absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
   }
   if (o.compute_threads) config.compute_threads = *o.compute_threads;
   if (o.load_memory_mb) config.load_memory_mb = *o.load_memory_mb;
+  if (o.metrics_listen) {
+    if (*o.metrics_listen != "off") {
+      IPUPOD_RETURN_IF_ERROR(ParseListenAddress(*o.metrics_listen).status());
+    }
+    config.metrics_listen = *o.metrics_listen;
+  }
   config.reinitialise = o.reinitialise;
   if (o.tls_cert) config.tls.cert = *o.tls_cert;
   if (o.tls_key) config.tls.key = *o.tls_key;

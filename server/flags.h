@@ -12,6 +12,7 @@
 //   --executable-cache-mb MB      uploaded executables kept (default 4096)
 //   --load-memory-mb MB           host memory for loaded programs (default 0: half the RAM)
 //   --max-execution-threads N     ExecutionService calls at once (default 8, min 1)
+//   --metrics-listen ADDR|off     HTTP: /metrics and /healthz (default 127.0.0.1:9464)
 //   --help, --version
 //
 // Thread safety: pure function.

@@ -21,6 +21,7 @@
 #include "kernels/threads.h"
 #include "server/call_limit.h"
 #include "server/request_parse_errors.h"
+#include "server/rpc_metrics_interceptor.h"
 
 namespace ipupod::server {
 namespace {
@@ -86,13 +87,38 @@ void SetExecutionThreads(grpc::ServerBuilder& builder, int max_calls) {
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxPollers);
 }
 
-// The logger of gRPC's own thread-pool refusals, and INVALID_ARGUMENT for
-// requests that do not parse (server/request_parse_errors.h).
-void SetInterceptors(grpc::ServerBuilder& builder) {
+// The logger of gRPC's own thread-pool refusals, INVALID_ARGUMENT for
+// requests that do not parse (server/request_parse_errors.h), and the RPC
+// metrics, last so that they count the status the client gets.
+void SetInterceptors(grpc::ServerBuilder& builder, metrics::RpcMetrics* rpcs) {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
   creators.push_back(std::make_unique<ThreadpoolRefusalLoggerFactory>());
   creators.push_back(std::make_unique<RequestParseErrorsFactory>());
+  creators.push_back(std::make_unique<RpcMetricsFactory>(rpcs));
   builder.experimental().SetInterceptorCreators(std::move(creators));
+}
+
+// The metrics' options for this config: in open mode anyone names
+// themselves, so the user labels are capped; with tokens the config bounds
+// them.
+metrics::PodMetricsOptions MetricsOptions(const ServerConfig& config) {
+  metrics::PodMetricsOptions options;
+  options.version = IPUPOD_VERSION;
+  options.pod = config.pod.name;
+  options.rpc_methods = KnownRpcMethods();
+  options.user_labels_max = config.open_mode() ? metrics::kOpenModeUserLabelsMax : 0;
+  return options;
+}
+
+// The HTTP listener's token check: the gRPC API's (server/auth.h).
+http::TokenCheck HttpTokenCheck(const ServerConfig& config) {
+  if (config.open_mode()) return nullptr;
+  return [policy = AuthPolicy::FromConfig(config)](
+             absl::string_view token) -> std::optional<std::string> {
+    const TokenEntry* entry = FindToken(policy, token);
+    if (entry == nullptr) return std::nullopt;
+    return entry->user;
+  };
 }
 
 absl::StatusOr<std::unique_ptr<store::SqliteStateStore>> OpenStore(const ServerConfig& config) {
@@ -144,10 +170,12 @@ absl::Status PodServer::Init() {
   const int threads =
       config_.compute_threads == 0 ? kernels::MaxBlasThreads() : config_.compute_threads;
   IPUPOD_RETURN_IF_ERROR(kernels::SetBlasThreads(threads));
+  metrics_ = std::make_unique<metrics::PodMetrics>(MetricsOptions(config_));
   // As many steps compute at once as fit in the host's cores at `threads`
   // each; every sync thread may wait for one.
   compute_ = std::make_unique<runtime::ComputeGate>(
-      std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads);
+      std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads,
+      [metrics = metrics_.get()](absl::Duration waited) { metrics->ObserveComputeWait(waited); });
   IPUPOD_ASSIGN_OR_RETURN(store_, OpenStore(config_));
   audit_ = std::make_unique<AuditTrail>(store_.get());
   // Before the scheduler, which rebuilds fair-share usage from the ledger.
@@ -166,6 +194,7 @@ absl::Status PodServer::Init() {
   execution::LoadedPrograms* programs = programs_.get();
   options.on_session_ended = [programs](const std::string& session) { programs->Drop(session); };
   options.ledger = store_.get();
+  options.events = metrics_.get();
   IPUPOD_ASSIGN_OR_RETURN(scheduler_,
                           scheduler::Scheduler::Create(std::move(options), store_.get()));
   execution_ = std::make_unique<execution::SessionExecution>(execution::ExecutionResources{
@@ -175,6 +204,23 @@ absl::Status PodServer::Init() {
     scheduler_->Shutdown();
     return jobs;
   }
+  CreateServices();
+  metrics_->SetSources(
+      {scheduler_.get(), jobs_.get(), cache_.get(), &execution_->counters(), compute_.get()});
+  absl::Status status = BuildGrpcServer();
+  if (status.ok()) status = StartHttp();
+  if (!status.ok()) {
+    if (server_ != nullptr) server_->Shutdown();
+    server_.reset();
+    jobs_->Shutdown();
+    scheduler_->Shutdown();
+    ticker_->Stop();
+  }
+  return status;
+}
+
+// The gRPC services, over what Init made.
+void PodServer::CreateServices() {
   absl::Duration lease = absl::Seconds(config_.session_lease_seconds);
   ticker_ = std::make_unique<StreamTicker>(TickPeriod(lease));
   env_ = ServiceEnv{scheduler_.get(), AuthPolicy::FromConfig(config_),
@@ -201,14 +247,45 @@ absl::Status PodServer::Init() {
       cache_.get(), load_memory_.get());
   compile_service_ = std::make_unique<CompileServiceImpl>(env_, blobs_.get(), compiler_.get(),
                                                           config_.compile_max_concurrent);
-  absl::Status status = BuildGrpcServer();
-  if (!status.ok()) {
-    jobs_->Shutdown();
-    scheduler_->Shutdown();
-    ticker_->Stop();
-  }
-  return status;
 }
+
+// GET /metrics and /healthz on the metrics listener (nothing when "off").
+// A route more is one push_back.
+absl::Status PodServer::StartHttp() {
+  const std::string address = MetricsListenAddress(config_);
+  if (address.empty()) return absl::OkStatus();
+  IPUPOD_ASSIGN_OR_RETURN(ListenAddress listen, ParseListenAddress(address));
+  http::HttpListenerOptions options;
+  options.host = listen.host;
+  options.port = listen.port;
+  options.check_token = HttpTokenCheck(config_);
+  // The gRPC listener's certificate and key: HTTPS only when TLS is on (the
+  // client CA is the gRPC listener's; here the token is the identity).
+  options.cert_pem = tls_.cert_pem;
+  options.key_pem = tls_.key_pem;
+  metrics::PodMetrics* metrics = metrics_.get();
+  options.routes.push_back(
+      {"/metrics", [metrics](const http::HttpRequest&) {
+         return http::HttpResponse{200, std::string(metrics::kContentType), metrics->Scrape()};
+       }});
+  options.routes.push_back({"/healthz",
+                            [](const http::HttpRequest&) {
+                              return http::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
+                            },
+                            /*public_route=*/true});
+  absl::StatusOr<std::unique_ptr<http::HttpListener>> listener =
+      http::HttpListener::Start(std::move(options));
+  if (!listener.ok()) {
+    return absl::Status(listener.status().code(),
+                        absl::StrCat("the metrics listener (metrics_listen '", address,
+                                     "'): ", listener.status().message(),
+                                     "; pick another --metrics-listen ADDR, or \"off\""));
+  }
+  http_ = *std::move(listener);
+  return absl::OkStatus();
+}
+
+std::string PodServer::metrics_url() const { return http_ != nullptr ? http_->url() : ""; }
 
 // The blob store under <state_dir>/blobs and the job manager, which resumes
 // the jobs the last run left (batch/job_manager.h).
@@ -248,7 +325,7 @@ absl::Status PodServer::BuildGrpcServer() {
   builder.RegisterService(compile_service_.get());
   SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls + kMaxAccountingCalls +
                                    kMaxAuditCalls + config_.compile_max_concurrent);
-  SetInterceptors(builder);
+  SetInterceptors(builder, &metrics_->rpcs());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     if (server_ != nullptr) server_->Shutdown();
@@ -263,13 +340,14 @@ absl::Status PodServer::BuildGrpcServer() {
 }
 
 std::string PodServer::ReadyLine() const {
-  return absl::StrCat("ipupodd listening on ", address_, " (", config_.pod.name, ", ",
-                      config_.pod.num_ipus, " IPUs, ",
-                      config_.open_mode() ? "open mode" : "token mode",
-                      !tls_.enabled()              ? ""
-                      : tls_.client_ca_pem.empty() ? ", TLS"
-                                                   : ", mutual TLS",
-                      ")");
+  return absl::StrCat(
+      "ipupodd listening on ", address_, " (", config_.pod.name, ", ", config_.pod.num_ipus,
+      " IPUs, ", config_.open_mode() ? "open mode" : "token mode",
+      !tls_.enabled()              ? ""
+      : tls_.client_ca_pem.empty() ? ", TLS"
+                                   : ", mutual TLS",
+      ")",
+      http_ != nullptr ? absl::StrCat("; ", http_->url(), " serves /metrics and /healthz") : "");
 }
 
 void PodServer::Wait() {
@@ -322,7 +400,8 @@ void PodServer::Shutdown(absl::string_view reason) {
     shut_down_ = true;
   }
   spdlog::info("shutting down");
-  shutting_down_.store(true);  // execution calls ending from now on say so
+  if (http_ != nullptr) http_->Stop();  // no scrape reads what is shutting down
+  shutting_down_.store(true);           // execution calls ending from now on say so
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
   jobs_->Shutdown();       // running jobs stop after their step and resume at the next start
   scheduler_->Shutdown();  // attach streams end UNAVAILABLE; queued resets complete

@@ -13,6 +13,12 @@
 // free port; port() reports it). Sessions that end drop their loaded
 // programs (scheduler's on_session_ended -> LoadedPrograms::Drop).
 //
+// HTTP (http/http_listener.h) on MetricsListenAddress(config), unless "off":
+// GET /metrics, the Prometheus metrics (metrics/pod_metrics.h), behind the
+// API's identity rules (with tokens, a token as Bearer or Basic password),
+// and GET /healthz, "ok" without credentials (liveness). metrics_url() says
+// where; the ready line ends with it.
+//
 // Liveness: HTTP/2 keepalive pings every lease/2 with a lease/2 timeout, so a
 // client whose process died, whose connection dropped silently, or that is
 // stopped (SIGSTOP) is disconnected, and its attach stream released, within
@@ -26,7 +32,8 @@
 //   INVALID_ARGUMENT / FAILED_PRECONDITION  malformed, mismatched or expired
 //                                           (server/tls_files.h; checked first)
 //   FAILED_PRECONDITION / DATA_LOSS         the store cannot be opened
-//   UNAVAILABLE                             the address cannot be bound
+//   UNAVAILABLE                             the address (or the metrics
+//                                           listener's) cannot be bound
 //
 // The audit log (server/audit_trail.h) records the server's start (once
 // serving), its stop (at the end of Shutdown, the last record before the
@@ -59,7 +66,9 @@
 #include "execution/memory_budget.h"
 #include "execution/remote_compile.h"
 #include "execution/session_execution.h"
+#include "http/http_listener.h"
 #include "jobs/blob_store.h"
+#include "metrics/pod_metrics.h"
 #include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
 #include "scheduler/scheduler.h"
@@ -95,9 +104,13 @@ class PodServer {
   const ServerConfig& config() const { return config_; }
   // The listeners' TLS material, read and checked at start (empty without TLS).
   const TlsMaterial& tls() const { return tls_; }
-  // "ipupodd listening on 127.0.0.1:41234 (POD16, 16 IPUs, open mode)";
-  // "(..., token mode, TLS)" or "mutual TLS" with TLS.
+  // "ipupodd listening on 127.0.0.1:41234 (POD16, 16 IPUs, open mode);
+  // http://127.0.0.1:41235 serves /metrics and /healthz" (no "; ..." when
+  // metrics_listen is "off"); "(..., token mode, TLS)" or "mutual TLS" and
+  // https:// with TLS.
   std::string ReadyLine() const;
+  // "http://127.0.0.1:41235" (https with TLS); "" when off.
+  std::string metrics_url() const;
 
   // SIGHUP: re-reads config().config_path and puts its sharing section in
   // force. Any error (no file, a malformed or invalid config) is returned and
@@ -119,9 +132,14 @@ class PodServer {
   // A record of the server's own action (start, stop, reload).
   void AuditServer(absl::string_view user, absl::string_view action, absl::string_view target,
                    std::string details, const absl::Status& status);
+  void CreateServices();
+  absl::Status StartHttp();
 
   const ServerConfig config_;
   TlsMaterial tls_;
+  // Before everything that reports to it (the scheduler's events, the
+  // compute gate's waits, the RPC interceptor), so it outlives them.
+  std::unique_ptr<metrics::PodMetrics> metrics_;
   // Destroyed in reverse order: the gRPC server (and every RPC) goes first,
   // the store last. programs_ outlives the scheduler, which calls it when
   // sessions end (also from its destructor).
@@ -155,6 +173,9 @@ class PodServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
+  // Last: it reads the scheduler, jobs, cache and metrics while it serves,
+  // so it stops first.
+  std::unique_ptr<http::HttpListener> http_;
 
   std::atomic<bool> shutting_down_{false};  // ServiceEnv::shutting_down points here
   absl::Mutex shutdown_mu_;

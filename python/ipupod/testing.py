@@ -54,6 +54,14 @@ _START_SECONDS = 30.0
 _STOP_SECONDS = 10.0
 
 
+def _metrics_url(ready_line: str) -> str:
+    """The "http://HOST:PORT" (or https) the ready line ends with; "" without one."""
+    for scheme in ("; http://", "; https://"):
+        if scheme in ready_line:
+            return scheme[2:] + ready_line.split(scheme, 1)[1].split()[0]
+    return ""
+
+
 def find_binary(name: str, variable: str) -> str:
     """The path of ``name`` (``ipupodd`` or ``ipupod``): ``$variable``, else the build tree
     this package sits in or ``$IPUPOD_BUILD_DIR``, else PATH. FileNotFoundError saying where
@@ -100,7 +108,10 @@ class LocalServer:
             for mutual TLS), used by the start-up probe and by :meth:`client`.
 
     Attributes: ``address`` ("127.0.0.1:PORT"), ``port``, ``process`` (the
-    ``subprocess.Popen``), ``state_dir``, ``log_path`` (the server's stderr).
+    ``subprocess.Popen``), ``state_dir``, ``log_path`` (the server's stderr),
+    ``metrics_url`` (its HTTP listener, "http://127.0.0.1:PORT", serving ``/metrics`` and
+    ``/healthz``; "" when the config turns it off). Each start picks a free port for it
+    (``--metrics-listen 127.0.0.1:0``) unless ``config`` or ``args`` choose one.
     """
 
     def __init__(self, pod: Optional[str] = None, config: Optional[Mapping[str, Any]] = None,
@@ -116,6 +127,7 @@ class LocalServer:
         self.log_path = os.path.join(self._dir, "ipupodd.log")
         self.user = user
         self.port = 0
+        self.metrics_url = ""
         self.process: Optional[subprocess.Popen] = None
         self._clients: List[Client] = []
         if tls is not None:
@@ -141,6 +153,10 @@ class LocalServer:
             argv += ["--config", path]
         if pod is not None:
             argv += ["--pod", str(pod)]
+        if "metrics_listen" not in merged and "--metrics-listen" not in args:
+            # A restart keeps the gRPC port, and with it ipupodd would take the fixed
+            # default metrics port: servers of parallel tests must not collide on it.
+            argv += ["--metrics-listen", "127.0.0.1:0"]
         return argv + list(args)
 
     @property
@@ -163,6 +179,7 @@ class LocalServer:
             raise RuntimeError(f"ipupodd did not start ({' '.join(self._argv + listen)}): "
                                f"{line.strip() or 'no ready line'}\n{self.log()}")
         self.port = int(line.split(_READY_PREFIX, 1)[1].split()[0])
+        self.metrics_url = _metrics_url(line)
         self._wait_until_answering(deadline)
 
     def _ready_line(self, deadline: float) -> str:

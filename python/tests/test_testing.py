@@ -30,6 +30,27 @@ def test_a_local_server_stops_in_order_and_starts_again_on_its_state():
     assert not os.path.exists(server.state_dir)
 
 
+def test_a_local_server_names_its_metrics_listener_on_every_start():
+    import urllib.request
+
+    def get(url):
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+
+    server = LocalServer(pod="POD4")
+    try:
+        assert server.metrics_url.startswith("http://127.0.0.1:")
+        assert get(server.metrics_url + "/healthz") == "ok\n"
+        assert "ipupod_pod_ipus 4" in get(server.metrics_url + "/metrics")
+        server.stop()
+        server.start()  # the same gRPC port, a fresh metrics port: no fixed port to collide on
+        assert "ipupod_pod_ipus 4" in get(server.metrics_url + "/metrics")
+    finally:
+        server.close()
+    with LocalServer(config={"metrics_listen": "off"}) as quiet:
+        assert quiet.metrics_url == ""
+
+
 def test_stopping_a_server_signals_nothing_else():
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -313,6 +313,10 @@ TEST_F(JobManagerTest, HoldReleaseCancelDeleteAndWhoMay) {
     ASSERT_TRUE(pod_->jobs().Release(alice_, id2).ok());
   }
   EXPECT_EQ(WaitFinished(id2).record.state, JobState::kCompleted);
+  // What the metrics read (ipupod_jobs{state}): counts of every user's jobs.
+  const auto counts = pod_->jobs().CountByState();
+  EXPECT_EQ(counts[static_cast<size_t>(JobState::kCompleted)], 2);
+  EXPECT_EQ(counts[static_cast<size_t>(JobState::kPending)], 0);
   EXPECT_EQ(pod_->jobs().Cancel(alice_, id2).status().code(),
             absl::StatusCode::kFailedPrecondition);
   // Others see the queue line only.

@@ -1,5 +1,6 @@
 #include "tests/integration/harness.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -245,12 +246,39 @@ ServerUnderTest::~ServerUnderTest() {
   }
 }
 
+namespace {
+
+// The "http://HOST:PORT" (or https) the ready line ends with, "" if none.
+std::string MetricsUrlOf(const std::string& line) {
+  size_t at = line.find("; http://");
+  if (at == std::string::npos) at = line.find("; https://");
+  if (at == std::string::npos) return "";
+  const std::string rest = line.substr(at + 2);
+  return rest.substr(0, rest.find(' '));
+}
+
+}  // namespace
+
+std::string ServerUnderTest::metrics_url() const {
+  std::lock_guard<std::mutex> lock(metrics_mu_);
+  return metrics_url_;
+}
+
 bool ServerUnderTest::StartProcess(int port) {
   std::vector<std::string> argv = {ServerBinary(), "--listen", "127.0.0.1:" + std::to_string(port),
                                    "--state-dir", state_.path() + "/state"};
   if (!config_path_.empty()) {
     argv.push_back("--config");
     argv.push_back(config_path_);
+  }
+  // A restart keeps the gRPC port, and with it ipupodd would take the fixed
+  // default metrics port: parallel tests must not collide on it.
+  const bool metrics_chosen =
+      std::find(extra_args_.begin(), extra_args_.end(), "--metrics-listen") != extra_args_.end() ||
+      ReadTextFile(config_path_).find("\"metrics_listen\"") != std::string::npos;
+  if (!metrics_chosen) {
+    argv.push_back("--metrics-listen");
+    argv.push_back("127.0.0.1:0");
   }
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
   process_.emplace(Process::Start(argv, env_));
@@ -263,6 +291,10 @@ bool ServerUnderTest::StartProcess(int port) {
     return false;
   }
   port_ = std::atoi(line->c_str() + at + prefix.size());
+  {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    metrics_url_ = MetricsUrlOf(*line);
+  }
   return port_ > 0;
 }
 

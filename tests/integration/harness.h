@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,6 +90,11 @@ class ServerUnderTest {
 
   int port() const { return port_.load(); }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_.load()); }
+  // Its HTTP listener (metrics, health) as its ready line names it,
+  // "http://127.0.0.1:PORT" ("" when metrics_listen is "off"). Each start
+  // picks a free port for it (--metrics-listen 127.0.0.1:0) unless the
+  // test's flags or config choose one.
+  std::string metrics_url() const;
   const std::string& state_dir() const { return state_.path(); }
   // The --config file ("" without one); rewrite it and Kill(SIGHUP) to reload.
   const std::string& config_path() const { return config_path_; }
@@ -113,6 +119,8 @@ class ServerUnderTest {
   // Read by client threads while the main thread restarts the server (a
   // restart keeps the port, but writes it again).
   std::atomic<int> port_{0};
+  mutable std::mutex metrics_mu_;
+  std::string metrics_url_;  // guarded by metrics_mu_
 };
 
 struct CliResult {

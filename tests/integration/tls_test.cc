@@ -20,6 +20,7 @@
 #include "tensor/tensor_files.h"
 #include "tests/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
+#include "tests/support/http_client.h"
 #include "tests/support/test_certificates.h"
 #include <signal.h>
 
@@ -115,6 +116,27 @@ TEST_F(TlsTest, AGoodCaConnectsAndEveryCallWorksOverTls) {
                              (*out)[0].second.values<float>().end());
   // Every row of x is ones: each output row holds the columns of W summed.
   EXPECT_EQ(y, (std::vector<float>{22, 26, 30, 22, 26, 30, 22, 26, 30, 22, 26, 30}));
+}
+
+// The HTTP listener (metrics, health) serves HTTPS with the gRPC listener's
+// certificate: trusted through the same CA, never in clear text.
+TEST_F(TlsTest, TheHttpListenerServesHttpsWithTheSameCertificate) {
+  ServerUnderTest server(ServerTls(), kTokens);
+  const std::string url = server.metrics_url();
+  ASSERT_THAT(url, ::testing::StartsWith("https://127.0.0.1:"));
+  test_support::HttpOptions scrape = test_support::WithCa(certs_->ca);
+  scrape.bearer = "alice-secret";
+  test_support::HttpResult metrics = test_support::HttpGet(url + "/metrics", scrape);
+  EXPECT_EQ(metrics.status, 200) << metrics.error;
+  EXPECT_THAT(metrics.body, HasSubstr("ipupod_ipus{"));
+  EXPECT_EQ(test_support::HttpGet(url + "/metrics", test_support::WithCa(certs_->ca)).status, 401);
+  // A client that trusts another CA does not get through the handshake.
+  test_support::HttpResult wrong = test_support::HttpGet(url + "/healthz",
+                                                         test_support::WithCa(certs_->other_ca));
+  EXPECT_EQ(wrong.status, 0);
+  EXPECT_FALSE(wrong.error.empty());
+  std::string plain = "http" + url.substr(5);
+  EXPECT_NE(test_support::HttpGet(plain + "/healthz").status, 200) << "no clear text";
 }
 
 TEST_F(TlsTest, TheReadyLineAndLogSayTls) {

@@ -637,5 +637,61 @@ TEST(FlagsTest, LogFormatFlagOverridesTheConfigFile) {
   EXPECT_THAT(Parse({"--help"})->print, HasSubstr("--log-format"));
 }
 
+TEST(ConfigTest, MetricsListenKeyFlagAndDefault) {
+  ServerConfig config;
+  EXPECT_EQ(MetricsListenAddress(config), "127.0.0.1:9464");  // listen 127.0.0.1:50051
+  config.listen = "127.0.0.1:0";  // an ephemeral server: an ephemeral metrics port too
+  EXPECT_EQ(MetricsListenAddress(config), "127.0.0.1:0");
+  config.metrics_listen = "127.0.0.1:9999";
+  EXPECT_EQ(MetricsListenAddress(config), "127.0.0.1:9999");
+  config.metrics_listen = "off";
+  EXPECT_EQ(MetricsListenAddress(config), "");
+
+  auto parsed = ParseConfigJson(R"({"metrics_listen": "127.0.0.1:0"})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->metrics_listen, "127.0.0.1:0");
+  EXPECT_EQ(ParseConfigJson(R"({"metrics_listen": "off"})")->metrics_listen, "off");
+  ExpectInvalid(R"({"metrics_listen": "nowhere"})", {"metrics_listen", "host:port", "off"});
+  ExpectInvalid(R"({"metrics_listen": 9464})", {"metrics_listen"});
+  ExpectInvalid(R"({"metrics_listen": ""})", {"metrics_listen"});
+
+  auto flag = Parse({"--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->config->metrics_listen, "127.0.0.1:0");
+  EXPECT_EQ(Parse({"--metrics-listen", "off"})->config->metrics_listen, "off");
+  EXPECT_EQ(Parse({"--metrics-listen", "9464"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto help = Parse({"--help"});
+  EXPECT_THAT(help->print, HasSubstr("--metrics-listen"));
+  EXPECT_THAT(help->print, HasSubstr("serves /metrics and /healthz"));
+}
+
+TEST(ConfigTest, TheMetricsListenerFollowsTheIdentityRules) {
+  ServerConfig config;
+  config.metrics_listen = "0.0.0.0:9464";
+  absl::Status open = ValidateConfig(config);
+  EXPECT_EQ(open.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(open.message()), HasSubstr("loopback"));
+  EXPECT_THAT(std::string(open.message()), HasSubstr("--metrics-listen 127.0.0.1:PORT"));
+  config.tokens.push_back({"t", "alice", false});
+  absl::Status clear_text = ValidateConfig(config);
+  EXPECT_EQ(clear_text.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(clear_text.message()), HasSubstr("clear text"));
+  EXPECT_THAT(std::string(clear_text.message()), HasSubstr("TLS"));
+  EXPECT_TRUE(ValidateMetricsListen(config, /*tls=*/true).ok());
+  config.tls.cert = "server.pem";  // with TLS the listener serves HTTPS: allowed
+  config.tls.key = "server.key";
+  config.listen = "127.0.0.1:0";
+  EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+  config.tls = {};
+  config.metrics_listen = "localhost:9464";
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.metrics_listen = "off";
+  config.tokens.clear();
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  EXPECT_EQ(Parse({"--metrics-listen", "0.0.0.0:0"}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace ipupod::server

@@ -39,6 +39,8 @@ PACKAGES=(
   # their tests: libcurl scrapes, the openssl CLI makes certificates, a real Prometheus
   # scrapes a test server (tests/integration/prometheus_test.cc)
   libcurl4-openssl-dev openssl prometheus
+  # the status page's test loads it in a real browser, headless (tests/integration/browser.h)
+  chromium
 )
 
 missing=()

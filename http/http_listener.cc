@@ -377,7 +377,7 @@ void HttpListener::Stop() {
   MHD_stop_daemon(daemon);
 }
 
-std::optional<std::string> HttpListener::Authenticate(MHD_Connection* connection) const {
+std::optional<HttpIdentity> HttpListener::Authenticate(MHD_Connection* connection) const {
   const char* header =
       MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
   if (header == nullptr) return std::nullopt;
@@ -394,8 +394,8 @@ bool HttpListener::Serve(MHD_Connection* connection, const char* url, const char
   const auto route = routes_.find(request.path);
   const bool known = route != routes_.end();
   if (options_.check_token && !(known && route->second->public_route)) {
-    std::optional<std::string> user = Authenticate(connection);
-    if (!user) {
+    std::optional<HttpIdentity> identity = Authenticate(connection);
+    if (!identity) {
       return Send(connection,
                   Text(401,
                        "401 unauthorized: send `Authorization: Bearer <token>`, or log in "
@@ -404,7 +404,8 @@ bool HttpListener::Serve(MHD_Connection* connection, const char* url, const char
                   {{MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                     absl::StrCat("Basic realm=\"", options_.realm, "\", charset=\"UTF-8\"")}});
     }
-    request.user = *std::move(user);
+    request.user = std::move(identity->user);
+    request.admin = identity->admin;
   }
   if (!known) {
     std::vector<absl::string_view> paths;

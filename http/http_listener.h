@@ -97,6 +97,7 @@ struct HttpRequest {
   std::string path;    // decoded, without the query: "/metrics"
   std::string query;   // after '?', re-encoded from its parsed arguments; "" without one
   std::string user;    // whose token it presented; "" without check_token or on a public route
+  bool admin = false;  // what check_token said of that token
 };
 
 struct HttpResponse {
@@ -113,8 +114,14 @@ struct Route {
   bool public_route = false;  // served without credentials
 };
 
-// The user a token belongs to, or nullopt. Must compare in constant time.
-using TokenCheck = std::function<std::optional<std::string>(absl::string_view token)>;
+// Whom a token belongs to, as its owner's config says.
+struct HttpIdentity {
+  std::string user;
+  bool admin = false;
+};
+
+// The identity a token belongs to, or nullopt. Must compare in constant time.
+using TokenCheck = std::function<std::optional<HttpIdentity>(absl::string_view token)>;
 
 struct HttpListenerOptions {
   std::string host = "127.0.0.1";  // an IPv4 or IPv6 address ("::1", "[::1]") or "localhost"
@@ -166,7 +173,7 @@ class HttpListener {
   bool Serve(MHD_Connection* connection, const char* url, const char* method) const;
   // The user whose token the request presents; nullopt when it presents none
   // or an unknown one. REQUIRES: check_token is set.
-  std::optional<std::string> Authenticate(MHD_Connection* connection) const;
+  std::optional<HttpIdentity> Authenticate(MHD_Connection* connection) const;
 
   const HttpListenerOptions options_;
   absl::flat_hash_map<std::string, const Route*> routes_;  // into options_.routes

@@ -4,10 +4,10 @@
 #include <cstdlib>
 #include <mutex>
 
-#include <microhttpd.h>
 #include <spdlog/spdlog.h>
 
 #include "absl/time/clock.h"
+#include <microhttpd.h>
 
 namespace ipupod::http::internal {
 namespace {

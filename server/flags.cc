@@ -46,7 +46,7 @@ that needs TLS, so tokens never cross the network in clear text:
   --tls-ca CA.pem. docs/configuration.md, "Transport security", makes the files.)
 
 When ready, ipupodd prints one line on stdout:
-  ipupodd listening on 127.0.0.1:50051 (POD16, 16 IPUs, open mode); http://127.0.0.1:9464 serves /metrics and /healthz
+  ipupodd listening on 127.0.0.1:50051 (POD16, 16 IPUs, open mode); http://127.0.0.1:9464 serves the status page, /metrics and /healthz
 (with TLS the first part ends in ", TLS" or ", mutual TLS", and the listener
 serves https://). Prometheus scrapes http://127.0.0.1:9464/metrics
 (docs/operations.md); with tokens it sends one as `authorization: Bearer`.

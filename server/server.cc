@@ -114,10 +114,10 @@ metrics::PodMetricsOptions MetricsOptions(const ServerConfig& config) {
 http::TokenCheck HttpTokenCheck(const ServerConfig& config) {
   if (config.open_mode()) return nullptr;
   return [policy = AuthPolicy::FromConfig(config)](
-             absl::string_view token) -> std::optional<std::string> {
+             absl::string_view token) -> std::optional<http::HttpIdentity> {
     const TokenEntry* entry = FindToken(policy, token);
     if (entry == nullptr) return std::nullopt;
-    return entry->user;
+    return http::HttpIdentity{entry->user, entry->admin};
   };
 }
 
@@ -194,7 +194,9 @@ absl::Status PodServer::Init() {
   execution::LoadedPrograms* programs = programs_.get();
   options.on_session_ended = [programs](const std::string& session) { programs->Drop(session); };
   options.ledger = store_.get();
-  options.events = metrics_.get();
+  events_ = std::make_unique<scheduler::PodEventFanout>(
+      std::vector<scheduler::PodEventObserver*>{metrics_.get(), &recent_events_});
+  options.events = events_.get();
   IPUPOD_ASSIGN_OR_RETURN(scheduler_,
                           scheduler::Scheduler::Create(std::move(options), store_.get()));
   execution_ = std::make_unique<execution::SessionExecution>(execution::ExecutionResources{
@@ -249,8 +251,8 @@ void PodServer::CreateServices() {
                                                           config_.compile_max_concurrent);
 }
 
-// GET /metrics and /healthz on the metrics listener (nothing when "off").
-// A route more is one push_back.
+// GET /metrics, /healthz and the status page (/, /status.json) on the
+// HTTP listener (nothing when "off"). A route more is one push_back.
 absl::Status PodServer::StartHttp() {
   const std::string address = MetricsListenAddress(config_);
   if (address.empty()) return absl::OkStatus();
@@ -273,6 +275,8 @@ absl::Status PodServer::StartHttp() {
                               return http::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
                             },
                             /*public_route=*/true});
+  status_routes_ = std::make_unique<StatusRoutes>(StatusSourcesOf());
+  for (http::Route& route : status_routes_->Routes()) options.routes.push_back(std::move(route));
   absl::StatusOr<std::unique_ptr<http::HttpListener>> listener =
       http::HttpListener::Start(std::move(options));
   if (!listener.ok()) {
@@ -283,6 +287,21 @@ absl::Status PodServer::StartHttp() {
   }
   http_ = *std::move(listener);
   return absl::OkStatus();
+}
+
+// What the status page reads (server/status_routes.h).
+StatusSources PodServer::StatusSourcesOf() const {
+  StatusSources sources;
+  sources.scheduler = scheduler_.get();
+  sources.jobs = jobs_.get();
+  sources.ledger = store_.get();
+  sources.events = &recent_events_;
+  sources.info =
+      status::ServerInfo{IPUPOD_VERSION, address_, config_.open_mode() ? "open" : "token",
+                         tls_.enabled(), absl::ToUnixMillis(started_)};
+  sources.open_mode = config_.open_mode();
+  sources.accounting_public = config_.accounting_public;
+  return sources;
 }
 
 std::string PodServer::metrics_url() const { return http_ != nullptr ? http_->url() : ""; }
@@ -347,7 +366,9 @@ std::string PodServer::ReadyLine() const {
       : tls_.client_ca_pem.empty() ? ", TLS"
                                    : ", mutual TLS",
       ")",
-      http_ != nullptr ? absl::StrCat("; ", http_->url(), " serves /metrics and /healthz") : "");
+      http_ != nullptr
+          ? absl::StrCat("; ", http_->url(), " serves the status page, /metrics and /healthz")
+          : "");
 }
 
 void PodServer::Wait() {

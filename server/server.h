@@ -71,6 +71,7 @@
 #include "metrics/pod_metrics.h"
 #include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
+#include "scheduler/pod_events.h"
 #include "scheduler/scheduler.h"
 #include "server/accounting_service.h"
 #include "server/accounting_upkeep.h"
@@ -82,6 +83,7 @@
 #include "server/job_service.h"
 #include "server/service_env.h"
 #include "server/services.h"
+#include "server/status_routes.h"
 #include "server/stream_ticker.h"
 #include "server/tls_files.h"
 #include "store/sqlite_state_store.h"
@@ -105,7 +107,7 @@ class PodServer {
   // The listeners' TLS material, read and checked at start (empty without TLS).
   const TlsMaterial& tls() const { return tls_; }
   // "ipupodd listening on 127.0.0.1:41234 (POD16, 16 IPUs, open mode);
-  // http://127.0.0.1:41235 serves /metrics and /healthz" (no "; ..." when
+  // http://127.0.0.1:41235 serves the status page, /metrics and /healthz" (no "; ..." when
   // metrics_listen is "off"); "(..., token mode, TLS)" or "mutual TLS" and
   // https:// with TLS.
   std::string ReadyLine() const;
@@ -134,12 +136,17 @@ class PodServer {
                    std::string details, const absl::Status& status);
   void CreateServices();
   absl::Status StartHttp();
+  StatusSources StatusSourcesOf() const;
 
   const ServerConfig config_;
   TlsMaterial tls_;
   // Before everything that reports to it (the scheduler's events, the
   // compute gate's waits, the RPC interceptor), so it outlives them.
   std::unique_ptr<metrics::PodMetrics> metrics_;
+  // The status page's recent faults, resets and repairs, told by the
+  // scheduler beside the metrics (events_ hands each event to both).
+  status::RecentEvents recent_events_;
+  std::unique_ptr<scheduler::PodEventFanout> events_;
   // Destroyed in reverse order: the gRPC server (and every RPC) goes first,
   // the store last. programs_ outlives the scheduler, which calls it when
   // sessions end (also from its destructor).
@@ -173,8 +180,10 @@ class PodServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
-  // Last: it reads the scheduler, jobs, cache and metrics while it serves,
-  // so it stops first.
+  const absl::Time started_ = absl::Now();
+  std::unique_ptr<StatusRoutes> status_routes_;
+  // Last: it reads the scheduler, jobs, cache, metrics and status routes
+  // while it serves, so it stops first.
   std::unique_ptr<http::HttpListener> http_;
 
   std::atomic<bool> shutting_down_{false};  // ServiceEnv::shutting_down points here

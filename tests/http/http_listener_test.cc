@@ -128,8 +128,8 @@ TEST(HttpListenerTest, UnknownPathIs404AndOtherMethodsAre405) {
 
 TEST(HttpListenerTest, TokenModeAsksForBearerOrBasicCredentials) {
   HttpListenerOptions options = Options();
-  options.check_token = [](absl::string_view token) -> std::optional<std::string> {
-    if (token == kToken) return std::string("alice");
+  options.check_token = [](absl::string_view token) -> std::optional<HttpIdentity> {
+    if (token == kToken) return HttpIdentity{"alice"};
     return std::nullopt;
   };
   auto listener = Start(std::move(options));

@@ -131,8 +131,8 @@ TEST_F(TlsTest, TheHttpListenerServesHttpsWithTheSameCertificate) {
   EXPECT_THAT(metrics.body, HasSubstr("ipupod_ipus{"));
   EXPECT_EQ(test_support::HttpGet(url + "/metrics", test_support::WithCa(certs_->ca)).status, 401);
   // A client that trusts another CA does not get through the handshake.
-  test_support::HttpResult wrong = test_support::HttpGet(url + "/healthz",
-                                                         test_support::WithCa(certs_->other_ca));
+  test_support::HttpResult wrong =
+      test_support::HttpGet(url + "/healthz", test_support::WithCa(certs_->other_ca));
   EXPECT_EQ(wrong.status, 0);
   EXPECT_FALSE(wrong.error.empty());
   std::string plain = "http" + url.substr(5);

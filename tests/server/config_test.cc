@@ -663,7 +663,7 @@ TEST(ConfigTest, MetricsListenKeyFlagAndDefault) {
             absl::StatusCode::kInvalidArgument);
   auto help = Parse({"--help"});
   EXPECT_THAT(help->print, HasSubstr("--metrics-listen"));
-  EXPECT_THAT(help->print, HasSubstr("serves /metrics and /healthz"));
+  EXPECT_THAT(help->print, HasSubstr("serves the status page, /metrics and /healthz"));
 }
 
 TEST(ConfigTest, TheMetricsListenerFollowsTheIdentityRules) {

@@ -51,8 +51,9 @@ TEST(MetricsEndpointTest, ServesMetricsAndHealthAndSaysWhereInTheReadyLine) {
   const std::string url = server->server().metrics_url();
   ASSERT_THAT(url, HasSubstr("http://127.0.0.1:"));
   EXPECT_FALSE(absl::EndsWith(url, ":0"));
-  EXPECT_TRUE(absl::EndsWith(server->server().ReadyLine(),
-                             absl::StrCat("open mode); ", url, " serves /metrics and /healthz")))
+  EXPECT_TRUE(absl::EndsWith(
+      server->server().ReadyLine(),
+      absl::StrCat("open mode); ", url, " serves the status page, /metrics and /healthz")))
       << server->server().ReadyLine();
   HttpResult health = HttpGet(url + "/healthz");
   EXPECT_EQ(health.status, 200) << health.error;

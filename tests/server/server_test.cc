@@ -163,7 +163,7 @@ TEST_F(ServerTest, ReportsTheBoundPortAndAReadyLine) {
   ASSERT_TRUE(std::regex_match(
       line, m,
       std::regex(R"(ipupodd listening on 127\.0\.0\.1:(\d+) \(POD16, 16 IPUs, open mode\); )"
-                 R"(http://127\.0\.0\.1:\d+ serves /metrics and /healthz)")))
+                 R"(http://127\.0\.0\.1:\d+ serves the status page, /metrics and /healthz)")))
       << line;
   EXPECT_EQ(std::stoi(m[1]), server_->port());
 }

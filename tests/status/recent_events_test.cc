@@ -26,6 +26,42 @@ TEST(RecentEventsTest, KeepsTheNewestFirstUpToItsCapacity) {
   EXPECT_EQ(events.total(), 5);
 }
 
+TEST(RecentEventsTest, FaultsResetsAndRepairsBecomeEventsAsThePageShowsThem) {
+  RecentEvents events;
+  scheduler::PodEventObserver& observer = events;
+  observer.OnGranted(scheduler::GrantEvent{});  // not a fault, reset or repair: not kept
+  observer.OnFault(scheduler::FaultEvent{
+      2, scheduler::FaultKind::kUnrecoverable, false, {2}, {"s-1"}, "admin", 1000});
+  observer.OnFault(
+      scheduler::FaultEvent{5, scheduler::FaultKind::kIpuReset, true, {5}, {}, "", 1500});
+  observer.OnResetStarted(
+      scheduler::ResetEvent{RecoveryAction::kPartitionReset, true, {4, 5, 6, 7}, {}, 0.5, 2000});
+  observer.OnResetStarted(
+      scheduler::ResetEvent{RecoveryAction::kFullReset, false, {0, 1, 3}, {"s-2"}, 1, 2500});
+  observer.OnRepaired(scheduler::RepairEvent{2, "admin", 3000});
+  const std::vector<PodEvent> shown = events.Snapshot();
+  ASSERT_EQ(shown.size(), 5u);
+  EXPECT_EQ(events.total(), 5);
+  const PodEvent& injected = shown[4];
+  EXPECT_EQ(injected.kind, "fault");
+  EXPECT_EQ(injected.what, "unrecoverable");
+  EXPECT_EQ(injected.origin, "admin");
+  EXPECT_EQ(injected.target, "IPU 2");
+  EXPECT_EQ(injected.sessions, std::vector<std::string>{"s-1"});
+  EXPECT_EQ(shown[3].origin, "random");
+  EXPECT_EQ(shown[3].what, "ipu-reset");
+  EXPECT_EQ(shown[2].kind, "reset");
+  EXPECT_EQ(shown[2].what, "partition");
+  EXPECT_EQ(shown[2].origin, "automatic");
+  EXPECT_EQ(shown[2].target, "IPUs 4-7");
+  EXPECT_EQ(shown[1].what, "pod");
+  EXPECT_EQ(shown[1].target, "pod");
+  EXPECT_EQ(shown[1].origin, "requested");
+  EXPECT_EQ(shown[0].kind, "repair");
+  EXPECT_EQ(shown[0].origin, "admin");
+  EXPECT_EQ(shown[0].time_unix_ms, 3000);
+}
+
 TEST(RecentEventsTest, ZeroCapacityKeepsNothingButCounts) {
   RecentEvents events(0);
   events.Record(Fault(1));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <utility>
@@ -14,6 +15,7 @@
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "audit/audit_log.h"
 #include "common/status_macros.h"
@@ -22,6 +24,7 @@
 #include "server/call_limit.h"
 #include "server/request_parse_errors.h"
 #include "server/rpc_metrics_interceptor.h"
+#include "server/starting_server.h"
 
 namespace ipupod::server {
 namespace {
@@ -176,6 +179,7 @@ absl::Status PodServer::Init() {
   compute_ = std::make_unique<runtime::ComputeGate>(
       std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads,
       [metrics = metrics_.get()](absl::Duration waited) { metrics->ObserveComputeWait(waited); });
+  IPUPOD_RETURN_IF_ERROR(StartStarting());  // NOT_SERVING until the state is restored
   IPUPOD_ASSIGN_OR_RETURN(store_, OpenStore(config_));
   audit_ = std::make_unique<AuditTrail>(store_.get());
   // Before the scheduler, which rebuilds fair-share usage from the ledger.
@@ -327,12 +331,30 @@ absl::Status PodServer::StartJobs() {
   return absl::OkStatus();
 }
 
+// Binds the address for the restore (server/starting_server.h); with the
+// test-only restore delay, waits that long serving it.
+absl::Status PodServer::StartStarting() {
+  IPUPOD_ASSIGN_OR_RETURN(starting_,
+                          StartingServer::Start(config_.listen, GrpcServerCredentials(tls_)));
+  const char* delay = std::getenv(kRestoreDelayEnv);
+  int delay_ms = 0;
+  if (delay != nullptr && absl::SimpleAtoi(delay, &delay_ms) && delay_ms > 0) {
+    spdlog::warn("{}={}: waiting before restoring the state (TEST-ONLY)", kRestoreDelayEnv,
+                 delay_ms);
+    absl::SleepFor(absl::Milliseconds(std::min(delay_ms, 60000)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PodServer::BuildGrpcServer() {
   IPUPOD_ASSIGN_OR_RETURN(ListenAddress listen, ParseListenAddress(config_.listen));
+  // The port the starting server holds (config_.listen's port 0 picked it).
+  const std::string host = listen.ipv6 ? absl::StrCat("[", listen.host, "]") : listen.host;
+  const std::string bind = absl::StrCat(host, ":", starting_->port());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config_.listen, GrpcServerCredentials(tls_), &port_);
+  builder.AddListeningPort(bind, GrpcServerCredentials(tls_), &port_);
   SetLivenessOptions(builder, env_.lease);
   builder.RegisterService(pod_service_.get());
   builder.RegisterService(partition_service_.get());
@@ -345,15 +367,15 @@ absl::Status PodServer::BuildGrpcServer() {
   SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls + kMaxAccountingCalls +
                                    kMaxAuditCalls + config_.compile_max_concurrent);
   SetInterceptors(builder, &metrics_->rpcs());
+  starting_->Stop();  // the state is restored: the port goes to the real server
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     if (server_ != nullptr) server_->Shutdown();
     server_.reset();
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", config_.listen,
-                     ": the address is in use or not available here; pick another --listen"));
+        absl::StrCat("cannot listen on ", bind,
+                     " after restoring the state: another process took the port; start again"));
   }
-  std::string host = listen.ipv6 ? absl::StrCat("[", listen.host, "]") : listen.host;
   address_ = absl::StrCat(host, ":", port_);
   return absl::OkStatus();
 }

@@ -35,6 +35,12 @@
 //   UNAVAILABLE                             the address (or the metrics
 //                                           listener's) cannot be bound
 //
+// Readiness: the gRPC address is bound first, by a StartingServer
+// (server/starting_server.h) whose health service says NOT_SERVING and whose
+// every other method is UNAVAILABLE "ipupodd is starting"; once the state is
+// restored the real server takes the port over, with gRPC's default health
+// service SERVING, until Shutdown sets it NOT_SERVING first of all.
+//
 // The audit log (server/audit_trail.h) records the server's start (once
 // serving), its stop (at the end of Shutdown, the last record before the
 // store closes) and each SIGHUP reload with its result.
@@ -83,6 +89,7 @@
 #include "server/job_service.h"
 #include "server/service_env.h"
 #include "server/services.h"
+#include "server/starting_server.h"
 #include "server/status_routes.h"
 #include "server/stream_ticker.h"
 #include "server/tls_files.h"
@@ -128,6 +135,7 @@ class PodServer {
  private:
   explicit PodServer(ServerConfig config);
   absl::Status Init();
+  absl::Status StartStarting();
   absl::Status BuildGrpcServer();
   absl::Status StartJobs();
   absl::Status LoadSharing();
@@ -177,6 +185,8 @@ class PodServer {
   std::unique_ptr<AccountingServiceImpl> accounting_service_;
   std::unique_ptr<AuditServiceImpl> audit_service_;
   std::unique_ptr<CompileServiceImpl> compile_service_;
+  // The address while the state is restored; stopped by BuildGrpcServer.
+  std::unique_ptr<StartingServer> starting_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;

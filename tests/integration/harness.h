@@ -95,6 +95,7 @@ class ServerUnderTest {
   // picks a free port for it (--metrics-listen 127.0.0.1:0) unless the
   // test's flags or config choose one.
   std::string metrics_url() const;
+  // The temporary directory whose "state" subdirectory is --state-dir.
   const std::string& state_dir() const { return state_.path(); }
   // The --config file ("" without one); rewrite it and Kill(SIGHUP) to reload.
   const std::string& config_path() const { return config_path_; }

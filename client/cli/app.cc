@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cli/commands.h"
 #include "client/cli/exit_codes.h"
+#include "client/transport_security.h"
 
 #ifndef IPUPOD_VERSION
 #define IPUPOD_VERSION "dev"
@@ -150,6 +151,9 @@ std::string UsageMessage(const CLI::ParseError& e, CLI::App& app, const std::str
   return e.what();
 }
 
+// Commands that read and write local files only (compile without --remote).
+bool IsOffline(absl::string_view path) { return path == "inspect" || path == "compile"; }
+
 int Dispatch(Context& ctx, const Selection& selection, SplitArgs& split) {
   if (split.has_separator && !selection.takes_command) {
     return ctx.UsageError(absl::StrCat("`ipupod ", selection.path,
@@ -160,6 +164,15 @@ int Dispatch(Context& ctx, const Selection& selection, SplitArgs& split) {
   }
   absl::StatusOr<client::ClientOptions> options = ResolveClientOptions(ctx.flags(), ctx.env());
   if (!options.ok()) return ctx.UsageError(options.status().message());
+  // A token for another machine in clear text is refused before anything is
+  // sent, as a usage error; commands that never connect are not refused for
+  // what $IPUPOD_SERVER and $IPUPOD_TOKEN say (`compile --remote` still is,
+  // by the client library).
+  if (!IsOffline(selection.path)) {
+    if (absl::Status secure = client::CheckTransportSecurity(*options); !secure.ok()) {
+      return ctx.UsageError(secure.message());
+    }
+  }
   ctx.set_options(*std::move(options));
   ctx.set_command(std::move(split.command));
   return RunGuarded(ctx, selection.run);

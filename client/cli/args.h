@@ -137,9 +137,9 @@ EnvLookup ProcessEnv();
 //   timeout --timeout, 30 s
 //   TLS     --tls-ca, $IPUPOD_TLS_CA; --tls-cert, $IPUPOD_TLS_CERT;
 //           --tls-key, $IPUPOD_TLS_KEY
-// and then client::CheckTransportSecurity: a token in clear text to an
-// address that is not loopback (FAILED_PRECONDITION), a certificate without
-// its key (INVALID_ARGUMENT) are refused here, before anything is sent.
+// The CLI then checks them with client::CheckTransportSecurity (a token in
+// clear text to an address that is not loopback, a certificate without its
+// key) before a command that connects runs (client/cli/app.cc).
 absl::StatusOr<client::ClientOptions> ResolveClientOptions(const GlobalFlags& flags,
                                                            const EnvLookup& env);
 

@@ -168,6 +168,19 @@ TEST(AppTest, UnusableTokenIsRefusedBeforeSending) {
   EXPECT_THAT(r.err, HasSubstr("not a valid ipupod token"));
 }
 
+// A token for another machine without TLS is refused before anything is
+// sent (a usage error), but only by commands that connect: an offline one
+// run where $IPUPOD_SERVER and $IPUPOD_TOKEN name a remote pod still works.
+TEST(AppTest, AClearTextTokenIsRefusedOnlyByCommandsThatConnect) {
+  Result info = Ipupod({"--server", "10.0.0.5:50051", "--token", "secret", "info"});
+  EXPECT_EQ(info.code, 2);
+  EXPECT_THAT(info.err, HasSubstr("refusing to send the token to 10.0.0.5:50051 in clear text"));
+  Result inspect = Ipupod(
+      {"--server", "10.0.0.5:50051", "--token", "secret", "inspect", "/nonexistent/model.ipx"});
+  EXPECT_EQ(inspect.code, 3) << inspect.err;  // the file's error, not the token's
+  EXPECT_THAT(inspect.err, Not(HasSubstr("clear text")));
+}
+
 // The server refuses names over 64 characters; the CLI sent 256 before
 // finding out (exit 8 here, with no server). Now it refuses them itself,
 // with the server's message, before connecting.

@@ -9,6 +9,7 @@
 
 #include "client/cli/attach.h"
 #include "client/cli/child_process.h"
+#include "client/transport_security.h"
 
 namespace ipupod::cli {
 namespace {
@@ -154,6 +155,14 @@ TEST(ResolveClientOptionsTest, TlsFilesComeFromFlagsThenTheEnvironment) {
   EXPECT_EQ(ResolveClientOptions({}, FakeEnv({}))->tls_ca, "") << "no TLS by default";
 }
 
+// What the CLI checks before connecting: the options, then the transport's
+// security (client/transport_security.h).
+absl::Status ResolveAndCheck(const GlobalFlags& flags, const EnvLookup& env) {
+  absl::StatusOr<client::ClientOptions> options = ResolveClientOptions(flags, env);
+  if (!options.ok()) return options.status();
+  return client::CheckTransportSecurity(*options);
+}
+
 TEST(ResolveClientOptionsTest, ATokenIsNeverSentInClearTextToAnotherMachine) {
   for (const char* server :
        {"10.255.255.1:1", "pod.example.org:50051", "0.0.0.0:50051", "[2001:db8::1]:1",
@@ -161,26 +170,26 @@ TEST(ResolveClientOptionsTest, ATokenIsNeverSentInClearTextToAnotherMachine) {
     GlobalFlags flags;
     flags.server = server;
     flags.token = "secret";
-    absl::Status refused = ResolveClientOptions(flags, FakeEnv({})).status();
+    absl::Status refused = ResolveAndCheck(flags, FakeEnv({}));
     EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << server;
     EXPECT_THAT(std::string(refused.message()), HasSubstr("in clear text")) << server;
     EXPECT_THAT(std::string(refused.message()), HasSubstr("--tls-ca")) << server;
     EXPECT_THAT(std::string(refused.message()), ::testing::Not(HasSubstr("secret")));
     flags.tls_ca = "ca.pem";
-    EXPECT_TRUE(ResolveClientOptions(flags, FakeEnv({})).ok()) << server << " over TLS";
+    EXPECT_TRUE(ResolveAndCheck(flags, FakeEnv({})).ok()) << server << " over TLS";
   }
   for (const char* server : {"127.0.0.1:50051", "localhost:1", "[::1]:1", "unix:/run/ipupod.sock",
                              "dns:///localhost:1", "ipv4:127.0.0.1:1,127.0.0.2:1"}) {
     GlobalFlags flags;
     flags.server = server;
     flags.token = "secret";
-    EXPECT_TRUE(ResolveClientOptions(flags, FakeEnv({})).ok()) << server << " is loopback";
+    EXPECT_TRUE(ResolveAndCheck(flags, FakeEnv({})).ok()) << server << " is loopback";
   }
   GlobalFlags open_mode;  // no token: nothing secret crosses the network
   open_mode.server = "10.255.255.1:1";
-  EXPECT_TRUE(ResolveClientOptions(open_mode, FakeEnv({})).ok());
+  EXPECT_TRUE(ResolveAndCheck(open_mode, FakeEnv({})).ok());
   // The token from the environment counts too.
-  EXPECT_EQ(ResolveClientOptions(open_mode, FakeEnv({{"IPUPOD_TOKEN", "t"}})).status().code(),
+  EXPECT_EQ(ResolveAndCheck(open_mode, FakeEnv({{"IPUPOD_TOKEN", "t"}})).code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -188,16 +197,16 @@ TEST(ResolveClientOptionsTest, AClientCertificateNeedsItsKeyAndACa) {
   GlobalFlags flags;
   flags.tls_ca = "ca.pem";
   flags.tls_cert = "cert.pem";
-  absl::Status no_key = ResolveClientOptions(flags, FakeEnv({})).status();
+  absl::Status no_key = ResolveAndCheck(flags, FakeEnv({}));
   EXPECT_EQ(no_key.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(no_key.message()), HasSubstr("only --tls-cert is set"));
   flags.tls_cert = "";
   flags.tls_key = "key.pem";
-  EXPECT_THAT(std::string(ResolveClientOptions(flags, FakeEnv({})).status().message()),
+  EXPECT_THAT(std::string(ResolveAndCheck(flags, FakeEnv({})).message()),
               HasSubstr("only --tls-key is set"));
   flags.tls_cert = "cert.pem";
   flags.tls_ca = "";
-  absl::Status no_ca = ResolveClientOptions(flags, FakeEnv({})).status();
+  absl::Status no_ca = ResolveAndCheck(flags, FakeEnv({}));
   EXPECT_EQ(no_ca.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(no_ca.message()), HasSubstr("needs --tls-ca"));
 }

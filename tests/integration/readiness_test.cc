@@ -41,9 +41,10 @@ TEST(ReadinessTest, NotServingWhileRestoringThenServingThenNotServingAtShutdown)
   const std::string address = first.address();
   first.Kill(SIGTERM);
 
-  Process server = Process::Start({ServerBinary(), "--pod", "POD4", "--listen", address,
-                                   "--state-dir", first.state_dir() + "/state", "--metrics-listen", "off"},
-                                  {{"IPUPOD_TEST_RESTORE_DELAY_MS", "6000"}});
+  Process server =
+      Process::Start({ServerBinary(), "--pod", "POD4", "--listen", address, "--state-dir",
+                      first.state_dir() + "/state", "--metrics-listen", "off"},
+                     {{"IPUPOD_TEST_RESTORE_DELAY_MS", "6000"}});
   ASSERT_TRUE(server.WaitForStderr("waiting before restoring the state", seconds(20)))
       << server.stderr_text();
   // Reconnect every 100 ms, not after gRPC's backoff of 1 s and more, while
@@ -52,8 +53,8 @@ TEST(ReadinessTest, NotServingWhileRestoringThenServingThenNotServingAtShutdown)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
-  std::unique_ptr<Health::Stub> health = Health::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  std::unique_ptr<Health::Stub> health =
+      Health::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
   ASSERT_TRUE(Eventually([&] { return Check(*health) == HealthCheckResponse::NOT_SERVING; },
                          std::chrono::milliseconds(4000)))
       << "NOT_SERVING while restoring; its stderr:\n"

@@ -1,11 +1,8 @@
 // The metrics after driving a real Scheduler: every family's value, the
-// label bounds, scrapes racing events, and what a scrape of a POD64 with
-// 10,000 waiters costs.
+// label bounds, scrapes racing events, and a POD64 with 10,000 waiters.
 #include "metrics/pod_metrics.h"
 
-#include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,7 +11,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "absl/time/clock.h"
 #include "device/pod_config.h"
 #include "execution/execution_counters.h"
 #include "runtime/compute_gate.h"
@@ -189,27 +185,14 @@ TEST_F(PodMetricsTest, ScrapesRaceEventsSafely) {
 }
 
 // A scrape reads the queue's length, never the queue: with 10,000 waiters on
-// a full POD64 it costs about what it costs with none.
-TEST_F(PodMetricsTest, AScrapeOfAPod64WithTenThousandWaitersIsCheap) {
+// a full POD64 it shows their count. (What it costs is bench/metrics_bench's
+// to measure, beside the scheduler's own copies.)
+TEST_F(PodMetricsTest, AScrapeOfAPod64WithTenThousandWaitersCountsThem) {
   Start(64, 20000);
   Attach("holder", 64);
-  auto median_scrape = [&] {
-    std::vector<absl::Duration> took;
-    for (int i = 0; i < 21; ++i) {
-      const absl::Time start = absl::Now();
-      metrics_->Scrape();
-      took.push_back(absl::Now() - start);
-    }
-    std::sort(took.begin(), took.end());
-    return took[took.size() / 2];
-  };
-  const absl::Duration empty = median_scrape();
   for (int i = 0; i < 10000; ++i) Attach("user" + std::to_string(i % 100), 1 << (i % 4), true);
-  const absl::Duration queued = median_scrape();
   EXPECT_EQ(Value("ipupod_queue_length"), 10000);
-  std::printf("scrape of a POD64: %s with an empty queue, %s with 10,000 waiters (median of 21)\n",
-              absl::FormatDuration(empty).c_str(), absl::FormatDuration(queued).c_str());
-  EXPECT_LT(queued, absl::Seconds(1));
+  EXPECT_EQ(Value("ipupod_ipus_allocated"), 64);
 }
 
 }  // namespace

@@ -270,9 +270,9 @@ class Client {
   // `count` steps on one Run stream (execution.proto: end_step between
   // steps): step k+1's inputs go out while step k computes and its outputs
   // come back. `inputs(k)` gives step k's inputs; it is called on a thread
-  // of this call's (not the caller's), at most `ahead` steps (>= 1) before
-  // step k's result is in, so the client holds at most that many steps in
-  // flight whatever `count` is. `on_result(k, result)` gets each result in
+  // of this call's (not the caller's), once step k - ahead's result has
+  // arrived (ahead >= 1), so at most `ahead` steps are in flight whatever
+  // `count` is. `on_result(k, result)` gets each result in
   // order on the calling thread; an error it returns cancels the stream
   // and is returned. Otherwise the first failed step's error, converted as
   // Run's; the steps before it have all been handed to on_result.

@@ -142,11 +142,24 @@ ServerProcess::ServerProcess(ServerProcess&& other) noexcept
   other.pid = -1;
 }
 
-ServerProcess::~ServerProcess() {
+ServerProcess& ServerProcess::operator=(ServerProcess&& other) noexcept {
+  if (this != &other) {
+    Stop();
+    pid = other.pid;
+    address = std::move(other.address);
+    other.pid = -1;
+  }
+  return *this;
+}
+
+ServerProcess::~ServerProcess() { Stop(); }
+
+void ServerProcess::Stop() {
   if (pid <= 0) return;
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
+  pid = -1;
 }
 
 RoundFlags ParseRoundFlags(int argc, char** argv, RoundFlags defaults,

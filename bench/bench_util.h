@@ -84,11 +84,14 @@ struct ServerProcess {
                                              const std::vector<std::string>& extra_args);
   ServerProcess() = default;
   ServerProcess(ServerProcess&& other) noexcept;
-  ServerProcess& operator=(ServerProcess&&) = delete;
+  ServerProcess& operator=(ServerProcess&& other) noexcept;  // stops this one first
   ~ServerProcess();
 
   int pid = -1;
   std::string address;  // 127.0.0.1:PORT
+
+ private:
+  void Stop();
 };
 
 // The flags every model benchmark takes: --steps N (timed Runs per round),

@@ -12,8 +12,12 @@
 //   --rounds rounds alternate the two CLI runs (short first, then long first)
 //   and a fresh PyTorch process; medians of the rounds are compared.
 //                                                   goal: ipupod >= 1.2x PyTorch
+//   With --baseline DIR (a directory holding another build's `ipupod` and
+//   `ipupodd`, e.g. the commit before a change) every round also times that
+//   pair, on its own server, so before and after come from the same run.
 //
 //   build/bench/cli_run_bench [--threads T] [--rounds R] [--steps-short S] [--steps-long L]
+//                             [--baseline DIR]
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -38,6 +42,13 @@ constexpr int64_t kBatch = 128;
 struct Flags : RoundFlags {
   int steps_short = 20;
   int steps_long = 120;
+  std::string baseline;  // --baseline DIR: DIR/ipupod and DIR/ipupodd
+};
+
+// The CLI binary and the server it talks to.
+struct Build {
+  std::string cli;
+  ServerProcess server;
 };
 
 // x.npz with `steps` batches: the exported batch repeated.
@@ -50,10 +61,10 @@ absl::Status WriteInputs(const tensor::Tensor& batch, int steps, const fs::path&
 }
 
 // Seconds of one `ipupod run` of `inputs` (the whole CLI process).
-absl::StatusOr<double> TimeCliRun(const ServerProcess& server, const fs::path& work,
+absl::StatusOr<double> TimeCliRun(const Build& build, const fs::path& work,
                                   const fs::path& inputs) {
   const std::string command = absl::StrCat(
-      "IPUPOD_SERVER=", server.address, " IPUPOD_USER=bench ", IPUPOD_CLI_BINARY, " run ",
+      "IPUPOD_SERVER=", build.server.address, " IPUPOD_USER=bench ", build.cli, " run ",
       (work / "mlp.ipx").string(), " --inputs ", inputs.string(), " --outputs ",
       (work / "y.npz").string(), " >/dev/null 2>&1");
   bool ok = false;
@@ -65,19 +76,29 @@ absl::StatusOr<double> TimeCliRun(const ServerProcess& server, const fs::path& w
 }
 
 // One round's per-step cost of `ipupod run`, both runs in the order `long_first` says.
-absl::StatusOr<double> CliStepSeconds(const ServerProcess& server, const fs::path& work,
+absl::StatusOr<double> CliStepSeconds(const Build& build, const fs::path& work,
                                       const Flags& flags, bool long_first) {
   double t_short = 0, t_long = 0;
   for (int k = 0; k < 2; ++k) {
     const bool is_long = (k == 0) == long_first;
     IPUPOD_ASSIGN_OR_RETURN(
-        const double t, TimeCliRun(server, work, work / (is_long ? "x_long.npz" : "x_short.npz")));
+        const double t, TimeCliRun(build, work, work / (is_long ? "x_long.npz" : "x_short.npz")));
     (is_long ? t_long : t_short) = t;
   }
   return (t_long - t_short) / (flags.steps_long - flags.steps_short);
 }
 
-absl::Status Bench(const fs::path& work, const Flags& flags) {
+absl::StatusOr<Build> StartBuild(const std::string& cli, const std::string& server,
+                                 const fs::path& state, const Flags& flags) {
+  Build build;
+  build.cli = cli;
+  IPUPOD_ASSIGN_OR_RETURN(build.server,
+                          ServerProcess::Start(server, state,
+                                               {"--compute-threads", absl::StrCat(flags.threads)}));
+  return build;
+}
+
+absl::Status Prepare(const fs::path& work, const Flags& flags) {
   bool ok = false;
   RunTorchReference(absl::StrCat("export ", work.string()), &ok);
   if (!ok) return absl::UnavailableError("torch_reference.py export failed (python3-torch?)");
@@ -88,39 +109,57 @@ absl::Status Bench(const fs::path& work, const Flags& flags) {
   RunCommand(absl::StrCat(IPUPOD_CLI_BINARY, " compile ", (work / "mlp.onnx").string(), " -o ",
                           (work / "mlp.ipx").string(), " >/dev/null"),
              &ok);
-  if (!ok) return absl::InternalError("ipupod compile failed");
-  IPUPOD_ASSIGN_OR_RETURN(
-      ServerProcess server,
-      ServerProcess::Start(IPUPOD_SERVER_BINARY, work / "state",
-                           {"--compute-threads", absl::StrCat(flags.threads)}));
-  IPUPOD_RETURN_IF_ERROR(TimeCliRun(server, work, work / "x_short.npz").status());  // warm-up
-  std::vector<double> ours, torch;
+  return ok ? absl::OkStatus() : absl::InternalError("ipupod compile failed");
+}
+
+void PrintRow(const char* what, const std::vector<double>& steps, const std::vector<double>& torch) {
+  std::vector<double> rate, torch_rate;
+  for (double s : steps) rate.push_back(1 / s);
+  for (double s : torch) torch_rate.push_back(1 / s);
+  std::printf("| %s | %.3f | %.2fx | %s |\n", what, Median(steps) * 1e3,
+              Median(torch) / Median(steps), RoundRatios(rate, torch_rate).c_str());
+}
+
+absl::Status Bench(const fs::path& work, const Flags& flags) {
+  IPUPOD_RETURN_IF_ERROR(Prepare(work, flags));
+  std::vector<Build> builds;
+  IPUPOD_ASSIGN_OR_RETURN(builds.emplace_back(),
+                          StartBuild(IPUPOD_CLI_BINARY, IPUPOD_SERVER_BINARY, work / "state", flags));
+  if (!flags.baseline.empty()) {
+    IPUPOD_ASSIGN_OR_RETURN(builds.emplace_back(),
+                            StartBuild(flags.baseline + "/ipupod", flags.baseline + "/ipupodd",
+                                       work / "state-baseline", flags));
+  }
+  for (const Build& build : builds) {  // warm-up: the upload, the page cache
+    IPUPOD_RETURN_IF_ERROR(TimeCliRun(build, work, work / "x_short.npz").status());
+  }
+  std::vector<std::vector<double>> ours(builds.size());
+  std::vector<double> torch;
+  bool ok = false;
   for (int r = 0; r < flags.rounds; ++r) {
-    IPUPOD_ASSIGN_OR_RETURN(const double step, CliStepSeconds(server, work, flags, r % 2 == 1));
-    ours.push_back(step);
+    for (size_t b = 0; b < builds.size(); ++b) {
+      const size_t which = (b + static_cast<size_t>(r)) % builds.size();  // alternate the order
+      IPUPOD_ASSIGN_OR_RETURN(const double step,
+                              CliStepSeconds(builds[which], work, flags, r % 2 == 1));
+      ours[which].push_back(step);
+    }
     const std::string reference = RunTorchReference(
         absl::StrCat("infer ", work.string(), " --steps ", flags.steps_long, " --threads ",
                      flags.threads),
         &ok);
     if (!ok) return absl::UnavailableError("torch_reference.py infer failed");
     torch.push_back(kBatch / nlohmann::json::parse(reference).at("samples_per_s").get<double>());
-    std::fprintf(stderr, "round %d: ipupod run %.3f ms/step, PyTorch %.3f ms/step\n", r + 1,
-                 ours.back() * 1e3, torch.back() * 1e3);
   }
-  std::vector<double> our_rate, torch_rate;
-  for (double s : ours) our_rate.push_back(1 / s);
-  for (double s : torch) torch_rate.push_back(1 / s);
   std::printf(
       "\n## ipupod run (CLI default path): MLP 784-1024-1024-10, batch 128, device_iterations 1, "
       "%d threads, %d rounds of %d and %d steps\n",
       flags.threads, flags.rounds, flags.steps_short, flags.steps_long);
-  std::printf("| figure | value |\n|---|---|\n");
-  std::printf("| ipupod run, ms per extra step (median) | %.3f |\n", Median(ours) * 1e3);
-  std::printf("| PyTorch CPU, ms per step (reference, same run; median) | %.3f |\n",
+  std::printf("| row | ms per step (median) | throughput vs PyTorch (goal >= 1.2) | rounds |\n");
+  std::printf("|---|---|---|---|\n");
+  PrintRow("ipupod run, per extra step", ours[0], torch);
+  if (builds.size() > 1) PrintRow("ipupod run of --baseline, per extra step", ours[1], torch);
+  std::printf("| PyTorch CPU, per step (reference, same run) | %.3f | 1.00x | |\n",
               Median(torch) * 1e3);
-  std::printf("| throughput ratio ipupod / PyTorch (goal >= 1.2) | %.2fx |\n",
-              Median(torch) / Median(ours));
-  std::printf("| ratio round by round | %s |\n", RoundRatios(our_rate, torch_rate).c_str());
   return absl::OkStatus();
 }
 
@@ -132,6 +171,9 @@ int Main(int argc, char** argv) {
                         if (flag == "--steps-short") flags.steps_short = value;
                         if (flag == "--steps-long") flags.steps_long = value;
                       });
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--baseline") flags.baseline = argv[i + 1];
+  }
   if (flags.steps_long <= flags.steps_short || flags.steps_short < 1) {
     std::fprintf(stderr, "cli_run_bench: --steps-long must exceed --steps-short (>= 1)\n");
     return 2;

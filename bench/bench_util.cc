@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <utility>
 
@@ -14,8 +15,6 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <regex>
 
 namespace ipupod::bench {
 
@@ -106,8 +105,8 @@ absl::StatusOr<Loaded> CompileAndLoad(Pod& pod, const fs::path& onnx,
 absl::StatusOr<ServerProcess> ServerProcess::Start(const std::string& binary,
                                                    const fs::path& state_dir,
                                                    const std::vector<std::string>& extra_args) {
-  std::vector<std::string> args = {binary,      "--listen",    "127.0.0.1:0", "--state-dir",
-                                   state_dir.string(), "--log-level", "warn"};
+  std::vector<std::string> args = {
+      binary, "--listen", "127.0.0.1:0", "--state-dir", state_dir.string(), "--log-level", "warn"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

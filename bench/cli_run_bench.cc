@@ -55,18 +55,19 @@ struct Build {
 absl::Status WriteInputs(const tensor::Tensor& batch, int steps, const fs::path& path) {
   std::string bytes;
   for (int i = 0; i < steps; ++i) bytes.append(batch.bytes().data(), batch.bytes().size());
-  IPUPOD_ASSIGN_OR_RETURN(tensor::Tensor x, tensor::Tensor::FromBytes(tensor::DType::kFloat32,
-                                                                      {steps * kBatch, 784}, bytes));
+  IPUPOD_ASSIGN_OR_RETURN(
+      tensor::Tensor x,
+      tensor::Tensor::FromBytes(tensor::DType::kFloat32, {steps * kBatch, 784}, bytes));
   return tensor::WriteTensorFile(path.string(), {{"x", std::move(x)}});
 }
 
 // Seconds of one `ipupod run` of `inputs` (the whole CLI process).
 absl::StatusOr<double> TimeCliRun(const Build& build, const fs::path& work,
                                   const fs::path& inputs) {
-  const std::string command = absl::StrCat(
-      "IPUPOD_SERVER=", build.server.address, " IPUPOD_USER=bench ", build.cli, " run ",
-      (work / "mlp.ipx").string(), " --inputs ", inputs.string(), " --outputs ",
-      (work / "y.npz").string(), " >/dev/null 2>&1");
+  const std::string command =
+      absl::StrCat("IPUPOD_SERVER=", build.server.address, " IPUPOD_USER=bench ", build.cli,
+                   " run ", (work / "mlp.ipx").string(), " --inputs ", inputs.string(),
+                   " --outputs ", (work / "y.npz").string(), " >/dev/null 2>&1");
   bool ok = false;
   const Clock::time_point start = Clock::now();
   RunCommand(command, &ok);
@@ -76,8 +77,8 @@ absl::StatusOr<double> TimeCliRun(const Build& build, const fs::path& work,
 }
 
 // One round's per-step cost of `ipupod run`, both runs in the order `long_first` says.
-absl::StatusOr<double> CliStepSeconds(const Build& build, const fs::path& work,
-                                      const Flags& flags, bool long_first) {
+absl::StatusOr<double> CliStepSeconds(const Build& build, const fs::path& work, const Flags& flags,
+                                      bool long_first) {
   double t_short = 0, t_long = 0;
   for (int k = 0; k < 2; ++k) {
     const bool is_long = (k == 0) == long_first;
@@ -92,9 +93,9 @@ absl::StatusOr<Build> StartBuild(const std::string& cli, const std::string& serv
                                  const fs::path& state, const Flags& flags) {
   Build build;
   build.cli = cli;
-  IPUPOD_ASSIGN_OR_RETURN(build.server,
-                          ServerProcess::Start(server, state,
-                                               {"--compute-threads", absl::StrCat(flags.threads)}));
+  IPUPOD_ASSIGN_OR_RETURN(
+      build.server,
+      ServerProcess::Start(server, state, {"--compute-threads", absl::StrCat(flags.threads)}));
   return build;
 }
 
@@ -112,7 +113,8 @@ absl::Status Prepare(const fs::path& work, const Flags& flags) {
   return ok ? absl::OkStatus() : absl::InternalError("ipupod compile failed");
 }
 
-void PrintRow(const char* what, const std::vector<double>& steps, const std::vector<double>& torch) {
+void PrintRow(const char* what, const std::vector<double>& steps,
+              const std::vector<double>& torch) {
   std::vector<double> rate, torch_rate;
   for (double s : steps) rate.push_back(1 / s);
   for (double s : torch) torch_rate.push_back(1 / s);
@@ -123,8 +125,8 @@ void PrintRow(const char* what, const std::vector<double>& steps, const std::vec
 absl::Status Bench(const fs::path& work, const Flags& flags) {
   IPUPOD_RETURN_IF_ERROR(Prepare(work, flags));
   std::vector<Build> builds;
-  IPUPOD_ASSIGN_OR_RETURN(builds.emplace_back(),
-                          StartBuild(IPUPOD_CLI_BINARY, IPUPOD_SERVER_BINARY, work / "state", flags));
+  IPUPOD_ASSIGN_OR_RETURN(builds.emplace_back(), StartBuild(IPUPOD_CLI_BINARY, IPUPOD_SERVER_BINARY,
+                                                            work / "state", flags));
   if (!flags.baseline.empty()) {
     IPUPOD_ASSIGN_OR_RETURN(builds.emplace_back(),
                             StartBuild(flags.baseline + "/ipupod", flags.baseline + "/ipupodd",
@@ -143,10 +145,10 @@ absl::Status Bench(const fs::path& work, const Flags& flags) {
                               CliStepSeconds(builds[which], work, flags, r % 2 == 1));
       ours[which].push_back(step);
     }
-    const std::string reference = RunTorchReference(
-        absl::StrCat("infer ", work.string(), " --steps ", flags.steps_long, " --threads ",
-                     flags.threads),
-        &ok);
+    const std::string reference =
+        RunTorchReference(absl::StrCat("infer ", work.string(), " --steps ", flags.steps_long,
+                                       " --threads ", flags.threads),
+                          &ok);
     if (!ok) return absl::UnavailableError("torch_reference.py infer failed");
     torch.push_back(kBatch / nlohmann::json::parse(reference).at("samples_per_s").get<double>());
   }
@@ -165,12 +167,11 @@ absl::Status Bench(const fs::path& work, const Flags& flags) {
 
 int Main(int argc, char** argv) {
   Flags flags;
-  static_cast<RoundFlags&>(flags) =
-      ParseRoundFlags(argc, argv, {.steps = 1, .rounds = 5, .threads = 0},
-                      [&](const std::string& flag, int value) {
-                        if (flag == "--steps-short") flags.steps_short = value;
-                        if (flag == "--steps-long") flags.steps_long = value;
-                      });
+  static_cast<RoundFlags&>(flags) = ParseRoundFlags(
+      argc, argv, {.steps = 1, .rounds = 5, .threads = 0}, [&](const std::string& flag, int value) {
+        if (flag == "--steps-short") flags.steps_short = value;
+        if (flag == "--steps-long") flags.steps_long = value;
+      });
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--baseline") flags.baseline = argv[i + 1];
   }
@@ -183,8 +184,7 @@ int Main(int argc, char** argv) {
                  kernels::MaxBlasThreads());
     return 2;
   }
-  const fs::path work =
-      fs::temp_directory_path() / absl::StrCat("ipupod-cli_run_bench-", getpid());
+  const fs::path work = fs::temp_directory_path() / absl::StrCat("ipupod-cli_run_bench-", getpid());
   fs::create_directories(work);
   const absl::Status status = Bench(work, flags);
   fs::remove_all(work);

@@ -87,7 +87,8 @@ absl::StatusOr<InferenceRound> TimeInference(Pod& pod, const Loaded& loaded,
     IPUPOD_RETURN_IF_ERROR(pod.client->RunSteps(
         loaded.session, runs,
         [&](int64_t) {
-          return std::vector<client::TensorSlice>{{inputs[0].first, x.dtype(), x.shape(), x.bytes()}};
+          return std::vector<client::TensorSlice>{
+              {inputs[0].first, x.dtype(), x.shape(), x.bytes()}};
         },
         [&](int64_t, client::RunResult result) {
           count(result);
@@ -120,9 +121,9 @@ absl::StatusOr<tensor::NamedTensors> InferenceInputs(const Loaded& loaded, const
 // One table: the MLP at `device_iterations`, `runs` Runs per round.
 absl::Status BenchInferenceAt(Pod& pod, const fs::path& work, const Flags& flags,
                               int device_iterations) {
-  IPUPOD_ASSIGN_OR_RETURN(
-      Loaded loaded, CompileAndLoad(pod, work / "mlp.onnx",
-                                    absl::StrCat("inference_device_iterations=", device_iterations)));
+  IPUPOD_ASSIGN_OR_RETURN(Loaded loaded, CompileAndLoad(pod, work / "mlp.onnx",
+                                                        absl::StrCat("inference_device_iterations=",
+                                                                     device_iterations)));
   IPUPOD_ASSIGN_OR_RETURN(const tensor::NamedTensors inputs, InferenceInputs(loaded, work));
   const int runs = flags.steps * 8 / device_iterations;
   const double samples = static_cast<double>(loaded.program.run_shape().samples_per_step()) * runs;
@@ -156,8 +157,9 @@ absl::Status BenchInferenceAt(Pod& pod, const fs::path& work, const Flags& flags
       "rounds of %d steps\n",
       device_iterations, flags.threads, flags.rounds, runs);
   std::printf("| figure | value |\n|---|---|\n");
-  std::printf("| ipupodd samples/s, steps on one stream (Client::RunSteps, wall; median) | %.0f |\n",
-              Median(ours));
+  std::printf(
+      "| ipupodd samples/s, steps on one stream (Client::RunSteps, wall; median) | %.0f |\n",
+      Median(ours));
   std::printf("| of which server compute (RunStats.wall) | %.1f%% of the wall time |\n",
               100.0 * server_wall / wall);
   std::printf("| ipupodd samples/s, one Client::Run call per step (median) | %.0f |\n",

@@ -276,10 +276,10 @@ class Client {
   // order on the calling thread; an error it returns cancels the stream
   // and is returned. Otherwise the first failed step's error, converted as
   // Run's; the steps before it have all been handed to on_result.
-  absl::Status RunSteps(absl::string_view session, int64_t count,
-                        const std::function<std::vector<TensorSlice>(int64_t step)>& inputs,
-                        const std::function<absl::Status(int64_t step, RunResult result)>& on_result,
-                        int ahead = 2);
+  absl::Status RunSteps(
+      absl::string_view session, int64_t count,
+      const std::function<std::vector<TensorSlice>(int64_t step)>& inputs,
+      const std::function<absl::Status(int64_t step, RunResult result)>& on_result, int ahead = 2);
   // Training: changes optimizer variables (e.g. {"lr", 1e-3}) for later runs.
   absl::StatusOr<v1::OptimizerInfo> SetOptimizer(absl::string_view session,
                                                  const std::map<std::string, double>& variables);

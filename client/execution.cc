@@ -99,8 +99,7 @@ bool WriteSlice(RunStream& stream, const TensorSlice& slice) {
 // as the window allows, then the close. Stops at a failed write (the call
 // is over; Finish tells why) or when the window is stopped.
 void SendSteps(RunStream& stream, absl::string_view session, int64_t count,
-               const std::function<std::vector<TensorSlice>(int64_t)>& inputs,
-               StepWindow& window) {
+               const std::function<std::vector<TensorSlice>(int64_t)>& inputs, StepWindow& window) {
   v1::RunRequest message;
   message.set_session(std::string(session));
   bool open = stream.Write(message);

@@ -87,11 +87,9 @@ absl::Status RemoteSessionExecutable::RunSteps(
     }
     return slices;
   };
-  return client_.RunSteps(session_, last - first, inputs,
-                          [&](int64_t k, RunResult result) {
-                            return on_result(first + k, {std::move(result.outputs),
-                                                         StepStatsOf(result.stats)});
-                          });
+  return client_.RunSteps(session_, last - first, inputs, [&](int64_t k, RunResult result) {
+    return on_result(first + k, {std::move(result.outputs), StepStatsOf(result.stats)});
+  });
 }
 
 absl::Status RemoteSessionExecutable::Reset(const absl::Status& fault) {

@@ -391,9 +391,9 @@ grpc::Status ExecutionServiceImpl::Run(
 
 template <typename Stream>
 absl::StatusOr<bool> ExecutionServiceImpl::RunStreamStep(const Caller& caller,
-                                                        const std::string& session,
-                                                        Stream& watched, v1::RunRequest* first,
-                                                        const execution::Cancelled& cancelled) {
+                                                         const std::string& session,
+                                                         Stream& watched, v1::RunRequest* first,
+                                                         const execution::Cancelled& cancelled) {
   runtime::StepResult step;
   bool more = false;
   uint64_t run_index = 0;

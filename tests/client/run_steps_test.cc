@@ -48,8 +48,7 @@ std::string MlpBytes() {
 
 // Step k's input: distinct values per step.
 tensor::Tensor StepInput(int64_t k) {
-  return *tensor::Tensor::FromValues<float>({4, 8},
-                                            Ramp(32, 0.1f * static_cast<float>(k % 7 + 1)));
+  return *tensor::Tensor::FromValues<float>({4, 8}, Ramp(32, 0.1f * static_cast<float>(k % 7 + 1)));
 }
 
 class RunStepsTest : public ::testing::Test {
@@ -179,7 +178,8 @@ TEST_F(RunStepsTest, AFailedStepEndsTheRunAfterTheStepsBeforeIt) {
   absl::Status s = client_->RunSteps(
       session_, 10,
       [&](int64_t k) {
-        if (k == 3) return std::vector<TensorSlice>{{"x", wrong.dtype(), wrong.shape(), wrong.bytes()}};
+        if (k == 3)
+          return std::vector<TensorSlice>{{"x", wrong.dtype(), wrong.shape(), wrong.bytes()}};
         return Inputs()(k);
       },
       [&](int64_t, RunResult) {

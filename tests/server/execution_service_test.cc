@@ -728,9 +728,8 @@ class StepStream {
   // One step's inputs, then end_step unless `last` (then the stream closes).
   bool Send(const tensor::NamedTensors& inputs, bool last = false) {
     bool open = true;
-    SendTensors<v1::RunRequest>(inputs, [&](const v1::RunRequest& r) {
-      return open = open && stream_->Write(r);
-    });
+    SendTensors<v1::RunRequest>(
+        inputs, [&](const v1::RunRequest& r) { return open = open && stream_->Write(r); });
     if (last) return open && stream_->WritesDone();
     v1::RunRequest end;
     end.mutable_end_step();
@@ -803,7 +802,7 @@ TEST_F(ExecutionServiceTest, AFailedStepEndsTheRunStreamAfterTheStepsBeforeIt) {
   StepStream steps(*alice_, session.id());
   steps.Send(StepInputs(0));
   steps.Send({{"x", Floats({3, 8}, Ramp(24, 0.1f))}});  // the wrong shape
-  steps.Send(StepInputs(2));                             // never run
+  steps.Send(StepInputs(2));                            // never run
   steps.Close();
   tensor::NamedTensors out;
   v1::RunStats stats;

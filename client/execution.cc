@@ -15,6 +15,7 @@
 #include "client/client.h"
 #include "client/files.h"
 #include "client/ipx_header.h"
+#include "common/sync.h"
 #include "common/status_macros.h"
 #include "wire/tensor_stream.h"
 
@@ -52,27 +53,33 @@ struct RunParts {
 class StepWindow {
  public:
   explicit StepWindow(int64_t ahead) : ahead_(ahead < 1 ? 1 : ahead) {}
-  // False when the call is over.
+  // False when the call is over. Each wait is bounded; the loop ends when a
+  // result arrives or the reader stops the window, which it does however
+  // the stream ends (its own deadline included). (A CondVar loop rather
+  // than absl::Condition: Debian's libabsl evaluates a Condition on the
+  // unlocking thread, where TSan cannot see its order.)
   bool WaitToSend(int64_t step) {
-    absl::MutexLock lock(&mu_);
-    auto may_send = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return stopped_ || step < received_ + ahead_;
-    };
-    mu_.Await(absl::Condition(&may_send));
+    sync::MutexLock lock(&mu_);
+    while (!stopped_ && step >= received_ + ahead_) {
+      sync::WaitWithTimeout(&changed_, &mu_, absl::Seconds(1));
+    }
     return !stopped_;
   }
   void Received(int64_t steps) {
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     received_ = steps;
+    changed_.SignalAll();
   }
   void Stop() {
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     stopped_ = true;
+    changed_.SignalAll();
   }
 
  private:
   const int64_t ahead_;
   absl::Mutex mu_;
+  absl::CondVar changed_;
   int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -15,8 +15,8 @@
 #include "client/client.h"
 #include "client/files.h"
 #include "client/ipx_header.h"
-#include "common/sync.h"
 #include "common/status_macros.h"
+#include "common/sync.h"
 #include "wire/tensor_stream.h"
 
 namespace ipupod::client {

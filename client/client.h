@@ -170,6 +170,16 @@ struct RunResult {
   v1::RunStats stats;
 };
 
+// One input of a step as RunSteps sends it: its bytes are a view (rows of a
+// larger tensor, say) that must stay valid until RunSteps returns, so no
+// step's inputs are copied before they go on the wire.
+struct TensorSlice {
+  std::string name;
+  tensor::DType dtype = tensor::DType::kFloat32;
+  tensor::Shape shape;
+  absl::string_view bytes;  // shape's element count x dtype size
+};
+
 // What FetchResult wrote.
 struct FetchedResult {
   std::string path;           // the destination
@@ -257,6 +267,19 @@ class Client {
   // One step: samples_per_step samples of every input (dim 0). Training
   // executables update the weights; stats.losses has one loss per update.
   absl::StatusOr<RunResult> Run(absl::string_view session, const tensor::NamedTensors& inputs);
+  // `count` steps on one Run stream (execution.proto: end_step between
+  // steps): step k+1's inputs go out while step k computes and its outputs
+  // come back. `inputs(k)` gives step k's inputs; it is called on a thread
+  // of this call's (not the caller's), once step k - ahead's result has
+  // arrived (ahead >= 1), so at most `ahead` steps are in flight whatever
+  // `count` is. `on_result(k, result)` gets each result in
+  // order on the calling thread; an error it returns cancels the stream
+  // and is returned. Otherwise the first failed step's error, converted as
+  // Run's; the steps before it have all been handed to on_result.
+  absl::Status RunSteps(
+      absl::string_view session, int64_t count,
+      const std::function<std::vector<TensorSlice>(int64_t step)>& inputs,
+      const std::function<absl::Status(int64_t step, RunResult result)>& on_result, int ahead = 2);
   // Training: changes optimizer variables (e.g. {"lr", 1e-3}) for later runs.
   absl::StatusOr<v1::OptimizerInfo> SetOptimizer(absl::string_view session,
                                                  const std::map<std::string, double>& variables);

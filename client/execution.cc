@@ -5,12 +5,18 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/client.h"
 #include "client/files.h"
 #include "client/ipx_header.h"
 #include "common/status_macros.h"
+#include "common/sync.h"
 #include "wire/tensor_stream.h"
 
 namespace ipupod::client {
@@ -41,7 +47,134 @@ struct RunParts {
   v1::TensorData* data(v1::RunRequest& r) const { return r.mutable_data(); }
 };
 
+// RunSteps' flow control: the writer may send step k once fewer than
+// `ahead` steps are in flight (sent and not yet answered), or stops when the
+// call is over.
+class StepWindow {
+ public:
+  explicit StepWindow(int64_t ahead) : ahead_(ahead < 1 ? 1 : ahead) {}
+  // False when the call is over. Each wait is bounded; the loop ends when a
+  // result arrives or the reader stops the window, which it does however
+  // the stream ends (its own deadline included). (A CondVar loop rather
+  // than absl::Condition: Debian's libabsl evaluates a Condition on the
+  // unlocking thread, where TSan cannot see its order.)
+  bool WaitToSend(int64_t step) {
+    sync::MutexLock lock(&mu_);
+    while (!stopped_ && step >= received_ + ahead_) {
+      sync::WaitWithTimeout(&changed_, &mu_, absl::Seconds(1));
+    }
+    return !stopped_;
+  }
+  void Received(int64_t steps) {
+    sync::MutexLock lock(&mu_);
+    received_ = steps;
+    changed_.SignalAll();
+  }
+  void Stop() {
+    sync::MutexLock lock(&mu_);
+    stopped_ = true;
+    changed_.SignalAll();
+  }
+
+ private:
+  const int64_t ahead_;
+  absl::Mutex mu_;
+  absl::CondVar changed_;
+  int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+using RunStream = grpc::ClientReaderWriter<v1::RunRequest, v1::RunResponse>;
+
+// A slice's header and chunks, each chunk copied once, into its message.
+bool WriteSlice(RunStream& stream, const TensorSlice& slice) {
+  v1::RunRequest header;
+  v1::TensorHeader* h = header.mutable_header();
+  h->set_name(slice.name);
+  h->set_dtype(std::string(tensor::DTypeName(slice.dtype)));
+  for (int64_t d : slice.shape) h->add_shape(d);
+  h->set_total_bytes(slice.bytes.size());
+  if (!stream.Write(header)) return false;
+  v1::RunRequest data;
+  return ForEachChunk(slice.bytes, [&](absl::string_view chunk) {
+    data.mutable_data()->set_data(chunk.data(), chunk.size());
+    return stream.Write(data);
+  });
+}
+
+// The writer of RunSteps: the session, then each step's inputs and end_step
+// as the window allows, then the close. Stops at a failed write (the call
+// is over; Finish tells why) or when the window is stopped.
+void SendSteps(RunStream& stream, absl::string_view session, int64_t count,
+               const std::function<std::vector<TensorSlice>(int64_t)>& inputs, StepWindow& window) {
+  v1::RunRequest message;
+  message.set_session(std::string(session));
+  bool open = stream.Write(message);
+  v1::RunRequest end;
+  end.mutable_end_step();
+  for (int64_t step = 0; open && step < count; ++step) {
+    if (!window.WaitToSend(step)) return;
+    for (const TensorSlice& slice : inputs(step)) open = open && WriteSlice(stream, slice);
+    open = open && stream.Write(end);
+  }
+  if (open) stream.WritesDone();
+}
+
+// Reads one step's outputs and stats. False when the stream ended first.
+bool ReceiveStep(RunStream& stream, absl::StatusOr<RunResult>& result) {
+  TensorAssembler assembler("outputs");
+  absl::Status received;
+  v1::RunResponse part;
+  while (stream.Read(&part)) {
+    if (part.has_stats()) {
+      absl::StatusOr<tensor::NamedTensors> outputs = assembler.Finish();
+      if (!received.ok() || !outputs.ok()) {
+        result = ServerStreamError(received.ok() ? outputs.status() : received);
+      } else {
+        result = RunResult{*std::move(outputs), std::move(*part.mutable_stats())};
+      }
+      return true;
+    }
+    if (!received.ok()) continue;
+    received = part.has_header() ? assembler.AddHeader(part.header())
+                                 : assembler.AddData(part.data().data());
+  }
+  return false;
+}
+
 }  // namespace
+
+absl::Status Client::RunSteps(
+    absl::string_view session, int64_t count,
+    const std::function<std::vector<TensorSlice>(int64_t step)>& inputs,
+    const std::function<absl::Status(int64_t step, RunResult result)>& on_result, int ahead) {
+  if (count <= 0) return absl::OkStatus();
+  grpc::ClientContext context;
+  PrepareContext(context, options_.stream_timeout);
+  std::unique_ptr<RunStream> stream = execution_->Run(&context);
+  StepWindow window(ahead);
+  std::thread writer([&] { SendSteps(*stream, session, count, inputs, window); });
+  absl::Status own;  // the client's side: a malformed answer or on_result's error
+  int64_t step = 0;
+  for (absl::StatusOr<RunResult> result; step < count && ReceiveStep(*stream, result); ++step) {
+    window.Received(step + 1);
+    own = result.ok() ? on_result(step, *std::move(result)) : result.status();
+    if (!own.ok()) break;
+  }
+  if (!own.ok() || step < count) {
+    if (!own.ok()) context.TryCancel();
+    window.Stop();
+    v1::RunResponse drain;
+    while (stream->Read(&drain)) {
+    }
+  }
+  writer.join();
+  absl::Status status = StreamStatus(stream->Finish(), context, "Run");
+  if (!own.ok()) return own;
+  if (!status.ok()) return status;
+  if (step < count) return absl::InternalError("ipupodd ended the run stream before every step");
+  return absl::OkStatus();
+}
 
 absl::StatusOr<v1::ExecutableRef> Client::UploadExecutable(absl::string_view ipx_bytes) {
   // Only the header is read here; the server verifies the hash against the payload.

@@ -69,6 +69,29 @@ absl::StatusOr<driver::StepResult> RemoteSessionExecutable::RunStep(
   return driver::StepResult{std::move(result.outputs), StepStatsOf(result.stats)};
 }
 
+absl::Status RemoteSessionExecutable::RunSteps(
+    const driver::StepPlan& plan, int64_t first, int64_t last,
+    const std::function<absl::Status(int64_t step, driver::StepResult result)>& on_result) {
+  // Rows [step x samples_per_step, +samples_per_step) of every input: views
+  // into the plan, which outlives the call.
+  auto inputs = [&plan, first](int64_t k) {
+    std::vector<TensorSlice> slices;
+    for (const auto& [name, t] : plan.inputs) {
+      TensorSlice slice{name, t.dtype(), t.shape(), {}};
+      const size_t row_bytes =
+          t.shape()[0] == 0 ? 0 : t.byte_size() / static_cast<size_t>(t.shape()[0]);
+      slice.shape[0] = plan.samples_per_step;
+      const size_t count = static_cast<size_t>(plan.samples_per_step) * row_bytes;
+      slice.bytes = t.bytes().substr(static_cast<size_t>(first + k) * count, count);
+      slices.push_back(std::move(slice));
+    }
+    return slices;
+  };
+  return client_.RunSteps(session_, last - first, inputs, [&](int64_t k, RunResult result) {
+    return on_result(first + k, {std::move(result.outputs), StepStatsOf(result.stats)});
+  });
+}
+
 absl::Status RemoteSessionExecutable::Reset(const absl::Status& fault) {
   if (!driver::IsRecoverableFault(fault)) {
     return absl::FailedPreconditionError(

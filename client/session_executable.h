@@ -10,6 +10,10 @@
 //                                  {.runs = 100, .host_copy_every = 1, .recover = true}, {});
 //   IPUPOD_RETURN_IF_ERROR(trainer.Run());
 //
+// RunSteps (the inference driver's) overlaps steps on one Run stream: the
+// next step's inputs, rows of the plan's tensors sent without a copy, go
+// out while the current step computes.
+//
 // Reset performs a fault's recovery action:
 //   * IPU_RESET, LINK_RESET, PARTITION_RESET: SessionService.ResetSession
 //     (a partition-level reset of the session's IPUs clears all three);
@@ -60,6 +64,11 @@ class RemoteSessionExecutable : public driver::SessionExecutable {
   absl::StatusOr<tensor::NamedTensors> ReadCheckpoint() override;
   absl::StatusOr<std::string> SetOptimizer(const std::map<std::string, double>& variables) override;
   absl::StatusOr<driver::StepResult> RunStep(const tensor::NamedTensors& inputs) override;
+  // Every step on one Run stream (Client::RunSteps), the inputs sent
+  // straight from `plan`'s tensors, at most two steps ahead.
+  absl::Status RunSteps(const driver::StepPlan& plan, int64_t first, int64_t last,
+                        const std::function<absl::Status(int64_t step, driver::StepResult result)>&
+                            on_result) override;
   absl::Status Reset(const absl::Status& fault) override;
 
  private:

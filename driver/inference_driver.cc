@@ -11,27 +11,27 @@ absl::StatusOr<tensor::NamedTensors> RunInference(SessionExecutable& executable,
                                                   const InferenceCallbacks& callbacks,
                                                   int64_t first_step) {
   auto stopped = [&] { return callbacks.stop_requested && callbacks.stop_requested(); };
-  OutputAccumulator outputs;
-  for (int64_t step = first_step; step < data.steps; ++step) {
-    if (stopped()) break;
-    IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors inputs, StepInputs(data, step));
-    const absl::Time start = absl::Now();
-    absl::StatusOr<StepResult> result = executable.RunStep(inputs);
-    if (stopped()) break;
-    if (!result.ok()) {
-      return WithContext(result.status(), absl::StrCat("step ", step + 1, " of ", data.steps));
-    }
-    if (callbacks.on_step) {
-      callbacks.on_step(
-          {step, data.steps, &result->stats, absl::ToDoubleSeconds(absl::Now() - start)});
-    }
-    if (callbacks.on_outputs) {
-      IPUPOD_RETURN_IF_ERROR(callbacks.on_outputs(step, result->outputs));
-    } else {
-      IPUPOD_RETURN_IF_ERROR(outputs.Append(result->outputs));
-    }
-  }
   if (stopped()) return absl::CancelledError("stopped on request");
+  OutputAccumulator outputs;
+  absl::Status own;  // an error of this loop's, as opposed to a step's
+  int64_t next = first_step;
+  absl::Time start = absl::Now();
+  const absl::Status status = executable.RunSteps(
+      data, first_step, data.steps, [&](int64_t step, StepResult result) -> absl::Status {
+        next = step + 1;
+        if (stopped()) return own = absl::CancelledError("stopped on request");
+        const absl::Time now = absl::Now();
+        if (callbacks.on_step) {
+          callbacks.on_step({step, data.steps, &result.stats, absl::ToDoubleSeconds(now - start)});
+        }
+        start = now;
+        own = callbacks.on_outputs ? callbacks.on_outputs(step, result.outputs)
+                                   : outputs.Append(result.outputs);
+        return own;
+      });
+  if (!own.ok()) return own;
+  if (stopped()) return absl::CancelledError("stopped on request");
+  if (!status.ok()) return WithContext(status, absl::StrCat("step ", next + 1, " of ", data.steps));
   if (callbacks.on_outputs || first_step == data.steps) return tensor::NamedTensors{};
   return outputs.Finish();
 }

@@ -12,9 +12,14 @@
 // device fault the caller resets and simply runs again.
 //
 // Thread safety: callbacks run on the calling thread.
+// Steps go through SessionExecutable::RunSteps, so an executable that
+// overlaps them (the client's, one Run stream) sends the next step's inputs
+// while the current one computes.
+//
 // Errors: a step's error prefixed "step S of N: " (device-error payloads
 // kept), INTERNAL when steps disagree on their outputs, CANCELLED when
-// stop_requested said so (polled before every step and when one returns).
+// stop_requested said so (polled before the first step and whenever one
+// returns; steps already sent ahead still run, their outputs dropped).
 #ifndef IPUPOD_DRIVER_INFERENCE_DRIVER_H_
 #define IPUPOD_DRIVER_INFERENCE_DRIVER_H_
 

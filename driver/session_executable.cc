@@ -1,11 +1,26 @@
 #include "driver/session_executable.h"
 
+#include <utility>
+
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/errors.h"
 
 namespace ipupod::driver {
+
+absl::Status SessionExecutable::RunSteps(
+    const StepPlan& plan, int64_t first, int64_t last,
+    const std::function<absl::Status(int64_t step, StepResult result)>& on_result) {
+  for (int64_t step = first; step < last; ++step) {
+    absl::StatusOr<tensor::NamedTensors> inputs = StepInputs(plan, step);
+    if (!inputs.ok()) return inputs.status();
+    absl::StatusOr<StepResult> result = RunStep(*inputs);
+    if (!result.ok()) return result.status();
+    if (absl::Status s = on_result(step, *std::move(result)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
 
 bool IsRecoverableFault(const absl::Status& error) {
   return !error.ok() && GetErrorKind(error) == ErrorKind::kRecoverable &&

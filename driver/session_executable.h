@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "driver/steps.h"
 #include "tensor/tensor_files.h"
 
 namespace ipupod::driver {
@@ -64,7 +65,9 @@ struct RunProgress {
   int64_t run = 0;
   int64_t runs = 0;
   const StepStats* stats = nullptr;
-  double wall_seconds = 0;  // the RunStep call, measured by the driver
+  // Measured by the driver: since the previous step's result (the first
+  // step's: since the steps began).
+  double wall_seconds = 0;
 };
 
 class SessionExecutable {
@@ -87,6 +90,16 @@ class SessionExecutable {
       const std::map<std::string, double>& variables) = 0;
   // One step: samples_per_step rows of every input.
   virtual absl::StatusOr<StepResult> RunStep(const tensor::NamedTensors& inputs) = 0;
+  // Steps [first, last) of `plan`, in order: each result goes to `on_result`
+  // (on the calling thread) as it completes; the first error - a step's, or
+  // one on_result returns - stops the steps and is returned. An
+  // implementation may send later steps' inputs before earlier results are
+  // back (RemoteSessionExecutable overlaps them on one stream, a bounded
+  // number ahead); this default runs RunStep on StepInputs step by step.
+  // REQUIRES: 0 <= first <= last <= plan.steps.
+  virtual absl::Status RunSteps(
+      const StepPlan& plan, int64_t first, int64_t last,
+      const std::function<absl::Status(int64_t step, StepResult result)>& on_result);
   // Performs the recovery action `fault` names on the session's IPUs and
   // returns once they can be loaded again (device memory is then empty).
   // REQUIRES: IsRecoverableFault(fault).

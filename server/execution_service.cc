@@ -167,6 +167,35 @@ absl::StatusOr<tensor::NamedTensors> ReadTensors(Reader* reader, TensorAssembler
   return assembler.Finish();
 }
 
+// One step's inputs on a Run stream: `first` (already read; null when the
+// client closed at once), then headers and chunks up to the step's end_step
+// (*more = true: another step may follow) or the client's close (*more = false).
+template <typename Reader>
+absl::StatusOr<tensor::NamedTensors> ReadStepInputs(Reader* reader, v1::RunRequest* first,
+                                                    TensorAssembler& assembler, bool* more) {
+  *more = false;
+  v1::RunRequest read;
+  for (v1::RunRequest* message = first; message != nullptr;
+       message = reader->Read(&read) ? &read : nullptr) {
+    switch (message->part_case()) {
+      case v1::RunRequest::kHeader:
+        IPUPOD_RETURN_IF_ERROR(assembler.AddHeader(message->header()));
+        break;
+      case v1::RunRequest::kData:
+        IPUPOD_RETURN_IF_ERROR(assembler.AddData(message->data().data()));
+        break;
+      case v1::RunRequest::kEndStep:
+        *more = true;
+        return assembler.Finish();
+      default:
+        return absl::InvalidArgumentError(
+            "only the first message names the session; then send each step's tensor headers "
+            "and data (end_step between steps)");
+    }
+  }
+  return assembler.Finish();
+}
+
 // Names ReadWeights asks for: each at most once, so no more than the
 // program has (checked first: a request naming one weight 100,000 times
 // costs a comparison, not 100,000 copies).
@@ -344,32 +373,52 @@ grpc::Status ExecutionServiceImpl::Run(
   return HandleStream(
       context, env_, calls_, "Run", stream,
       [&](const Caller& caller, auto& watched) -> absl::Status {
-        v1::RunRequest first;
-        IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(&watched, &first));
-        IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
-                                BeginOperation(*execution_, caller, session));
-        IPUPOD_ASSIGN_OR_RETURN(const execution::LoadedState state, op->Loaded());
-        TensorAssembler assembler("inputs", HostBytes(state.program->host_inputs()));
-        IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors inputs,
-                                ReadTensors<v1::RunRequest>(&watched, assembler));
-        IPUPOD_ASSIGN_OR_RETURN(const runtime::StepResult step,
-                                execution_->RunStep(*state.program, inputs,
-                                                    [context] { return context->IsCancelled(); }));
-        if (env_.ShuttingDown()) {
-          return ShuttingDownError(absl::StrCat("the step's outputs went with session ", session));
+        v1::RunRequest message;
+        IPUPOD_ASSIGN_OR_RETURN(const std::string session, ReadSession(&watched, &message));
+        // Steps follow one another on the stream (execution.proto): each is
+        // read, run as its own operation and answered before the next is read.
+        bool have_message = watched.Read(&message);
+        while (true) {
+          IPUPOD_ASSIGN_OR_RETURN(
+              const bool more,
+              RunStreamStep(caller, session, watched, have_message ? &message : nullptr,
+                            [context] { return context->IsCancelled(); }));
+          if (!more || !watched.Read(&message)) return absl::OkStatus();
+          have_message = true;
         }
-        const uint64_t run_index = op->slot().CountRun();
-        // The model's poptorch.ipu_print_tensor lines, in the server's log too.
-        for (const std::string& line : step.log) {
-          spdlog::info("print user={} session={} run={}: {}", caller.user, session, run_index,
-                       line);
-        }
-        IPUPOD_RETURN_IF_ERROR(WriteTensors<v1::RunResponse>(step.outputs, &watched));
-        v1::RunResponse last;
-        ToProto(step, run_index, last.mutable_stats());
-        if (!watched.Write(last)) return absl::CancelledError("the client stopped reading");
-        return absl::OkStatus();
       });
+}
+
+template <typename Stream>
+absl::StatusOr<bool> ExecutionServiceImpl::RunStreamStep(const Caller& caller,
+                                                         const std::string& session,
+                                                         Stream& watched, v1::RunRequest* first,
+                                                         const execution::Cancelled& cancelled) {
+  runtime::StepResult step;
+  bool more = false;
+  uint64_t run_index = 0;
+  {
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
+                            BeginOperation(*execution_, caller, session));
+    IPUPOD_ASSIGN_OR_RETURN(const execution::LoadedState state, op->Loaded());
+    TensorAssembler assembler("inputs", HostBytes(state.program->host_inputs()));
+    IPUPOD_ASSIGN_OR_RETURN(tensor::NamedTensors inputs,
+                            ReadStepInputs(&watched, first, assembler, &more));
+    IPUPOD_ASSIGN_OR_RETURN(step, execution_->RunStep(*state.program, inputs, cancelled));
+    if (env_.ShuttingDown()) {
+      return ShuttingDownError(absl::StrCat("the step's outputs went with session ", session));
+    }
+    run_index = op->slot().CountRun();
+  }  // the session's operation ends before the outputs stream back
+  // The model's poptorch.ipu_print_tensor lines, in the server's log too.
+  for (const std::string& line : step.log) {
+    spdlog::info("print user={} session={} run={}: {}", caller.user, session, run_index, line);
+  }
+  IPUPOD_RETURN_IF_ERROR(WriteTensors<v1::RunResponse>(step.outputs, &watched));
+  v1::RunResponse last;
+  ToProto(step, run_index, last.mutable_stats());
+  if (!watched.Write(last)) return absl::CancelledError("the client stopped reading");
+  return more;
 }
 
 grpc::Status ExecutionServiceImpl::SetOptimizer(grpc::ServerContext* context,

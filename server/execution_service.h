@@ -78,6 +78,14 @@ class ExecutionServiceImpl final : public v1::ExecutionService::Service {
                             v1::OptimizerInfo* response) override;
 
  private:
+  // One step of a Run stream (execution.proto): its inputs from `first` on,
+  // run as one operation on the session, its outputs and stats written.
+  // True when the client ended the inputs with end_step (more may follow).
+  template <typename Stream>
+  absl::StatusOr<bool> RunStreamStep(const scheduler::Caller& caller, const std::string& session,
+                                     Stream& watched, v1::RunRequest* first,
+                                     const execution::Cancelled& cancelled);
+
   const ServiceEnv& env_;
   execution::SessionExecution* const execution_;
   CallLimit calls_;  // --max-execution-threads, --max-execution-threads-per-user

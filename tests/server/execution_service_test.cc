@@ -713,6 +713,167 @@ TEST_F(ExecutionServiceTest, AnInjectedFaultSurfacesOnTheNextRun) {
   EXPECT_EQ(Trailer(context, "ipupod-ipus"), std::to_string(session.ipus()[0]));
 }
 
+// ---------------------------------------------------------------- steps on one Run stream
+
+// execution.proto: steps separated by end_step on one stream, written as a
+// client that overlaps them would (all sent before any answer is read).
+class StepStream {
+ public:
+  StepStream(Caller& caller, const std::string& session) : context_(caller.Context()) {
+    stream_ = caller.exec().Run(context_.get());
+    v1::RunRequest first;
+    first.set_session(session);
+    stream_->Write(first);
+  }
+  // One step's inputs, then end_step unless `last` (then the stream closes).
+  bool Send(const tensor::NamedTensors& inputs, bool last = false) {
+    bool open = true;
+    SendTensors<v1::RunRequest>(
+        inputs, [&](const v1::RunRequest& r) { return open = open && stream_->Write(r); });
+    if (last) return open && stream_->WritesDone();
+    v1::RunRequest end;
+    end.mutable_end_step();
+    return open && stream_->Write(end);
+  }
+  void Close() { stream_->WritesDone(); }
+  // The next step's outputs and stats; false when the stream ended first.
+  bool Receive(tensor::NamedTensors* outputs, v1::RunStats* stats) {
+    Collector<v1::RunResponse> collector;
+    v1::RunResponse r;
+    while (stream_->Read(&r)) {
+      if (r.has_stats()) {
+        *stats = r.stats();
+        *outputs = collector.Finish();
+        return true;
+      }
+      EXPECT_TRUE(collector.Add(r));
+    }
+    return false;
+  }
+  grpc::Status Finish() { return stream_->Finish(); }
+  grpc::ClientContext& context() { return *context_; }
+  grpc::ClientReaderWriter<v1::RunRequest, v1::RunResponse>& stream() { return *stream_; }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::RunRequest, v1::RunResponse>> stream_;
+};
+
+tensor::NamedTensors StepInputs(int step) {
+  return {{"x", Floats({4, 8}, Ramp(32, 0.1f * static_cast<float>(step + 1)))}};
+}
+
+TEST_F(ExecutionServiceTest, StepsOnOneRunStreamAnswerInOrder) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  StepStream steps(*alice_, session.id());
+  // The last step ends with the close instead of end_step, as one step per call does.
+  for (int k = 0; k < 3; ++k) ASSERT_TRUE(steps.Send(StepInputs(k), /*last=*/k == 2));
+  for (int k = 0; k < 3; ++k) {
+    tensor::NamedTensors out;
+    v1::RunStats stats;
+    ASSERT_TRUE(steps.Receive(&out, &stats)) << "step " << k;
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].second, Reference(mlp_->onnx, StepInputs(k)[0].second)) << "step " << k;
+    EXPECT_EQ(stats.run_index(), static_cast<uint64_t>(k + 1));
+  }
+  tensor::NamedTensors out;
+  v1::RunStats stats;
+  EXPECT_FALSE(steps.Receive(&out, &stats));
+  grpc::Status s = steps.Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  v1::LoadedProgram loaded;
+  ASSERT_TRUE(alice_->GetLoaded(session.id(), &loaded).ok());
+  EXPECT_EQ(loaded.runs(), 3u);
+
+  // end_step after the last step, then the close: the same three steps.
+  StepStream closed(*alice_, session.id());
+  for (int k = 0; k < 3; ++k) ASSERT_TRUE(closed.Send(StepInputs(k)));
+  closed.Close();
+  for (int k = 0; k < 3; ++k) ASSERT_TRUE(closed.Receive(&out, &stats)) << "step " << k;
+  EXPECT_EQ(stats.run_index(), 6u);
+  EXPECT_FALSE(closed.Receive(&out, &stats));
+  EXPECT_TRUE(closed.Finish().ok());
+}
+
+TEST_F(ExecutionServiceTest, AFailedStepEndsTheRunStreamAfterTheStepsBeforeIt) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  StepStream steps(*alice_, session.id());
+  steps.Send(StepInputs(0));
+  steps.Send({{"x", Floats({3, 8}, Ramp(24, 0.1f))}});  // the wrong shape
+  steps.Send(StepInputs(2));                            // never run
+  steps.Close();
+  tensor::NamedTensors out;
+  v1::RunStats stats;
+  ASSERT_TRUE(steps.Receive(&out, &stats));
+  EXPECT_EQ(out[0].second, Reference(mlp_->onnx, StepInputs(0)[0].second));
+  EXPECT_FALSE(steps.Receive(&out, &stats));
+  grpc::Status s = steps.Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("x"));
+  v1::LoadedProgram loaded;
+  ASSERT_TRUE(alice_->GetLoaded(session.id(), &loaded).ok());
+  EXPECT_EQ(loaded.runs(), 1u);
+  // A session message after the first is refused, after the step before it.
+  StepStream twice(*alice_, session.id());
+  twice.Send(StepInputs(0));
+  v1::RunRequest again;
+  again.set_session(session.id());
+  twice.stream().Write(again);
+  twice.Close();
+  ASSERT_TRUE(twice.Receive(&out, &stats));
+  EXPECT_FALSE(twice.Receive(&out, &stats));
+  s = twice.Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("end_step between steps"));
+}
+
+// Every step is its own operation on the session: a fault injected between
+// two steps of one stream surfaces on the second, with its trailers.
+TEST_F(ExecutionServiceTest, AFaultBetweenStepsEndsTheRunStreamWithIt) {
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  StepStream steps(*alice_, session.id());
+  ASSERT_TRUE(steps.Send(StepInputs(0)));
+  tensor::NamedTensors out;
+  v1::RunStats stats;
+  ASSERT_TRUE(steps.Receive(&out, &stats));
+  ASSERT_TRUE(InjectFault(session.ipus()[0], v1::FAULT_KIND_IPU_RESET).ok());
+  steps.Send(StepInputs(1));
+  steps.Close();
+  EXPECT_FALSE(steps.Receive(&out, &stats));
+  grpc::Status s = steps.Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(Trailer(steps.context(), "ipupod-recovery-action"), "IPU_RESET");
+}
+
+// A client that sends steps and reads no answers: the server reads one step
+// at a time, so once its writes are held (flow control) it reads no more,
+// the client's writes are held in turn, and the idle watch ends the call.
+// The steps the server took stay a window's worth, not what the client
+// tried to send.
+TEST_F(ExecutionServiceTest, ARunStreamWhoseClientStopsReadingIsHeldAndEnded) {
+  StartServer([](ServerConfig& config) { config.execution_stream_idle_seconds = 1; });
+  Attached session(*alice_, 1);
+  MustLoad(session, *mlp_);
+  constexpr int kTried = 1'000'000;
+  StepStream steps(*alice_, session.id());
+  int sent = 0;
+  while (sent < kTried && steps.Send(StepInputs(sent % 3))) ++sent;
+  EXPECT_LT(sent, kTried);  // held, then ended by the server's idle watch
+  steps.context().TryCancel();
+  EXPECT_FALSE(steps.Finish().ok());
+  v1::LoadedProgram loaded;
+  ASSERT_TRUE(alice_->GetLoaded(session.id(), &loaded).ok());
+  EXPECT_LE(loaded.runs(), static_cast<uint64_t>(sent));
+  // The session's slot was given back: the next run is served.
+  tensor::NamedTensors out;
+  v1::RunStats stats;
+  grpc::Status s = alice_->Run(session.id(), Inputs(), &out, &stats);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
 // ---------------------------------------------------------------- bounds
 
 TEST_F(ExecutionServiceTest, ALoneClientIsNeverRefusedAtTheSmallestBounds) {

@@ -30,8 +30,8 @@ absl::Status BackgroundLedger::Open(const UsageRecord& record) {
   return Enqueue(std::move(op));
 }
 
-absl::Status BackgroundLedger::Close(absl::string_view id, int64_t end_unix_ms,
-                                     double ipu_seconds, absl::string_view state) {
+absl::Status BackgroundLedger::Close(absl::string_view id, int64_t end_unix_ms, double ipu_seconds,
+                                     absl::string_view state) {
   Op op;
   op.record.id = std::string(id);
   op.record.end_unix_ms = end_unix_ms;
@@ -45,10 +45,11 @@ absl::Status BackgroundLedger::Enqueue(Op op) {
     sync::MutexLock lock(&mu_);
     const absl::Time deadline = absl::Now() + options_.wait;
     while (!stopping_ && queue_.size() >= options_.queue_max) {
-      if (sync::WaitWithDeadline(&changed_, &mu_, deadline) && queue_.size() >= options_.queue_max) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("the usage ledger's writer is ", queue_.size(),
-                         " records behind; record ", op.record.id, " was not written"));
+      if (sync::WaitWithDeadline(&changed_, &mu_, deadline) &&
+          queue_.size() >= options_.queue_max) {
+        return absl::ResourceExhaustedError(absl::StrCat("the usage ledger's writer is ",
+                                                         queue_.size(), " records behind; record ",
+                                                         op.record.id, " was not written"));
       }
     }
     if (!stopping_) {
@@ -67,10 +68,9 @@ absl::Status BackgroundLedger::Enqueue(Op op) {
 }
 
 void BackgroundLedger::Write(const Op& op) {
-  const absl::Status written =
-      op.open ? target_->Open(op.record)
-              : target_->Close(op.record.id, op.record.end_unix_ms, op.record.ipu_seconds,
-                               op.record.state);
+  const absl::Status written = op.open ? target_->Open(op.record)
+                                       : target_->Close(op.record.id, op.record.end_unix_ms,
+                                                        op.record.ipu_seconds, op.record.state);
   if (!written.ok() && options_.on_error) options_.on_error(op.record.id, written);
 }
 
@@ -98,10 +98,9 @@ absl::Status BackgroundLedger::Drain() {
   const absl::Time deadline = absl::Now() + options_.wait;
   while (written_ < target) {
     if (sync::WaitWithDeadline(&changed_, &mu_, deadline) && written_ < target) {
-      return absl::UnavailableError(absl::StrCat(
-          "the usage ledger's writer is ", target - written_,
-          " records behind and did not catch up in ", absl::FormatDuration(options_.wait),
-          "; retry"));
+      return absl::UnavailableError(absl::StrCat("the usage ledger's writer is ", target - written_,
+                                                 " records behind and did not catch up in ",
+                                                 absl::FormatDuration(options_.wait), "; retry"));
     }
   }
   return absl::OkStatus();
@@ -118,7 +117,7 @@ absl::StatusOr<std::vector<UsageRecord>> BackgroundLedger::Query(const LedgerQue
 }
 
 absl::Status BackgroundLedger::Scan(const LedgerQuery& query,
-                                   const std::function<bool(const UsageRecord&)>& visit) {
+                                    const std::function<bool(const UsageRecord&)>& visit) {
   if (absl::Status drained = Drain(); !drained.ok()) return drained;
   return target_->Scan(query, visit);
 }

@@ -43,7 +43,7 @@
 namespace ipupod::accounting {
 
 struct BackgroundLedgerOptions {
-  size_t queue_max = 65536;             // records waiting to be written
+  size_t queue_max = 65536;                 // records waiting to be written
   absl::Duration wait = absl::Seconds(10);  // for room in the queue, or for a Drain
   // A write that failed: the record's id and the error (called on the writer thread).
   std::function<void(const std::string& id, const absl::Status& error)> on_error;

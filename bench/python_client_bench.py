@@ -64,6 +64,17 @@ def timed(call, count):
     return out
 
 
+def interleaved(calls, count):
+    """Microseconds of ``count`` calls of each of ``calls`` (name -> callable), taking turns."""
+    out = {name: [] for name in calls}
+    for _ in range(count):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            out[name].append((time.perf_counter() - start) * 1e6)
+    return out
+
+
 def raw_run(stub, session, x, metadata):
     """One Run through the generated stub only: session, header, data; outputs drained."""
     def requests():
@@ -108,16 +119,23 @@ def measure(server, ipx, steps, rounds):
         assert np.array_equal(streamed.run({"x": x}).outputs["y"], expected)
         raw_run(client._execution, session.id, x, client._metadata)
         timed(lambda: session.run({"x": x}), 20)  # warm-up
-        calls = {
+        unary = {
             "python client": lambda: session.run({"x": x}),
-            "python stream": lambda: streamed.run({"x": x}),
             "inline stubs": lambda: raw_run_inline(client._execution, session.id, x,
                                                    client._metadata),
-            "stream stubs": lambda: raw_run(client._execution, session.id, x, client._metadata),
             "bare unary": lambda: health(b"", timeout=10),
         }
+        streams = {
+            "python stream": lambda: streamed.run({"x": x}),
+            "stream stubs": lambda: raw_run(client._execution, session.id, x, client._metadata),
+        }
         for _ in range(rounds):
-            for name, call in calls.items():
+            # The unary rows take turns call by call, so load from elsewhere (or the C++
+            # round's process just before) falls on each alike. The stream rows run in blocks
+            # of their own: grpcio's per-stream threads would slow the unary calls after them.
+            for name, values in interleaved(unary, steps).items():
+                rows[name].append(statistics.median(values))
+            for name, call in streams.items():
                 rows[name].append(statistics.median(timed(call, steps)))
             rows["C++ client"].append(cpp_round(server.address, ipx, steps))
         assert np.array_equal(session.run({"x": x}).outputs["y"], expected)

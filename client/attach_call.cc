@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "client/client.h"
 #include "client/grpc_status.h"
 #include "client/unary_call.h"
-#include "absl/synchronization/notification.h"
 #include "common/sync.h"  // header only: absl::Mutex as TSan sees it
 
 namespace ipupod::client {
@@ -38,7 +38,9 @@ class AttachCall::Stream final
 
   void Start();
   // Waits up to `timeout` for OnDone to have run; true once it has.
-  bool WaitDone(absl::Duration timeout) { return sync::WaitForNotificationWithTimeout(&done_, timeout); }
+  bool WaitDone(absl::Duration timeout) {
+    return sync::WaitForNotificationWithTimeout(&done_, timeout);
+  }
 
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
@@ -207,9 +209,7 @@ std::optional<v1::Preemption> AttachCall::Stream::preempted() const {
   return preempted_;
 }
 
-bool AttachCall::Stream::GrantEventReady() const {
-  return !queued_.empty() || granted_ || ended_;
-}
+bool AttachCall::Stream::GrantEventReady() const { return !queued_.empty() || granted_ || ended_; }
 
 template <typename Ready>
 bool AttachCall::Stream::WaitUntil(Ready ready, absl::Time deadline) {

@@ -29,7 +29,8 @@ absl::StatusOr<RunResult> Client::RunInline(absl::string_view session,
     return absl::InternalError("ipupodd sent more than 1 MiB of outputs inline");
   }
   wire::TensorAssembler assembler("outputs");
-  absl::StatusOr<tensor::NamedTensors> outputs = wire::AssembleInline(response.outputs(), assembler);
+  absl::StatusOr<tensor::NamedTensors> outputs =
+      wire::AssembleInline(response.outputs(), assembler);
   if (!outputs.ok()) return ServerStreamError(outputs.status());
   RunResult result;
   result.outputs = *std::move(outputs);
@@ -44,9 +45,8 @@ std::optional<absl::StatusOr<RunResult>> Client::RunInlineIfSmall(
   }
   {
     sync::MutexLock lock(&inline_mu_);
-    if (inline_unimplemented_ ||
-        std::find(stream_sessions_.begin(), stream_sessions_.end(), session) !=
-            stream_sessions_.end()) {
+    if (inline_unimplemented_ || std::find(stream_sessions_.begin(), stream_sessions_.end(),
+                                           session) != stream_sessions_.end()) {
       return std::nullopt;
     }
   }

@@ -55,7 +55,8 @@ class RecordingLedger final : public Ledger {
  private:
   absl::Status Record(std::string op) {
     ++entered_;
-    if (release_ != nullptr) sync::WaitForNotificationWithTimeout(release_.get(), absl::Seconds(30));
+    if (release_ != nullptr)
+      sync::WaitForNotificationWithTimeout(release_.get(), absl::Seconds(30));
     if (fail_next_.exchange(false)) return absl::InternalError("disk full");
     sync::MutexLock lock(&mu_);
     ops_.push_back(std::move(op));

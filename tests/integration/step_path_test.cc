@@ -45,16 +45,16 @@ class StepPathTest : public ::testing::Test {
   tensor::Tensor RunModel(int64_t rows, int64_t cols, int64_t steps) {
     const std::string onnx = LinearModel(rows, cols);
     std::ofstream(Path("m.onnx"), std::ios::binary) << onnx;
-    CliResult compiled = RunCli(server_.address(), "alice",
-                                {"compile", Path("m.onnx"), "-o", Path("m.ipx")});
+    CliResult compiled =
+        RunCli(server_.address(), "alice", {"compile", Path("m.onnx"), "-o", Path("m.ipx")});
     EXPECT_EQ(compiled.exit_code, 0) << compiled.err;
     std::vector<float> x(static_cast<size_t>(steps * rows * 8));
     for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(int(i % 9) - 4);
     x_ = *tensor::Tensor::FromValues<float>({steps * rows, 8}, x);
     std::ofstream(Path("x.npz"), std::ios::binary) << tensor::SerializeNpz({{"x", x_}});
-    CliResult run = RunCli(server_.address(), "alice",
-                           {"run", Path("m.ipx"), "--inputs", Path("x.npz"), "--outputs",
-                            Path("y.npz")});
+    CliResult run =
+        RunCli(server_.address(), "alice",
+               {"run", Path("m.ipx"), "--inputs", Path("x.npz"), "--outputs", Path("y.npz")});
     EXPECT_EQ(run.exit_code, 0) << run.err;
     auto out = tensor::ReadTensorFile(Path("y.npz"));
     EXPECT_TRUE(out.ok()) << out.status();

@@ -21,8 +21,8 @@
 namespace ipupod::server {
 namespace {
 
-using ::testing::HasSubstr;
 using test_support::Eventually;
+using ::testing::HasSubstr;
 
 using HoldStream = grpc::ClientReaderWriter<v1::AttachRequest, v1::AttachEvent>;
 

@@ -40,7 +40,8 @@ std::string LinearIpx(int64_t rows, int64_t cols) {
   b.Node("MatMul", {"x", "W"}, {"xw"});
   b.Node("Add", {"xw", "b"}, {"y"});
   b.Output("y", kFloat);
-  absl::StatusOr<compiler::Executable> exe = compiler::Compile(b.Bytes(), compiler::IpuConfig(), {});
+  absl::StatusOr<compiler::Executable> exe =
+      compiler::Compile(b.Bytes(), compiler::IpuConfig(), {});
   EXPECT_TRUE(exe.ok()) << exe.status();
   absl::StatusOr<std::string> ipx = compiler::WriteExecutable(*exe);
   EXPECT_TRUE(ipx.ok()) << ipx.status();
@@ -144,9 +145,9 @@ TEST_F(RunInlineTest, RunTakesRunInlineForASmallStepAndEqualsTheStream) {
 TEST_F(RunInlineTest, BadInputsFailAsTheyDoOnTheStreamAndRunNothing) {
   Load(LinearIpx(1, 10));
   const std::vector<tensor::NamedTensors> bad = {
-      {{"x", *tensor::Tensor::FromValues<float>({2, 8}, std::vector<float>(16, 1))}},  // shape
+      {{"x", *tensor::Tensor::FromValues<float>({2, 8}, std::vector<float>(16, 1))}},     // shape
       {{"x", *tensor::Tensor::FromValues<int32_t>({1, 8}, std::vector<int32_t>(8, 1))}},  // dtype
-      {{"z", *tensor::Tensor::FromValues<float>({1, 8}, std::vector<float>(8, 1))}},  // name
+      {{"z", *tensor::Tensor::FromValues<float>({1, 8}, std::vector<float>(8, 1))}},      // name
       {},                                                                                 // none
   };
   for (const tensor::NamedTensors& inputs : bad) {
@@ -182,8 +183,8 @@ TEST_F(RunInlineTest, InputsOverTheBoundAreOutOfRangeBeforeAnythingRuns) {
   Load(LinearIpx(1, 10));
   // 1 MiB + 4 bytes of data: refused on its size, whatever the program takes.
   tensor::NamedTensors huge = {
-      {"x", *tensor::Tensor::FromValues<float>(
-                {(int64_t{1} << 18) + 1}, std::vector<float>((size_t{1} << 18) + 1, 1))}};
+      {"x", *tensor::Tensor::FromValues<float>({(int64_t{1} << 18) + 1},
+                                               std::vector<float>((size_t{1} << 18) + 1, 1))}};
   grpc::Status refused = RawRunInline(RawRequest(huge));
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::OUT_OF_RANGE);
   EXPECT_THAT(refused.error_message(),

@@ -1,14 +1,24 @@
-// Attach + detach round trip through ipupodd, beside a bare gRPC unary round
-// trip measured in the same run, on the same machine and transport.
+// The service path's round trips through ipupodd - an attach + detach, one
+// step of a tiny model - beside a bare gRPC unary round trip measured in the
+// same run, on the same machine and transport.
 //
 //   BM_BareUnaryRoundTrip      Echo.Ping on a bare callback-API gRPC server
 //   BM_GetPodInfo              the cheapest ipupod unary call (whole pod view)
 //   BM_AttachDetachStub        Attach stream -> grant -> Detach -> stream end
-//                              (generated stub, no client-library thread)
-//   BM_AttachDetachClient      the same through client::Client / AttachCall
+//                              (generated stub: the three legs of Attach)
+//   BM_HoldReleaseStub         Hold stream -> grant -> half-close -> released,
+//                              OK (generated stub: Hold's two legs)
+//   BM_AttachDetachClient      StartAttach, WaitForGrant, Release through
+//                              client::Client / AttachCall (Hold)
+//   BM_StepClient              one step of a 10x10 Linear at batch 1 through
+//                              client::Client::Run (RunInline: one round trip)
+//   BM_StepStreamClient        the same step with inline_steps off (the Run
+//                              stream: session, header, data; outputs, stats)
+//   BM_StepInlineStub          RunInline through the generated stub alone
 //
 // Both servers run in this process on loopback, so client and server share
 // the machine's cores equally in every row. Run: build/bench/attach_bench
+// (docs/benchmarks.md: --benchmark_repetitions=5 for medians).
 #include <filesystem>
 
 #include <benchmark/benchmark.h>
@@ -16,8 +26,12 @@
 
 #include "bench/echo_server.h"
 #include "client/client.h"
+#include "compiler/compile.h"
+#include "compiler/executable.h"
 #include "server/config.h"
 #include "server/server.h"
+#include "tests/graph/onnx_builder.h"
+#include "wire/inline_tensors.h"
 
 namespace ipupod::bench {
 namespace {
@@ -118,6 +132,92 @@ void BM_AttachDetachClient(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AttachDetachClient)->UseRealTime();
+
+void BM_HoldReleaseStub(benchmark::State& state) {
+  v1::AttachRequest request;
+  request.set_num_ipus(1);
+  for (auto _ : state) {
+    grpc::ClientContext context;
+    context.AddMetadata("x-ipupod-user", "bench");
+    auto stream = F().sessions->Hold(&context);
+    v1::AttachEvent event;
+    if (!stream->Write(request) || !stream->Read(&event) || !event.has_granted()) {
+      state.SkipWithError("no grant");
+      break;
+    }
+    stream->WritesDone();
+    bool released = false;
+    while (stream->Read(&event)) released = released || event.has_released();
+    grpc::Status status = stream->Finish();
+    if (!status.ok() || !released) state.SkipWithError("not released");
+  }
+}
+BENCHMARK(BM_HoldReleaseStub)->UseRealTime();
+
+// A 10x10 Linear (MatMul + Add) at batch 1, loaded on a session of its own,
+// and a second client whose steps take the Run stream.
+struct StepFixture {
+  StepFixture() {
+    graph::testing::OnnxBuilder b(14);
+    b.Input("x", graph::testing::kFloat, {1, 10});
+    b.Floats("W", {10, 10}, std::vector<float>(100, 0.01f));
+    b.Floats("b", {10}, std::vector<float>(10, 0.5f));
+    b.Node("MatMul", {"x", "W"}, {"xw"});
+    b.Node("Add", {"xw", "b"}, {"y"});
+    b.Output("y", graph::testing::kFloat);
+    auto executable = compiler::Compile(b.Bytes(), compiler::IpuConfig(), {});
+    auto ipx = compiler::WriteExecutable(executable.value());
+    v1::AttachRequest request;
+    request.set_num_ipus(1);
+    call = F().client->StartAttach(request);
+    session = call->WaitForGrant(nullptr).value().session();
+    const std::string sha256 = F().client->UploadExecutable(ipx.value()).value().sha256();
+    (void)F().client->Load(session, sha256).value();
+    client::ClientOptions options = F().client->options();
+    options.inline_steps = false;
+    stream_client = std::move(client::Client::Connect(options)).value();
+    execution = v1::ExecutionService::NewStub(F().channel);
+    inputs = {
+        {"x", tensor::Tensor::FromValues<float>({1, 10}, std::vector<float>(10, 1.0f)).value()}};
+  }
+  std::unique_ptr<client::AttachCall> call;
+  std::string session;
+  std::unique_ptr<client::Client> stream_client;
+  std::unique_ptr<v1::ExecutionService::Stub> execution;
+  tensor::NamedTensors inputs;
+};
+
+StepFixture& S() {
+  static StepFixture* fixture = new StepFixture();
+  return *fixture;
+}
+
+void StepThrough(benchmark::State& state, client::Client& c) {
+  for (auto _ : state) {
+    auto result = c.Run(S().session, S().inputs);
+    if (!result.ok()) state.SkipWithError(std::string(result.status().message()).c_str());
+  }
+}
+
+void BM_StepClient(benchmark::State& state) { StepThrough(state, *F().client); }
+BENCHMARK(BM_StepClient)->UseRealTime();
+
+void BM_StepStreamClient(benchmark::State& state) { StepThrough(state, *S().stream_client); }
+BENCHMARK(BM_StepStreamClient)->UseRealTime();
+
+void BM_StepInlineStub(benchmark::State& state) {
+  v1::RunInlineRequest request;
+  request.set_session(S().session);
+  wire::AddInline(S().inputs, request.mutable_inputs());
+  for (auto _ : state) {
+    grpc::ClientContext context;
+    context.AddMetadata("x-ipupod-user", "bench");
+    v1::RunInlineResponse response;
+    grpc::Status status = S().execution->RunInline(&context, request, &response);
+    if (!status.ok()) state.SkipWithError(status.error_message().c_str());
+  }
+}
+BENCHMARK(BM_StepInlineStub)->UseRealTime();
 
 }  // namespace
 }  // namespace ipupod::bench

@@ -1,20 +1,23 @@
 #!/usr/bin/python3
-"""The overhead of one small inference step through the Python client (issue 14, section 5).
+"""The overhead of one small inference step through the Python client (issues 14 and 17).
 
 One ipupodd (started with ipupod.testing.LocalServer, one compute thread, warn-level logs)
 serves a 10x10 Linear (MatMul + Add) compiled with the build's `ipupod compile`, at batch 1:
 one sample per step, so a step is almost all overhead. In the same run, rounds alternate
 between:
 
-  python client   Session.run({"x": x}) - ipupod's Python client, one step
-  python stubs    the same Run stream through the generated stub, no ipupod code around it
+  python client   Session.run({"x": x}) - ipupod's Python client, one step (RunInline:
+                  one unary call)
+  python stream   the same with client.inline_steps = False: the Run stream
+  inline stubs    RunInline through the generated stub, no ipupod code around it
+  stream stubs    the Run stream through the generated stub, no ipupod code around it
   C++ client      build/bench/step_bench: client::Client::Run, one step (its own process,
-                  its own session on the same server)
+                  its own session on the same server; RunInline)
   bare unary      a bare Python gRPC unary round trip to the same server:
                   grpc.health.v1.Health/Check with raw bytes (no protobuf, no ipupod code)
 
 Each row prints the median of the rounds' medians (microseconds per call) beside its
-reference. Not a CI stage; run after `bash deploy/build.sh`:
+references; the goal (issue 17) is the python client at most 1.5x the bare unary. Not a CI stage; run after `bash deploy/build.sh`:
 
   PYTHONPATH=build/python /usr/bin/python3 bench/python_client_bench.py [--steps N] [--rounds R]
 
@@ -61,6 +64,17 @@ def timed(call, count):
     return out
 
 
+def interleaved(calls, count):
+    """Microseconds of ``count`` calls of each of ``calls`` (name -> callable), taking turns."""
+    out = {name: [] for name in calls}
+    for _ in range(count):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            out[name].append((time.perf_counter() - start) * 1e6)
+    return out
+
+
 def raw_run(stub, session, x, metadata):
     """One Run through the generated stub only: session, header, data; outputs drained."""
     def requests():
@@ -70,6 +84,14 @@ def raw_run(stub, session, x, metadata):
         yield execution_pb2.RunRequest(data=execution_pb2.TensorData(data=x.tobytes()))
     for _ in stub.Run(requests(), metadata=metadata, timeout=60):
         pass
+
+
+def raw_run_inline(stub, session, x, metadata):
+    """One RunInline through the generated stub only: the request with x inline."""
+    header = execution_pb2.TensorHeader(name="x", dtype="float32", shape=[1, 10], total_bytes=40)
+    request = execution_pb2.RunInlineRequest(
+        session=session, inputs=[execution_pb2.InlineTensor(header=header, data=x.tobytes())])
+    stub.RunInline(request, metadata=metadata, timeout=60)
 
 
 def cpp_round(address, ipx, steps):
@@ -83,23 +105,39 @@ def cpp_round(address, ipx, steps):
 
 def measure(server, ipx, steps, rounds):
     client = server.client(user="bench-py")
-    rows = {"python client": [], "python stubs": [], "C++ client": [], "bare unary": []}
+    stream_client = server.client(user="bench-py")
+    stream_client.inline_steps = False
+    rows = {"python client": [], "python stream": [], "inline stubs": [], "stream stubs": [],
+            "C++ client": [], "bare unary": []}
     x = np.full((1, 10), 0.5, np.float32)
     health = client._channel.unary_unary("/grpc.health.v1.Health/Check",
                                          request_serializer=None, response_deserializer=None)
     with client.attach(ipus=1) as session:
         session.load(ipx)
+        streamed = stream_client.session(session.id)
         expected = session.run({"x": x}).outputs["y"]
+        assert np.array_equal(streamed.run({"x": x}).outputs["y"], expected)
         raw_run(client._execution, session.id, x, client._metadata)
         timed(lambda: session.run({"x": x}), 20)  # warm-up
+        unary = {
+            "python client": lambda: session.run({"x": x}),
+            "inline stubs": lambda: raw_run_inline(client._execution, session.id, x,
+                                                   client._metadata),
+            "bare unary": lambda: health(b"", timeout=10),
+        }
+        streams = {
+            "python stream": lambda: streamed.run({"x": x}),
+            "stream stubs": lambda: raw_run(client._execution, session.id, x, client._metadata),
+        }
         for _ in range(rounds):
-            rows["python client"].append(statistics.median(
-                timed(lambda: session.run({"x": x}), steps)))
-            rows["python stubs"].append(statistics.median(timed(
-                lambda: raw_run(client._execution, session.id, x, client._metadata), steps)))
+            # The unary rows take turns call by call, so load from elsewhere (or the C++
+            # round's process just before) falls on each alike. The stream rows run in blocks
+            # of their own: grpcio's per-stream threads would slow the unary calls after them.
+            for name, values in interleaved(unary, steps).items():
+                rows[name].append(statistics.median(values))
+            for name, call in streams.items():
+                rows[name].append(statistics.median(timed(call, steps)))
             rows["C++ client"].append(cpp_round(server.address, ipx, steps))
-            rows["bare unary"].append(statistics.median(
-                timed(lambda: health(b"", timeout=10), steps)))
         assert np.array_equal(session.run({"x": x}).outputs["y"], expected)
     return rows
 
@@ -118,7 +156,8 @@ def report(rows, steps, rounds):
               f"{value / med['bare unary']:>13.2f}x  {per_round}")
     print(f"Python client overhead over the C++ client: "
           f"{med['python client'] - med['C++ client']:.0f} us per step; over the generated "
-          f"stubs: {med['python client'] - med['python stubs']:.0f} us")
+          f"stubs: {med['python client'] - med['inline stubs']:.0f} us; python client / bare "
+          f"unary {med['python client'] / med['bare unary']:.2f}x (goal <= 1.5x)")
 
 
 def main():

@@ -1,5 +1,5 @@
 // The C++ client's side of bench/python_client_bench.py: one small inference
-// step (ExecutionService.Run through client::Client) timed step by step
+// step (client::Client::Run, which sends it as one RunInline call) timed step by step
 // against a running ipupodd, so the Python client's figure has its C++
 // reference measured on the same server, model and machine in the same run.
 //

@@ -13,19 +13,6 @@
 namespace ipupod::client {
 namespace {
 
-constexpr size_t kQueuedEventsMax = 64;
-// How long Release() and the destructor wait for the reader thread after
-// cancelling; cancellation is local, so this is only a guard.
-constexpr absl::Duration kReaderStopWait = absl::Seconds(5);
-
-void AddIdentity(const ClientOptions& options, grpc::ClientContext& context) {
-  if (!options.token.empty()) {
-    context.AddMetadata(std::string(kAuthorizationKey), absl::StrCat("Bearer ", options.token));
-  } else if (!options.user.empty()) {
-    context.AddMetadata(std::string(kUserKey), options.user);
-  }
-}
-
 grpc::ChannelArguments ChannelArgs(const ClientOptions& options) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
@@ -62,6 +49,14 @@ absl::Status CheckIdentity(const ClientOptions& options) {
 }
 
 }  // namespace
+
+void AddIdentity(const ClientOptions& options, grpc::ClientContext& context) {
+  if (!options.token.empty()) {
+    context.AddMetadata(std::string(kAuthorizationKey), absl::StrCat("Bearer ", options.token));
+  } else if (!options.user.empty()) {
+    context.AddMetadata(std::string(kUserKey), options.user);
+  }
+}
 
 CallSite SiteOf(const ClientOptions& options, absl::string_view method, absl::Duration timeout) {
   return CallSite{options.server, method, timeout, options.tls_ca, !options.tls_cert.empty()};
@@ -237,215 +232,6 @@ absl::StatusOr<v1::OptimizerInfo> Client::SetOptimizer(
   return Call<v1::OptimizerInfo>("SetOptimizer", [&](grpc::ClientContext* c, v1::OptimizerInfo* r) {
     return execution_->SetOptimizer(c, request, r);
   });
-}
-
-std::unique_ptr<AttachCall> Client::StartAttach(const v1::AttachRequest& request) {
-  return std::unique_ptr<AttachCall>(new AttachCall(options_, sessions_, request));
-}
-
-// ---------------------------------------------------------------- AttachCall
-
-AttachCall::AttachCall(ClientOptions options, std::shared_ptr<v1::SessionService::Stub> stub,
-                       v1::AttachRequest request)
-    : options_(std::move(options)), stub_(std::move(stub)), request_(std::move(request)) {
-  AddIdentity(options_, context_);
-  reader_ = std::thread([this] { ReadLoop(); });
-}
-
-AttachCall::~AttachCall() {
-  Cancel();
-  if (reader_.joinable()) reader_.join();
-}
-
-void AttachCall::ReadLoop() {
-  // Creating the reader sends the request; with the context already
-  // cancelled (Cancel() before this line) the call fails at once.
-  std::unique_ptr<grpc::ClientReader<v1::AttachEvent>> reader = stub_->Attach(&context_, request_);
-  v1::AttachEvent event;
-  while (reader->Read(&event)) {
-    sync::MutexLock lock(&mu_);
-    if (event.has_queued()) {
-      if (queued_.size() == kQueuedEventsMax) queued_.pop_front();
-      last_ticket_ = event.queued().ticket();
-      queued_.push_back(event.queued());
-    } else if (event.has_granted() && !granted_) {
-      granted_ = event.granted();
-    } else if (event.has_preempted()) {
-      preempted_ = event.preempted();
-    } else {
-      continue;  // heartbeats only prove the session is alive
-    }
-    changed_.SignalAll();
-  }
-  grpc::Status status = reader->Finish();
-  sync::MutexLock lock(&mu_);
-  end_status_ = EndStatus(status);
-  ended_ = true;
-  changed_.SignalAll();
-}
-
-absl::Status AttachCall::EndStatus(const grpc::Status& status) {
-  if (cancelled_) {
-    if (granted_) {
-      return absl::CancelledError(
-          absl::StrCat("session ", granted_->session(), " released by this client"));
-    }
-    return absl::CancelledError("attach cancelled; the request left the queue");
-  }
-  const GrpcMetadata& trailers = context_.GetServerTrailingMetadata();
-  return granted_ ? EndAfterGrant(status, trailers, granted_->session())
-                  : EndBeforeGrant(status, trailers);
-}
-
-absl::Status AttachCall::EndAfterGrant(const grpc::Status& status, const GrpcMetadata& trailers,
-                                       absl::string_view session) const {
-  if (status.ok()) {
-    return absl::AbortedError(
-        absl::StrCat("session ", session, " ended: ipupodd closed its stream"));
-  }
-  // A held stream broken without a word from ipupodd: the server died or the
-  // network failed (keepalive); either way the server dropped the session
-  // with the connection. (A server shutting down says so itself.)
-  if (IsTransportFailure(status, trailers)) return ConnectionLostError(session);
-  // Not our cancellation, so the server's: it ended the session (e.g. the
-  // lease ran out while this process was stopped).
-  if (status.error_code() == grpc::StatusCode::CANCELLED) {
-    return absl::AbortedError(
-        absl::StrCat("session ", session,
-                     " ended: ipupodd cancelled its stream (the session lease may have run out)"));
-  }
-  return FromGrpcStatus(status, trailers);
-}
-
-absl::Status AttachCall::EndBeforeGrant(const grpc::Status& status,
-                                        const GrpcMetadata& trailers) const {
-  if (status.error_code() == grpc::StatusCode::CANCELLED) {
-    return absl::AbortedError("ipupodd cancelled the attach request; try again");
-  }
-  if (IsTransportFailure(status, trailers)) {
-    if (last_ticket_) {
-      return absl::UnavailableError(absl::StrCat(
-          "connection to ipupodd lost while waiting in the queue (ticket ", *last_ticket_,
-          "); the request is gone: attach again when the server is back (", status.error_message(),
-          ")"));
-    }
-    return TransportFailureError(SiteOf(options_, "Attach", absl::ZeroDuration()),
-                                 status.error_message());
-  }
-  if (status.ok()) {
-    return absl::UnavailableError("ipupodd closed the attach stream without a grant; try again");
-  }
-  return FromGrpcStatus(status, trailers);
-}
-
-std::optional<v1::Preemption> AttachCall::preempted() const {
-  sync::MutexLock lock(&mu_);
-  return preempted_;
-}
-
-bool AttachCall::GrantEventReady() const { return !queued_.empty() || granted_ || ended_; }
-
-template <typename Ready>
-bool AttachCall::WaitUntil(Ready ready, absl::Time deadline) {
-  while (!ready()) {
-    if (sync::WaitWithDeadline(&changed_, &mu_, deadline) && !ready()) return false;
-  }
-  return true;
-}
-
-absl::Time AttachCall::GrantDeadline() const {
-  if (!request_.wait()) return absl::Now() + options_.rpc_timeout;
-  if (request_.wait_timeout_seconds() > 0) {
-    return absl::Now() + absl::Seconds(request_.wait_timeout_seconds()) + options_.rpc_timeout;
-  }
-  return absl::InfiniteFuture();
-}
-
-absl::StatusOr<v1::SessionInfo> AttachCall::WaitForGrant(
-    const std::function<void(const v1::QueuePosition&)>& on_queued) {
-  const absl::Time deadline = GrantDeadline();
-  while (true) {
-    std::optional<v1::QueuePosition> position;
-    std::optional<absl::StatusOr<v1::SessionInfo>> result;
-    {
-      sync::MutexLock lock(&mu_);
-      if (!WaitUntil([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return GrantEventReady(); },
-                     deadline)) {
-        result = absl::DeadlineExceededError(absl::StrCat(
-            "ipupodd at ", options_.server,
-            " neither granted nor refused the attach in time; gave up and left the queue "
-            "(raise --timeout or --wait-timeout to wait longer)"));
-      } else if (!queued_.empty()) {
-        position = std::move(queued_.front());
-        queued_.pop_front();
-      } else if (granted_) {
-        result = *granted_;
-      } else {
-        result = end_status_;
-      }
-    }
-    // The callback runs unlocked: it may take its time (printing) or Cancel().
-    if (position) {
-      if (on_queued) on_queued(*position);
-      continue;
-    }
-    if (absl::IsDeadlineExceeded(result->status()) && !Ended()) Cancel();
-    return *std::move(result);
-  }
-}
-
-absl::Status AttachCall::WaitForEnd(absl::Duration timeout) {
-  sync::MutexLock lock(&mu_);
-  if (!WaitUntil([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; },
-                 absl::Now() + timeout)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("session ", granted_ ? granted_->session() : std::string("(not granted)"),
-                     " is still alive after ", absl::FormatDuration(timeout)));
-  }
-  return end_status_;
-}
-
-bool AttachCall::Ended() const {
-  sync::MutexLock lock(&mu_);
-  return ended_;
-}
-
-void AttachCall::Cancel() {
-  {
-    sync::MutexLock lock(&mu_);
-    if (ended_) return;
-    cancelled_ = true;
-  }
-  context_.TryCancel();
-}
-
-absl::Status AttachCall::Release() {
-  std::string id;
-  {
-    sync::MutexLock lock(&mu_);
-    if (!ended_) cancelled_ = true;  // whatever ends the stream now, we did
-    if (granted_ && !ended_) id = granted_->session();
-  }
-  if (!id.empty()) {
-    // Best effort: Detach returns once the server freed the IPUs, which makes
-    // the release synchronous. Cancelling the stream (below) releases them
-    // too, so a failed Detach (server gone, session already ended) is fine.
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-    AddIdentity(options_, context);
-    v1::DetachRequest request;
-    request.set_session(id);
-    v1::DetachResponse response;
-    (void)stub_->Detach(&context, request, &response);
-  }
-  context_.TryCancel();
-  absl::Status end = WaitForEnd(kReaderStopWait);
-  return Ended() ? absl::OkStatus() : end;
-}
-
-std::string AttachCall::session() const {
-  sync::MutexLock lock(&mu_);
-  return granted_ ? granted_->session() : std::string();
 }
 
 }  // namespace ipupod::client

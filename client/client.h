@@ -107,7 +107,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -155,6 +154,9 @@ struct ClientOptions {
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
+  // Run sends a step whose inputs hold at most 1 MiB as one RunInline call;
+  // false makes every step take the Run stream (to compare the two).
+  bool inline_steps = true;
 };
 
 // The CallSite (client/grpc_status.h) of a call on a channel made from
@@ -266,6 +268,10 @@ class Client {
   absl::StatusOr<tensor::NamedTensors> ReadCheckpoint(absl::string_view session);
   // One step: samples_per_step samples of every input (dim 0). Training
   // executables update the weights; stats.losses has one loss per update.
+  // A step whose inputs hold at most wire::kInlineStepBytesMax (1 MiB) goes
+  // as one RunInline round trip; larger ones, sessions whose program has
+  // larger outputs (the server's OUT_OF_RANGE, remembered per session) and
+  // servers without RunInline use the Run stream. Same results either way.
   absl::StatusOr<RunResult> Run(absl::string_view session, const tensor::NamedTensors& inputs);
   // `count` steps on one Run stream (execution.proto: end_step between
   // steps): step k+1's inputs go out while step k computes and its outputs
@@ -280,6 +286,11 @@ class Client {
       absl::string_view session, int64_t count,
       const std::function<std::vector<TensorSlice>(int64_t step)>& inputs,
       const std::function<absl::Status(int64_t step, RunResult result)>& on_result, int ahead = 2);
+  // One step through RunInline only (client/run_inline.cc): OUT_OF_RANGE,
+  // with nothing run, when the inputs or the program's outputs are over
+  // 1 MiB.
+  absl::StatusOr<RunResult> RunInline(absl::string_view session,
+                                      const tensor::NamedTensors& inputs);
   // Training: changes optimizer variables (e.g. {"lr", 1e-3}) for later runs.
   absl::StatusOr<v1::OptimizerInfo> SetOptimizer(absl::string_view session,
                                                  const std::map<std::string, double>& variables);
@@ -371,6 +382,11 @@ class Client {
                               absl::string_view part, uint64_t offset,
                               const FetchProgress& on_progress);
   absl::StatusOr<tensor::NamedTensors> ReadTensors(const v1::ReadWeightsRequest& request);
+  // Run's choice (client/run_inline.cc): the inline step's result, or
+  // nullopt when this step must take the stream (too large, the session's
+  // outputs too large, or a server without RunInline).
+  std::optional<absl::StatusOr<RunResult>> RunInlineIfSmall(absl::string_view session,
+                                                            const tensor::NamedTensors& inputs);
   // Deadline (now + timeout) and identity metadata on a fresh context.
   void PrepareContext(grpc::ClientContext& context, absl::Duration timeout) const;
   // The conversion of a finished streaming call (stream_timeout).
@@ -387,10 +403,23 @@ class Client {
   std::unique_ptr<v1::AccountingService::Stub> accounting_;
   std::unique_ptr<v1::AuditService::Stub> audit_;
   std::unique_ptr<v1::CompileService::Stub> compile_;
+
+  // Run's memory of where RunInline does not serve (client/run_inline.cc):
+  // sessions whose program's outputs are over the inline bound (at most
+  // kStreamSessionsMax, then forgotten all at once: a forgotten session
+  // costs one refused round trip), and a server without the method.
+  static constexpr size_t kStreamSessionsMax = 256;
+  absl::Mutex inline_mu_;
+  std::vector<std::string> stream_sessions_ ABSL_GUARDED_BY(inline_mu_);
+  bool inline_unimplemented_ ABSL_GUARDED_BY(inline_mu_) = false;
 };
 
-// One Attach stream: queued -> granted -> (held) -> ended. A background thread
-// reads the stream; the methods below wait on what it saw.
+// One attach session on SessionService.Hold: queued -> granted -> (held) ->
+// ended. The stream is read by gRPC's callback threads (no thread of its own
+// per session); the methods below wait on what it saw. Release() closes the
+// client's side of the stream, on which the server detaches the session and
+// confirms it (proto/ipupod/v1/pod.proto, Hold): an attach + detach costs two
+// exchanges on one stream.
 //
 // Errors of WaitForGrant: the stream's status (INVALID_ARGUMENT, NOT_FOUND,
 // RESOURCE_EXHAUSTED without `wait`, DEADLINE_EXCEEDED when the server's
@@ -405,7 +434,8 @@ class Client {
 // this client released it.
 class AttachCall {
  public:
-  // Cancels the stream (releasing the session, if any) and joins the reader.
+  // Cancels the stream (releasing the session, if any) and waits (bounded)
+  // for gRPC's last reaction to it.
   ~AttachCall();
   AttachCall(const AttachCall&) = delete;
   AttachCall& operator=(const AttachCall&) = delete;
@@ -430,10 +460,12 @@ class AttachCall {
   // safe from any thread.
   void Cancel();
 
-  // Ends a granted session deterministically: asks the server to Detach it
-  // (so its IPUs are free when this returns OK), then cancels the stream and
-  // waits (bounded) for the reader to finish. OK also when the session had
-  // already ended. Without a grant it is Cancel() plus the bounded wait.
+  // Ends a granted session deterministically: closes the client's side of
+  // the stream, on which the server detaches the session (exactly as the
+  // Detach RPC) and ends the stream, so its IPUs are free when this returns
+  // OK; bounded by the rpc timeout, then the stream is cancelled. OK also
+  // when the session had already ended. Without a grant it is Cancel() plus
+  // a bounded wait.
   absl::Status Release();
 
   // The id of the granted session, "" before the grant.
@@ -445,42 +477,10 @@ class AttachCall {
 
  private:
   friend class Client;
-  AttachCall(ClientOptions options, std::shared_ptr<v1::SessionService::Stub> stub,
-             v1::AttachRequest request);
+  class Stream;  // the Hold call's reactor and everything it saw (client/attach_call.cc)
+  explicit AttachCall(std::unique_ptr<Stream> stream);
 
-  void ReadLoop();
-  // Maps the final grpc status of the stream to what the caller sees.
-  absl::Status EndStatus(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status EndAfterGrant(const grpc::Status& status, const GrpcMetadata& trailers,
-                             absl::string_view session) const;
-  absl::Status EndBeforeGrant(const grpc::Status& status, const GrpcMetadata& trailers) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool GrantEventReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits on changed_ until `ready` holds or `deadline`; false on timeout.
-  // (A CondVar loop rather than absl::Condition: Debian's libabsl evaluates
-  // Conditions inside itself, where ThreadSanitizer cannot see the lock.)
-  template <typename Ready>
-  bool WaitUntil(Ready ready, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Time GrantDeadline() const;
-
-  const ClientOptions options_;
-  const std::shared_ptr<v1::SessionService::Stub> stub_;
-  const v1::AttachRequest request_;
-  grpc::ClientContext context_;  // TryCancel is thread-safe
-
-  mutable absl::Mutex mu_;
-  absl::CondVar changed_;  // signalled on every change of the state below
-  // Queue positions not yet handed to WaitForGrant; bounded (oldest dropped,
-  // only the latest position matters).
-  std::deque<v1::QueuePosition> queued_ ABSL_GUARDED_BY(mu_);
-  std::optional<v1::SessionInfo> granted_ ABSL_GUARDED_BY(mu_);
-  std::optional<v1::Preemption> preempted_ ABSL_GUARDED_BY(mu_);
-  std::optional<std::string> last_ticket_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status end_status_ ABSL_GUARDED_BY(mu_);
-
-  std::thread reader_;  // started last in the constructor
+  std::unique_ptr<Stream> stream_;
 };
 
 }  // namespace ipupod::client

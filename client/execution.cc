@@ -272,6 +272,7 @@ absl::StatusOr<tensor::NamedTensors> Client::ReadTensors(const v1::ReadWeightsRe
 
 absl::StatusOr<RunResult> Client::Run(absl::string_view session,
                                       const tensor::NamedTensors& inputs) {
+  if (auto small = RunInlineIfSmall(session, inputs)) return *std::move(small);
   grpc::ClientContext context;
   PrepareContext(context, options_.stream_timeout);
   std::unique_ptr<grpc::ClientReaderWriter<v1::RunRequest, v1::RunResponse>> stream =

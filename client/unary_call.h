@@ -2,7 +2,7 @@
 //
 // Internal to the client library: the definition of Client::Call, the
 // wrapper every unary RPC goes through (a fresh context with the rpc
-// deadline and the caller's identity, then ConvertCallStatus). It is a
+// deadline and the caller's identity, then ConvertCallStatus), and AddIdentity. It is a
 // member template, so each .cc that wraps unary RPCs (client.cc, jobs.cc)
 // includes its definition from here. Not for applications.
 //
@@ -14,6 +14,10 @@
 #include "client/grpc_status.h"
 
 namespace ipupod::client {
+
+// The caller's identity on a fresh context: `authorization: Bearer TOKEN`,
+// or `x-ipupod-user: USER` without a token (client.cc).
+void AddIdentity(const ClientOptions& options, grpc::ClientContext& context);
 
 template <typename Response, typename Invoke>
 absl::StatusOr<Response> Client::Call(absl::string_view method, Invoke invoke) {

@@ -14,47 +14,48 @@
 
 namespace ipupod::server {
 
-grpc::ServerWriteReactor<v1::AttachEvent>* AttachStream::Start(grpc::CallbackServerContext* context,
-                                                               const v1::AttachRequest& request,
-                                                               const ServiceEnv& env) {
-  std::shared_ptr<AttachStream> stream(new AttachStream(context, env));
-  {
-    sync::MutexLock lock(&stream->mu_);
-    stream->self_ = stream;  // dropped in OnDone
-  }
-  stream->Begin(request);
-  return stream.get();
+template <typename Reactor>
+AttachStreamBase<Reactor>::AttachStreamBase(grpc::CallbackServerContext* context,
+                                            const ServiceEnv& env, absl::string_view method)
+    : context_(context), env_(env), log_(method) {}
+
+template <typename Reactor>
+void AttachStreamBase<Reactor>::KeepUntilDone(std::shared_ptr<AttachStreamBase> self) {
+  sync::MutexLock lock(&mu_);
+  self_ = std::move(self);  // dropped in OnDone
 }
 
-AttachStream::AttachStream(grpc::CallbackServerContext* context, const ServiceEnv& env)
-    : context_(context), env_(env), log_("Attach") {}
-
-void AttachStream::Begin(const v1::AttachRequest& request) {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::Begin(const v1::AttachRequest& request) {
   absl::StatusOr<scheduler::Caller> caller = Authenticate(env_.auth, context_->client_metadata());
   if (!caller.ok()) return End(caller.status());
   {
     sync::MutexLock lock(&mu_);
     log_.set_user(caller->user);
+    caller_ = *caller;
   }
   absl::StatusOr<scheduler::AttachRequest> attach = FromProto(request);
   if (!attach.ok()) return End(attach.status());
   // May call OnQueued/OnGranted before it returns; those only queue events.
-  absl::StatusOr<std::string> ticket = env_.scheduler->Attach(*caller, *attach, shared_from_this());
+  absl::StatusOr<std::string> ticket =
+      env_.scheduler->Attach(*caller, *attach, this->shared_from_this());
   if (!ticket.ok()) return End(ticket.status());
   {
     sync::MutexLock lock(&mu_);
     ticket_ = *ticket;
   }
-  env_.ticker->Add(shared_from_this());
+  env_.ticker->Add(this->shared_from_this());
 }
 
-void AttachStream::End(const absl::Status& status) {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::End(const absl::Status& status) {
   sync::MutexLock lock(&mu_);
   EndLocked(status);
   PumpLocked();
 }
 
-void AttachStream::OnQueued(const scheduler::QueuePositionView& position) {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::OnQueued(const scheduler::QueuePositionView& position) {
   v1::AttachEvent event;
   ToProto(position, event.mutable_queued());
   sync::MutexLock lock(&mu_);
@@ -67,7 +68,8 @@ void AttachStream::OnQueued(const scheduler::QueuePositionView& position) {
   PumpLocked();
 }
 
-void AttachStream::OnGranted(const scheduler::SessionView& session) {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::OnGranted(const scheduler::SessionView& session) {
   v1::AttachEvent event;
   ToProto(session, event.mutable_granted());
   sync::MutexLock lock(&mu_);
@@ -79,7 +81,8 @@ void AttachStream::OnGranted(const scheduler::SessionView& session) {
   PumpLocked();
 }
 
-void AttachStream::OnPreempted(const scheduler::PreemptionView& notice) {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::OnPreempted(const scheduler::PreemptionView& notice) {
   v1::AttachEvent event;
   v1::Preemption* p = event.mutable_preempted();
   p->set_session(notice.session);
@@ -94,13 +97,15 @@ void AttachStream::OnPreempted(const scheduler::PreemptionView& notice) {
   PumpLocked();
 }
 
-void AttachStream::OnEnded(const absl::Status& why) {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::OnEnded(const absl::Status& why) {
   sync::MutexLock lock(&mu_);
   EndLocked(why);
   PumpLocked();
 }
 
-void AttachStream::Tick(absl::Time now) {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::Tick(absl::Time now) {
   bool stalled = false;
   {
     sync::MutexLock lock(&mu_);
@@ -125,7 +130,8 @@ void AttachStream::Tick(absl::Time now) {
   }
 }
 
-void AttachStream::OnWriteDone(bool ok) {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::OnWriteDone(bool ok) {
   std::string granted_log;
   {
     sync::MutexLock lock(&mu_);
@@ -145,7 +151,8 @@ void AttachStream::OnWriteDone(bool ok) {
   if (!ok) ReleaseTicket();
 }
 
-void AttachStream::OnCancel() {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::OnCancel() {
   {
     sync::MutexLock lock(&mu_);
     queue_.clear();
@@ -155,10 +162,11 @@ void AttachStream::OnCancel() {
   ReleaseTicket();
 }
 
-void AttachStream::OnDone() {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::OnDone() {
   ReleaseTicket();
   env_.ticker->Remove(this);
-  std::shared_ptr<AttachStream> keep;  // may be the last reference: destroyed at return
+  std::shared_ptr<AttachStreamBase> keep;  // may be the last reference: destroyed at return
   sync::MutexLock lock(&mu_);
   done_ = true;
   absl::Status status = end_status_.value_or(absl::OkStatus());
@@ -173,13 +181,16 @@ void AttachStream::OnDone() {
   }
   if (orderly) {
     log_.DoneNormally(status.message());
+  } else if (status.ok() && granted_) {  // a Hold its holder closed
+    log_.DoneNormally(absl::StrCat("session ", session_, " released by its holder"));
   } else {
     log_.Done(status);
   }
   keep = std::move(self_);
 }
 
-void AttachStream::EnqueueLocked(v1::AttachEvent event) {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::EnqueueLocked(v1::AttachEvent event) {
   if (queue_.size() >= kEventQueueMax) {
     EndLocked(absl::ResourceExhaustedError(
         absl::StrCat("attach stream ended: the client left ", kEventQueueMax, " events unread")));
@@ -189,27 +200,40 @@ void AttachStream::EnqueueLocked(v1::AttachEvent event) {
   queue_.push_back(std::move(event));
 }
 
-void AttachStream::EndLocked(const absl::Status& status) {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::EndLocked(const absl::Status& status) {
   if (!end_status_) end_status_ = status;
 }
 
-void AttachStream::PumpLocked() {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::PumpLocked() {
   if (finish_called_ || write_in_flight_) return;
+  if (queue_.size() == 1 && end_status_ && !detaching_) {
+    // The last event and the status leave together (e.g. Hold's `released`
+    // and OK): one write, one wakeup for the client. No OnWriteDone follows.
+    writing_ = std::move(queue_.front());
+    queue_.pop_front();
+    finish_called_ = true;
+    this->StartWriteAndFinish(&writing_, grpc::WriteOptions(),
+                              ToGrpcStatus(context_, *end_status_));
+    return;
+  }
   if (!queue_.empty()) {
     writing_ = std::move(queue_.front());
     queue_.pop_front();
     write_in_flight_ = true;
     write_started_ = absl::Now();
-    StartWrite(&writing_);
+    this->StartWrite(&writing_);
     return;
   }
-  if (end_status_) {
+  if (end_status_ && !detaching_) {
     finish_called_ = true;
-    Finish(ToGrpcStatus(context_, *end_status_));
+    this->Finish(ToGrpcStatus(context_, *end_status_));
   }
 }
 
-void AttachStream::ReleaseTicket() {
+template <typename Reactor>
+void AttachStreamBase<Reactor>::ReleaseTicket() {
   std::string ticket;
   scheduler::Scheduler* scheduler = nullptr;
   {
@@ -220,6 +244,86 @@ void AttachStream::ReleaseTicket() {
     scheduler = env_.scheduler;  // after unlocking, touch no member: OnDone may free us
   }
   scheduler->Release(ticket);
+}
+
+template class AttachStreamBase<AttachWriteReactor>;
+template class AttachStreamBase<AttachBidiReactor>;
+
+// ---------------------------------------------------------------- Attach, Hold
+
+AttachWriteReactor* AttachStream::Start(grpc::CallbackServerContext* context,
+                                        const v1::AttachRequest& request, const ServiceEnv& env) {
+  std::shared_ptr<AttachStream> stream(new AttachStream(context, env));
+  stream->KeepUntilDone(stream);
+  stream->Begin(request);
+  return stream.get();
+}
+
+AttachBidiReactor* HoldStream::Start(grpc::CallbackServerContext* context, const ServiceEnv& env) {
+  std::shared_ptr<HoldStream> stream(new HoldStream(context, env));
+  stream->KeepUntilDone(stream);
+  stream->StartRead(&stream->request_);
+  return stream.get();
+}
+
+void HoldStream::OnReadDone(bool ok) {
+  if (!request_read_) {
+    request_read_ = true;
+    if (!ok) {
+      return End(absl::InvalidArgumentError(
+          "the Hold stream was closed before its AttachRequest; send the request first"));
+    }
+    Begin(request_);
+    bool ended = false;
+    {
+      sync::MutexLock lock(&mu_);
+      ended = end_status_.has_value();
+    }
+    // Completes when the client closes its side (or sends what it must not).
+    if (!ended) StartRead(&request_);
+    return;
+  }
+  if (ok) {
+    End(absl::InvalidArgumentError(
+        "Hold takes one AttachRequest; close your side of the stream to detach"));
+    return ReleaseTicket();
+  }
+  if (!context_->IsCancelled()) OnClientClosed();  // a cancellation is OnCancel's
+}
+
+void HoldStream::OnClientClosed() {
+  std::string session;
+  scheduler::Caller caller;
+  {
+    sync::MutexLock lock(&mu_);
+    if (end_status_ || finish_called_) return;  // ending already (e.g. detached elsewhere)
+    if (!granted_) {
+      EndLocked(absl::CancelledError(
+          "the client closed the Hold stream before the grant; the request left the queue"));
+      PumpLocked();
+    } else {
+      detaching_ = true;  // PumpLocked waits for `released`
+      session = session_;
+      caller = *caller_;
+    }
+  }
+  if (session.empty()) return ReleaseTicket();
+  // Exactly the Detach RPC's release; its OnEnded (detached by the holder)
+  // arrives here before it returns and is replaced by OK below.
+  absl::StatusOr<std::vector<int>> released = env_.scheduler->Detach(caller, session);
+  sync::MutexLock lock(&mu_);
+  detaching_ = false;
+  if (released.ok()) {
+    v1::AttachEvent event;
+    event.mutable_released()->set_session(session);
+    for (int ipu : *released)
+      event.mutable_released()->add_released_ipus(static_cast<uint32_t>(ipu));
+    queue_.push_back(std::move(event));  // past the bound: the last event there will be
+    end_status_ = absl::OkStatus();
+  } else {
+    EndLocked(released.status());
+  }
+  PumpLocked();
 }
 
 }  // namespace ipupod::server

@@ -1,23 +1,29 @@
 // File: server/attach_stream.h
 //
-// AttachStream: one SessionService.Attach call. It is at once the gRPC
-// ServerWriteReactor<AttachEvent> for the stream and the scheduler's
-// AttachObserver for the request, so no thread waits for a grant:
+// AttachStream: one SessionService.Attach call; HoldStream: one
+// SessionService.Hold call (the same session on a bidirectional stream,
+// whose client ends it by closing its side). Each is at once the gRPC
+// reactor for the stream and the scheduler's AttachObserver for the
+// request, so no thread waits for a grant:
 //
 //   scheduler --OnQueued/OnGranted/OnPreempted/OnEnded--> bounded event queue --> StartWrite
 //   client gone (OnCancel/OnDone, failed write) --> Scheduler::Release(ticket)
 //   StreamTicker --Tick--> heartbeat every lease/2 while granted; a write
 //                          outstanding longer than the lease ends the session
+//   Hold only: client closes its side --> Scheduler::Detach (as the Detach
+//                          RPC does) --> `released` event --> Finish(OK)
 //
 // The stream finishes with the status OnEnded reports (DEADLINE_EXCEEDED,
-// ABORTED, UNAVAILABLE at shutdown) or with the error Attach returned.
+// ABORTED, UNAVAILABLE at shutdown) or with the error Attach returned; a
+// Hold its client closed after the grant finishes OK after `released`.
 //
 // Thread safety: observer callbacks arrive with the scheduler's mutex held;
 // they only queue events under this stream's own mutex (lock order:
-// scheduler before stream) and never call the scheduler. Release() is always
-// called with no stream lock held. Reactor operations (StartWrite, Finish,
-// TryCancel) are issued under the stream mutex: gRPC runs reactions of a
-// non-inline reactor on its own threads, never inside these calls.
+// scheduler before stream) and never call the scheduler. Release() and
+// Detach() are always called with no stream lock held. Reactor operations
+// (StartWrite, Finish, TryCancel) are issued under the stream mutex: gRPC
+// runs reactions of a non-inline reactor on its own threads, never inside
+// these calls.
 //
 // Ownership: shared. The stream holds itself until OnDone; the scheduler
 // holds it as an observer until the request ends; the ticker holds a weak_ptr.
@@ -44,24 +50,26 @@
 
 namespace ipupod::server {
 
-class AttachStream final : public grpc::ServerWriteReactor<v1::AttachEvent>,
-                           public scheduler::AttachObserver,
-                           public Tickable,
-                           public std::enable_shared_from_this<AttachStream> {
+using AttachWriteReactor = grpc::ServerWriteReactor<v1::AttachEvent>;
+using AttachBidiReactor = grpc::ServerBidiReactor<v1::AttachRequest, v1::AttachEvent>;
+
+// What Attach and Hold share: the session's life on a stream of events.
+// Reactor is AttachWriteReactor or AttachBidiReactor (instantiated for both
+// in attach_stream.cc).
+template <typename Reactor>
+class AttachStreamBase : public Reactor,
+                         public scheduler::AttachObserver,
+                         public Tickable,
+                         public std::enable_shared_from_this<AttachStreamBase<Reactor>> {
  public:
   // Events waiting to be written; queue positions coalesce, so in practice
   // the queue holds at most a position, the grant and a heartbeat. A client
   // that lets it fill up loses its request (RESOURCE_EXHAUSTED).
   static constexpr size_t kEventQueueMax = 16;
 
-  // Authenticates, calls Scheduler::Attach, and returns the reactor that gRPC
-  // drives from here on. Errors finish the stream at once.
-  static grpc::ServerWriteReactor<v1::AttachEvent>* Start(grpc::CallbackServerContext* context,
-                                                          const v1::AttachRequest& request,
-                                                          const ServiceEnv& env);
-  ~AttachStream() override = default;
-  AttachStream(const AttachStream&) = delete;
-  AttachStream& operator=(const AttachStream&) = delete;
+  ~AttachStreamBase() override = default;
+  AttachStreamBase(const AttachStreamBase&) = delete;
+  AttachStreamBase& operator=(const AttachStreamBase&) = delete;
 
   // scheduler::AttachObserver (scheduler mutex held).
   void OnQueued(const scheduler::QueuePositionView& position) override;
@@ -77,8 +85,12 @@ class AttachStream final : public grpc::ServerWriteReactor<v1::AttachEvent>,
   void OnCancel() override;
   void OnDone() override;
 
- private:
-  AttachStream(grpc::CallbackServerContext* context, const ServiceEnv& env);
+ protected:
+  AttachStreamBase(grpc::CallbackServerContext* context, const ServiceEnv& env,
+                   absl::string_view method);
+  // Holds the stream until OnDone.
+  void KeepUntilDone(std::shared_ptr<AttachStreamBase> self) ABSL_LOCKS_EXCLUDED(mu_);
+  // Authenticates and calls Scheduler::Attach; errors end the stream.
   void Begin(const v1::AttachRequest& request);
   void End(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -109,7 +121,46 @@ class AttachStream final : public grpc::ServerWriteReactor<v1::AttachEvent>,
   std::string session_ ABSL_GUARDED_BY(mu_);
   absl::Time granted_at_ ABSL_GUARDED_BY(mu_);
   RequestLog log_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<AttachStream> self_ ABSL_GUARDED_BY(mu_);
+  std::optional<scheduler::Caller> caller_ ABSL_GUARDED_BY(mu_);  // once authenticated
+  // Hold: the client closed its side and the session is being detached; the
+  // stream must not finish before `released` is queued.
+  bool detaching_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<AttachStreamBase> self_ ABSL_GUARDED_BY(mu_);
+};
+
+class AttachStream final : public AttachStreamBase<AttachWriteReactor> {
+ public:
+  // Authenticates, calls Scheduler::Attach, and returns the reactor that gRPC
+  // drives from here on. Errors finish the stream at once.
+  static AttachWriteReactor* Start(grpc::CallbackServerContext* context,
+                                   const v1::AttachRequest& request, const ServiceEnv& env);
+
+ private:
+  AttachStream(grpc::CallbackServerContext* context, const ServiceEnv& env)
+      : AttachStreamBase(context, env, "Attach") {}
+};
+
+// Hold: reads the AttachRequest, then one more read that completes when the
+// client closes its side (detach, `released`, OK) or sends a second message
+// (INVALID_ARGUMENT).
+class HoldStream final : public AttachStreamBase<AttachBidiReactor> {
+ public:
+  static AttachBidiReactor* Start(grpc::CallbackServerContext* context, const ServiceEnv& env);
+
+  // grpc::ServerBidiReactor (gRPC threads; one read at a time).
+  void OnReadDone(bool ok) override;
+
+ private:
+  HoldStream(grpc::CallbackServerContext* context, const ServiceEnv& env)
+      : AttachStreamBase(context, env, "Hold") {}
+  // The client closed its side: detach the session as Detach does (or leave
+  // the queue before the grant).
+  void OnClientClosed() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Written by reads only (one at a time, ordered by gRPC): the request,
+  // then whatever a client sends after it.
+  v1::AttachRequest request_;
+  bool request_read_ = false;
 };
 
 }  // namespace ipupod::server

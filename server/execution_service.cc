@@ -25,6 +25,7 @@
 #include "server/proto_convert_execution.h"
 #include "server/stream_idle_watch.h"
 #include "server/sync_handlers.h"
+#include "wire/inline_tensors.h"
 #include "wire/tensor_stream.h"
 
 namespace ipupod::server {
@@ -434,6 +435,54 @@ grpc::Status ExecutionServiceImpl::SetOptimizer(grpc::ServerContext* context,
                             state.program->SetOptimizer(values));
     IPUPOD_RETURN_IF_ERROR(EndedWithTheServer(env_, "the optimizer set", request->session()));
     ToProto(optimizer, response);
+    return absl::OkStatus();
+  });
+}
+
+// ---------------------------------------------------------------- RunInline
+
+namespace {
+
+// RunInline's bound, checked before anything runs or changes.
+absl::Status CheckInlineBytes(absl::string_view what, uint64_t bytes) {
+  if (bytes <= wire::kInlineStepBytesMax) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrFormat(
+      "RunInline carries at most %d bytes of %s and this step's are %d bytes; send it through "
+      "Run (the stream), which takes any step",
+      wire::kInlineStepBytesMax, what, bytes));
+}
+
+}  // namespace
+
+grpc::Status ExecutionServiceImpl::RunInline(grpc::ServerContext* context,
+                                             const v1::RunInlineRequest* request,
+                                             v1::RunInlineResponse* response) {
+  return Handle(context, env_, calls_, "RunInline", [&](const Caller& caller) -> absl::Status {
+    IPUPOD_RETURN_IF_ERROR(CheckInlineBytes("inputs", wire::InlineDataBytes(request->inputs())));
+    // From here on exactly Run's operation: the session's slot, the
+    // scheduler's bracket (ownership, fault draw, health), what is loaded.
+    IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Operation> op,
+                            BeginOperation(*execution_, caller, request->session()));
+    IPUPOD_ASSIGN_OR_RETURN(const execution::LoadedState state, op->Loaded());
+    IPUPOD_RETURN_IF_ERROR(CheckInlineBytes(
+        "outputs", static_cast<uint64_t>(HostBytes(state.program->host_outputs()))));
+    TensorAssembler assembler("inputs", HostBytes(state.program->host_inputs()));
+    IPUPOD_ASSIGN_OR_RETURN(const tensor::NamedTensors inputs,
+                            wire::AssembleInline(request->inputs(), assembler));
+    IPUPOD_ASSIGN_OR_RETURN(
+        const runtime::StepResult step,
+        execution_->RunStep(*state.program, inputs, [context] { return context->IsCancelled(); }));
+    if (env_.ShuttingDown()) {
+      return ShuttingDownError(
+          absl::StrCat("the step's outputs went with session ", request->session()));
+    }
+    const uint64_t run_index = op->slot().CountRun();
+    for (const std::string& line : step.log) {
+      spdlog::info("print user={} session={} run={}: {}", caller.user, request->session(),
+                   run_index, line);
+    }
+    wire::AddInline(step.outputs, response->mutable_outputs());
+    ToProto(step, run_index, response->mutable_stats());
     return absl::OkStatus();
   });
 }

@@ -76,6 +76,11 @@ class ExecutionServiceImpl final : public v1::ExecutionService::Service {
                    grpc::ServerReaderWriter<v1::RunResponse, v1::RunRequest>* stream) override;
   grpc::Status SetOptimizer(grpc::ServerContext* context, const v1::SetOptimizerRequest* request,
                             v1::OptimizerInfo* response) override;
+  // One small step in one round trip (wire/inline_tensors.h): Run's
+  // operation, checks, step and stats; inputs or the program's outputs over
+  // wire::kInlineStepBytesMax are OUT_OF_RANGE before anything runs.
+  grpc::Status RunInline(grpc::ServerContext* context, const v1::RunInlineRequest* request,
+                         v1::RunInlineResponse* response) override;
 
  private:
   // One step of a Run stream (execution.proto): its inputs from `first` on,

@@ -197,7 +197,12 @@ absl::Status PodServer::Init() {
   scheduler::SchedulerOptions options = ToSchedulerOptions(config_);
   execution::LoadedPrograms* programs = programs_.get();
   options.on_session_ended = [programs](const std::string& session) { programs->Drop(session); };
-  options.ledger = store_.get();
+  ledger_ = std::make_unique<accounting::BackgroundLedger>(
+      store_.get(), accounting::BackgroundLedgerOptions{.on_error = [](const std::string& id,
+                                                                       const absl::Status& error) {
+        spdlog::error("scheduler: usage record of {} not written: {}", id, error.ToString());
+      }});
+  options.ledger = ledger_.get();
   events_ = std::make_unique<scheduler::PodEventFanout>(
       std::vector<scheduler::PodEventObserver*>{metrics_.get(), &recent_events_});
   options.events = events_.get();
@@ -242,7 +247,7 @@ void PodServer::CreateServices() {
   job_service_ = std::make_unique<JobServiceImpl>(env_, blobs_.get(), jobs_.get(), kMaxJobCalls,
                                                   kMaxJobCallsPerUser);
   accounting_service_ =
-      std::make_unique<AccountingServiceImpl>(env_, store_.get(), config_.accounting_public,
+      std::make_unique<AccountingServiceImpl>(env_, ledger_.get(), config_.accounting_public,
                                               kMaxAccountingCalls, kMaxAccountingCallsPerUser);
   audit_service_ =
       std::make_unique<AuditServiceImpl>(env_, store_.get(), kMaxAuditCalls, kMaxAuditCallsPerUser);
@@ -298,7 +303,7 @@ StatusSources PodServer::StatusSourcesOf() const {
   StatusSources sources;
   sources.scheduler = scheduler_.get();
   sources.jobs = jobs_.get();
-  sources.ledger = store_.get();
+  sources.ledger = ledger_.get();
   sources.events = &recent_events_;
   sources.info =
       status::ServerInfo{IPUPOD_VERSION, address_, config_.open_mode() ? "open" : "token",
@@ -448,6 +453,7 @@ void PodServer::Shutdown(absl::string_view reason) {
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
   jobs_->Shutdown();       // running jobs stop after their step and resume at the next start
   scheduler_->Shutdown();  // attach streams end UNAVAILABLE; queued resets complete
+  ledger_->Stop();         // the sessions' records, closed SHUTDOWN, written
   accounting_->Stop();     // after the sessions' records closed SHUTDOWN: a last heartbeat
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   ticker_->Stop();

@@ -67,6 +67,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "accounting/background_ledger.h"
 #include "batch/job_manager.h"
 #include "execution/loaded_programs.h"
 #include "execution/memory_budget.h"
@@ -164,6 +165,11 @@ class PodServer {
   // The usage ledger's heartbeat and retention; stopped after the scheduler
   // has closed its sessions' records.
   std::unique_ptr<AccountingUpkeep> accounting_;
+  // Sessions' usage records, written in the background so that no attach or
+  // release waits for their commits (accounting/background_ledger.h); the
+  // scheduler writes and the reports read through it. Stopped (drained)
+  // after the scheduler's shutdown closed its sessions' records.
+  std::unique_ptr<accounting::BackgroundLedger> ledger_;
   std::unique_ptr<runtime::ExecutableCache> cache_;
   // outlives programs_, whose states hold charges
   std::unique_ptr<execution::MemoryBudget> load_memory_;

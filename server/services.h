@@ -70,6 +70,8 @@ class SessionServiceImpl final : public v1::SessionService::CallbackService {
   explicit SessionServiceImpl(const ServiceEnv& env) : env_(env) {}
   grpc::ServerWriteReactor<v1::AttachEvent>* Attach(grpc::CallbackServerContext* context,
                                                     const v1::AttachRequest* request) override;
+  grpc::ServerBidiReactor<v1::AttachRequest, v1::AttachEvent>* Hold(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Detach(grpc::CallbackServerContext* context,
                                    const v1::DetachRequest* request,
                                    v1::DetachResponse* response) override;

@@ -26,6 +26,11 @@ grpc::ServerWriteReactor<v1::AttachEvent>* SessionServiceImpl::Attach(
   return AttachStream::Start(context, *request, env_);
 }
 
+grpc::ServerBidiReactor<v1::AttachRequest, v1::AttachEvent>* SessionServiceImpl::Hold(
+    grpc::CallbackServerContext* context) {
+  return HoldStream::Start(context, env_);
+}
+
 grpc::ServerUnaryReactor* SessionServiceImpl::Detach(grpc::CallbackServerContext* context,
                                                      const v1::DetachRequest* request,
                                                      v1::DetachResponse* response) {

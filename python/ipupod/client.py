@@ -120,6 +120,10 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
         self.user = _first_set(user, "IPUPOD_USER", "USER", default="nobody")
         self.timeout = float(timeout)
         self.stream_timeout = float(stream_timeout)
+        #: Session.run sends a step whose inputs hold at most 1 MiB as one RunInline call;
+        #: False makes every step take the Run stream (set by itself against a server
+        #: without RunInline).
+        self.inline_steps = True
         self.tls_ca = _first_set(tls_ca, "IPUPOD_TLS_CA")
         self.tls_cert = _first_set(tls_cert, "IPUPOD_TLS_CERT")
         self.tls_key = _first_set(tls_key, "IPUPOD_TLS_KEY")
@@ -194,11 +198,14 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
         return errors.from_rpc_error(error, server=self.server, method=method, timeout=timeout,
                                      tls_ca=self.tls_ca, client_certificate=bool(self.tls_cert))
 
-    def _unary(self, stub_method: Callable, request: Any, method: str) -> Any:
+    def _unary(self, stub_method: Callable, request: Any, method: str,
+               timeout: Optional[float] = None) -> Any:
+        """One unary call; ``timeout`` in seconds, default the client's ``timeout``."""
+        deadline = self.timeout if timeout is None else timeout
         try:
-            return stub_method(request, timeout=self.timeout, metadata=self._metadata)
+            return stub_method(request, timeout=deadline, metadata=self._metadata)
         except grpc.RpcError as error:
-            raise self._convert(error, method, self.timeout) from None
+            raise self._convert(error, method, deadline) from None
 
     def _stream_unary(self, stub_method: Callable, requests: Iterable, method: str) -> Any:
         source = _Requests(requests)

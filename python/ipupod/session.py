@@ -59,6 +59,8 @@ class Session:
         self.ipus = list(info.ipus)
         self._program: Optional[execution_pb2.LoadedProgram] = None
         self._sha256: Optional[str] = None
+        # The loaded program's outputs are over RunInline's bound: run() takes the stream.
+        self._stream_runs = False
 
     def __repr__(self) -> str:
         held = "held by this client" if self._stream is not None else "held elsewhere"
@@ -123,6 +125,7 @@ class Session:
         self._program = self._client._unary(self._client._execution.Load, request,
                                             "ExecutionService.Load")
         self._sha256 = sha256
+        self._stream_runs = False
         return self._program
 
     def _executable_sha256(self, executable: Executable) -> str:
@@ -217,8 +220,43 @@ class Session:
 
     def run(self, inputs: Mapping[str, Any]) -> runs.RunResult:
         """One step: exactly samples_per_step rows of every input (dim 0). A training program
-        makes device_iterations weight updates; ``result.losses`` has one loss per update."""
+        makes device_iterations weight updates; ``result.losses`` has one loss per update.
+
+        A step whose inputs hold at most 1 MiB goes as one ``RunInline`` call (one round
+        trip, no stream); larger ones, a program whose outputs are over 1 MiB, and servers
+        without ``RunInline`` take the ``Run`` stream. The results are the same."""
         arrays = tensors.to_arrays(inputs, "Session.run")
+        if (not self._stream_runs and self._client.inline_steps
+                and sum(a.nbytes for a in arrays.values()) <= tensors.INLINE_BYTES_MAX):
+            try:
+                return self._run_inline(arrays)
+            except errors.Error as error:  # refusals before anything ran: take the stream
+                if error.code == grpc.StatusCode.OUT_OF_RANGE:
+                    self._stream_runs = True
+                elif error.code == grpc.StatusCode.UNIMPLEMENTED:
+                    self._client.inline_steps = False
+                else:
+                    raise
+        return self._run_stream(arrays)
+
+    def run_inline(self, inputs: Mapping[str, Any]) -> runs.RunResult:
+        """One step through ``RunInline`` only: OUT_OF_RANGE (nothing run) when the inputs or
+        the program's outputs hold more than 1 MiB; :meth:`run` chooses for you."""
+        return self._run_inline(tensors.to_arrays(inputs, "Session.run_inline"))
+
+    def _run_inline(self, arrays: tensors.Arrays) -> runs.RunResult:
+        request = execution_pb2.RunInlineRequest(session=self.id,
+                                                 inputs=tensors.encode_inline(arrays))
+        response = self._client._unary(self._client._execution.RunInline, request,
+                                       "ExecutionService.RunInline",
+                                       timeout=self._client.stream_timeout)
+        location = f"ExecutionService.RunInline at {self._client.server}"
+        if not response.HasField("stats"):
+            raise errors.malformed_stream("outputs", "the run ended without its stats", location)
+        return runs.RunResult(outputs=tensors.decode_inline(response.outputs, "outputs", location),
+                              stats=response.stats)
+
+    def _run_stream(self, arrays: tensors.Arrays) -> runs.RunResult:
         requests = self._tensor_requests(arrays, execution_pb2.RunRequest)
         location = f"ExecutionService.Run at {self._client.server}"
         assembler = tensors.TensorAssembler("outputs", location)

@@ -31,6 +31,9 @@ NAME_BYTES_MAX = 256
 TENSORS_MAX = 1 << 16
 #: The largest tensor any model may hold or produce.
 TENSOR_BYTES_MAX = 4 << 30
+#: The most data a RunInline request's inputs, or its response's outputs, may hold in all
+#: (wire/inline_tensors.h); larger steps go through the Run stream.
+INLINE_BYTES_MAX = 1 << 20
 
 #: Wire dtype name -> numpy dtype (little-endian).
 DTYPES: Dict[str, np.dtype] = {
@@ -216,6 +219,26 @@ class TensorAssembler:
         """Every tensor in stream order. REQUIRES: called once, at the end."""
         self._complete_pending()
         return self._done
+
+
+def encode_inline(arrays: Arrays) -> list:
+    """``InlineTensor`` messages for every tensor: its header and all of its bytes."""
+    return [execution_pb2.InlineTensor(header=header_of(name, array), data=array.tobytes())
+            for name, array in arrays.items()]
+
+
+def decode_inline(inline: Any, what: str, location: str) -> Arrays:
+    """The arrays of ``InlineTensor`` messages, checked as a stream's (TensorAssembler)."""
+    total = sum(len(t.data) for t in inline)
+    if total > INLINE_BYTES_MAX:
+        raise errors.malformed_stream(what, f"{total} bytes inline (at most {INLINE_BYTES_MAX})",
+                                      location)
+    assembler = TensorAssembler(what, location)
+    for tensor in inline:
+        assembler.add_header(tensor.header)
+        if tensor.data:
+            assembler.add_data(tensor.data)
+    return assembler.finish()
 
 
 def as_torch(arrays: Arrays) -> Dict[str, Any]:

@@ -1,10 +1,13 @@
-// The client library against an in-process fake ipupodd (gRPC sync server):
-// identity metadata, status + trailing metadata conversion, deadlines, and
-// the AttachCall lifecycle (queue, grant, cancel, detach, release, loss).
+// The client library against an in-process fake ipupodd (gRPC sync server,
+// Hold on the callback API): identity metadata, status + trailing metadata
+// conversion, deadlines, and the AttachCall lifecycle (queue, grant, cancel,
+// detach, release, loss).
 #include "client/client.h"
 
 #include <atomic>
+#include <deque>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -24,16 +27,20 @@ using ::testing::HasSubstr;
 using test_support::Eventually;
 
 // What the fake saw and what it should do; shared by its services.
+class FakeHold;
+
 struct FakeState {
   absl::Mutex mu;
   std::multimap<std::string, std::string> last_metadata ABSL_GUARDED_BY(mu);
   bool detach_requested ABSL_GUARDED_BY(mu) = false;
+  FakeHold* granted_hold ABSL_GUARDED_BY(mu) = nullptr;  // the Hold holding s1-2
   std::atomic<int> attach_cancelled{0};
   std::atomic<int> detach_calls{0};
+  std::atomic<int> hold_closed{0};  // Hold streams whose client closed its side
   std::atomic<int> ipus_reset{0};
 };
 
-void RecordMetadata(FakeState& state, const grpc::ServerContext& context) {
+void RecordMetadata(FakeState& state, const grpc::ServerContextBase& context) {
   sync::MutexLock lock(&state.mu);
   state.last_metadata.clear();
   for (const auto& [k, v] : context.client_metadata()) {
@@ -74,13 +81,144 @@ class FakePod final : public v1::PodService::Service {
   FakeState& state_;
 };
 
+// Hold behaviour by num_ipus (callback API, as ipupodd's):
+//   1: grant at once, then hold until cancelled, detached elsewhere (ABORTED)
+//      or closed by the client (`released`, then OK)
+//   2: queued (position 2, then 1), then wait until cancelled
+//   3: fail RESOURCE_EXHAUSTED at once
+class FakeHold final : public grpc::ServerBidiReactor<v1::AttachRequest, v1::AttachEvent> {
+ public:
+  FakeHold(FakeState& state, const grpc::CallbackServerContext& context) : state_(state) {
+    RecordMetadata(state_, context);
+    sync::Released(this);  // for the reactions, on other gRPC threads
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    Enter();
+    bool granted = false;
+    {
+      sync::MutexLock lock(&mu_);
+      if (read_request_) {
+        if (!ok && !cancelled_ && !finish_) {  // the client closed its side: detach
+          ++state_.hold_closed;
+          events_.emplace_back().mutable_released()->set_session("s1-2");
+          finish_ = grpc::Status::OK;
+          PumpLocked();
+        }
+        return;
+      }
+      read_request_ = true;
+      granted = ok && Begin();
+      PumpLocked();
+      if (ok && !finish_) StartRead(&request_);  // completes on the client's close
+    }
+    if (granted) {
+      sync::MutexLock lock(&state_.mu);
+      state_.granted_hold = this;
+    }
+  }
+  void OnWriteDone(bool /*ok*/) override {
+    Enter();
+    sync::MutexLock lock(&mu_);
+    writing_ = false;
+    PumpLocked();
+  }
+  void OnCancel() override {
+    Enter();
+    ++state_.attach_cancelled;
+    sync::MutexLock lock(&mu_);
+    cancelled_ = true;
+    events_.clear();
+    if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    PumpLocked();
+  }
+  void OnDone() override {
+    Enter();
+    {
+      sync::MutexLock lock(&state_.mu);
+      if (state_.granted_hold == this) state_.granted_hold = nullptr;
+    }
+    delete this;
+  }
+  // Detach of s1-2 from another call. REQUIRES: state_.mu held (keeps this alive).
+  void DetachedElsewhere() {
+    sync::MutexLock lock(&mu_);
+    if (!finish_)
+      finish_ = grpc::Status(grpc::StatusCode::ABORTED, "session s1-2 was detached by admin");
+    PumpLocked();
+  }
+
+ private:
+  // gRPC runs the reactions on threads it hands this reactor to inside
+  // libgrpc, where TSan cannot see the order: the edges it needs.
+  void Enter() {
+    sync::Acquired(this);
+    sync::Acquired(&state_);
+  }
+  // Queues the answer to the request; true when it granted s1-2.
+  bool Begin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (request_.num_ipus() == 3) {
+      finish_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "no 3 IPUs free; held by s1-1");
+      return false;
+    }
+    if (request_.num_ipus() == 2) {
+      for (uint32_t position : {2u, 1u}) {
+        v1::QueuePosition* queued = events_.emplace_back().mutable_queued();
+        queued->set_ticket("t-1");
+        queued->set_position(position);
+        queued->set_queue_length(2);
+      }
+      return false;
+    }
+    v1::SessionInfo* granted = events_.emplace_back().mutable_granted();
+    granted->set_session("s1-2");
+    granted->add_ipus(4);
+    granted->set_device_id(4);
+    return true;
+  }
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    if (!events_.empty()) {
+      writing_ = true;
+      current_ = std::move(events_.front());
+      events_.pop_front();
+      StartWrite(&current_);
+    } else if (finish_) {
+      finished_ = true;
+      Finish(*finish_);
+    }
+  }
+
+  FakeState& state_;
+  v1::AttachRequest request_;  // the request, then reads that wait for the close
+  absl::Mutex mu_;
+  bool read_request_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<v1::AttachEvent> events_ ABSL_GUARDED_BY(mu_);
+  v1::AttachEvent current_ ABSL_GUARDED_BY(mu_);
+  std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
+};
+
 // Attach behaviour by num_ipus:
 //   1: grant at once, then hold until cancelled or detached (ABORTED)
 //   2: queued (position 2, then 1), then wait until cancelled
 //   3: fail RESOURCE_EXHAUSTED at once
-class FakeSessions final : public v1::SessionService::Service {
+class FakeSessions final
+    : public v1::SessionService::WithCallbackMethod_Hold<v1::SessionService::Service> {
  public:
   explicit FakeSessions(FakeState& state) : state_(state) {}
+
+  grpc::ServerBidiReactor<v1::AttachRequest, v1::AttachEvent>* Hold(
+      grpc::CallbackServerContext* context) override {
+    // gRPC's callback threads may predate this test's FakeState; SetUp
+    // published it before the server started (an edge TSan cannot see
+    // inside libgrpc).
+    sync::Acquired(&state_);
+    return new FakeHold(state_, *context);
+  }
 
   grpc::Status Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
                       grpc::ServerWriter<v1::AttachEvent>* writer) override {
@@ -128,6 +266,7 @@ class FakeSessions final : public v1::SessionService::Service {
     if (request->session() != "s1-2") return grpc::Status(grpc::StatusCode::NOT_FOUND, "no");
     sync::MutexLock lock(&state_.mu);
     state_.detach_requested = true;
+    if (state_.granted_hold != nullptr) state_.granted_hold->DetachedElsewhere();
     response->add_released_ipus(4);
     return grpc::Status::OK;
   }
@@ -160,6 +299,7 @@ class ClientTest : public ::testing::Test {
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&pod_);
     builder.RegisterService(&sessions_);
+    sync::Released(&state_);  // for the callback threads (FakeSessions::Hold)
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     options_.server = "127.0.0.1:" + std::to_string(port_);
@@ -333,11 +473,16 @@ TEST_F(ClientTest, GrantedSessionStaysAliveUntilDetachedElsewhere) {
   EXPECT_TRUE(call->Release().ok()) << "releasing an ended session is fine";
 }
 
-TEST_F(ClientTest, ReleaseDetachesThenClosesTheStream) {
+// Release closes the client's side of the Hold stream and returns once the
+// server has answered `released` and ended it: no Detach call, no reader
+// thread, the server's release already done when it returns.
+TEST_F(ClientTest, ReleaseClosesTheHoldStreamAndWaitsForTheRelease) {
   auto call = Connect()->StartAttach(Request(1));
   ASSERT_TRUE(call->WaitForGrant(nullptr).ok());
   EXPECT_TRUE(call->Release().ok());
-  EXPECT_EQ(state_.detach_calls.load(), 1);
+  EXPECT_EQ(state_.hold_closed.load(), 1) << "the server saw the close before Release returned";
+  EXPECT_EQ(state_.detach_calls.load(), 0);
+  EXPECT_EQ(state_.attach_cancelled.load(), 0) << "closed, not cancelled";
   EXPECT_TRUE(call->Ended());
   EXPECT_EQ(call->WaitForEnd(absl::ZeroDuration()).code(), absl::StatusCode::kCancelled);
 }

@@ -218,9 +218,13 @@ TEST_F(AttachQueueTest, CommandEndingIsLoggedAsANormalEndNotAnError) {
   CliResult r = RunCli(server_.address(), "alice", {"attach", "--ipus", "1", "--", "true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Process& server = server_.process();
-  EXPECT_TRUE(server.WaitForStderr("method=Attach code=OK", seconds(10)));
+  // The CLI holds its session with Hold and ends it by closing its side.
+  EXPECT_TRUE(server.WaitForStderr("method=Hold code=OK", seconds(10)));
   EXPECT_TRUE(server.WaitForStderr("ended=\"session s1-", seconds(10)));
-  EXPECT_EQ(server.stderr_text().find("method=Attach code=ABORTED"), std::string::npos)
+  EXPECT_TRUE(server.WaitForStderr("released by its holder", seconds(10)));
+  EXPECT_EQ(server.stderr_text().find("method=Hold code=ABORTED"), std::string::npos)
+      << server.stderr_text();
+  EXPECT_EQ(server.stderr_text().find("method=Hold code=CANCELLED"), std::string::npos)
       << server.stderr_text();
 }
 

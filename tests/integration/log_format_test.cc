@@ -85,9 +85,9 @@ TEST(LogFormatIntegrationTest, EveryStderrLineIsJsonAndRpcLinesCarryTheirFields)
   EXPECT_EQ(denied["user"], "bob");
   EXPECT_THAT(denied["error"].get<std::string>(), HasSubstr("only an admin"));
 
-  const nlohmann::json attach = Rpc(lines, "Attach", "OK");
+  const nlohmann::json attach = Rpc(lines, "Hold", "OK");  // the CLI's attach
   ASSERT_TRUE(attach.is_object()) << err;
-  EXPECT_THAT(attach["ended"].get<std::string>(), HasSubstr("detached by alice"));
+  EXPECT_THAT(attach["ended"].get<std::string>(), HasSubstr("released by its holder"));
 
   // Plain lines keep their text under "msg"; the last one says the server stopped.
   EXPECT_EQ(lines.back()["msg"], "stopped");

@@ -1,0 +1,184 @@
+// BackgroundLedger over a recording fake: records reach the target in the
+// order they were given, reads wait for what was queued before them, Stop
+// writes everything, a full queue makes writers wait and then refuse, and a
+// failed write is reported.
+#include "accounting/background_ledger.h"
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/sync.h"
+#include "tests/support/eventually.h"
+
+namespace ipupod::accounting {
+namespace {
+
+using test_support::Eventually;
+
+UsageRecord Named(const std::string& id) {
+  UsageRecord record;
+  record.id = id;
+  return record;
+}
+
+// Records "open:ID" / "close:ID:STATE"; can be held (writes block until released).
+class RecordingLedger final : public Ledger {
+ public:
+  absl::Status Open(const UsageRecord& record) override { return Record("open:" + record.id); }
+  absl::Status Close(absl::string_view id, int64_t, double, absl::string_view state) override {
+    return Record("close:" + std::string(id) + ":" + std::string(state));
+  }
+  absl::Status Put(const UsageRecord& record) override { return Record("put:" + record.id); }
+  absl::StatusOr<std::vector<UsageRecord>> Query(const LedgerQuery&) override {
+    std::vector<UsageRecord> out;
+    sync::MutexLock lock(&mu_);
+    for (const std::string& op : ops_) out.push_back(Named(op));
+    return out;
+  }
+  absl::StatusOr<int> CloseOpenRecords(int64_t) override { return 0; }
+
+  std::vector<std::string> ops() {
+    sync::MutexLock lock(&mu_);
+    return ops_;
+  }
+  void Hold() { release_ = std::make_unique<absl::Notification>(); }
+  void Release() { sync::Notify(release_.get()); }
+  void FailNext() { fail_next_ = true; }
+  int entered() const { return entered_.load(); }
+
+ private:
+  absl::Status Record(std::string op) {
+    ++entered_;
+    if (release_ != nullptr)
+      sync::WaitForNotificationWithTimeout(release_.get(), absl::Seconds(30));
+    if (fail_next_.exchange(false)) return absl::InternalError("disk full");
+    sync::MutexLock lock(&mu_);
+    ops_.push_back(std::move(op));
+    return absl::OkStatus();
+  }
+  absl::Mutex mu_;
+  std::vector<std::string> ops_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<absl::Notification> release_;  // set before the writer can see it
+  std::atomic<bool> fail_next_{false};
+  std::atomic<int> entered_{0};  // writes begun
+};
+
+UsageRecord Record(const std::string& id) { return Named(id); }
+
+TEST(BackgroundLedgerTest, WritesInOrderAndReadsAfterWhatWasQueued) {
+  RecordingLedger target;
+  BackgroundLedger ledger(&target, {});
+  for (int i = 0; i < 200; ++i) {
+    const std::string id = "s1-" + std::to_string(i);
+    ASSERT_TRUE(ledger.Open(Record(id)).ok());
+    ASSERT_TRUE(ledger.Close(id, 1, 2.0, "RELEASED").ok());
+  }
+  auto read = ledger.Query({});
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 400u) << "the query came after every record was written";
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ((*read)[2 * i].id, "open:s1-" + std::to_string(i));
+    EXPECT_EQ((*read)[2 * i + 1].id, "close:s1-" + std::to_string(i) + ":RELEASED");
+  }
+}
+
+TEST(BackgroundLedgerTest, OpenAndCloseDoNotWaitForTheWrite) {
+  RecordingLedger target;
+  target.Hold();  // every write blocks until released
+  BackgroundLedger ledger(&target, {});
+  ASSERT_TRUE(ledger.Open(Record("s1-1")).ok());
+  ASSERT_TRUE(ledger.Close("s1-1", 1, 1.0, "RELEASED").ok());
+  EXPECT_TRUE(target.ops().empty()) << "answered before written";
+  target.Release();
+  ASSERT_TRUE(ledger.Drain().ok());
+  EXPECT_EQ(target.ops(), (std::vector<std::string>{"open:s1-1", "close:s1-1:RELEASED"}));
+}
+
+TEST(BackgroundLedgerTest, StopWritesWhatIsQueuedThenWritesDirectly) {
+  RecordingLedger target;
+  auto ledger = std::make_unique<BackgroundLedger>(&target, BackgroundLedgerOptions{});
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(ledger->Open(Record(std::to_string(i))).ok());
+  ledger->Stop();
+  EXPECT_EQ(target.ops().size(), 50u);
+  ASSERT_TRUE(ledger->Close("0", 1, 1.0, "SHUTDOWN").ok());
+  EXPECT_EQ(target.ops().back(), "close:0:SHUTDOWN") << "after Stop, written at once";
+  ledger.reset();
+  EXPECT_EQ(target.ops().size(), 51u);
+}
+
+TEST(BackgroundLedgerTest, AFullQueueWaitsThenRefusesAndAStuckWriterFailsReads) {
+  RecordingLedger target;
+  target.Hold();
+  BackgroundLedgerOptions options;
+  options.queue_max = 2;
+  options.wait = absl::Milliseconds(100);
+  BackgroundLedger ledger(&target, options);
+  ASSERT_TRUE(ledger.Open(Record("a")).ok());
+  ASSERT_TRUE(Eventually([&] { return target.entered() == 1; }));  // the writer holds a
+  ASSERT_TRUE(ledger.Open(Record("b")).ok());
+  ASSERT_TRUE(ledger.Open(Record("c")).ok());  // the queue holds b and c
+  absl::Status full = ledger.Open(Record("d"));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_NE(full.message().find("record d was not written"), std::string::npos) << full;
+  EXPECT_EQ(ledger.Query({}).status().code(), absl::StatusCode::kUnavailable);
+  target.Release();
+  ASSERT_TRUE(ledger.Drain().ok());
+  EXPECT_EQ(target.ops(), (std::vector<std::string>{"open:a", "open:b", "open:c"}));
+}
+
+TEST(BackgroundLedgerTest, AFailedWriteIsReportedAndTheRestGoOn) {
+  RecordingLedger target;
+  absl::Mutex mu;
+  std::vector<std::string> failed;
+  BackgroundLedgerOptions options;
+  options.on_error = [&](const std::string& id, const absl::Status& e) {
+    sync::MutexLock lock(&mu);
+    failed.push_back(id + ": " + std::string(e.message()));
+  };
+  BackgroundLedger ledger(&target, options);
+  target.FailNext();
+  ASSERT_TRUE(ledger.Open(Record("lost")).ok());
+  ASSERT_TRUE(ledger.Open(Record("kept")).ok());
+  ASSERT_TRUE(ledger.Drain().ok());
+  EXPECT_EQ(target.ops(), std::vector<std::string>{"open:kept"});
+  sync::MutexLock lock(&mu);
+  EXPECT_EQ(failed, std::vector<std::string>{"lost: disk full"});
+}
+
+TEST(BackgroundLedgerTest, ConcurrentWritersKeepEachOnesOrder) {
+  RecordingLedger target;
+  BackgroundLedger ledger(&target, {});
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&ledger, w] {
+      for (int i = 0; i < 100; ++i) {
+        const std::string id = std::to_string(w) + "-" + std::to_string(i);
+        EXPECT_TRUE(ledger.Open(Record(id)).ok());
+        EXPECT_TRUE(ledger.Close(id, 1, 1.0, "RELEASED").ok());
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  ASSERT_TRUE(ledger.Drain().ok());
+  const std::vector<std::string> ops = target.ops();
+  ASSERT_EQ(ops.size(), 800u);
+  std::vector<int> next(4, 0);
+  std::vector<bool> open(4, false);
+  for (const std::string& op : ops) {  // each writer's records in its own order
+    const bool is_open = op.rfind("open:", 0) == 0;
+    const int w = op[is_open ? 5 : 6] - '0';
+    EXPECT_NE(is_open, open[w]) << op;
+    if (!is_open) ++next[w];
+    open[w] = is_open;
+  }
+  EXPECT_EQ(next, (std::vector<int>{100, 100, 100, 100}));
+}
+
+}  // namespace
+}  // namespace ipupod::accounting

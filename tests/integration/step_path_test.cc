@@ -1,0 +1,107 @@
+// End to end: which RPC `ipupod run` steps take against a real ipupodd. A
+// tiny model's steps (a few hundred bytes each way) go as RunInline calls,
+// one round trip each; a model whose step outputs are over 1 MiB runs
+// through the Run stream after one refused try. Both write the outputs the
+// interpreter computes; the server's RPC metrics say which method ran.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "graph/interpreter.h"
+#include "graph/onnx_import.h"
+#include "tensor/tensor_files.h"
+#include "tests/graph/onnx_builder.h"
+#include "tests/integration/harness.h"
+#include "tests/support/exposition.h"
+#include "tests/support/http_client.h"
+
+namespace ipupod::testing {
+namespace {
+
+using graph::testing::kFloat;
+using graph::testing::OnnxBuilder;
+
+// y = x W + b, x float32[rows, 8], W [8, cols].
+std::string LinearModel(int64_t rows, int64_t cols) {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {rows, 8});
+  std::vector<float> w(static_cast<size_t>(8 * cols));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.02f * static_cast<float>(int(i % 23) - 11);
+  b.Floats("W", {8, cols}, w);
+  b.Floats("b", {cols}, std::vector<float>(static_cast<size_t>(cols), -0.5f));
+  b.Node("MatMul", {"x", "W"}, {"xw"});
+  b.Node("Add", {"xw", "b"}, {"y"});
+  b.Output("y", kFloat);
+  return b.Bytes();
+}
+
+class StepPathTest : public ::testing::Test {
+ protected:
+  std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
+  // Compiles the model, writes `steps` steps of inputs and runs them; returns the outputs.
+  tensor::Tensor RunModel(int64_t rows, int64_t cols, int64_t steps) {
+    const std::string onnx = LinearModel(rows, cols);
+    std::ofstream(Path("m.onnx"), std::ios::binary) << onnx;
+    CliResult compiled =
+        RunCli(server_.address(), "alice", {"compile", Path("m.onnx"), "-o", Path("m.ipx")});
+    EXPECT_EQ(compiled.exit_code, 0) << compiled.err;
+    std::vector<float> x(static_cast<size_t>(steps * rows * 8));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(int(i % 9) - 4);
+    x_ = *tensor::Tensor::FromValues<float>({steps * rows, 8}, x);
+    std::ofstream(Path("x.npz"), std::ios::binary) << tensor::SerializeNpz({{"x", x_}});
+    CliResult run =
+        RunCli(server_.address(), "alice",
+               {"run", Path("m.ipx"), "--inputs", Path("x.npz"), "--outputs", Path("y.npz")});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    auto out = tensor::ReadTensorFile(Path("y.npz"));
+    EXPECT_TRUE(out.ok()) << out.status();
+    ExpectInterpreterOutputs(onnx, rows, out.ok() ? (*out)[0].second : tensor::Tensor());
+    return out.ok() ? (*out)[0].second : tensor::Tensor();
+  }
+  void ExpectInterpreterOutputs(const std::string& onnx, int64_t rows, const tensor::Tensor& y) {
+    auto interp = graph::Interpreter::Create(*graph::ImportOnnx(onnx));
+    ASSERT_TRUE(interp.ok()) << interp.status();
+    const int64_t cols = y.shape()[1];
+    for (int64_t step = 0; step * rows < x_.shape()[0]; ++step) {
+      std::vector<float> rows_x(x_.values<float>().begin() + step * rows * 8,
+                                x_.values<float>().begin() + (step + 1) * rows * 8);
+      auto want = (*interp)->Run({*tensor::Tensor::FromValues<float>({rows, 8}, rows_x)});
+      ASSERT_TRUE(want.ok()) << want.status();
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        const float expected = (*want)[0].values<float>()[i];
+        ASSERT_NEAR(y.values<float>()[step * rows * cols + i], expected,
+                    1e-6 + 1e-5 * std::abs(expected))
+            << "step " << step << " element " << i;
+      }
+    }
+  }
+  double Calls(const std::string& method, const std::string& code = "OK") {
+    const std::string text = test_support::HttpGet(server_.metrics_url() + "/metrics").body;
+    return test_support::SampleValue(
+               text, absl::StrCat(R"(ipupod_rpcs_total{code=")", code, R"(",method=")", method,
+                                  R"(",service="ipupod.v1.ExecutionService"})"))
+        .value_or(0);
+  }
+
+  TempDir dir_;
+  ServerUnderTest server_;
+  tensor::Tensor x_;
+};
+
+TEST_F(StepPathTest, ATinyModelsStepsAreRunInlineCalls) {
+  RunModel(1, 10, 5);  // a 10-wide Linear at batch 1: 32 bytes in, 40 out per step
+  EXPECT_EQ(Calls("RunInline"), 5);
+  EXPECT_EQ(Calls("Run"), 0);
+}
+
+TEST_F(StepPathTest, StepsWithOutputsOverTheBoundTakeTheRunStream) {
+  RunModel(64, 4200, 3);  // 1,075,200 bytes of outputs per step
+  EXPECT_EQ(Calls("RunInline", "OUT_OF_RANGE"), 1) << "one try, then remembered";
+  EXPECT_EQ(Calls("Run"), 3);
+}
+
+}  // namespace
+}  // namespace ipupod::testing

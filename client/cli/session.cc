@@ -28,7 +28,7 @@ int RunQueue(Context& ctx) {
   if (!client.ok()) return ctx.Fail(client.status());
   auto queue = (*client)->ListQueue();
   if (!queue.ok()) return ctx.Fail(queue.status());
-  return ctx.Print(QueueJson(*queue), QueueText(*queue));
+  return ctx.Print([&] { return QueueJson(*queue); }, [&] { return QueueText(*queue); });
 }
 
 int RunShow(Context& ctx, const SessionArgs& args) {

@@ -64,8 +64,9 @@ std::vector<char*> Argv(std::vector<std::string>& args) {
 
 std::optional<ServerProcess> StartServerProcess(const std::string& state_dir,
                                                 const std::vector<std::string>& extra_args) {
-  std::vector<std::string> args = {IPUPOD_SERVER_BINARY, "--listen", "127.0.0.1:0", "--state-dir",
-                                   state_dir,            "--log-level", "warn"};
+  std::vector<std::string> args = {
+      IPUPOD_SERVER_BINARY, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
+      "--log-level",        "warn"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   int out[2];
   if (pipe(out) != 0) return std::nullopt;

@@ -385,7 +385,10 @@ class Scheduler {
                                                  absl::string_view session) = 0;
   // In the order the queue walk takes them (priority order under the
   // multifactor policy), positions 1..n.
-  virtual std::vector<QueueEntryView> ListQueue() const = 0;
+  std::vector<QueueEntryView> ListQueue() const { return ListQueue(0, nullptr); }
+  // Its first `limit` entries (0 = all), and in `total` (if not null) how
+  // many wait: a listing of a long queue that shows its head.
+  virtual std::vector<QueueEntryView> ListQueue(size_t limit, int* total) const = 0;
   // ListQueue's tickets, positions and reasons alone (what a job's view
   // needs): no priorities, no walk for expected starts.
   virtual std::vector<QueuePlaceView> QueuePlaces() const = 0;

@@ -198,7 +198,8 @@ class SchedulerImpl final : public Scheduler {
   void Release(absl::string_view ticket) override;
   absl::StatusOr<std::vector<int>> Detach(const Caller& caller, absl::string_view session) override;
   absl::StatusOr<SessionView> GetSession(const Caller& caller, absl::string_view session) override;
-  std::vector<QueueEntryView> ListQueue() const override;
+  using Scheduler::ListQueue;
+  std::vector<QueueEntryView> ListQueue(size_t limit, int* total) const override;
   std::vector<QueuePlaceView> QueuePlaces() const override;
   std::optional<QueuePlaceView> QueuePlaceOf(absl::string_view ticket) const override;
 

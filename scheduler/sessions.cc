@@ -403,19 +403,23 @@ void SchedulerImpl::NotifySessionsEnded(bool wait_for_ledger) {
   for (const std::string& id : ended) options_.on_session_ended(id);
 }
 
-std::vector<QueueEntryView> SchedulerImpl::ListQueue() const {
+std::vector<QueueEntryView> SchedulerImpl::ListQueue(size_t limit, int* total) const {
   sync::MutexLock lock(&mu_);
+  if (total != nullptr) *total = queue_.size();
+  const size_t shown =
+      limit == 0 ? static_cast<size_t>(queue_.size()) : std::min<size_t>(limit, queue_.size());
   std::vector<QueueEntryView> entries;
   const absl::Time now = Now();
   // The walk's order is the queue's: its entries are the first positions.
-  const QueueWalk walk = WalkQueueLocked(nullptr, false);
+  const QueueWalk walk = WalkQueueLocked(nullptr, false, shown);
   std::optional<Holdings> holdings;
   if (HasLimitsLocked()) holdings = HoldingsLocked();
   const IpuMask pool = PodMask() & ~PartitionedLocked();
-  entries.reserve(static_cast<size_t>(queue_.size()));
+  entries.reserve(shown);
   int position = 0;
-  for (const Waiter* waiter : OrderedLocked()) {
-    const Waiter& w = *waiter;
+  WaitQueue::Cursor cursor = queue_.Walk(walk_priority_);
+  while (entries.size() < shown) {
+    const Waiter& w = *cursor.Next();
     QueueEntryView e;
     e.ticket = w.ticket;
     e.position = ++position;

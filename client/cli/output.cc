@@ -239,7 +239,7 @@ Json QueueJson(const v1::ListQueueResponse& queue) {
                        {"fragmentation_delay_seconds", e.fragmentation_delay_seconds()},
                        {"expected_start_unix_ms", e.expected_start_unix_ms()}});
   }
-  return {{"entries", std::move(entries)}};
+  return {{"entries", std::move(entries)}, {"total", queue.total()}};
 }
 
 Json ResetJson(const v1::ResetResponse& reset) {
@@ -440,7 +440,13 @@ std::string QueueText(const v1::ListQueueResponse& queue) {
                   e.timeout_seconds() > 0 ? FormatClockDuration(e.timeout_seconds()) : "none",
                   OrDash(e.client())});
   }
-  return table.Render();
+  std::string text = table.Render();
+  const int more = static_cast<int>(queue.total()) - queue.entries_size();
+  if (more > 0) {
+    absl::StrAppend(&text, "... and ", more, " more waiting (", queue.total(),
+                    " in all); `ipupod queue --all` lists every one\n");
+  }
+  return text;
 }
 
 std::string ResetText(absl::string_view what, const v1::ResetResponse& reset) {

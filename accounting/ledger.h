@@ -73,6 +73,14 @@ struct LedgerQuery {
   int limit = 10000;               // at most this many, newest first (1..kMaxLedgerQueryLimit)
 };
 
+// A session's end: Close's arguments.
+struct RecordEnd {
+  std::string id;
+  int64_t end_unix_ms = 0;
+  double ipu_seconds = 0;
+  std::string state;
+};
+
 class Ledger {
  public:
   virtual ~Ledger() = default;
@@ -81,6 +89,14 @@ class Ledger {
   // Closes an open record; NOT_FOUND if it is not open.
   virtual absl::Status Close(absl::string_view id, int64_t end_unix_ms, double ipu_seconds,
                              absl::string_view state) = 0;
+  // Open of each record, in order, as one durable write (a busy pod ends and
+  // starts sessions faster than one write each can keep up with): each
+  // record's status as Open would return it, a refused record left out and
+  // the others written; a failed write fails them all and changes nothing.
+  // The default calls Open for each.
+  virtual std::vector<absl::Status> OpenAll(const std::vector<UsageRecord>& records);
+  // Close of each end, the same way.
+  virtual std::vector<absl::Status> CloseAll(const std::vector<RecordEnd>& ends);
   // Writes a whole record (a job that ended), replacing one with its id.
   virtual absl::Status Put(const UsageRecord& record) = 0;
   // Newest (latest submitted) first; INVALID_ARGUMENT for a limit outside

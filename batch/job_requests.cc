@@ -19,8 +19,8 @@ using scheduler::Caller;
 
 JobManager::Positions JobManager::QueuePositions() const {
   Positions positions;
-  for (const scheduler::QueueEntryView& q : r_.scheduler->ListQueue()) {
-    positions[q.ticket] = {q.position, q.reason};
+  for (scheduler::QueuePlaceView& q : r_.scheduler->QueuePlaces()) {
+    positions[q.ticket] = {q.position, std::move(q.reason)};
   }
   return positions;
 }
@@ -103,7 +103,20 @@ std::array<int64_t, jobs::kJobStateCount> JobManager::CountByState() const {
 }
 
 absl::StatusOr<JobView> JobManager::Get(const Caller& caller, absl::string_view id) const {
-  const Positions positions = QueuePositions();
+  // Its own place only (not the whole queue's), asked of the scheduler
+  // without mu_ held, as QueuePositions is.
+  std::string ticket;
+  {
+    sync::MutexLock lock(&mu_);
+    IPUPOD_ASSIGN_OR_RETURN(const Entry* e, FindLocked(caller, id, /*for_details=*/false));
+    ticket = e->ticket;
+  }
+  Positions positions;
+  if (!ticket.empty()) {
+    if (std::optional<scheduler::QueuePlaceView> place = r_.scheduler->QueuePlaceOf(ticket)) {
+      positions[ticket] = {place->position, std::move(place->reason)};
+    }
+  }
   sync::MutexLock lock(&mu_);
   IPUPOD_ASSIGN_OR_RETURN(const Entry* e, FindLocked(caller, id, /*for_details=*/false));
   return ViewLocked(caller, *e, positions);

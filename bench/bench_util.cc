@@ -43,12 +43,6 @@ std::string RunTorchReference(absl::string_view args, bool* ok) {
       absl::StrCat("/usr/bin/python3 ", IPUPOD_SOURCE_DIR, "/bench/torch_reference.py ", args), ok);
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 std::string RoundRatios(const std::vector<double>& ours, const std::vector<double>& reference) {
   std::string out;
   for (size_t i = 0; i < ours.size() && i < reference.size(); ++i) {

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "bench/server_process.h"
 #include "client/client.h"
 #include "compiler/compile.h"
 #include "server/server.h"
@@ -44,9 +45,7 @@ absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path);
 // so a burst of load from elsewhere on a shared machine moves one round,
 // not the result.
 
-// The median of `values`. REQUIRES: not empty.
-double Median(std::vector<double> values);
-
+// Median (bench/server_process.h).
 // "1.12x, 1.34x, ...": ours[i] / reference[i] for every round both have.
 std::string RoundRatios(const std::vector<double>& ours, const std::vector<double>& reference);
 

@@ -5,13 +5,21 @@
 // pending job's first step beside the same for an interactive
 // `attach --wait` client that loads and runs one step.
 //
-// The server runs as a child process (so /proc tells its RSS); the model is
-// a 16-16 Linear compiled in this process.
-//   build/bench/jobs_bench [JOBS]      default 1000
+// With N pending (issue 17: 10,000), also `ipupod jobs` as the real CLI
+// process beside the same command with no jobs, and GetJob (`ipupod job
+// show`) beside GetPodInfo.
+//
+// The server runs as a child process (so /proc tells its RSS), configured
+// with max_waiters above N (every pending job waits in the scheduler's
+// queue; the default, 4096, would refuse the rest); the model is a 16-16
+// Linear compiled in this process.
+//   build/bench/jobs_bench [--jobs N] [--rounds R]   defaults 1000 and 5; `--jobs 10000`
+//   for issue 17 (every submit is a durable write: about a minute on the 2-core machine)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -20,13 +28,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/server_process.h"
 #include "client/client.h"
 #include "compiler/compile.h"
 #include "tensor/tensor_files.h"
 #include "tests/graph/onnx_builder.h"
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace ipupod::bench {
 namespace {
@@ -36,39 +42,6 @@ namespace fs = std::filesystem;
 
 double Ms(Clock::time_point since) {
   return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
-}
-
-long RssKib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  long rss = 0;
-  while (in >> key) {
-    if (key == "VmRSS:") in >> rss;
-    in.ignore(1 << 20, '\n');
-  }
-  return rss;
-}
-
-pid_t StartServer(const std::string& state_dir, std::string* address) {
-  int out[2];
-  if (pipe(out) != 0) return -1;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    execl(IPUPOD_SERVER_BINARY, IPUPOD_SERVER_BINARY, "--listen", "127.0.0.1:0", "--state-dir",
-          state_dir.c_str(), "--log-level", "warn", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
-  std::string line;
-  char c;
-  while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-  std::smatch m;
-  static const std::regex kReady(R"(listening on (127\.0\.0\.1:\d+))");
-  if (!std::regex_search(line, m, kReady)) return -1;
-  *address = m[1].str();
-  return pid;
 }
 
 // A 16-16 Linear, micro-batch 1: y = x W.
@@ -162,78 +135,111 @@ double JobFirstStepMs(client::Client& holder_client, client::Client& c,
 // The figures with N pending jobs; filled by MeasurePending.
 struct Pending {
   long loaded_kib = 0;
-  std::vector<double> unary, submit, list;
+  double submit_all_s = 0;
+  std::vector<double> unary, submit, list, get;
+  double cli_ms = 0, cli_empty_ms = 0;  // `ipupod jobs`: with the jobs, and before any
+  size_t cli_bytes = 0;
+  bool cli_ok = false;
 };
 
-// N pending jobs behind a holder of every IPU: memory, submit and ListJobs.
-bool MeasurePending(int n, pid_t pid, client::Client& holder_client, client::Client& c,
-                    const v1::SubmitJobRequest& request, Pending& out) {
+// Median wall time of `rounds` `ipupod jobs` processes (bench/server_process.h).
+double CliJobsMs(const std::string& address, int rounds, size_t* bytes, bool* ok) {
+  std::vector<double> ms;
+  *ok = true;
+  for (int i = 0; i < rounds; ++i) {
+    bool one = false;
+    ms.push_back(TimeCli(address, "bench", {"jobs"}, &one, bytes));
+    *ok = *ok && one;
+  }
+  return Median(ms);
+}
+
+// ListJobs (`ipupod jobs`) and GetJob (`ipupod job show`) with the jobs pending.
+bool MeasureListing(int n, int rounds, client::Client& c, const std::string& id, Pending& out) {
+  for (int i = 0; i < rounds; ++i) {
+    Clock::time_point t = Clock::now();
+    auto listed = c.ListJobs(v1::ListJobsRequest());
+    if (!listed.ok() || listed->jobs_size() < n) return !Fail("ListJobs");
+    out.list.push_back(Ms(t));
+    t = Clock::now();
+    if (!c.GetJob(id).ok()) return !Fail("GetJob");
+    out.get.push_back(Ms(t));
+  }
+  return true;
+}
+
+// N pending jobs behind a holder of every IPU: memory, submit, ListJobs, GetJob, the CLI.
+bool MeasurePending(int n, int rounds, const ServerProcess& server, client::Client& holder_client,
+                    client::Client& c, const v1::SubmitJobRequest& request, Pending& out) {
   v1::AttachRequest all;
   all.set_num_ipus(16);
   all.set_wait(true);  // behind what the previous round left running
   auto holder = holder_client.StartAttach(all);
   if (!holder->WaitForGrant(nullptr).ok()) return !Fail("the holder got no grant");
+  std::string last;
+  const Clock::time_point start = Clock::now();
   for (int i = 0; i < n; ++i) {
     Clock::time_point t = Clock::now();
     (void)c.GetPodInfo();
     out.unary.push_back(Ms(t));
     t = Clock::now();
-    if (auto s = c.SubmitJob(request); !s.ok()) {
-      return !Fail(std::string(s.status().message()));
-    }
+    auto s = c.SubmitJob(request);
+    if (!s.ok()) return !Fail(std::string(s.status().message()));
     out.submit.push_back(Ms(t));
+    last = (*s)[0].id();
   }
-  out.loaded_kib = RssKib(pid);
-  for (int i = 0; i < 20; ++i) {
-    const Clock::time_point t = Clock::now();
-    auto listed = c.ListJobs(v1::ListJobsRequest());
-    if (!listed.ok() || listed->jobs_size() < n) return !Fail("ListJobs");
-    out.list.push_back(Ms(t));
-  }
-  return true;
+  out.submit_all_s = Ms(start) / 1000;
+  out.loaded_kib = ReadProcStatus(server.pid()).rss_kib;
+  if (!MeasureListing(n, rounds, c, last, out)) return false;
+  out.cli_ms = CliJobsMs(server.address(), rounds, &out.cli_bytes, &out.cli_ok);
+  return out.cli_ok || !Fail("ipupod jobs failed");
 }
 
 void Print(int n, long idle_kib, const Pending& p, const std::vector<double>& interactive,
            const std::vector<double>& job) {
   const Latency u = Summarise(p.unary), s = Summarise(p.submit), l = Summarise(p.list);
-  const Latency ia = Summarise(interactive), jb = Summarise(job);
+  const Latency g = Summarise(p.get), ia = Summarise(interactive), jb = Summarise(job);
   std::printf("jobs_bench: %d pending 1-IPU jobs on a POD16 whose IPUs one session holds\n", n);
   std::printf("%-44s %12s %12s\n", "figure", "jobs", "reference");
   std::printf("%-44s %12.1f %12.1f  (idle server)\n", "server RSS (MiB)", p.loaded_kib / 1024.0,
               idle_kib / 1024.0);
   std::printf("%-44s %12.1f\n", "server RSS per pending job (KiB)",
               static_cast<double>(p.loaded_kib - idle_kib) / n);
+  std::printf("%-44s %12.3f\n", "time to submit all (s)", p.submit_all_s);
   std::printf("%-44s %12.3f %12.3f  (GetPodInfo, p50)\n", "submit latency p50 (ms)", s.p50, u.p50);
   std::printf("%-44s %12.3f %12.3f  (GetPodInfo, p99)\n", "submit latency p99 (ms)", s.p99, u.p99);
   std::printf("%-44s %12.3f %12.3f  (GetPodInfo, p50)\n",
-              absl::StrCat("ipupod jobs with ", n, " pending p50 (ms)").c_str(), l.p50, u.p50);
+              absl::StrCat("ListJobs RPC with ", n, " pending p50 (ms)").c_str(), l.p50, u.p50);
+  std::printf("%-44s %12.3f %12.3f  (GetPodInfo, p50)\n", "GetJob RPC (ipupod job show) p50 (ms)",
+              g.p50, u.p50);
+  std::printf("%-44s %12.1f %12.1f  (ipupod jobs, no jobs)\n", "ipupod jobs process (ms)", p.cli_ms,
+              p.cli_empty_ms);
+  std::printf("%-44s %12zu\n", "ipupod jobs stdout (bytes)", p.cli_bytes);
   std::printf("%-44s %12.3f %12.3f  (attach --wait + load + run, p50 of 5)\n",
               "IPUs free -> first step (ms)", jb.p50, ia.p50);
 }
 
-int Run(int n) {
+int Run(int n, int rounds) {
   const fs::path dir = fs::temp_directory_path() / "ipupod-jobs-bench";
   fs::remove_all(dir);
   fs::create_directories(dir);
   if (!WriteModel(dir)) return Fail("cannot compile the model");
-  std::string address;
-  const pid_t pid = StartServer((dir / "state").string(), &address);
-  if (pid < 0) return Fail("ipupodd did not start");
-  struct StopServer {  // on every way out
-    pid_t pid;
-    ~StopServer() {
-      kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
-    }
-  } stop{pid};
+  // Every pending job waits in the scheduler's queue: room for all of them.
+  std::ofstream(dir / "config.json") << "{\"max_waiters\": " << n + 16 << "}\n";
+  std::optional<ServerProcess> server =
+      StartServerProcess((dir / "state").string(), {"--config", (dir / "config.json").string()});
+  if (!server) return Fail("ipupodd did not start");
   client::ClientOptions options;
-  options.server = address;
+  options.server = server->address();
   options.user = "bench";
   auto c = std::move(client::Client::Connect(options)).value();
   options.user = "holder";
   auto holder_client = std::move(client::Client::Connect(options)).value();
   (void)c->GetPodInfo();
-  const long idle_kib = RssKib(pid);
+  const long idle_kib = ReadProcStatus(server->pid()).rss_kib;
+  Pending pending;
+  size_t empty_bytes = 0;
+  pending.cli_empty_ms = CliJobsMs(server->address(), rounds, &empty_bytes, &pending.cli_ok);
 
   auto ipx = c->PutBlobFile((dir / "m.ipx").string(), "executable");
   auto data = c->PutBlobFile((dir / "x.npz").string(), "inputs");
@@ -252,8 +258,7 @@ int Run(int n) {
     interactive.push_back(InteractiveFirstStepMs(*holder_client, *c, ref->sha256(), x));
     job.push_back(JobFirstStepMs(*holder_client, *c, request));
   }
-  Pending pending;
-  const bool measured = MeasurePending(n, pid, *holder_client, *c, request, pending);
+  const bool measured = MeasurePending(n, rounds, *server, *holder_client, *c, request, pending);
   if (measured) Print(n, idle_kib, pending, interactive, job);
   fs::remove_all(dir);
   return measured ? 0 : 1;
@@ -263,10 +268,20 @@ int Run(int n) {
 }  // namespace ipupod::bench
 
 int main(int argc, char** argv) {
-  const int n = argc > 1 ? std::atoi(argv[1]) : 1000;
-  if (n < 1 || n > 20000) {
-    std::fprintf(stderr, "usage: jobs_bench [JOBS 1..20000]\n");
+  int n = 1000, rounds = 5;
+  bool bad = argc % 2 == 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--jobs") == 0) {
+      n = std::atoi(argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--rounds") == 0) {
+      rounds = std::atoi(argv[i + 1]);
+    } else {
+      bad = true;
+    }
+  }
+  if (bad || n < 1 || n > 20000 || rounds < 1) {
+    std::fprintf(stderr, "usage: jobs_bench [--jobs N 1..20000] [--rounds R>=1]\n");
     return 2;
   }
-  return ipupod::bench::Run(n);
+  return ipupod::bench::Run(n, rounds);
 }

@@ -171,9 +171,9 @@ SchedulerImpl::SchedulerImpl(SchedulerOptions options, StateStore* store, uint64
       window_usage_(options_.policy->usage_window),
       // Pending timers are wait timeouts (<= max_waiters), resets (each
       // holds at least one IPU in kResetting), preemption deadlines (at most
-      // one per session) and the periodic priority pass, so this bound is
-      // never reached.
-      timer_(static_cast<size_t>(options_.max_waiters) + 3 * device::kMaxPodIpus + 1,
+      // one per session), the periodic priority pass and the ledger write
+      // (at most one pending), so this bound is never reached.
+      timer_(static_cast<size_t>(options_.max_waiters) + 3 * device::kMaxPodIpus + 2,
              options_.clock) {
   sync::MutexLock lock(&mu_);
   for (int i = 0; i < pod_size(); ++i) ipus_.emplace_back(i, *options_.pod.ipu);
@@ -432,7 +432,8 @@ PlanContext SchedulerImpl::PlanContextLocked() const {
   return c;
 }
 
-QueueWalk SchedulerImpl::WalkQueueLocked(const Waiter* candidate, bool may_stop_early) const {
+QueueWalk SchedulerImpl::WalkQueueLocked(const Waiter* candidate, bool may_stop_early,
+                                         size_t reach) const {
   QueueWalk walk;
   const PlanContext context = PlanContextLocked();
   BackfillWalk plan(context);
@@ -448,7 +449,7 @@ QueueWalk SchedulerImpl::WalkQueueLocked(const Waiter* candidate, bool may_stop_
   walk.stopped_early = may_stop_early && !unreached.AnyMayStart(plan);
   std::optional<WaitQueue::Cursor> cursor;
   if (!walk.stopped_early) cursor.emplace(queue_.Walk(walk_priority_, candidate));
-  while (const Waiter* w = cursor ? cursor->Next() : nullptr) {
+  while (const Waiter* w = walk.order.size() < reach && cursor ? cursor->Next() : nullptr) {
     if (bound > 0 && behind_head >= bound) break;
     if (may_stop_early && !unreached.AnyMayStart(plan)) {
       walk.stopped_early = true;
@@ -505,7 +506,8 @@ void SchedulerImpl::RecordReasonsLocked(const QueueWalk& walk, absl::Time now) {
   last_walk_ = RecordedWalk{id, walk.stopped_early, walk.free};
 }
 
-std::string SchedulerImpl::ReasonLocked(const Waiter& w, const Holdings* holdings) const {
+std::string SchedulerImpl::ReasonLocked(const Waiter& w, const Holdings* holdings,
+                                        const IpuMask& pool) const {
   if (w.walk == last_walk_.id) return w.reason;
   if (!last_walk_.stopped_early) return w.reason.empty() ? "Priority" : w.reason;
   // The walk stopped before it, where no one further could start: it would
@@ -514,7 +516,7 @@ std::string SchedulerImpl::ReasonLocked(const Waiter& w, const Holdings* holding
     std::string held = HeldByLocked(w, *holdings, Now());
     if (!held.empty()) return held;
   }
-  const Demand d = DemandOfLocked(w);
+  const Demand d = DemandOfLocked(w, pool);
   const bool fits =
       FindFreeBlock(last_walk_.free & d.members, IpuMask(), d.region, d.size).has_value();
   return fits ? "Priority" : "Resources";
@@ -568,23 +570,23 @@ void SchedulerImpl::NotifyPositionsLocked(const QueueWalk* walk, bool everyone) 
     }
   }
   if (changed.empty()) return;
-  // Blocking sessions come from a walk that reached every waiter it could.
+  // Blocking sessions come from a walk that reached every waiter it could,
+  // as far as the last one told.
   std::optional<QueueWalk> fresh;
-  if (walk == nullptr || walk->stopped_early)
-    walk = &fresh.emplace(WalkQueueLocked(nullptr, false));
-  absl::flat_hash_map<const Waiter*, size_t> entries;
-  for (size_t i = 0; i < walk->order.size(); ++i) entries[walk->order[i]] = i;
-  for (const auto& [w, position] : changed) TellPositionLocked(*w, position, *walk, entries);
+  if (walk == nullptr || walk->stopped_early) {
+    walk = &fresh.emplace(WalkQueueLocked(nullptr, false, changed.back().second));
+  }
+  for (const auto& [w, position] : changed) TellPositionLocked(*w, position, *walk);
 }
 
-void SchedulerImpl::TellPositionLocked(const Waiter& w, int position, const QueueWalk& walk,
-                                       const absl::flat_hash_map<const Waiter*, size_t>& entries) {
+void SchedulerImpl::TellPositionLocked(const Waiter& w, int position, const QueueWalk& walk) {
   Waiter& told = *queue_.Mutable(&w);
   told.told_position = position;
   told.told_length = queue_.size();
   if (!w.observer) return;
-  auto entry = entries.find(&w);
-  const size_t index = entry == entries.end() ? QueueWalk::kNone : entry->second;
+  // The walk's entries are the queue's first places.
+  const size_t at = static_cast<size_t>(position - 1);
+  const size_t index = at < walk.order.size() && walk.order[at] == &w ? at : QueueWalk::kNone;
   w.observer->OnQueued(QueuePositionView{w.ticket, position, told.told_length,
                                          BlockingSessionsLocked(walk, index, w)});
 }

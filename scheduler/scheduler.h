@@ -197,6 +197,13 @@ struct QueueEntryView {
   int64_t expected_start_unix_ms = 0;
 };
 
+// Where a waiter stands: its QueueEntryView's ticket, position and reason.
+struct QueuePlaceView {
+  std::string ticket;
+  int position = 0;  // 1-based
+  std::string reason;
+};
+
 // One account's share and usage, like sshare.
 struct ShareView {
   std::string account;
@@ -378,7 +385,16 @@ class Scheduler {
                                                  absl::string_view session) = 0;
   // In the order the queue walk takes them (priority order under the
   // multifactor policy), positions 1..n.
-  virtual std::vector<QueueEntryView> ListQueue() const = 0;
+  std::vector<QueueEntryView> ListQueue() const { return ListQueue(0, nullptr); }
+  // Its first `limit` entries (0 = all), and in `total` (if not null) how
+  // many wait: a listing of a long queue that shows its head.
+  virtual std::vector<QueueEntryView> ListQueue(size_t limit, int* total) const = 0;
+  // ListQueue's tickets, positions and reasons alone (what a job's view
+  // needs): no priorities, no walk for expected starts.
+  virtual std::vector<QueuePlaceView> QueuePlaces() const = 0;
+  // The place of one waiter, without listing the others; nullopt if it
+  // does not wait.
+  virtual std::optional<QueuePlaceView> QueuePlaceOf(absl::string_view ticket) const = 0;
 
   // ---- Sharing
   // Every account with configured shares or recent usage, by name.

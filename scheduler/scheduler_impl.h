@@ -54,6 +54,10 @@ namespace ipupod::scheduler {
 // a grant costs at most this many position messages, not one per waiter.
 inline constexpr int kPositionsAlwaysSent = 10;
 
+// Usage-ledger operations queued, beyond which a Release waits for its own
+// to be written (SchedulerImpl::FlushLedger).
+inline constexpr size_t kLedgerBacklogMax = 65536;
+
 struct Partition {
   std::string name;
   device::Block block;
@@ -147,6 +151,9 @@ struct AccountFactors {
 // time, the totals, and per account its factors, filled as waiters of the
 // account are met.
 struct PriorityPass {
+  // Names the pass (Waiter::priority_pass); starts at 1, so a waiter's 0
+  // never matches.
+  uint64_t generation = 1;
   absl::Time at;
   double total_usage = 0;
   double total_shares = 1;
@@ -191,7 +198,10 @@ class SchedulerImpl final : public Scheduler {
   void Release(absl::string_view ticket) override;
   absl::StatusOr<std::vector<int>> Detach(const Caller& caller, absl::string_view session) override;
   absl::StatusOr<SessionView> GetSession(const Caller& caller, absl::string_view session) override;
-  std::vector<QueueEntryView> ListQueue() const override;
+  using Scheduler::ListQueue;
+  std::vector<QueueEntryView> ListQueue(size_t limit, int* total) const override;
+  std::vector<QueuePlaceView> QueuePlaces() const override;
+  std::optional<QueuePlaceView> QueuePlaceOf(absl::string_view ticket) const override;
 
   absl::StatusOr<SessionOperation> BeginSessionOperation(const Caller& caller,
                                                          absl::string_view session) override;
@@ -236,8 +246,12 @@ class SchedulerImpl final : public Scheduler {
   // Walks the queue in its order by the last priority pass, with `candidate`
   // (a request not yet queued) at its place. It considers at most
   // max_backfill_waiters behind the first waiter that cannot start, and with
-  // `may_stop_early` stops where no one further could start.
-  QueueWalk WalkQueueLocked(const Waiter* candidate, bool may_stop_early) const
+  // `may_stop_early` stops where no one further could start. It stops after
+  // `reach` entries: an entry's plan depends only on those ahead of it, so
+  // the first `reach` are those of a longer walk (telling positions needs
+  // no more; such a walk records no reasons).
+  QueueWalk WalkQueueLocked(const Waiter* candidate, bool may_stop_early,
+                            size_t reach = QueueWalk::kNone) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The waiter's demand; `pool` is the IPUs in no partition.
   Demand DemandOfLocked(const Waiter& waiter, const IpuMask& pool) const
@@ -252,9 +266,10 @@ class SchedulerImpl final : public Scheduler {
   void RecordReasonsLocked(const QueueWalk& walk, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why `waiter` waits, as of the last recorded walk; `holdings` is
-  // HoldingsLocked() when the policy has limits, else null.
-  std::string ReasonLocked(const Waiter& waiter, const Holdings* holdings) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // HoldingsLocked() when the policy has limits, else null; `pool` the IPUs
+  // in no partition.
+  std::string ReasonLocked(const Waiter& waiter, const Holdings* holdings,
+                           const IpuMask& pool) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Grants every waiter the walk can, then sends changed positions. Run after
   // anything that may let a waiter through (IPUs freed, a waiter gone).
   void RunQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -265,8 +280,10 @@ class SchedulerImpl final : public Scheduler {
   // told. `walk` (may be null) is one of the queue as it is now.
   void NotifyPositionsLocked(const QueueWalk* walk, bool everyone)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void TellPositionLocked(const Waiter& waiter, int position, const QueueWalk& walk,
-                          const absl::flat_hash_map<const Waiter*, size_t>& entries)
+  // Sends `waiter` its place; `walk` is one of the queue as it is now that
+  // reaches `position` if the whole walk would (its entries are the first
+  // places of the queue).
+  void TellPositionLocked(const Waiter& waiter, int position, const QueueWalk& walk)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The sessions in the block the waiter reserved in `walk` (entry `index`,
   // kNone if not reached), or in its whole pool.
@@ -297,20 +314,22 @@ class SchedulerImpl final : public Scheduler {
                                             absl::string_view verb)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SessionHealthLocked(const Session& session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the queued ledger operations, then hands every session ended
-  // since the last call to on_session_ended.
-  void NotifySessionsEnded() ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the queued ledger operations (FlushLedger), then hands every
+  // session ended since the last call to on_session_ended.
+  void NotifySessionsEnded(bool wait_for_ledger = true) ABSL_LOCKS_EXCLUDED(mu_);
   // Calls NotifySessionsEnded when it leaves scope: declared before a
   // MutexLock on mu_, it runs after the unlock.
   class NotifyEndedOnExit {
    public:
-    explicit NotifyEndedOnExit(SchedulerImpl* scheduler) : scheduler_(scheduler) {}
-    ~NotifyEndedOnExit() { scheduler_->NotifySessionsEnded(); }
+    explicit NotifyEndedOnExit(SchedulerImpl* scheduler, bool wait_for_ledger = true)
+        : scheduler_(scheduler), wait_for_ledger_(wait_for_ledger) {}
+    ~NotifyEndedOnExit() { scheduler_->NotifySessionsEnded(wait_for_ledger_); }
     NotifyEndedOnExit(const NotifyEndedOnExit&) = delete;
     NotifyEndedOnExit& operator=(const NotifyEndedOnExit&) = delete;
 
    private:
     SchedulerImpl* const scheduler_;
+    const bool wait_for_ledger_;
   };
 
   // ---- sharing.cc
@@ -331,6 +350,9 @@ class SchedulerImpl final : public Scheduler {
   // multifactor order), and whether its priority has stopped changing.
   sharing::Factors FactorsLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double PriorityLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FactorsLocked without the waiter's cache.
+  sharing::Factors ComputeFactorsLocked(const Waiter& waiter) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SettledLocked(const Waiter& waiter) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double TotalSharesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An account's factors in the current pass (computed once per pass).
@@ -355,8 +377,23 @@ class SchedulerImpl final : public Scheduler {
   void QueueLedgerOpenLocked(const Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueLedgerCloseLocked(const Session& session, absl::Time end, absl::string_view state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the queued ledger operations in order. Called without mu_.
-  void FlushLedger() ABSL_LOCKS_EXCLUDED(mu_);
+  // Sees the ledger operations queued so far written, in order, by one
+  // writer at a time: the caller becomes the writer when none is at work,
+  // else waits for the writer to have written them. The writer writes
+  // everything queued, opens then closes, each kind in one durable write,
+  // until nothing is left. Without `wait` (Release: a client gone, no one to
+  // answer) and while at most kLedgerBacklogMax are queued, it writes nothing
+  // and hands them to a write on the timer's thread (or to any waiting call
+  // before it): so gRPC's threads never wait for the disk on a client's way
+  // out, and a pod that ends and grants sessions by the thousand a second
+  // writes them in batches of what queued during the previous write, not one
+  // durable write per record. Called without mu_.
+  void FlushLedger(bool wait = true) ABSL_LOCKS_EXCLUDED(mu_, ledger_mu_);
+  // Arms the timer's write unless armed; false if the timer refused.
+  bool ArmLedgerWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FlushLedger's writer. REQUIRES: no writer at work.
+  void WriteLedgerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  void WriteLedgerOps(const std::vector<LedgerOp>& ops);
   void ArmPriorityTimerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ---- preemption.cc
@@ -444,10 +481,17 @@ class SchedulerImpl final : public Scheduler {
   sharing::DecayedUsage decayed_usage_ ABSL_GUARDED_BY(mu_);  // by account
   sharing::WindowUsage window_usage_ ABSL_GUARDED_BY(mu_);    // by limit scope (Holdings)
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
-  // Bounded: one open per grant and one close per end since the last flush,
-  // and every call that grants or ends flushes when it releases mu_.
+  // Bounded: one open per grant and one close per end not yet written, and
+  // a call that grants or ends waits for its writes once more than
+  // kLedgerBacklogMax are queued. `ledger_queued_` counts the operations
+  // ever queued, `ledger_written_` those written.
   std::vector<LedgerOp> ledger_ops_ ABSL_GUARDED_BY(mu_);
+  uint64_t ledger_queued_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ledger_write_armed_ ABSL_GUARDED_BY(mu_) = false;  // the timer's write is pending
   absl::Mutex ledger_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::CondVar ledger_cv_;  // signalled when a batch is written or the writer leaves
+  bool ledger_writing_ ABSL_GUARDED_BY(ledger_mu_) = false;
+  uint64_t ledger_written_ ABSL_GUARDED_BY(ledger_mu_) = 0;
 
   // Last member: its thread stops (in Shutdown) before the state above dies.
   Timer timer_;

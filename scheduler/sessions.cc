@@ -164,19 +164,14 @@ absl::StatusOr<std::string> SchedulerImpl::EnqueueLocked(Waiter waiter, absl::st
   if (queued->watches_position && queued->told_position == 0) {
     // Told its place on entry, wherever it is (the walk's entries are the
     // first places of the queue).
-    int position = static_cast<int>(walk.candidate) + 1;
-    if (walk.candidate == QueueWalk::kNone) {
-      const std::vector<const Waiter*> order = OrderedLocked();
-      position =
-          static_cast<int>(std::find(order.begin(), order.end(), queued) - order.begin()) + 1;
-    }
+    const int position = walk.candidate != QueueWalk::kNone
+                             ? static_cast<int>(walk.candidate) + 1
+                             : queue_.PositionOf(queued, walk_priority_);
     std::optional<QueueWalk> fresh;
     if (current == nullptr || current->stopped_early) {
-      current = &fresh.emplace(WalkQueueLocked(nullptr, false));
+      current = &fresh.emplace(WalkQueueLocked(nullptr, false, static_cast<size_t>(position)));
     }
-    absl::flat_hash_map<const Waiter*, size_t> entries;
-    for (size_t i = 0; i < current->order.size(); ++i) entries[current->order[i]] = i;
-    TellPositionLocked(*queued, position, *current, entries);
+    TellPositionLocked(*queued, position, *current);
   }
   return ticket;
 }
@@ -241,13 +236,10 @@ void SchedulerImpl::OnWaitTimeout(const std::string& ticket) {
 }
 
 absl::Status SchedulerImpl::TimeoutErrorLocked(const Waiter& waiter) const {
-  const std::vector<const Waiter*> order = OrderedLocked();
-  const int position =
-      static_cast<int>(std::find(order.begin(), order.end(), &waiter) - order.begin()) + 1;
-  const QueueWalk walk = WalkQueueLocked(nullptr, false);
-  const auto entry = std::find(walk.order.begin(), walk.order.end(), &waiter);
-  const size_t index = entry == walk.order.end() ? QueueWalk::kNone
-                                                 : static_cast<size_t>(entry - walk.order.begin());
+  const int position = queue_.PositionOf(&waiter, walk_priority_);
+  const QueueWalk walk = WalkQueueLocked(nullptr, false, static_cast<size_t>(position));
+  const size_t at = static_cast<size_t>(position - 1);
+  const size_t index = at < walk.order.size() && walk.order[at] == &waiter ? at : QueueWalk::kNone;
   const std::vector<std::string> blocking = BlockingSessionsLocked(walk, index, waiter);
   return absl::DeadlineExceededError(absl::StrFormat(
       "waited %.1f s for %d IPUs; position %d of %d in the queue, blocked by %s; try again "
@@ -265,7 +257,8 @@ void SchedulerImpl::EndWaiterLocked(const std::string& ticket, const absl::Statu
 }
 
 void SchedulerImpl::Release(absl::string_view ticket) {
-  const NotifyEndedOnExit notify(this);
+  // The client is gone: no one waits for its session's usage record.
+  const NotifyEndedOnExit notify(this, /*wait_for_ledger=*/false);
   sync::MutexLock lock(&mu_);
   if (shutdown_) return;
   if (std::optional<Waiter> waiter = queue_.Remove(ticket)) {
@@ -399,8 +392,8 @@ absl::Status SchedulerImpl::SessionHealthLocked(const Session& s) const {
   return absl::OkStatus();
 }
 
-void SchedulerImpl::NotifySessionsEnded() {
-  FlushLedger();
+void SchedulerImpl::NotifySessionsEnded(bool wait_for_ledger) {
+  FlushLedger(wait_for_ledger);
   if (!options_.on_session_ended) return;
   std::vector<std::string> ended;
   {
@@ -410,17 +403,23 @@ void SchedulerImpl::NotifySessionsEnded() {
   for (const std::string& id : ended) options_.on_session_ended(id);
 }
 
-std::vector<QueueEntryView> SchedulerImpl::ListQueue() const {
+std::vector<QueueEntryView> SchedulerImpl::ListQueue(size_t limit, int* total) const {
   sync::MutexLock lock(&mu_);
+  if (total != nullptr) *total = queue_.size();
+  const size_t shown =
+      limit == 0 ? static_cast<size_t>(queue_.size()) : std::min<size_t>(limit, queue_.size());
   std::vector<QueueEntryView> entries;
   const absl::Time now = Now();
   // The walk's order is the queue's: its entries are the first positions.
-  const QueueWalk walk = WalkQueueLocked(nullptr, false);
+  const QueueWalk walk = WalkQueueLocked(nullptr, false, shown);
   std::optional<Holdings> holdings;
   if (HasLimitsLocked()) holdings = HoldingsLocked();
+  const IpuMask pool = PodMask() & ~PartitionedLocked();
+  entries.reserve(shown);
   int position = 0;
-  for (const Waiter* waiter : OrderedLocked()) {
-    const Waiter& w = *waiter;
+  WaitQueue::Cursor cursor = queue_.Walk(walk_priority_);
+  while (entries.size() < shown) {
+    const Waiter& w = *cursor.Next();
     QueueEntryView e;
     e.ticket = w.ticket;
     e.position = ++position;
@@ -435,7 +434,7 @@ std::vector<QueueEntryView> SchedulerImpl::ListQueue() const {
     e.job = w.job;
     e.factors = FactorsLocked(w);
     e.priority = PriorityLocked(w);
-    e.reason = ReasonLocked(w, holdings ? &*holdings : nullptr);
+    e.reason = ReasonLocked(w, holdings ? &*holdings : nullptr, pool);
     absl::Duration fragmented = w.fragmentation_delay;
     if (w.fragmented_since != absl::InfinitePast()) fragmented += now - w.fragmented_since;
     e.fragmentation_delay_seconds = absl::ToDoubleSeconds(fragmented);
@@ -446,6 +445,31 @@ std::vector<QueueEntryView> SchedulerImpl::ListQueue() const {
     entries.push_back(std::move(e));
   }
   return entries;
+}
+
+std::vector<QueuePlaceView> SchedulerImpl::QueuePlaces() const {
+  sync::MutexLock lock(&mu_);
+  std::optional<Holdings> holdings;
+  if (HasLimitsLocked()) holdings = HoldingsLocked();
+  const IpuMask pool = PodMask() & ~PartitionedLocked();
+  std::vector<QueuePlaceView> places;
+  places.reserve(static_cast<size_t>(queue_.size()));
+  for (const Waiter* w : OrderedLocked()) {
+    places.push_back({w->ticket, static_cast<int>(places.size()) + 1,
+                      ReasonLocked(*w, holdings ? &*holdings : nullptr, pool)});
+  }
+  return places;
+}
+
+std::optional<QueuePlaceView> SchedulerImpl::QueuePlaceOf(absl::string_view ticket) const {
+  sync::MutexLock lock(&mu_);
+  const Waiter* w = queue_.Find(ticket);
+  if (w == nullptr) return std::nullopt;
+  std::optional<Holdings> holdings;
+  if (HasLimitsLocked()) holdings = HoldingsLocked();
+  return QueuePlaceView{
+      w->ticket, queue_.PositionOf(w, walk_priority_),
+      ReasonLocked(*w, holdings ? &*holdings : nullptr, PodMask() & ~PartitionedLocked())};
 }
 
 }  // namespace ipupod::scheduler

@@ -133,6 +133,7 @@ double SchedulerImpl::TotalSharesLocked() const {
 
 void SchedulerImpl::BeginPassLocked(absl::Time now) {
   ChargeUsageLocked(now);
+  ++pass_.generation;
   pass_.at = now;
   pass_.accounts.clear();
   if (policy_->order != sharing::QueueOrder::kMultifactor) return;
@@ -164,6 +165,17 @@ void SchedulerImpl::UpdatePrioritiesLocked(absl::Time now) {
 
 sharing::Factors SchedulerImpl::FactorsLocked(const Waiter& w) const {
   if (policy_->order != sharing::QueueOrder::kMultifactor) return sharing::Factors();
+  // Every input is fixed within a pass: computed once per waiter and pass
+  // (a walk, a listing and the position count each ask again).
+  if (w.priority_pass != pass_.generation) {
+    w.factors = ComputeFactorsLocked(w);
+    w.priority = sharing::Priority(policy_->weights, w.factors);
+    w.priority_pass = pass_.generation;
+  }
+  return w.factors;
+}
+
+sharing::Factors SchedulerImpl::ComputeFactorsLocked(const Waiter& w) const {
   const sharing::SharingPolicy& p = *policy_;
   const AccountFactors& account = AccountFactorsLocked(w.account);
   sharing::PriorityInputs in;
@@ -180,7 +192,8 @@ sharing::Factors SchedulerImpl::FactorsLocked(const Waiter& w) const {
 
 double SchedulerImpl::PriorityLocked(const Waiter& w) const {
   if (policy_->order != sharing::QueueOrder::kMultifactor) return 0;
-  return sharing::Priority(policy_->weights, FactorsLocked(w));
+  FactorsLocked(w);
+  return w.priority;
 }
 
 bool SchedulerImpl::SettledLocked(const Waiter& w) const {
@@ -405,6 +418,7 @@ void SchedulerImpl::QueueLedgerOpenLocked(const Session& s) {
   r.start_unix_ms = absl::ToUnixMillis(s.granted);
   r.state = std::string(accounting::kStateRunning);
   ledger_ops_.push_back(std::move(op));
+  ++ledger_queued_;
 }
 
 double IpuSecondsOf(const Session& s, absl::Time end) {
@@ -420,26 +434,91 @@ void SchedulerImpl::QueueLedgerCloseLocked(const Session& s, absl::Time end,
   op.record.ipu_seconds = IpuSecondsOf(s, end);
   op.record.state = std::string(state);
   ledger_ops_.push_back(std::move(op));
+  ++ledger_queued_;
 }
 
-void SchedulerImpl::FlushLedger() {
+void SchedulerImpl::FlushLedger(bool wait) {
   if (options_.ledger == nullptr) return;
-  sync::MutexLock order(&ledger_mu_);  // keeps each session's open before its close
-  std::vector<LedgerOp> ops;
+  uint64_t mine = 0;
   {
     sync::MutexLock lock(&mu_);
-    ops.swap(ledger_ops_);
+    mine = ledger_queued_;
+    if (ledger_ops_.empty()) return;
+    if (!wait && ledger_ops_.size() <= kLedgerBacklogMax && ArmLedgerWriteLocked()) return;
   }
-  for (const LedgerOp& op : ops) {
-    const absl::Status written =
-        op.open ? options_.ledger->Open(op.record)
-                : options_.ledger->Close(op.record.id, op.record.end_unix_ms, op.record.ipu_seconds,
-                                         op.record.state);
-    if (!written.ok()) {
-      spdlog::error("scheduler: usage record of {} not written: {}", op.record.id,
-                    written.ToString());
+  sync::MutexLock lock(&ledger_mu_);
+  while (ledger_written_ < mine) {
+    if (!ledger_writing_) {
+      WriteLedgerLocked();
+    } else {
+      sync::WaitWithTimeout(&ledger_cv_, &ledger_mu_, absl::Seconds(1));
     }
   }
+}
+
+bool SchedulerImpl::ArmLedgerWriteLocked() {
+  if (ledger_write_armed_) return true;
+  absl::StatusOr<uint64_t> armed = timer_.Schedule(absl::ZeroDuration(), [this] {
+    {
+      sync::MutexLock lock(&mu_);
+      ledger_write_armed_ = false;
+    }
+    FlushLedger(true);
+  });
+  ledger_write_armed_ = armed.ok();
+  return ledger_write_armed_;
+}
+
+void SchedulerImpl::WriteLedgerLocked() {
+  ledger_writing_ = true;
+  for (;;) {
+    // Taken and found empty under ledger_mu_, so an operation queued before
+    // a caller saw this writer at work is never left behind.
+    std::vector<LedgerOp> ops;
+    uint64_t upto = 0;
+    {
+      sync::MutexLock lock(&mu_);
+      ops.swap(ledger_ops_);
+      upto = ledger_queued_;
+    }
+    if (ops.empty()) break;
+    sync::Released(&ledger_mu_);
+    ledger_mu_.Unlock();  // callers queue, wait or leave while it writes
+    WriteLedgerOps(ops);
+    ledger_mu_.Lock();
+    sync::Acquired(&ledger_mu_);
+    ledger_written_ = upto;
+    ledger_cv_.SignalAll();
+  }
+  ledger_writing_ = false;
+  ledger_cv_.SignalAll();
+}
+
+void SchedulerImpl::WriteLedgerOps(const std::vector<LedgerOp>& ops) {
+  // Opens first: a close in the same batch is of a session opened in it or
+  // before it.
+  std::vector<const LedgerOp*> opens, closes;
+  std::vector<accounting::UsageRecord> records;
+  std::vector<accounting::RecordEnd> ends;
+  for (const LedgerOp& op : ops) {
+    if (op.open) {
+      opens.push_back(&op);
+      records.push_back(op.record);
+    } else {
+      closes.push_back(&op);
+      ends.push_back({op.record.id, op.record.end_unix_ms, op.record.ipu_seconds, op.record.state});
+    }
+  }
+  const auto log = [](const std::vector<const LedgerOp*>& done,
+                      const std::vector<absl::Status>& written) {
+    for (size_t i = 0; i < done.size() && i < written.size(); ++i) {
+      if (written[i].ok()) continue;
+      spdlog::error("scheduler: usage record of {} not written: {}", done[i]->record.id,
+                    written[i].ToString());
+    }
+  };
+  if (!records.empty()) log(opens, options_.ledger->OpenAll(records));
+  if (!ends.empty()) log(closes, options_.ledger->CloseAll(ends));
 }
 
 }  // namespace ipupod::scheduler

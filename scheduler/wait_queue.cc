@@ -318,6 +318,34 @@ WaitQueue::Cursor WaitQueue::Walk(const WalkPriority& priority, const Waiter* ex
   return cursor;
 }
 
+int WaitQueue::PositionOf(const Waiter* waiter, const WalkPriority& priority) const {
+  const double own = priority.of(*waiter);
+  // Whether a waiter of priority `p` goes before `waiter` (Cursor::After).
+  const auto first = [&](double p, const Waiter* w) {
+    return p != own ? p > own : w->sequence < waiter->sequence;
+  };
+  int ahead = 0;
+  for (const auto& [key, group] : groups_) {
+    for (const Run* run : {&group.settled, &group.ageing}) {
+      if (run->empty()) continue;
+      // A settled run shares its head's priority (as in Cursor::Next).
+      const bool settled = run == &group.settled;
+      const double head = priority.of(**run->begin());
+      if (!first(head, *run->begin())) continue;
+      const Waiter* last = *run->rbegin();
+      if (first(settled ? head : priority.of(*last), last)) {
+        ahead += static_cast<int>(run->size());
+        continue;
+      }
+      for (const Waiter* w : *run) {
+        if (!first(settled ? head : priority.of(*w), w)) break;
+        ++ahead;
+      }
+    }
+  }
+  return ahead + 1;
+}
+
 bool WaitQueue::Cursor::After(const Head& a, const Head& b) {
   if (a.priority != b.priority) return a.priority < b.priority;
   return a.waiter->sequence > b.waiter->sequence;

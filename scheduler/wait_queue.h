@@ -211,6 +211,11 @@ struct Waiter {
   // What the waiter was last told (0 = nothing yet).
   int told_position = 0;
   int told_length = 0;
+  // The Scheduler's cache of its factors and priority in one priority pass
+  // (`priority_pass` names it; 0 = none), kept under the Scheduler's mutex.
+  mutable uint64_t priority_pass = 0;
+  mutable double priority = 0;
+  mutable sharing::Factors factors;
 };
 
 // The walk's order as the Scheduler defines it (sharing/priority.h).
@@ -264,6 +269,12 @@ class WaitQueue {
   // cursor), with `extra` (a request not in the queue) at its place.
   // REQUIRES: the queue is not changed while the cursor is in use.
   Cursor Walk(const WalkPriority& priority, const Waiter* extra = nullptr) const;
+  // The 1-based place of `waiter` in that order, without walking it: each
+  // run is in the order's sense, so the waiters of a run that go first are a
+  // prefix of it, counted whole when its last goes first, skipped when its
+  // first does not. Costs the number of groups plus the prefixes of runs
+  // that straddle the waiter. REQUIRES: `waiter` is in this queue.
+  int PositionOf(const Waiter* waiter, const WalkPriority& priority) const;
 
   // What a walk needs to know of the waiters it has not reached yet: for
   // each block size (index log2 of the size), how many waiters hold their

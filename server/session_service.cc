@@ -65,12 +65,16 @@ grpc::ServerUnaryReactor* SessionServiceImpl::GetSession(grpc::CallbackServerCon
 }
 
 grpc::ServerUnaryReactor* SessionServiceImpl::ListQueue(grpc::CallbackServerContext* context,
-                                                        const v1::ListQueueRequest* /*request*/,
+                                                        const v1::ListQueueRequest* request,
                                                         v1::ListQueueResponse* response) {
   return HandleUnary(context, env_, "ListQueue", [&](const Caller& caller) {
-    std::vector<scheduler::QueueEntryView> queue = env_.scheduler->ListQueue();
+    int total = 0;
+    std::vector<scheduler::QueueEntryView> queue =
+        env_.scheduler->ListQueue(request->limit(), &total);
     scheduler::HideClientLabels(caller, queue);
+    response->mutable_entries()->Reserve(static_cast<int>(queue.size()));
     for (const auto& entry : queue) ToProto(entry, response->add_entries());
+    response->set_total(static_cast<uint32_t>(total));
     return absl::OkStatus();
   });
 }

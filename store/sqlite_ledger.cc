@@ -6,6 +6,7 @@
 #include "store/sqlite_ledger.h"
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -161,32 +162,32 @@ absl::Status CheckClosable(sqlite3* db, absl::string_view id, int64_t end_unix_m
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status SqliteStateStore::Open(const UsageRecord& record) {
+// Open's checks before its transaction.
+absl::Status CheckOpenable(const UsageRecord& record) {
   IPUPOD_RETURN_IF_ERROR(CheckRecord(record));
   if (record.end_unix_ms != 0 || record.start_unix_ms <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "usage record ", record.id, ": an open record has a start and no end; Put ended ones"));
   }
-  UsageRecord open = record;
-  open.state = std::string(accounting::kStateRunning);
-  sync::MutexLock lock(&mu_);
-  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
-  return WriteTransaction(db, WritePoint::kLedgerOpen, faults_, [&]() -> absl::Status {
-    IPUPOD_ASSIGN_OR_RETURN(Statement exists,
-                            Statement::Prepare(db, "SELECT 1 FROM usage WHERE id = ?1"));
-    IPUPOD_RETURN_IF_ERROR(exists.Bind(1, open.id));
-    IPUPOD_ASSIGN_OR_RETURN(const bool found, exists.Step());
-    if (found) {
-      return absl::AlreadyExistsError(absl::StrCat("usage record ", open.id, " exists already"));
-    }
-    return InsertRecord(db, open, /*replace=*/false);
-  });
+  return absl::OkStatus();
 }
 
-absl::Status SqliteStateStore::Close(absl::string_view id, int64_t end_unix_ms, double ipu_seconds,
-                                     absl::string_view state) {
+// Open inside its transaction: ALREADY_EXISTS for an id that exists.
+absl::Status OpenRow(sqlite3* db, const UsageRecord& record) {
+  UsageRecord open = record;
+  open.state = std::string(accounting::kStateRunning);
+  IPUPOD_ASSIGN_OR_RETURN(Statement exists,
+                          Statement::Prepare(db, "SELECT 1 FROM usage WHERE id = ?1"));
+  IPUPOD_RETURN_IF_ERROR(exists.Bind(1, open.id));
+  IPUPOD_ASSIGN_OR_RETURN(const bool found, exists.Step());
+  if (found) {
+    return absl::AlreadyExistsError(absl::StrCat("usage record ", open.id, " exists already"));
+  }
+  return InsertRecord(db, open, /*replace=*/false);
+}
+
+// Close's checks before its transaction.
+absl::Status CheckClose(absl::string_view id, double ipu_seconds, absl::string_view state) {
   if (id.empty()) return NotOpen(id);
   if (state.empty() || state == accounting::kStateRunning || !std::isfinite(ipu_seconds) ||
       ipu_seconds < 0) {
@@ -194,20 +195,90 @@ absl::Status SqliteStateStore::Close(absl::string_view id, int64_t end_unix_ms, 
         absl::StrCat("usage record ", id.substr(0, kIdLengthMax),
                      ": a close needs an end state other than RUNNING and IPU-seconds >= 0"));
   }
+  return absl::OkStatus();
+}
+
+// Close inside its transaction.
+absl::Status CloseRow(sqlite3* db, const accounting::RecordEnd& end) {
+  IPUPOD_RETURN_IF_ERROR(CheckClosable(db, end.id, end.end_unix_ms));
+  IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
+                          Statement::Prepare(db,
+                                             "UPDATE usage SET end_unix_ms = ?2, "
+                                             "ipu_seconds = ?3, state = ?4 WHERE id = ?1"));
+  IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, end.id));
+  IPUPOD_RETURN_IF_ERROR(stmt.Bind(2, end.end_unix_ms));
+  IPUPOD_RETURN_IF_ERROR(stmt.Bind(3, end.ipu_seconds));
+  IPUPOD_RETURN_IF_ERROR(stmt.Bind(4, end.state));
+  return stmt.Run();
+}
+
+// A batch's refusal of one change (it is left out, the others written),
+// rather than a failure of the write itself (which fails them all).
+bool Refused(const absl::Status& status) {
+  return absl::IsAlreadyExists(status) || absl::IsNotFound(status) ||
+         absl::IsInvalidArgument(status);
+}
+
+// Runs `apply(i)` for each of `n` changes whose `checked` status is OK, in one
+// transaction at `point`; fills `checked` with each one's outcome.
+void WriteBatch(sqlite3* db, WritePoint point, WriteFaultInjector& faults,
+                std::vector<absl::Status>& checked,
+                const std::function<absl::Status(size_t)>& apply) {
+  std::vector<absl::Status> outcome = checked;
+  const absl::Status written = WriteTransaction(db, point, faults, [&]() -> absl::Status {
+    for (size_t i = 0; i < checked.size(); ++i) {
+      if (!checked[i].ok()) continue;
+      outcome[i] = apply(i);
+      if (!outcome[i].ok() && !Refused(outcome[i])) return outcome[i];
+    }
+    return absl::OkStatus();
+  });
+  for (size_t i = 0; i < checked.size(); ++i) {
+    if (checked[i].ok()) checked[i] = written.ok() ? outcome[i] : written;
+  }
+}
+
+}  // namespace
+
+absl::Status SqliteStateStore::Open(const UsageRecord& record) {
+  IPUPOD_RETURN_IF_ERROR(CheckOpenable(record));
   sync::MutexLock lock(&mu_);
   sqlite3* db = db_;  // lambdas are outside clang's lock analysis
-  return WriteTransaction(db, WritePoint::kLedgerClose, faults_, [&]() -> absl::Status {
-    IPUPOD_RETURN_IF_ERROR(CheckClosable(db, id, end_unix_ms));
-    IPUPOD_ASSIGN_OR_RETURN(Statement stmt,
-                            Statement::Prepare(db,
-                                               "UPDATE usage SET end_unix_ms = ?2, "
-                                               "ipu_seconds = ?3, state = ?4 WHERE id = ?1"));
-    IPUPOD_RETURN_IF_ERROR(stmt.Bind(1, id));
-    IPUPOD_RETURN_IF_ERROR(stmt.Bind(2, end_unix_ms));
-    IPUPOD_RETURN_IF_ERROR(stmt.Bind(3, ipu_seconds));
-    IPUPOD_RETURN_IF_ERROR(stmt.Bind(4, state));
-    return stmt.Run();
-  });
+  return WriteTransaction(db, WritePoint::kLedgerOpen, faults_,
+                          [&]() -> absl::Status { return OpenRow(db, record); });
+}
+
+absl::Status SqliteStateStore::Close(absl::string_view id, int64_t end_unix_ms, double ipu_seconds,
+                                     absl::string_view state) {
+  IPUPOD_RETURN_IF_ERROR(CheckClose(id, ipu_seconds, state));
+  const accounting::RecordEnd end{std::string(id), end_unix_ms, ipu_seconds, std::string(state)};
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  return WriteTransaction(db, WritePoint::kLedgerClose, faults_,
+                          [&]() -> absl::Status { return CloseRow(db, end); });
+}
+
+std::vector<absl::Status> SqliteStateStore::OpenAll(const std::vector<UsageRecord>& records) {
+  std::vector<absl::Status> checked;
+  for (const UsageRecord& r : records) checked.push_back(CheckOpenable(r));
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  WriteBatch(db, WritePoint::kLedgerOpen, faults_, checked,
+             [&](size_t i) { return OpenRow(db, records[i]); });
+  return checked;
+}
+
+std::vector<absl::Status> SqliteStateStore::CloseAll(
+    const std::vector<accounting::RecordEnd>& ends) {
+  std::vector<absl::Status> checked;
+  for (const accounting::RecordEnd& e : ends) {
+    checked.push_back(CheckClose(e.id, e.ipu_seconds, e.state));
+  }
+  sync::MutexLock lock(&mu_);
+  sqlite3* db = db_;  // lambdas are outside clang's lock analysis
+  WriteBatch(db, WritePoint::kLedgerClose, faults_, checked,
+             [&](size_t i) { return CloseRow(db, ends[i]); });
+  return checked;
 }
 
 absl::Status SqliteStateStore::Put(const UsageRecord& record) {

@@ -151,6 +151,9 @@ class SqliteStateStore : public scheduler::StateStore,
   absl::Status Open(const accounting::UsageRecord& record) override;
   absl::Status Close(absl::string_view id, int64_t end_unix_ms, double ipu_seconds,
                      absl::string_view state) override;
+  // Many opens (closes) in one transaction at kLedgerOpen (kLedgerClose).
+  std::vector<absl::Status> OpenAll(const std::vector<accounting::UsageRecord>& records) override;
+  std::vector<absl::Status> CloseAll(const std::vector<accounting::RecordEnd>& ends) override;
   absl::Status Put(const accounting::UsageRecord& record) override;
   absl::StatusOr<std::vector<accounting::UsageRecord>> Query(
       const accounting::LedgerQuery& query) override;

@@ -47,6 +47,10 @@ int Context::Print(const Json& doc, absl::string_view text) {
   return kExitOk;
 }
 
+int Context::Print(const std::function<Json()>& doc, const std::function<std::string()>& text) {
+  return json() ? Print(doc(), "") : Print(Json(), text());
+}
+
 int Context::Fail(const absl::Status& status, const HintContext& hint) {
   if (json()) {
     out_ << JsonLine(ErrorJson(status));

@@ -62,6 +62,8 @@ class Context {
 
   // Writes `doc` (json mode) or `text` to stdout; returns kExitOk.
   int Print(const Json& doc, absl::string_view text);
+  // The same, building only the form it prints (lists of thousands).
+  int Print(const std::function<Json()>& doc, const std::function<std::string()>& text);
   // Reports `status` (not OK) on stdout as JSON or on stderr as text.
   int Fail(const absl::Status& status, const HintContext& hint = {});
   // Reports a status after a JSON document was already printed on stdout:

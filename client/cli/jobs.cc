@@ -95,11 +95,13 @@ int RunList(Context& ctx, const JobArgs& args) {
   absl::StatusOr<v1::ListJobsResponse> list = (*client)->ListJobs(request);
   if (!list.ok()) return ctx.Fail(list.status());
   const std::vector<v1::Job> jobs(list->jobs().begin(), list->jobs().end());
-  return ctx.Print(JobsJson(jobs),
-                   JobsTable(jobs, absl::Now(), absl::LocalTimeZone(),
-                             request.all() ? "no jobs\n"
-                                           : "no pending or running jobs (--all shows finished "
-                                             "ones too)\n"));
+  return ctx.Print([&] { return JobsJson(jobs); },
+                   [&] {
+                     return JobsTable(jobs, absl::Now(), absl::LocalTimeZone(),
+                                      request.all() ? "no jobs\n"
+                                                    : "no pending or running jobs (--all shows "
+                                                      "finished ones too)\n");
+                   });
 }
 
 // ---------------------------------------------------------------- job ...

@@ -108,20 +108,24 @@ std::string Table::Render() const {
   for (const auto& row : rows_) {
     for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
   }
+  std::string out;
+  // Appended in place: a listing of thousands of rows makes no string per cell.
   auto render_row = [&](const std::vector<std::string>& cells) {
-    std::string line;
+    const size_t start = out.size();
     for (size_t c = 0; c < cells.size(); ++c) {
-      if (c > 0) line += "  ";
-      std::string pad(widths[c] - cells[c].size(), ' ');
-      line += columns_[c].align == Align::kRight ? pad + cells[c] : cells[c] + pad;
+      if (c > 0) out.append(2, ' ');
+      const size_t pad = widths[c] - cells[c].size();
+      if (columns_[c].align == Align::kRight) out.append(pad, ' ');
+      out += cells[c];
+      if (columns_[c].align != Align::kRight) out.append(pad, ' ');
     }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    return line + "\n";
+    while (out.size() > start && out.back() == ' ') out.pop_back();
+    out += '\n';
   };
   std::vector<std::string> headers;
   for (const Column& column : columns_) headers.push_back(column.header);
-  std::string out = render_row(headers);
-  for (const auto& row : rows_) out += render_row(row);
+  render_row(headers);
+  for (const auto& row : rows_) render_row(row);
   return out;
 }
 
@@ -235,7 +239,7 @@ Json QueueJson(const v1::ListQueueResponse& queue) {
                        {"fragmentation_delay_seconds", e.fragmentation_delay_seconds()},
                        {"expected_start_unix_ms", e.expected_start_unix_ms()}});
   }
-  return {{"entries", std::move(entries)}};
+  return {{"entries", std::move(entries)}, {"total", queue.total()}};
 }
 
 Json ResetJson(const v1::ResetResponse& reset) {
@@ -436,7 +440,13 @@ std::string QueueText(const v1::ListQueueResponse& queue) {
                   e.timeout_seconds() > 0 ? FormatClockDuration(e.timeout_seconds()) : "none",
                   OrDash(e.client())});
   }
-  return table.Render();
+  std::string text = table.Render();
+  const int more = static_cast<int>(queue.total()) - queue.entries_size();
+  if (more > 0) {
+    absl::StrAppend(&text, "... and ", more, " more waiting (", queue.total(),
+                    " in all); `ipupod queue --all` lists every one\n");
+  }
+  return text;
 }
 
 std::string ResetText(absl::string_view what, const v1::ResetResponse& reset) {

@@ -13,6 +13,14 @@ struct SessionArgs {
   std::string session;
 };
 
+// `ipupod queue`: text shows the head of a long queue, JSON every entry,
+// unless told otherwise.
+inline constexpr uint32_t kQueueRowsShown = 100;
+struct QueueArgs {
+  bool all = false;
+  uint32_t limit = 0;  // 0: kQueueRowsShown for text, all for --json
+};
+
 int RunDetach(Context& ctx, const SessionArgs& args) {
   auto client = ctx.Connect();
   if (!client.ok()) return ctx.Fail(client.status());
@@ -23,12 +31,14 @@ int RunDetach(Context& ctx, const SessionArgs& args) {
   return ctx.Print(DetachJson(args.session, *detached), DetachText(args.session, *detached));
 }
 
-int RunQueue(Context& ctx) {
+int RunQueue(Context& ctx, const QueueArgs& args) {
   auto client = ctx.Connect();
   if (!client.ok()) return ctx.Fail(client.status());
-  auto queue = (*client)->ListQueue();
+  v1::ListQueueRequest request;
+  if (!args.all) request.set_limit(args.limit > 0 ? args.limit : ctx.json() ? 0 : kQueueRowsShown);
+  auto queue = (*client)->ListQueue(request);
   if (!queue.ok()) return ctx.Fail(queue.status());
-  return ctx.Print(QueueJson(*queue), QueueText(*queue));
+  return ctx.Print([&] { return QueueJson(*queue); }, [&] { return QueueText(*queue); });
 }
 
 int RunShow(Context& ctx, const SessionArgs& args) {
@@ -84,11 +94,19 @@ void AddSessionCommands(CLI::App& app, Selection& selection) {
   OnSelected(detach, selection, "detach", [args](Context& ctx) { return RunDetach(ctx, *args); });
 
   CLI::App* queue = app.add_subcommand("queue", "Show the attach wait queue");
+  auto queue_args = std::make_shared<QueueArgs>();
+  queue->add_flag("--all", queue_args->all, "Every waiting request (text shows the first 100)");
+  queue->add_option("--limit", queue_args->limit, "The first N waiting requests")
+      ->type_name("N")
+      ->check(CLI::Range(1u, 1000000u));
   queue->footer(
       "One row per waiting `ipupod attach --wait`, first to be served first: ticket, user,\n"
-      "IPUs requested, partition, time waited and wait timeout.\n\n"
-      "Example:\n  ipupod queue");
-  OnSelected(queue, selection, "queue", RunQueue);
+      "IPUs requested, partition, time waited and wait timeout. A long queue shows its\n"
+      "first 100 and how many more wait (--all or --limit N for more); --json has every\n"
+      "entry unless --limit is given.\n\n"
+      "Examples:\n  ipupod queue\n  ipupod queue --all\n  ipupod --json queue --limit 10");
+  OnSelected(queue, selection, "queue",
+             [queue_args](Context& ctx) { return RunQueue(ctx, *queue_args); });
 
   CLI::App* group = app.add_subcommand("session", "Show or reset a session");
   group->require_subcommand(1);

@@ -1,6 +1,7 @@
 // End to end: attach, the wait queue and its policy (FCFS with conservative
 // backfill), auto-round, timeouts, cancellation and `attach -- COMMAND`,
 // through the ipupod CLI against a real ipupodd (POD16, open mode).
+#include <algorithm>
 #include <set>
 
 #include <gmock/gmock.h>
@@ -212,6 +213,33 @@ TEST_F(AttachQueueTest, ALabelIsShownToItsOwnerAndAdminsOnlyAndNeverHoldsArgumen
   waiter.Signal(SIGINT);
   holder.Wait(seconds(10));
   waiter.Wait(seconds(10));
+}
+
+TEST_F(AttachQueueTest, ALongQueueListsItsHeadAndHowManyMoreWait) {
+  nlohmann::json grant;
+  Process holder = Hold("alice", {"--ipus", "16"}, &grant);
+  std::vector<Process> waiters;
+  for (int i = 0; i < 3; ++i) waiters.push_back(StartWaiter("bob", {"--ipus", "1"}));
+  ASSERT_TRUE(QueueLengthIs(3));  // --json: every entry by default
+  const CliResult text = RunCli(server_.address(), "bob", {"queue", "--limit", "2"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, ::testing::HasSubstr("... and 1 more waiting (3 in all); "
+                                             "`ipupod queue --all` lists every one"));
+  EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 4) << text.out;  // header, 2, hint
+  const CliResult all = RunCli(server_.address(), "bob", {"queue", "--all"});
+  EXPECT_EQ(all.out.find("more waiting"), std::string::npos) << all.out;
+  EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '\n'), 4) << all.out;  // header, 3
+  const nlohmann::json head = Cli("bob", {"queue", "--limit", "2"}).json();
+  ASSERT_EQ(head["entries"].size(), 2u) << head;
+  EXPECT_EQ(head["entries"][1]["position"], 2);
+  EXPECT_EQ(head["total"], 3);
+  EXPECT_EQ(Cli("bob", {"queue", "--limit", "0"}).exit_code, 2);  // a usage error
+  holder.Signal(SIGINT);
+  ASSERT_EQ(holder.Wait(seconds(10)), 0);
+  for (Process& w : waiters) {
+    w.Signal(SIGINT);
+    w.Wait(seconds(10));
+  }
 }
 
 TEST_F(AttachQueueTest, CommandEndingIsLoggedAsANormalEndNotAnError) {

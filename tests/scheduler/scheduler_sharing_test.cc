@@ -473,6 +473,8 @@ TEST_F(PreemptionTest, ASessionThatGivesItsIpusBackInTimeEndsPreempted) {
   ASSERT_TRUE(a.observer->notice().has_value());
   sched_->Release(a.ticket);  // a job checkpoints and lets go
   EXPECT_TRUE(waiter.observer->granted().has_value());
+  // A release's record is written on the scheduler's timer thread.
+  ASSERT_TRUE(ledger_.WaitClosed(1));
   EXPECT_EQ(ledger_.closed().back().state, "PREEMPTED");
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <utility>
 
@@ -12,8 +11,6 @@
 #include "common/status_macros.h"
 #include "kernels/threads.h"
 #include "server/config.h"
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace ipupod::bench {
@@ -94,65 +91,6 @@ absl::StatusOr<Loaded> CompileAndLoad(Pod& pod, const fs::path& onnx,
   IPUPOD_ASSIGN_OR_RETURN(loaded.program,
                           pod.client->Load(loaded.session, executable.content_hash));
   return loaded;
-}
-
-absl::StatusOr<ServerProcess> ServerProcess::Start(const std::string& binary,
-                                                   const fs::path& state_dir,
-                                                   const std::vector<std::string>& extra_args) {
-  std::vector<std::string> args = {
-      binary, "--listen", "127.0.0.1:0", "--state-dir", state_dir.string(), "--log-level", "warn"};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int out[2];
-  if (pipe(out) != 0) return absl::InternalError("pipe failed");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  ServerProcess server;
-  server.pid = pid;
-  std::string line;
-  char c;
-  while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-  close(out[0]);
-  std::smatch m;
-  static const std::regex kReady(R"(listening on (127\.0\.0\.1:\d+))");
-  if (!std::regex_search(line, m, kReady)) {
-    return absl::InternalError(absl::StrCat(binary, " did not start: \"", line, "\""));
-  }
-  server.address = m[1].str();
-  return server;
-}
-
-ServerProcess::ServerProcess(ServerProcess&& other) noexcept
-    : pid(other.pid), address(std::move(other.address)) {
-  other.pid = -1;
-}
-
-ServerProcess& ServerProcess::operator=(ServerProcess&& other) noexcept {
-  if (this != &other) {
-    Stop();
-    pid = other.pid;
-    address = std::move(other.address);
-    other.pid = -1;
-  }
-  return *this;
-}
-
-ServerProcess::~ServerProcess() { Stop(); }
-
-void ServerProcess::Stop() {
-  if (pid <= 0) return;
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  pid = -1;
 }
 
 RoundFlags ParseRoundFlags(int argc, char** argv, RoundFlags defaults,

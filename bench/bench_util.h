@@ -74,25 +74,6 @@ absl::StatusOr<Loaded> CompileAndLoad(Pod& pod, const std::filesystem::path& onn
                                       absl::string_view config_update,
                                       const compiler::CompileOptions& options = {});
 
-// An ipupodd *process* (the CLI benchmarks run the real binaries): started on
-// an ephemeral loopback port with `--state-dir state_dir --log-level warn` and
-// `extra_args`; the destructor stops it (SIGTERM, then waits for it).
-struct ServerProcess {
-  static absl::StatusOr<ServerProcess> Start(const std::string& binary,
-                                             const std::filesystem::path& state_dir,
-                                             const std::vector<std::string>& extra_args);
-  ServerProcess() = default;
-  ServerProcess(ServerProcess&& other) noexcept;
-  ServerProcess& operator=(ServerProcess&& other) noexcept;  // stops this one first
-  ~ServerProcess();
-
-  int pid = -1;
-  std::string address;  // 127.0.0.1:PORT
-
- private:
-  void Stop();
-};
-
 // The flags every model benchmark takes: --steps N (timed Runs per round),
 // --rounds R (ipupodd / reference alternations), --threads T (0: every CPU).
 struct RoundFlags {

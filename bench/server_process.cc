@@ -64,9 +64,14 @@ std::vector<char*> Argv(std::vector<std::string>& args) {
 
 std::optional<ServerProcess> StartServerProcess(const std::string& state_dir,
                                                 const std::vector<std::string>& extra_args) {
-  std::vector<std::string> args = {
-      IPUPOD_SERVER_BINARY, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
-      "--log-level",        "warn"};
+  return StartServerProcess(IPUPOD_SERVER_BINARY, state_dir, extra_args);
+}
+
+std::optional<ServerProcess> StartServerProcess(const std::string& binary,
+                                                const std::string& state_dir,
+                                                const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args = {binary,    "--listen",    "127.0.0.1:0", "--state-dir",
+                                   state_dir, "--log-level", "warn"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   int out[2];
   if (pipe(out) != 0) return std::nullopt;
@@ -75,7 +80,7 @@ std::optional<ServerProcess> StartServerProcess(const std::string& state_dir,
     dup2(out[1], STDOUT_FILENO);
     close(out[0]);
     std::vector<char*> argv = Argv(args);
-    execv(IPUPOD_SERVER_BINARY, argv.data());
+    execv(binary.c_str(), argv.data());
     _exit(127);
   }
   close(out[1]);
@@ -86,7 +91,7 @@ std::optional<ServerProcess> StartServerProcess(const std::string& state_dir,
   std::smatch m;
   static const std::regex kReady(R"(listening on (127\.0\.0\.1:\d+))");
   if (pid < 0 || !std::regex_search(line, m, kReady)) {
-    std::fprintf(stderr, "ipupodd did not start: %s\n", line.c_str());
+    std::fprintf(stderr, "%s did not start: %s\n", binary.c_str(), line.c_str());
     if (pid > 0) {
       kill(pid, SIGTERM);
       waitpid(pid, nullptr, 0);

@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/types.h>
@@ -33,8 +34,9 @@ class ServerProcess {
  public:
   ServerProcess(pid_t pid, std::string address) : pid_(pid), address_(std::move(address)) {}
   ~ServerProcess();
-  ServerProcess(const ServerProcess&) = delete;
-  ServerProcess& operator=(const ServerProcess&) = delete;
+  ServerProcess(ServerProcess&& other) noexcept
+      : pid_(std::exchange(other.pid_, -1)), address_(std::move(other.address_)) {}
+  ServerProcess& operator=(ServerProcess&&) = delete;
 
   pid_t pid() const { return pid_; }
   const std::string& address() const { return address_; }
@@ -48,6 +50,10 @@ class ServerProcess {
 // warn and `extra_args` (e.g. {"--config", path}); waits for its
 // "listening on" line.
 std::optional<ServerProcess> StartServerProcess(const std::string& state_dir,
+                                                const std::vector<std::string>& extra_args);
+// The same with another build's ipupodd (cli_run_bench --baseline).
+std::optional<ServerProcess> StartServerProcess(const std::string& binary,
+                                                const std::string& state_dir,
                                                 const std::vector<std::string>& extra_args);
 
 // Runs IPUPOD_CLI_BINARY with `args` (the server and user as --server and

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <utility>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -44,10 +45,22 @@ ProcStatus ReadProcStatus(pid_t pid) {
   return s;
 }
 
-ServerProcess::~ServerProcess() {
+ServerProcess::~ServerProcess() { Stop(); }
+
+ServerProcess& ServerProcess::operator=(ServerProcess&& other) noexcept {
+  if (this != &other) {
+    Stop();
+    pid_ = std::exchange(other.pid_, -1);
+    address_ = std::move(other.address_);
+  }
+  return *this;
+}
+
+void ServerProcess::Stop() {
   if (pid_ <= 0) return;
   kill(pid_, SIGTERM);
   waitpid(pid_, nullptr, 0);
+  pid_ = -1;
 }
 
 namespace {

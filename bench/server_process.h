@@ -36,12 +36,14 @@ class ServerProcess {
   ~ServerProcess();
   ServerProcess(ServerProcess&& other) noexcept
       : pid_(std::exchange(other.pid_, -1)), address_(std::move(other.address_)) {}
-  ServerProcess& operator=(ServerProcess&&) = delete;
+  ServerProcess& operator=(ServerProcess&& other) noexcept;  // stops this one first
 
   pid_t pid() const { return pid_; }
   const std::string& address() const { return address_; }
 
  private:
+  void Stop();
+
   pid_t pid_;
   std::string address_;
 };

@@ -72,6 +72,9 @@ absl::StatusOr<driver::StepResult> RemoteSessionExecutable::RunStep(
 absl::Status RemoteSessionExecutable::RunSteps(
     const driver::StepPlan& plan, int64_t first, int64_t last,
     const std::function<absl::Status(int64_t step, driver::StepResult result)>& on_result) {
+  // One step has nothing to overlap: Client::Run sends it as one RunInline
+  // round trip when it is small, which a stream cannot beat.
+  if (last - first <= 1) return driver::SessionExecutable::RunSteps(plan, first, last, on_result);
   // Rows [step x samples_per_step, +samples_per_step) of every input: views
   // into the plan, which outlives the call.
   auto inputs = [&plan, first](int64_t k) {

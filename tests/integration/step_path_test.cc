@@ -1,8 +1,10 @@
-// End to end: which RPC `ipupod run` steps take against a real ipupodd. A
-// tiny model's steps (a few hundred bytes each way) go as RunInline calls,
-// one round trip each; a model whose step outputs are over 1 MiB runs
-// through the Run stream after one refused try. Both write the outputs the
-// interpreter computes; the server's RPC metrics say which method ran.
+// End to end: which RPC `ipupod run` steps take against a real ipupodd.
+// Several steps share one Run stream, whatever their size, so the next
+// step's inputs go out while one computes. A single small step is one
+// RunInline round trip; a single step whose outputs are over 1 MiB runs
+// through the Run stream after one refused try. Every path writes the
+// outputs the interpreter computes; the server's RPC metrics say which
+// method ran.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -91,16 +93,28 @@ class StepPathTest : public ::testing::Test {
   tensor::Tensor x_;
 };
 
-TEST_F(StepPathTest, ATinyModelsStepsAreRunInlineCalls) {
+TEST_F(StepPathTest, ATinyModelsStepsShareOneRunStream) {
   RunModel(1, 10, 5);  // a 10-wide Linear at batch 1: 32 bytes in, 40 out per step
-  EXPECT_EQ(Calls("RunInline"), 5);
+  EXPECT_EQ(Calls("Run"), 1);
+  EXPECT_EQ(Calls("RunInline"), 0);
+}
+
+TEST_F(StepPathTest, ATinyModelsSingleStepIsOneRunInlineCall) {
+  RunModel(1, 10, 1);
+  EXPECT_EQ(Calls("RunInline"), 1);
   EXPECT_EQ(Calls("Run"), 0);
 }
 
-TEST_F(StepPathTest, StepsWithOutputsOverTheBoundTakeTheRunStream) {
-  RunModel(64, 4200, 3);  // 1,075,200 bytes of outputs per step
-  EXPECT_EQ(Calls("RunInline", "OUT_OF_RANGE"), 1) << "one try, then remembered";
-  EXPECT_EQ(Calls("Run"), 3);
+TEST_F(StepPathTest, AStepWithOutputsOverTheBoundTakesTheRunStream) {
+  RunModel(64, 4200, 1);  // 1,075,200 bytes of outputs per step
+  EXPECT_EQ(Calls("RunInline", "OUT_OF_RANGE"), 1) << "one try";
+  EXPECT_EQ(Calls("Run"), 1);
+}
+
+TEST_F(StepPathTest, LargeStepsShareOneRunStreamWithoutAnInlineTry) {
+  RunModel(64, 4200, 3);
+  EXPECT_EQ(Calls("RunInline", "OUT_OF_RANGE"), 0);
+  EXPECT_EQ(Calls("Run"), 1);
 }
 
 }  // namespace

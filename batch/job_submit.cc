@@ -282,13 +282,14 @@ absl::Status JobManager::CheckActiveLimits(const Caller& caller, size_t adding) 
   if (jobs_.size() + adding > static_cast<size_t>(options_.max_jobs)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the server keeps at most ", options_.max_jobs, " jobs and holds ", jobs_.size(),
-        ": delete finished jobs (ipupod job delete) or ask an admin to raise max_jobs"));
+        ": delete finished jobs (ipupod job delete) or ask an admin to raise jobs_max_records"));
   }
   if (active + adding > static_cast<size_t>(options_.max_active_jobs_per_user)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "user ", caller.user, " has ", active, " pending or running jobs, and at most ",
         options_.max_active_jobs_per_user, " are allowed; this submit adds ", adding,
-        ": wait for some to finish or cancel some"));
+        ": wait for some to finish or cancel some (an admin sets the limit: "
+        "jobs_max_active_per_user)"));
   }
   return absl::OkStatus();
 }

@@ -10,8 +10,9 @@
 // show`) beside GetPodInfo.
 //
 // The server runs as a child process (so /proc tells its RSS), configured
-// with max_waiters above N (every pending job waits in the scheduler's
-// queue; the default, 4096, would refuse the rest); the model is a 16-16
+// with max_waiters and jobs_max_active_per_user above N (every pending job
+// waits in the scheduler's queue; the defaults, 4096 and 2000 per user,
+// would refuse the rest); the model is a 16-16
 // Linear compiled in this process.
 //   build/bench/jobs_bench [--jobs N] [--rounds R]   defaults 1000 and 5; `--jobs 10000`
 //   for issue 17 (every submit is a durable write: about a minute on the 2-core machine)
@@ -225,7 +226,8 @@ int Run(int n, int rounds) {
   fs::create_directories(dir);
   if (!WriteModel(dir)) return Fail("cannot compile the model");
   // Every pending job waits in the scheduler's queue: room for all of them.
-  std::ofstream(dir / "config.json") << "{\"max_waiters\": " << n + 16 << "}\n";
+  std::ofstream(dir / "config.json") << "{\"max_waiters\": " << n + 16
+                                      << ", \"jobs_max_active_per_user\": " << n + 16 << "}\n";
   std::optional<ServerProcess> server =
       StartServerProcess((dir / "state").string(), {"--config", (dir / "config.json").string()});
   if (!server) return Fail("ipupodd did not start");

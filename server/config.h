@@ -118,6 +118,8 @@ struct ServerConfig {
   int jobs_retention_hours = 168;
   int jobs_default_time_limit_minutes = 1440;
   int jobs_max_requeues = 3;
+  int jobs_max_records = 20000;         // jobs kept, every state
+  int jobs_max_active_per_user = 2000;  // PENDING and RUNNING, per user
   // The usage ledger (accounting/ledger.h, server/accounting_upkeep.h):
   // how long ended records are kept (0 = forever), how often the server
   // records that it is alive (the end of sessions a kill -9 left open), and
@@ -169,6 +171,7 @@ inline constexpr int64_t kBlobStoreMbMax = int64_t{1} << 24;  // 16 TiB
 inline constexpr int kRetentionHoursMax = 24 * 365;
 inline constexpr int kTimeLimitMinutesMax = 60 * 24 * 30;
 inline constexpr int kJobRequeuesMax = 100;
+inline constexpr int kJobRecordsMax = 1'000'000;
 inline constexpr int64_t kCompileModelMbMax = 65536;  // 64 GiB
 inline constexpr int kCompileConcurrentMax = 64;
 inline constexpr int kCompileTimeLimitSecondsMax = 86400;

@@ -328,6 +328,8 @@ absl::Status PodServer::StartJobs() {
   options.retention = absl::Hours(config_.jobs_retention_hours);
   options.default_time_limit = absl::Minutes(config_.jobs_default_time_limit_minutes);
   options.max_requeues = config_.jobs_max_requeues;
+  options.max_jobs = config_.jobs_max_records;
+  options.max_active_jobs_per_user = config_.jobs_max_active_per_user;
   options.ledger_retention = absl::Hours(24) * config_.accounting_retention_days;
   IPUPOD_ASSIGN_OR_RETURN(
       jobs_,

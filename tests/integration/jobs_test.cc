@@ -7,6 +7,7 @@
 // jobs behave as documented.
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -371,6 +372,40 @@ TEST(JobsBlobBoundTest, AnUploadOverTheUserBoundIsRefusedAndStoresNothing) {
     if (entry.path().filename().string().size() == 64) ++blobs;
   }
   EXPECT_LE(blobs, 1u) << "only the small executable may be stored";
+}
+
+// An operator's limits on jobs (docs/configuration.md): a user's active
+// jobs stop at jobs_max_active_per_user, others' are not counted, and the
+// refused submit names the key and changes nothing.
+TEST(JobsLimitTest, AUsersActiveJobsStopAtTheConfiguredLimit) {
+  ServerUnderTest server({"--pod", "POD4"}, R"({"jobs_max_active_per_user": 2})");
+  TempDir dir;
+  const std::string ipx = dir.path() + "/m.ipx", data = dir.path() + "/data.npz";
+  ASSERT_TRUE(tensor::WriteFileAtomically(dir.path() + "/m.onnx",
+                                          test_support::RegressorModel(2, Wave(6, 1.0f)))
+                  .ok());
+  ASSERT_TRUE(
+      tensor::WriteTensorFile(data, {{"x", *Tensor::FromValues<float>({4, 3}, Wave(12, 0.3f))}})
+          .ok());
+  ASSERT_EQ(
+      RunCli(server.address(), "alice", {"compile", dir.path() + "/m.onnx", "-o", ipx}).exit_code,
+      0);
+  // Every IPU held, so the jobs stay PENDING.
+  Process holder = StartCli(server.address(), "carol", {"--json", "attach", "--ipus", "4"});
+  ASSERT_TRUE(holder.ReadStdoutJson(std::chrono::seconds(15))) << holder.stderr_text();
+  const std::vector<std::string> submit = {"submit", ipx, "--inputs", data};
+  for (const char* user : {"alice", "alice", "bob"}) {
+    CliResult c = RunCli(server.address(), user, submit);
+    ASSERT_EQ(c.exit_code, 0) << user << ": " << c.err;
+  }
+  CliResult refused = RunCli(server.address(), "alice", submit);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("at most 2 are allowed"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("jobs_max_active_per_user"), std::string::npos) << refused.err;
+  const nlohmann::json all = RunCli(server.address(), "alice", {"--json", "jobs", "--all"}).json();
+  EXPECT_EQ(all["jobs"].size(), 3u) << all.dump();
+  holder.Signal(SIGINT);
+  EXPECT_EQ(holder.Wait(std::chrono::seconds(10)), 0);
 }
 
 }  // namespace

@@ -226,8 +226,8 @@ int Run(int n, int rounds) {
   fs::create_directories(dir);
   if (!WriteModel(dir)) return Fail("cannot compile the model");
   // Every pending job waits in the scheduler's queue: room for all of them.
-  std::ofstream(dir / "config.json") << "{\"max_waiters\": " << n + 16
-                                      << ", \"jobs_max_active_per_user\": " << n + 16 << "}\n";
+  std::ofstream(dir / "config.json")
+      << "{\"max_waiters\": " << n + 16 << ", \"jobs_max_active_per_user\": " << n + 16 << "}\n";
   std::optional<ServerProcess> server =
       StartServerProcess((dir / "state").string(), {"--config", (dir / "config.json").string()});
   if (!server) return Fail("ipupodd did not start");

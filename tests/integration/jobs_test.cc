@@ -385,7 +385,8 @@ TEST(JobsLimitTest, AUsersActiveJobsStopAtTheConfiguredLimit) {
                                           test_support::RegressorModel(2, Wave(6, 1.0f)))
                   .ok());
   ASSERT_TRUE(
-      tensor::WriteTensorFile(data, {{"x", *Tensor::FromValues<float>({4, 3}, Wave(12, 0.3f))}})
+      tensor::WriteTensorFile(data, {{"x", *Tensor::FromValues<float>({4, 3}, Wave(12, 0.3f))},
+                                     {"t", *Tensor::FromValues<float>({4, 2}, Wave(8, 1.7f))}})
           .ok());
   ASSERT_EQ(
       RunCli(server.address(), "alice", {"compile", dir.path() + "/m.onnx", "-o", ipx}).exit_code,

@@ -135,6 +135,7 @@ struct JobFilter {
   bool all = false;  // finished jobs too
   std::string user;  // "" = everyone's
   std::vector<jobs::JobState> states;
+  size_t limit = 0;  // the first this many matching jobs, by id; 0 = all
 };
 
 class JobManager {
@@ -158,7 +159,10 @@ class JobManager {
   // executable against the pod, the inputs against the executable).
   absl::StatusOr<std::vector<JobView>> Submit(const scheduler::Caller& caller,
                                               const jobs::JobSpec& spec, absl::string_view sweep);
-  std::vector<JobView> List(const scheduler::Caller& caller, const JobFilter& filter) const;
+  // The jobs `filter` matches, in id order, at most filter.limit of them;
+  // `total` (if not null) gets how many match.
+  std::vector<JobView> List(const scheduler::Caller& caller, const JobFilter& filter,
+                            int* total = nullptr) const;
   absl::StatusOr<JobView> Get(const scheduler::Caller& caller, absl::string_view id) const;
   absl::StatusOr<JobView> Cancel(const scheduler::Caller& caller, absl::string_view id);
   absl::StatusOr<JobView> Hold(const scheduler::Caller& caller, absl::string_view id);

@@ -75,10 +75,12 @@ absl::StatusOr<JobManager::Entry*> JobManager::FindLocked(const Caller& caller,
   return e;
 }
 
-std::vector<JobView> JobManager::List(const Caller& caller, const JobFilter& filter) const {
+std::vector<JobView> JobManager::List(const Caller& caller, const JobFilter& filter,
+                                      int* total) const {
   const Positions positions = QueuePositions();
   sync::MutexLock lock(&mu_);
   std::vector<JobView> out;
+  int matched = 0;
   for (const std::string& id : order_) {
     const Entry& e = *jobs_.at(id);
     if (!filter.user.empty() && e.record.user != filter.user) continue;
@@ -90,8 +92,12 @@ std::vector<JobView> JobManager::List(const Caller& caller, const JobFilter& fil
     } else if (!filter.all && jobs::IsFinished(e.record.state)) {
       continue;
     }
-    out.push_back(ViewLocked(caller, e, positions));
+    ++matched;
+    if (filter.limit == 0 || out.size() < filter.limit) {
+      out.push_back(ViewLocked(caller, e, positions));
+    }
   }
+  if (total != nullptr) *total = matched;
   return out;
 }
 

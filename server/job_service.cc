@@ -148,9 +148,11 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       v1::ListJobsResponse* response) {
   return Handle(context, env_, calls_, "ListJobs", [&](const Caller& caller) -> absl::Status {
     IPUPOD_ASSIGN_OR_RETURN(const batch::JobFilter filter, FromProto(*request));
-    for (const batch::JobView& job : manager_->List(caller, filter)) {
-      ToProto(job, response->add_jobs());
-    }
+    int total = 0;
+    const std::vector<batch::JobView> jobs = manager_->List(caller, filter, &total);
+    response->mutable_jobs()->Reserve(static_cast<int>(jobs.size()));
+    for (const batch::JobView& job : jobs) ToProto(job, response->add_jobs());
+    response->set_total(static_cast<uint32_t>(total));
     return absl::OkStatus();
   });
 }

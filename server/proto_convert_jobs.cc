@@ -56,6 +56,7 @@ absl::StatusOr<batch::JobFilter> FromProto(const v1::ListJobsRequest& request) {
   batch::JobFilter filter;
   filter.all = request.all();
   filter.user = request.user();
+  filter.limit = request.limit();
   for (int state : request.states()) {
     absl::StatusOr<jobs::JobState> s = FromProto(static_cast<v1::JobState>(state));
     if (!s.ok()) return s.status();

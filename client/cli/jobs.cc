@@ -40,6 +40,7 @@ struct JobArgs {
   bool all = false;       // jobs --all
   std::string user;       // jobs --user
   std::string states;     // jobs --state
+  uint32_t limit = 0;     // jobs --limit (0: kJobRowsShown for text, every one for --json)
   bool follow = false;    // job logs --follow
   std::string timeout;    // job wait --timeout
   std::string directory;  // job fetch -o
@@ -78,10 +79,28 @@ absl::Status FollowEvents(client::Client& client, const std::string& id, bool fo
 
 // ---------------------------------------------------------------- jobs
 
+// `ipupod jobs` in text shows the first this many (a long listing says how
+// many more match); --json has every one unless --limit is given.
+inline constexpr uint32_t kJobRowsShown = 100;
+
+// The table, and when it holds only the first of the matching jobs, how many more match.
+std::string JobsText(const v1::ListJobsResponse& list, const std::vector<v1::Job>& jobs, bool all) {
+  std::string text =
+      JobsTable(jobs, absl::Now(), absl::LocalTimeZone(),
+                all ? "no jobs\n" : "no pending or running jobs (--all shows finished ones too)\n");
+  const int64_t more = int64_t{list.total()} - list.jobs_size();
+  if (more > 0) {
+    absl::StrAppend(&text, "... and ", more, " more (", list.total(),
+                    " in all); --limit N shows more, --json every one\n");
+  }
+  return text;
+}
+
 int RunList(Context& ctx, const JobArgs& args) {
   v1::ListJobsRequest request;
   request.set_all(args.all);
   request.set_user(args.user);
+  request.set_limit(args.limit > 0 ? args.limit : ctx.json() ? 0 : kJobRowsShown);
   if (!args.states.empty()) {
     absl::StatusOr<std::vector<v1::JobState>> states = ParseJobStates(args.states);
     if (!states.ok()) return ctx.UsageError(states.status().message());
@@ -95,13 +114,13 @@ int RunList(Context& ctx, const JobArgs& args) {
   absl::StatusOr<v1::ListJobsResponse> list = (*client)->ListJobs(request);
   if (!list.ok()) return ctx.Fail(list.status());
   const std::vector<v1::Job> jobs(list->jobs().begin(), list->jobs().end());
-  return ctx.Print([&] { return JobsJson(jobs); },
-                   [&] {
-                     return JobsTable(jobs, absl::Now(), absl::LocalTimeZone(),
-                                      request.all() ? "no jobs\n"
-                                                    : "no pending or running jobs (--all shows "
-                                                      "finished ones too)\n");
-                   });
+  return ctx.Print(
+      [&] {
+        Json doc = JobsJson(jobs);
+        doc["total"] = list->total();
+        return doc;
+      },
+      [&] { return JobsText(*list, jobs, request.all()); });
 }
 
 // ---------------------------------------------------------------- job ...
@@ -302,7 +321,9 @@ constexpr char kJobsFooter[] =
     "ELAPSED and PROGRESS (runs done of the runs it makes). Without --all only PENDING and\n"
     "RUNNING jobs are listed; naming a finished state in --state lists those too. Other\n"
     "users' jobs show only their queue line. (--user here filters; given before the\n"
-    "command, --user is still your identity in open mode.)\n"
+    "command, --user is still your identity in open mode.) A long listing shows its first\n"
+    "100 and how many more match (--limit N for more); --json has every job unless --limit\n"
+    "is given.\n"
     "\n";
 
 constexpr char kJobFooter[] =
@@ -329,9 +350,12 @@ void AddList(CLI::App& app, Selection& selection, const std::shared_ptr<JobArgs>
   jobs->add_option("--user", args->user, "Only this user's jobs")->type_name("USER");
   jobs->add_option("--state", args->states, "Only jobs in these states (comma list)")
       ->type_name("STATE");
+  jobs->add_option("--limit", args->limit, "The first N matching jobs (text shows 100)")
+      ->type_name("N")
+      ->check(CLI::Range(1u, 1000000u));
   jobs->footer(absl::StrCat(kJobsFooter, kJobStatesHelp,
                             "\nExamples:\n  ipupod jobs\n  ipupod jobs --all --user alice\n"
-                            "  ipupod jobs --state failed,timeout\n"
+                            "  ipupod jobs --state failed,timeout\n  ipupod jobs --limit 500\n"
                             "  ipupod --json jobs | jq -r '.jobs[] | select(.state == "
                             "\"PENDING\") | .id'"));
   OnSelected(jobs, selection, "jobs", [args](Context& ctx) { return RunList(ctx, *args); });

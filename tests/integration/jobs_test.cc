@@ -376,8 +376,9 @@ TEST(JobsBlobBoundTest, AnUploadOverTheUserBoundIsRefusedAndStoresNothing) {
 
 // An operator's limits on jobs (docs/configuration.md): a user's active
 // jobs stop at jobs_max_active_per_user, others' are not counted, and the
-// refused submit names the key and changes nothing.
-TEST(JobsLimitTest, AUsersActiveJobsStopAtTheConfiguredLimit) {
+// refused submit names the key and changes nothing. A listing limited to
+// its head says how many more match.
+TEST(JobsLimitTest, AUsersActiveJobsStopAtTheConfiguredLimitAndListingsShowTheirHead) {
   ServerUnderTest server({"--pod", "POD4"}, R"({"jobs_max_active_per_user": 2})");
   TempDir dir;
   const std::string ipx = dir.path() + "/m.ipx", data = dir.path() + "/data.npz";
@@ -405,6 +406,18 @@ TEST(JobsLimitTest, AUsersActiveJobsStopAtTheConfiguredLimit) {
   EXPECT_NE(refused.err.find("jobs_max_active_per_user"), std::string::npos) << refused.err;
   const nlohmann::json all = RunCli(server.address(), "alice", {"--json", "jobs", "--all"}).json();
   EXPECT_EQ(all["jobs"].size(), 3u) << all.dump();
+  EXPECT_EQ(all["total"], 3) << all.dump();
+  // A listing's head, and how many more match.
+  const CliResult head = RunCli(server.address(), "alice", {"jobs", "--limit", "2"});
+  EXPECT_EQ(head.exit_code, 0) << head.err;
+  EXPECT_NE(head.out.find("... and 1 more (3 in all); --limit N shows more, --json every one"),
+            std::string::npos)
+      << head.out;
+  const nlohmann::json first =
+      RunCli(server.address(), "bob", {"--json", "jobs", "--limit", "1"}).json();
+  ASSERT_EQ(first["jobs"].size(), 1u) << first.dump();
+  EXPECT_EQ(first["jobs"][0]["user"], "alice");
+  EXPECT_EQ(first["total"], 3);
   holder.Signal(SIGINT);
   EXPECT_EQ(holder.Wait(std::chrono::seconds(10)), 0);
 }

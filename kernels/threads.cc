@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -9,6 +11,15 @@
 #include "absl/synchronization/mutex.h"
 #include "common/sync.h"
 #include <cblas.h>
+
+// Exported by libopenblas (0.3.21, Debian 12) without a header: re-reading
+// OPENBLAS_* from the environment, and stopping and starting the worker pool
+// (what its own fork handler does).
+extern "C" {
+void openblas_read_env(void);
+int blas_thread_init(void);
+int blas_thread_shutdown_(void);
+}
 
 namespace ipupod::kernels {
 namespace {
@@ -50,6 +61,21 @@ void ApplyDefaultBlasThreadsOnce() {
   if (g_configured.load(std::memory_order_acquire)) return;
   sync::MutexLock lock(&ThreadsMutex());
   if (!g_configured.load(std::memory_order_relaxed)) Apply(kDefaultBlasThreads);
+}
+
+int ShortenBlasIdleSpin() {
+  static const int in_force = [] {
+    if (const char* set = std::getenv("OPENBLAS_THREAD_TIMEOUT"); set != nullptr) {
+      return std::atoi(set);
+    }
+    sync::MutexLock lock(&ThreadsMutex());
+    ::setenv("OPENBLAS_THREAD_TIMEOUT", std::to_string(kBlasIdleSpinLog2).c_str(), 1);
+    openblas_read_env();
+    blas_thread_shutdown_();
+    blas_thread_init();
+    return kBlasIdleSpinLog2;
+  }();
+  return in_force;
 }
 
 }  // namespace ipupod::kernels

@@ -33,6 +33,20 @@ int BlasThreads();
 // after the first call; the matmul kernels call it before each sgemm.
 void ApplyDefaultBlasThreadsOnce();
 
+// OpenBLAS's idle workers spin in sched_yield for 2^28 cycles (about 0.1 s)
+// after each job before they sleep, taking a core from whatever else runs
+// there (gRPC's threads, a client on the same machine) between steps. This
+// makes them sleep after 2^kBlasIdleSpinLog2 cycles instead, as
+// OPENBLAS_THREAD_TIMEOUT does when set before the library loads; OpenBLAS
+// reads that variable only then, so this sets it, has OpenBLAS re-read its
+// environment and restarts its (idle) worker pool. An
+// OPENBLAS_THREAD_TIMEOUT already set is the user's choice and is kept.
+// Results are unchanged: only how long an idle worker spins.
+// REQUIRES: called once, at process start, before any thread computes
+// (ipupodd's RunDaemon); later calls do nothing. Returns the value in force.
+inline constexpr int kBlasIdleSpinLog2 = 4;  // OpenBLAS's minimum
+int ShortenBlasIdleSpin();
+
 }  // namespace ipupod::kernels
 
 #endif  // IPUPOD_KERNELS_THREADS_H_

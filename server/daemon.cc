@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/threads.h"
 #include "server/flags.h"
 #include "server/log_format.h"
 #include "server/server.h"
@@ -86,6 +87,9 @@ int RunDaemon(int argc, const char* const* argv) {
   if (!signals.ok()) return Fail(signals.status());
   ::signal(SIGPIPE, SIG_IGN);  // a closed log pipe must not kill the server
   ::mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
+  // Idle OpenBLAS workers sleep instead of spinning between steps
+  // (kernels/threads.h; docs/benchmarks.md, "Inference at the floor").
+  kernels::ShortenBlasIdleSpin();
   ConfigureLogging();
 
   auto command_line = ParseCommandLine(argc, argv);

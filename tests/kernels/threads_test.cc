@@ -1,5 +1,8 @@
 #include "kernels/threads.h"
 
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
 #include <thread>
 #include <vector>
 
@@ -24,6 +27,35 @@ TEST(ThreadsTest, DefaultIsBoundedAndSettable) {
                      MutableView<float>{out.data(), std::vector<int64_t>{2, 2}})
                   .ok());
   EXPECT_EQ(out[3], 22);
+}
+
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// After ShortenBlasIdleSpin, OpenBLAS's workers sleep right after a job: a
+// process that computed on two threads and then waits uses (almost) no CPU
+// while it waits. Before, each worker spun for 2^28 cycles (about 0.1 s).
+TEST(ThreadsTest, IdleBlasWorkersSleepRightAfterAJob) {
+  ASSERT_EQ(std::getenv("OPENBLAS_THREAD_TIMEOUT"), nullptr) << "the test sets it itself";
+  EXPECT_EQ(ShortenBlasIdleSpin(), kBlasIdleSpinLog2);
+  EXPECT_EQ(ShortenBlasIdleSpin(), kBlasIdleSpinLog2);  // once; later calls do nothing
+  if (MaxBlasThreads() < 2) GTEST_SKIP() << "one CPU: OpenBLAS has no workers";
+  ASSERT_TRUE(SetBlasThreads(2).ok());
+  const int64_t n = 384;  // large enough for OpenBLAS to split it
+  std::vector<float> a(static_cast<size_t>(n * n), 0.5f), out(a.size());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(MatMul(View<float>{a.data(), std::vector<int64_t>{n, n}},
+                       View<float>{a.data(), std::vector<int64_t>{n, n}},
+                       MutableView<float>{out.data(), std::vector<int64_t>{n, n}})
+                    .ok());
+  }
+  EXPECT_EQ(out[0], 0.25f * static_cast<float>(n));  // results unchanged
+  const double before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LT(ProcessCpuSeconds() - before, 0.03) << "an idle worker kept spinning";
 }
 
 TEST(ThreadsTest, RejectsOutOfRangeCounts) {

@@ -104,10 +104,15 @@ void AttachCall::Stream::Start() {
   StartWrite(&request_);
   StartRead(&event_);
   AddHold();
+  // gRPC runs the reactions on its own threads, ordered after this inside
+  // libgrpc, where TSan cannot see it: the edge it needs (this object was
+  // built on the caller's thread).
+  sync::Released(this);
   StartCall();
 }
 
 void AttachCall::Stream::OnReadDone(bool ok) {
+  sync::Acquired(this);
   if (!ok) {
     // The server ended the stream (or it broke): nothing more to write, so
     // the hold goes and OnDone can come.
@@ -133,6 +138,7 @@ void AttachCall::Stream::OnReadDone(bool ok) {
 }
 
 void AttachCall::Stream::OnDone(const grpc::Status& status) {
+  sync::Acquired(this);
   {
     sync::MutexLock lock(&mu_);
     end_status_ = EndStatus(status);

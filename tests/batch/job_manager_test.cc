@@ -456,12 +456,20 @@ TEST_F(JobSharingTest, AJobCarriesItsAccountAndQosAndEndsInTheLedger) {
   EXPECT_EQ(record.spec.qos, "scavenger");
   const JobView done = WaitFinished(record.id);
   ASSERT_EQ(done.record.state, JobState::kCompleted) << done.record.reason;
+  // The job's record is written when it ends; its session's close a moment
+  // after the release (the scheduler writes closes in the background).
+  const auto session_closed = [](const std::vector<accounting::UsageRecord>& records) {
+    for (const accounting::UsageRecord& r : records) {
+      if (r.kind == accounting::RecordKind::kSession && r.end_unix_ms > 0) return true;
+    }
+    return false;
+  };
   std::vector<accounting::UsageRecord> usage;
   ASSERT_TRUE(test_support::Eventually([&] {
     usage = pod_->Usage();
-    return Find(usage, record.id) != nullptr;
+    return Find(usage, record.id) != nullptr && session_closed(usage);
   })) << "no usage record for job "
-      << record.id;
+      << record.id << " or its session still open";
   const accounting::UsageRecord* job = Find(usage, record.id);
   EXPECT_EQ(job->kind, accounting::RecordKind::kJob);
   EXPECT_EQ(job->user, "alice");
@@ -564,6 +572,7 @@ TEST_F(JobSharingTest, MaxJobsPendingRefusesTheSubmitOverItNamingTheLimit) {
 TEST_F(JobSharingTest, MaxJobsRunningLetsOneJobRunAtATime) {
   sharing::SharingPolicy p = *TeamPolicy();
   p.user_limits.max_jobs_running = 1;
+  p.qos[0].per_user.max_jobs_pending = 3;  // all three may wait before the first starts
   Restart({std::make_shared<const sharing::SharingPolicy>(p), std::nullopt});
   const jobs::JobSpec s = Spec(true);  // 4 runs each; two would fit on the POD4 at once
   std::vector<std::string> ids;

@@ -15,37 +15,20 @@
 #include "graph/interpreter.h"
 #include "graph/onnx_import.h"
 #include "tensor/tensor_files.h"
-#include "tests/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 #include "tests/support/exposition.h"
 #include "tests/support/http_client.h"
+#include "tests/support/models.h"
 
 namespace ipupod::testing {
 namespace {
-
-using graph::testing::kFloat;
-using graph::testing::OnnxBuilder;
-
-// y = x W + b, x float32[rows, 8], W [8, cols].
-std::string LinearModel(int64_t rows, int64_t cols) {
-  OnnxBuilder b(14);
-  b.Input("x", kFloat, {rows, 8});
-  std::vector<float> w(static_cast<size_t>(8 * cols));
-  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.02f * static_cast<float>(int(i % 23) - 11);
-  b.Floats("W", {8, cols}, w);
-  b.Floats("b", {cols}, std::vector<float>(static_cast<size_t>(cols), -0.5f));
-  b.Node("MatMul", {"x", "W"}, {"xw"});
-  b.Node("Add", {"xw", "b"}, {"y"});
-  b.Output("y", kFloat);
-  return b.Bytes();
-}
 
 class StepPathTest : public ::testing::Test {
  protected:
   std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
   // Compiles the model, writes `steps` steps of inputs and runs them; returns the outputs.
   tensor::Tensor RunModel(int64_t rows, int64_t cols, int64_t steps) {
-    const std::string onnx = LinearModel(rows, cols);
+    const std::string onnx = test_support::LinearModel(rows, cols, -0.5f);
     std::ofstream(Path("m.onnx"), std::ios::binary) << onnx;
     CliResult compiled =
         RunCli(server_.address(), "alice", {"compile", Path("m.onnx"), "-o", Path("m.ipx")});

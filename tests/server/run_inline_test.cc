@@ -16,32 +16,21 @@
 #include "compiler/executable.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/graph/onnx_builder.h"
 #include "tests/support/exposition.h"
 #include "tests/support/http_client.h"
+#include "tests/support/models.h"
 #include "tests/support/test_server.h"
 #include "wire/inline_tensors.h"
 
 namespace ipupod::server {
 namespace {
 
-using graph::testing::kFloat;
-using graph::testing::OnnxBuilder;
 using ::testing::HasSubstr;
 
-// y = x W + b with x float32[rows, 8], W [8, cols]: outputs of rows x cols floats.
+// test_support::LinearModel compiled: outputs of rows x cols floats.
 std::string LinearIpx(int64_t rows, int64_t cols) {
-  OnnxBuilder b(14);
-  b.Input("x", kFloat, {rows, 8});
-  std::vector<float> w(static_cast<size_t>(8 * cols));
-  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(int(i % 17) - 8);
-  b.Floats("W", {8, cols}, w);
-  b.Floats("b", {cols}, std::vector<float>(static_cast<size_t>(cols), 0.25f));
-  b.Node("MatMul", {"x", "W"}, {"xw"});
-  b.Node("Add", {"xw", "b"}, {"y"});
-  b.Output("y", kFloat);
   absl::StatusOr<compiler::Executable> exe =
-      compiler::Compile(b.Bytes(), compiler::IpuConfig(), {});
+      compiler::Compile(test_support::LinearModel(rows, cols), compiler::IpuConfig(), {});
   EXPECT_TRUE(exe.ok()) << exe.status();
   absl::StatusOr<std::string> ipx = compiler::WriteExecutable(*exe);
   EXPECT_TRUE(ipx.ok()) << ipx.status();

@@ -10,6 +10,9 @@
 //     buffer count <- count + 1 on every forward pass (count_next),
 //     y = (x W) * count_next, loss = mean((y - t)^2); x [2, 3], t [2, 2];
 //     outputs `first_output` ("y" or "count_next"), loss.
+//   LinearModel: y = x W + b, x float32[rows, 8], W [8, cols] (a fixed
+//     ramp), b [cols] all `bias`; output y, rows x cols floats - the
+//     tests of the step paths size a step's messages with it.
 //
 // Thread safety: pure functions.
 // Errors: none (the builder aborts on a malformed model, a test bug).
@@ -56,6 +59,20 @@ inline std::string CounterModel(const std::vector<float>& w,
   b.Node("Pow", {"d", "two"}, {"sq"});
   graph::testing::OnnxBuilder::AttrInt(b.Node("ReduceMean", {"sq"}, {"loss"}), "keepdims", 0);
   b.Output(first_output, kFloat).Output("loss", kFloat);
+  return b.Bytes();
+}
+
+inline std::string LinearModel(int64_t rows, int64_t cols, float bias = 0.25f) {
+  using graph::testing::kFloat;
+  graph::testing::OnnxBuilder b(14);
+  b.Input("x", kFloat, {rows, 8});
+  std::vector<float> w(static_cast<size_t>(8 * cols));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(int(i % 17) - 8);
+  b.Floats("W", {8, cols}, w);
+  b.Floats("b", {cols}, std::vector<float>(static_cast<size_t>(cols), bias));
+  b.Node("MatMul", {"x", "W"}, {"xw"});
+  b.Node("Add", {"xw", "b"}, {"y"});
+  b.Output("y", kFloat);
   return b.Bytes();
 }
 

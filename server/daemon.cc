@@ -30,6 +30,12 @@ constexpr size_t kLogQueueMax = 8192;  // lines waiting for stderr
 // such blocks on arena heaps that hold freed memory: 80-120 MiB over the
 // configured bounds in tests/integration/memory_bounds_test.cc without this.
 constexpr int kMmapThresholdBytes = 4 << 20;
+// Free memory at the top of an arena's heap is given back to the system only
+// past this much. glibc's default (128 KiB, fixed once the threshold above is
+// set) gave back a step's activations and messages after every step, and the
+// next step faulted them in again, page by page: `ipupod run` of the MLP at
+// batch 128 took 15 ms a step with it, 8 ms with this (docs/benchmarks.md).
+constexpr int kTrimThresholdBytes = kMmapThresholdBytes;
 // The main thread checks for a signal this often; a signal wakes it at once.
 constexpr absl::Duration kSignalPoll = absl::Seconds(1);
 
@@ -87,6 +93,7 @@ int RunDaemon(int argc, const char* const* argv) {
   if (!signals.ok()) return Fail(signals.status());
   ::signal(SIGPIPE, SIG_IGN);  // a closed log pipe must not kill the server
   ::mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
+  ::mallopt(M_TRIM_THRESHOLD, kTrimThresholdBytes);
   // Idle OpenBLAS workers sleep instead of spinning between steps
   // (kernels/threads.h; docs/benchmarks.md, "Inference at the floor").
   kernels::ShortenBlasIdleSpin();

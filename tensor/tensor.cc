@@ -3,13 +3,28 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include <sys/mman.h>
 
 namespace ipupod::tensor {
+
+namespace internal {
+
+void* AllocatePopulated(size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return p;
+}
+
+void FreePopulated(void* p, size_t bytes) { ::munmap(p, bytes); }
+
+}  // namespace internal
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {

@@ -4,12 +4,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/mapped_file.h"
 #include "common/status_macros.h"
 #include <fcntl.h>
 #include <unistd.h>
@@ -38,8 +38,8 @@ void SyncDirectoryOf(const std::string& path) {
   ::close(fd);
 }
 
-// The whole file, if it is a regular file within the limit's size.
-absl::StatusOr<std::string> ReadFile(absl::string_view path, const TensorReadLimits& limits) {
+// The whole file, mapped, if it is a regular file within the limit's size.
+absl::StatusOr<MappedFile> ReadFile(absl::string_view path, const TensorReadLimits& limits) {
   const std::string p(path);
   std::error_code ec;
   const fs::file_status st = fs::status(p, ec);
@@ -51,20 +51,12 @@ absl::StatusOr<std::string> ReadFile(absl::string_view path, const TensorReadLim
                      fs::is_directory(st) ? "a directory" : "a device, pipe or socket",
                      "); pass a tensor file"));
   }
-  std::ifstream file(p, std::ios::binary | std::ios::ate);
-  if (!file)
-    return absl::InternalError(absl::StrCat("cannot open '", path, "': ", std::strerror(errno)));
-  const std::streamoff size = file.tellg();
-  if (size < 0) return absl::InternalError(absl::StrCat("cannot read '", path, "'"));
+  IPUPOD_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  const int64_t size = static_cast<int64_t>(file.size());
   if (size > kTensorFileOverheadMax && size - kTensorFileOverheadMax > limits.bytes_max) {
     return internal::OverReadLimit(absl::StrCat("'", path, "' holds ", size, " bytes"), limits);
   }
-  std::string bytes(static_cast<size_t>(size), '\0');
-  file.seekg(0);
-  if (!file.read(bytes.data(), size)) {
-    return absl::InternalError(absl::StrCat("error reading '", path, "'"));
-  }
-  return bytes;
+  return file;
 }
 
 absl::Status InFile(absl::string_view path, const absl::Status& status) {
@@ -126,7 +118,8 @@ absl::Status WriteFileAtomically(absl::string_view path, absl::string_view bytes
 absl::StatusOr<NamedTensors> ReadTensorFile(absl::string_view path,
                                             const TensorReadLimits& limits) {
   IPUPOD_ASSIGN_OR_RETURN(TensorFileFormat format, TensorFileFormatOf(path));
-  IPUPOD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, limits));
+  IPUPOD_ASSIGN_OR_RETURN(const MappedFile file, ReadFile(path, limits));
+  const absl::string_view bytes = file.bytes();
   absl::StatusOr<NamedTensors> tensors;
   switch (format) {
     case TensorFileFormat::kNpz:

@@ -2,7 +2,7 @@
 //
 // The `ipupod` command line: global options, the command groups of
 // client/cli/commands.h, usage errors (exit code 2, never CLI11's own codes)
-// and the dispatch to the chosen command. client/main.cc only calls RunCli.
+// and the dispatch to the chosen command. client/main.cc tunes malloc, then calls RunCli.
 //
 // Global options may come before or after the command:
 //   --server HOST:PORT  ($IPUPOD_SERVER, else 127.0.0.1:50051)

@@ -1,7 +1,14 @@
 #include "tensor/tensor.h"
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace ipupod::tensor {
 namespace {
@@ -34,6 +41,32 @@ TEST(TensorTest, CreateZeroFillsReusedMemoryAndCreateForOverwriteSizes) {
     for (float v : clean->values<float>()) ASSERT_EQ(v, 0.0f);
   }
   EXPECT_FALSE(Tensor::CreateForOverwrite(DType::kFloat32, {-1}).ok());
+}
+
+// Blocks of kPopulatedBytesMin or more arrive with every page present, so
+// filling them costs no page fault per 4 KiB; copies and moves keep values.
+TEST(TensorTest, LargeTensorsArePopulatedAndBehaveAsValues) {
+  const int64_t n = static_cast<int64_t>(internal::kPopulatedBytesMin / sizeof(float)) + 1000;
+  auto big = Tensor::CreateForOverwrite(DType::kFloat32, {n});
+  ASSERT_TRUE(big.ok()) << big.status();
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(big->raw_data()) & ~uintptr_t(page - 1);
+  const size_t length = reinterpret_cast<uintptr_t>(big->raw_data()) + big->byte_size() - begin;
+  std::vector<unsigned char> resident((length + page - 1) / page);
+  ASSERT_EQ(::mincore(reinterpret_cast<void*>(begin), length, resident.data()), 0);
+  size_t present = 0;
+  for (unsigned char r : resident) present += r & 1;
+  EXPECT_EQ(present, resident.size()) << "pages not yet present before the first write";
+
+  float* values = big->mutable_data<float>();
+  for (int64_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 977);
+  Tensor copy = *big;
+  EXPECT_EQ(copy, *big);
+  Tensor moved = std::move(copy);
+  EXPECT_EQ(moved.values<float>()[n - 1], static_cast<float>((n - 1) % 977));
+  auto zeros = Tensor::Create(DType::kFloat32, {n});
+  ASSERT_TRUE(zeros.ok());
+  EXPECT_EQ(zeros->values<float>()[n / 2], 0.0f);
 }
 
 TEST(TensorTest, FromValuesAndScalar) {

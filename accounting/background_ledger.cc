@@ -1,6 +1,7 @@
 #include "accounting/background_ledger.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/sync.h"
@@ -67,27 +68,54 @@ absl::Status BackgroundLedger::Enqueue(Op op) {
                                   op.record.state);
 }
 
-void BackgroundLedger::Write(const Op& op) {
-  const absl::Status written = op.open ? target_->Open(op.record)
-                                       : target_->Close(op.record.id, op.record.end_unix_ms,
-                                                        op.record.ipu_seconds, op.record.state);
-  if (!written.ok() && options_.on_error) options_.on_error(op.record.id, written);
+void BackgroundLedger::WriteBatch(const std::vector<Op>& ops) {
+  // Runs of opens and of closes, in order: each run is one durable write
+  // (OpenAll, CloseAll), and a close follows the open of its record.
+  size_t begin = 0;
+  while (begin < ops.size()) {
+    const bool open = ops[begin].open;
+    size_t end = begin;
+    while (end < ops.size() && ops[end].open == open) ++end;
+    std::vector<absl::Status> written;
+    if (open) {
+      std::vector<UsageRecord> records;
+      for (size_t i = begin; i < end; ++i) records.push_back(ops[i].record);
+      written = target_->OpenAll(records);
+    } else {
+      std::vector<RecordEnd> ends;
+      for (size_t i = begin; i < end; ++i) {
+        const UsageRecord& r = ops[i].record;
+        ends.push_back({r.id, r.end_unix_ms, r.ipu_seconds, r.state});
+      }
+      written = target_->CloseAll(ends);
+    }
+    for (size_t i = begin; i < end && options_.on_error; ++i) {
+      const size_t k = i - begin;
+      const absl::Status status =
+          k < written.size() ? written[k] : absl::InternalError("the ledger did not say");
+      if (!status.ok()) options_.on_error(ops[i].record.id, status);
+    }
+    begin = end;
+  }
 }
 
 void BackgroundLedger::WriterLoop() {
   while (true) {
-    Op op;
+    std::vector<Op> batch;
     {
       sync::MutexLock lock(&mu_);
       // Woken by every Enqueue and by Stop; the timeout only bounds the wait.
       while (queue_.empty() && !stopping_) sync::WaitWithTimeout(&changed_, &mu_, absl::Seconds(1));
       if (queue_.empty()) return;  // stopping, and everything is written
-      op = std::move(queue_.front());
-      queue_.pop_front();
+      // Everything queued while the previous batch was written: one write
+      // per run, not one per record (at most queue_max records).
+      batch.reserve(queue_.size());
+      for (Op& op : queue_) batch.push_back(std::move(op));
+      queue_.clear();
     }
-    Write(op);
+    WriteBatch(batch);
     sync::MutexLock lock(&mu_);
-    ++written_;
+    written_ += batch.size();
     changed_.SignalAll();
   }
 }

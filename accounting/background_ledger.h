@@ -19,6 +19,10 @@
 // goes on). A write that fails is reported to `on_error` on the writer
 // thread; Open and Close themselves then already returned OK.
 //
+// The writer takes every record queued while it wrote the previous ones and
+// writes each run of opens, and of closes, as one transaction (OpenAll,
+// CloseAll): one commit for a burst, not one per record.
+//
 // Thread safety: every method may be called from any thread; records are
 // written in the order their Open/Close calls returned. Ownership: the
 // target must outlive this object. The destructor (or Stop) writes what is
@@ -80,7 +84,7 @@ class BackgroundLedger final : public Ledger {
     UsageRecord record;  // a close: id, end_unix_ms, ipu_seconds, state
   };
   absl::Status Enqueue(Op op);
-  void Write(const Op& op);
+  void WriteBatch(const std::vector<Op>& ops);
   void WriterLoop();
 
   Ledger* const target_;

@@ -42,7 +42,20 @@ class RecordingLedger final : public Ledger {
     return out;
   }
   absl::StatusOr<int> CloseOpenRecords(int64_t) override { return 0; }
+  // Each batch's size, then Ledger's one write per record.
+  std::vector<absl::Status> OpenAll(const std::vector<UsageRecord>& records) override {
+    NoteBatch("opens", records.size());
+    return Ledger::OpenAll(records);
+  }
+  std::vector<absl::Status> CloseAll(const std::vector<RecordEnd>& ends) override {
+    NoteBatch("closes", ends.size());
+    return Ledger::CloseAll(ends);
+  }
 
+  std::vector<std::string> batches() {
+    sync::MutexLock lock(&mu_);
+    return batches_;
+  }
   std::vector<std::string> ops() {
     sync::MutexLock lock(&mu_);
     return ops_;
@@ -62,8 +75,13 @@ class RecordingLedger final : public Ledger {
     ops_.push_back(std::move(op));
     return absl::OkStatus();
   }
+  void NoteBatch(const char* what, size_t n) {
+    sync::MutexLock lock(&mu_);
+    batches_.push_back(std::string(what) + ":" + std::to_string(n));
+  }
   absl::Mutex mu_;
   std::vector<std::string> ops_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> batches_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<absl::Notification> release_;  // set before the writer can see it
   std::atomic<bool> fail_next_{false};
   std::atomic<int> entered_{0};  // writes begun
@@ -98,6 +116,24 @@ TEST(BackgroundLedgerTest, OpenAndCloseDoNotWaitForTheWrite) {
   target.Release();
   ASSERT_TRUE(ledger.Drain().ok());
   EXPECT_EQ(target.ops(), (std::vector<std::string>{"open:s1-1", "close:s1-1:RELEASED"}));
+}
+
+TEST(BackgroundLedgerTest, WhatQueuedDuringAWriteIsWrittenInOneWritePerRun) {
+  RecordingLedger target;
+  target.Hold();
+  BackgroundLedger ledger(&target, {});
+  ASSERT_TRUE(ledger.Open(Record("s1")).ok());
+  ASSERT_TRUE(Eventually([&] { return target.entered() == 1; })) << "the writer took s1";
+  for (const char* id : {"s2", "s3"}) ASSERT_TRUE(ledger.Open(Record(id)).ok());
+  for (const char* id : {"s2", "s3"}) ASSERT_TRUE(ledger.Close(id, 1, 1.0, "RELEASED").ok());
+  ASSERT_TRUE(ledger.Open(Record("s4")).ok());
+  target.Release();
+  ASSERT_TRUE(ledger.Drain().ok());
+  EXPECT_EQ(target.batches(),
+            (std::vector<std::string>{"opens:1", "opens:2", "closes:2", "opens:1"}));
+  EXPECT_EQ(target.ops(),
+            (std::vector<std::string>{"open:s1", "open:s2", "open:s3", "close:s2:RELEASED",
+                                      "close:s3:RELEASED", "open:s4"}));
 }
 
 TEST(BackgroundLedgerTest, StopWritesWhatIsQueuedThenWritesDirectly) {

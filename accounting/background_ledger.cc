@@ -69,34 +69,33 @@ absl::Status BackgroundLedger::Enqueue(Op op) {
 }
 
 void BackgroundLedger::WriteBatch(const std::vector<Op>& ops) {
-  // Runs of opens and of closes, in order: each run is one durable write
-  // (OpenAll, CloseAll), and a close follows the open of its record.
-  size_t begin = 0;
-  while (begin < ops.size()) {
-    const bool open = ops[begin].open;
-    size_t end = begin;
-    while (end < ops.size() && ops[end].open == open) ++end;
-    std::vector<absl::Status> written;
-    if (open) {
-      std::vector<UsageRecord> records;
-      for (size_t i = begin; i < end; ++i) records.push_back(ops[i].record);
-      written = target_->OpenAll(records);
+  // Opens first, then closes: each kind in one durable write (OpenAll,
+  // CloseAll). A close in the batch is of a session opened in it or before
+  // it (ids are never reused), so the records end as if written one by one.
+  std::vector<const Op*> opens, closes;
+  std::vector<UsageRecord> records;
+  std::vector<RecordEnd> ends;
+  for (const Op& op : ops) {
+    if (op.open) {
+      opens.push_back(&op);
+      records.push_back(op.record);
     } else {
-      std::vector<RecordEnd> ends;
-      for (size_t i = begin; i < end; ++i) {
-        const UsageRecord& r = ops[i].record;
-        ends.push_back({r.id, r.end_unix_ms, r.ipu_seconds, r.state});
-      }
-      written = target_->CloseAll(ends);
+      closes.push_back(&op);
+      const UsageRecord& r = op.record;
+      ends.push_back({r.id, r.end_unix_ms, r.ipu_seconds, r.state});
     }
-    for (size_t i = begin; i < end && options_.on_error; ++i) {
-      const size_t k = i - begin;
-      const absl::Status status =
-          k < written.size() ? written[k] : absl::InternalError("the ledger did not say");
-      if (!status.ok()) options_.on_error(ops[i].record.id, status);
-    }
-    begin = end;
   }
+  const auto report = [this](const std::vector<const Op*>& done,
+                             const std::vector<absl::Status>& written) {
+    if (!options_.on_error) return;
+    for (size_t i = 0; i < done.size(); ++i) {
+      const absl::Status status =
+          i < written.size() ? written[i] : absl::InternalError("the ledger did not say");
+      if (!status.ok()) options_.on_error(done[i]->record.id, status);
+    }
+  };
+  if (!records.empty()) report(opens, target_->OpenAll(records));
+  if (!ends.empty()) report(closes, target_->CloseAll(ends));
 }
 
 void BackgroundLedger::WriterLoop() {

@@ -20,11 +20,12 @@
 // thread; Open and Close themselves then already returned OK.
 //
 // The writer takes every record queued while it wrote the previous ones and
-// writes each run of opens, and of closes, as one transaction (OpenAll,
-// CloseAll): one commit for a burst, not one per record.
+// writes their opens, then their closes, as one transaction each (OpenAll,
+// CloseAll): two commits for a burst, not one per record.
 //
 // Thread safety: every method may be called from any thread; records are
-// written in the order their Open/Close calls returned. Ownership: the
+// written in the order their Open/Close calls returned (within a batch, its
+// opens before its closes, which ends every record as the calls would). Ownership: the
 // target must outlive this object. The destructor (or Stop) writes what is
 // queued, then joins the writer.
 #ifndef IPUPOD_ACCOUNTING_BACKGROUND_LEDGER_H_

@@ -5,6 +5,7 @@
 #include "accounting/background_ledger.h"
 
 #include <atomic>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,21 +90,43 @@ class RecordingLedger final : public Ledger {
 
 UsageRecord Record(const std::string& id) { return Named(id); }
 
+// The order the ledger promises: `ids` opened and then closed in this order
+// reach the target with the opens in order, the closes in order, and each
+// record's close after its open (a batch writes its opens, then its closes).
+void ExpectWrittenInOrder(const std::vector<std::string>& ops,
+                          const std::vector<std::string>& ids) {
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < ops.size(); ++i) at[ops[i]] = i;
+  size_t last_open = 0, last_close = 0;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const auto open = at.find("open:" + ids[k]);
+    const auto close = at.find("close:" + ids[k] + ":RELEASED");
+    ASSERT_TRUE(open != at.end() && close != at.end()) << ids[k] << " not written";
+    EXPECT_LT(open->second, close->second) << ids[k] << " closed before it was opened";
+    if (k > 0) {
+      EXPECT_GT(open->second, last_open) << ids[k] << " opened out of order";
+      EXPECT_GT(close->second, last_close) << ids[k] << " closed out of order";
+    }
+    last_open = open->second;
+    last_close = close->second;
+  }
+}
+
 TEST(BackgroundLedgerTest, WritesInOrderAndReadsAfterWhatWasQueued) {
   RecordingLedger target;
   BackgroundLedger ledger(&target, {});
+  std::vector<std::string> ids;
   for (int i = 0; i < 200; ++i) {
-    const std::string id = "s1-" + std::to_string(i);
-    ASSERT_TRUE(ledger.Open(Record(id)).ok());
-    ASSERT_TRUE(ledger.Close(id, 1, 2.0, "RELEASED").ok());
+    ids.push_back("s1-" + std::to_string(i));
+    ASSERT_TRUE(ledger.Open(Record(ids.back())).ok());
+    ASSERT_TRUE(ledger.Close(ids.back(), 1, 2.0, "RELEASED").ok());
   }
   auto read = ledger.Query({});
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size(), 400u) << "the query came after every record was written";
-  for (int i = 0; i < 200; ++i) {
-    EXPECT_EQ((*read)[2 * i].id, "open:s1-" + std::to_string(i));
-    EXPECT_EQ((*read)[2 * i + 1].id, "close:s1-" + std::to_string(i) + ":RELEASED");
-  }
+  std::vector<std::string> ops;
+  for (const UsageRecord& r : *read) ops.push_back(r.id);
+  ExpectWrittenInOrder(ops, ids);
 }
 
 TEST(BackgroundLedgerTest, OpenAndCloseDoNotWaitForTheWrite) {
@@ -118,22 +141,23 @@ TEST(BackgroundLedgerTest, OpenAndCloseDoNotWaitForTheWrite) {
   EXPECT_EQ(target.ops(), (std::vector<std::string>{"open:s1-1", "close:s1-1:RELEASED"}));
 }
 
-TEST(BackgroundLedgerTest, WhatQueuedDuringAWriteIsWrittenInOneWritePerRun) {
+TEST(BackgroundLedgerTest, WhatQueuedDuringAWriteIsWrittenInOneWritePerKind) {
   RecordingLedger target;
   target.Hold();
   BackgroundLedger ledger(&target, {});
   ASSERT_TRUE(ledger.Open(Record("s1")).ok());
   ASSERT_TRUE(Eventually([&] { return target.entered() == 1; })) << "the writer took s1";
-  for (const char* id : {"s2", "s3"}) ASSERT_TRUE(ledger.Open(Record(id)).ok());
-  for (const char* id : {"s2", "s3"}) ASSERT_TRUE(ledger.Close(id, 1, 1.0, "RELEASED").ok());
+  // Alternating, as sequential attach + detach pairs make them.
+  for (const char* id : {"s2", "s3"}) {
+    ASSERT_TRUE(ledger.Open(Record(id)).ok());
+    ASSERT_TRUE(ledger.Close(id, 1, 1.0, "RELEASED").ok());
+  }
   ASSERT_TRUE(ledger.Open(Record("s4")).ok());
   target.Release();
   ASSERT_TRUE(ledger.Drain().ok());
-  EXPECT_EQ(target.batches(),
-            (std::vector<std::string>{"opens:1", "opens:2", "closes:2", "opens:1"}));
-  EXPECT_EQ(target.ops(),
-            (std::vector<std::string>{"open:s1", "open:s2", "open:s3", "close:s2:RELEASED",
-                                      "close:s3:RELEASED", "open:s4"}));
+  EXPECT_EQ(target.batches(), (std::vector<std::string>{"opens:1", "opens:3", "closes:2"}));
+  EXPECT_EQ(target.ops(), (std::vector<std::string>{"open:s1", "open:s2", "open:s3", "open:s4",
+                                                    "close:s2:RELEASED", "close:s3:RELEASED"}));
 }
 
 TEST(BackgroundLedgerTest, StopWritesWhatIsQueuedThenWritesDirectly) {
@@ -204,16 +228,11 @@ TEST(BackgroundLedgerTest, ConcurrentWritersKeepEachOnesOrder) {
   ASSERT_TRUE(ledger.Drain().ok());
   const std::vector<std::string> ops = target.ops();
   ASSERT_EQ(ops.size(), 800u);
-  std::vector<int> next(4, 0);
-  std::vector<bool> open(4, false);
-  for (const std::string& op : ops) {  // each writer's records in its own order
-    const bool is_open = op.rfind("open:", 0) == 0;
-    const int w = op[is_open ? 5 : 6] - '0';
-    EXPECT_NE(is_open, open[w]) << op;
-    if (!is_open) ++next[w];
-    open[w] = is_open;
+  for (int w = 0; w < 4; ++w) {  // each writer's records in its own order
+    std::vector<std::string> ids;
+    for (int i = 0; i < 100; ++i) ids.push_back(std::to_string(w) + "-" + std::to_string(i));
+    ExpectWrittenInOrder(ops, ids);
   }
-  EXPECT_EQ(next, (std::vector<int>{100, 100, 100, 100}));
 }
 
 }  // namespace

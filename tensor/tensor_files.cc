@@ -51,10 +51,18 @@ absl::StatusOr<MappedFile> ReadFile(absl::string_view path, const TensorReadLimi
                      fs::is_directory(st) ? "a directory" : "a device, pipe or socket",
                      "); pass a tensor file"));
   }
-  IPUPOD_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
-  const int64_t size = static_cast<int64_t>(file.size());
-  if (size > kTensorFileOverheadMax && size - kTensorFileOverheadMax > limits.bytes_max) {
+  // Checked before the mapping reads the file in, and again on what was mapped.
+  const auto over_limit = [&](int64_t size) {
+    return size > kTensorFileOverheadMax && size - kTensorFileOverheadMax > limits.bytes_max;
+  };
+  const auto size = static_cast<int64_t>(fs::file_size(p, ec));
+  if (!ec && over_limit(size)) {
     return internal::OverReadLimit(absl::StrCat("'", path, "' holds ", size, " bytes"), limits);
+  }
+  IPUPOD_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  if (over_limit(static_cast<int64_t>(file.size()))) {
+    return internal::OverReadLimit(absl::StrCat("'", path, "' holds ", file.size(), " bytes"),
+                                   limits);
   }
   return file;
 }

@@ -53,6 +53,9 @@ def _is_torch(value: Any) -> bool:
 
 def to_numpy(name: str, value: Any, location: str) -> np.ndarray:
     """``value`` as a contiguous little-endian array of a wire dtype (see the module doc)."""
+    if (type(value) is np.ndarray and value.dtype in _WIRE_NAMES  # noqa: E721 (not subclasses)
+            and value.flags.c_contiguous):
+        return value  # already what the wire carries: every step of a loop lands here
     if _is_torch(value):
         value = value.detach().cpu().numpy()
     array = np.asarray(value)
@@ -70,10 +73,19 @@ def to_numpy(name: str, value: Any, location: str) -> np.ndarray:
 
 def wire_dtype_name(dtype: np.dtype) -> Optional[str]:
     """The wire name of a numpy dtype ("float32", ...), or None when the wire has none."""
+    try:
+        return _WIRE_NAMES[dtype]
+    except (KeyError, TypeError):  # TypeError: an unhashable dtype-like (a list of fields)
+        pass
     for name, wire in DTYPES.items():
         if np.dtype(dtype).newbyteorder("<") == wire.newbyteorder("<"):
             return name
     return None
+
+
+#: The wire dtypes' own numpy dtypes -> their wire names: one dict lookup per tensor on every
+#: step instead of comparing against each of the five (wire_dtype_name handles the rest).
+_WIRE_NAMES: Dict[Any, str] = {wire: name for name, wire in DTYPES.items()}
 
 
 def to_arrays(values: Mapping[str, Any], location: str) -> Arrays:
@@ -169,8 +181,9 @@ class TensorAssembler:
     def _fail(self, problem: str) -> errors.Error:
         return errors.malformed_stream(self._what, problem, self._location)
 
-    def add_header(self, header: execution_pb2.TensorHeader) -> None:
-        self._complete_pending()
+    def checked_size(self, header: execution_pb2.TensorHeader) -> int:
+        """The bytes of the tensor ``header`` announces, after checking it against the wire's
+        rules and the tensors already received (raises the malformed-stream error)."""
         name = header.name
         if not name or len(name.encode("utf-8")) > NAME_BYTES_MAX:
             raise self._fail(f"a tensor name of {len(name)} characters")
@@ -187,6 +200,26 @@ class TensorAssembler:
         if size != header.total_bytes or size > TENSOR_BYTES_MAX:
             raise self._fail(f"tensor '{name}' declares {header.total_bytes} bytes for shape "
                              f"{list(header.shape)} {header.dtype} ({size} bytes)")
+        return size
+
+    def add_whole(self, header: execution_pb2.TensorHeader, data: bytes) -> None:
+        """A tensor whose bytes came whole with its header (``InlineTensor``): the checks of
+        add_header + add_data + the end of the tensor, and one copy of ``data``."""
+        self._complete_pending()
+        size = self.checked_size(header)
+        name = header.name
+        if len(data) > size:
+            raise self._fail(f"more bytes than tensor '{name}' declared")
+        if len(data) < size:
+            raise self._fail(f"tensor '{name}' ended after {len(data)} of {size} bytes")
+        if header.dtype == "bool" and size and np.frombuffer(data, np.uint8).max() > 1:
+            raise self._fail(f"bool tensor '{name}' holds values other than 0 and 1")
+        array = np.frombuffer(data, dtype=DTYPES[header.dtype]).reshape(tuple(header.shape))
+        self._done[name] = array.copy()  # writable, and not a view of the response
+
+    def add_header(self, header: execution_pb2.TensorHeader) -> None:
+        self._complete_pending()
+        name, size = header.name, self.checked_size(header)
         self._name, self._header = name, header
         self._buffer = np.empty(size, dtype=np.uint8)
         self._filled = 0
@@ -235,9 +268,7 @@ def decode_inline(inline: Any, what: str, location: str) -> Arrays:
                                       location)
     assembler = TensorAssembler(what, location)
     for tensor in inline:
-        assembler.add_header(tensor.header)
-        if tensor.data:
-            assembler.add_data(tensor.data)
+        assembler.add_whole(tensor.header, tensor.data)
     return assembler.finish()
 
 

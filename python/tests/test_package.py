@@ -118,6 +118,58 @@ def test_a_malformed_stream_from_the_server_is_an_internal_error(stream, problem
     assert problem in bad.value.message
 
 
+def test_inline_tensors_decode_as_the_stream_does():
+    arrays = tensors.to_arrays({
+        "f": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "h": np.array([1.5, -2], dtype=np.float16),
+        "b": np.array([True, False]),
+        "s": np.array(7, dtype=np.int32),
+        "e": np.zeros((0, 3), dtype=np.int64),
+    }, "here")
+    decoded = tensors.decode_inline(tensors.encode_inline(arrays), "outputs", "here")
+    streamed, _ = roundtrip(arrays)
+    assert list(decoded) == list(arrays)
+    for name, array in arrays.items():
+        assert decoded[name].dtype == array.dtype and decoded[name].shape == array.shape
+        np.testing.assert_array_equal(decoded[name], array)
+        np.testing.assert_array_equal(decoded[name], streamed[name])
+        assert decoded[name].flags.writeable
+
+
+def _inline(name, dtype, shape, total, data):
+    header = execution_pb2.TensorHeader(name=name, dtype=dtype, shape=shape, total_bytes=total)
+    return execution_pb2.InlineTensor(header=header, data=data)
+
+
+@pytest.mark.parametrize("inline, problem", [
+    ([_inline("a", "float32", [2], 8, b"1234")], "ended after 4 of 8 bytes"),
+    ([_inline("a", "float32", [1], 4, b"12345")], "more bytes than tensor 'a' declared"),
+    ([_inline("a", "float32", [2], 4, b"1234")], "declares 4 bytes"),
+    ([_inline("a", "float64", [1], 8, b"12345678")], "unknown dtype"),
+    ([_inline("a", "bool", [1], 1, b"\x02")], "values other than 0 and 1"),
+    ([_inline("a", "int32", [], 4, b"1234")] * 2, "sent twice"),
+    ([_inline("", "int32", [], 4, b"1234")], "a tensor name of 0 characters"),
+])
+def test_a_malformed_inline_tensor_is_an_internal_error(inline, problem):
+    with pytest.raises(ipupod.Error) as bad:
+        tensors.decode_inline(inline, "outputs", "ExecutionService.RunInline at here")
+    assert bad.value.code == grpc.StatusCode.INTERNAL
+    assert bad.value.message.startswith("ipupodd sent a malformed outputs stream: ")
+    assert problem in bad.value.message
+
+
+def test_arrays_the_wire_carries_as_they_are_pass_through_uncopied():
+    x = np.ones((2, 3), np.float32)
+    assert tensors.to_numpy("x", x, "here") is x
+    swapped = x.astype(">f4")  # big-endian: converted, as before
+    assert tensors.to_numpy("x", swapped, "here").dtype == np.dtype("<f4")
+    strided = np.ones((4, 3), np.float32)[::2]
+    assert tensors.to_numpy("x", strided, "here").flags.c_contiguous
+    assert tensors.to_numpy("x", np.ones(2), "here").dtype == np.float32  # float64 narrowed
+    assert tensors.wire_dtype_name(np.dtype(">i8")) == "int64"
+    assert tensors.wire_dtype_name(np.dtype("complex64")) is None
+
+
 def test_job_states_have_their_names():
     assert ipupod.JobState(jobs_pb2.COMPLETED) == ipupod.JobState.COMPLETED
     assert ipupod.JobState.COMPLETED.name == "COMPLETED"

@@ -5,7 +5,14 @@
 // compile` and run with `ipupod run` on a real ipupodd; the outputs must come
 // back float16 and equal the reference: every element within one float16 unit
 // in the last place (float32 sums in another order may round the other way at
-// a tie's edge) and nearly all bit for bit. The float32 model's outputs differ:
+// a tie's edge) and nearly all bit for bit. With half partials the running sum
+// is rounded after every block, and the float32 order inside a block is the
+// kernel's, chosen by the CPU's instruction set (oneDNN, OpenBLAS): a 1-ulp
+// difference at one block's rounding, followed by cancellation in the next
+// blocks, is 2 ulps of a smaller result. So those cases allow 2 ulps and 80 %
+// bit for bit (an AVX2-only AMD EPYC gave 17 of 20 elements of
+// cnn_half_partials bit for bit, worst 2 ulps, where AVX-512 machines gave all
+// 20; every other case was bit for bit on both). The float32 model's outputs differ:
 // the rounding is real. A second test shows the memory plan's 2 bytes per
 // value: a model too large for an IPU in float32 fits in float16. A third
 // trains a float16 model whose loss gradient underflows float16: without loss
@@ -89,8 +96,9 @@ TEST(HalfTest, Float16ModelsRunAsTheRoundedReferenceSays) {
     std::printf("%s: %lld of %lld elements bit for bit, worst %.2f float16 ulps\n", name.c_str(),
                 static_cast<long long>(a.exact), static_cast<long long>(y.num_elements()),
                 a.worst_ulps);
-    EXPECT_LE(a.worst_ulps, 1.0);
-    EXPECT_GE(a.exact, y.num_elements() * 95 / 100);
+    const bool partials = name.find("_partials") != std::string::npos;
+    EXPECT_LE(a.worst_ulps, partials ? 2.0 : 1.0);
+    EXPECT_GE(a.exact, y.num_elements() * (partials ? 80 : 95) / 100);
     // The float32 model does not give float16's answer.
     int64_t same_as_float32 = 0;
     for (int64_t i = 0; i < y.num_elements(); ++i) {

@@ -854,7 +854,13 @@ TEST_F(ExecutionServiceTest, AFaultBetweenStepsEndsTheRunStreamWithIt) {
 // The steps the server took stay a window's worth, not what the client
 // tried to send.
 TEST_F(ExecutionServiceTest, ARunStreamWhoseClientStopsReadingIsHeldAndEnded) {
-  StartServer([](ServerConfig& config) { config.execution_stream_idle_seconds = 1; });
+  StartServer([](ServerConfig& config) {
+    config.execution_stream_idle_seconds = 1;
+    // The session must outlive the flood, however slow the machine: once under
+    // ASan with another test running, the send loop took 30 s and the session
+    // was gone by the time GetLoaded asked (the lease is 10 s by default).
+    config.session_lease_seconds = 300;
+  });
   Attached session(*alice_, 1);
   MustLoad(session, *mlp_);
   constexpr int kTried = 1'000'000;

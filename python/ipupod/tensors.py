@@ -181,7 +181,7 @@ class TensorAssembler:
     def _fail(self, problem: str) -> errors.Error:
         return errors.malformed_stream(self._what, problem, self._location)
 
-    def checked_size(self, header: execution_pb2.TensorHeader) -> int:
+    def _checked_size(self, header: execution_pb2.TensorHeader) -> int:
         """The bytes of the tensor ``header`` announces, after checking it against the wire's
         rules and the tensors already received (raises the malformed-stream error)."""
         name = header.name
@@ -206,20 +206,21 @@ class TensorAssembler:
         """A tensor whose bytes came whole with its header (``InlineTensor``): the checks of
         add_header + add_data + the end of the tensor, and one copy of ``data``."""
         self._complete_pending()
-        size = self.checked_size(header)
+        size = self._checked_size(header)
         name = header.name
         if len(data) > size:
             raise self._fail(f"more bytes than tensor '{name}' declared")
         if len(data) < size:
             raise self._fail(f"tensor '{name}' ended after {len(data)} of {size} bytes")
-        if header.dtype == "bool" and size and np.frombuffer(data, np.uint8).max() > 1:
+        raw = np.frombuffer(data, np.uint8)
+        if header.dtype == "bool" and size and raw.max() > 1:
             raise self._fail(f"bool tensor '{name}' holds values other than 0 and 1")
-        array = np.frombuffer(data, dtype=DTYPES[header.dtype]).reshape(tuple(header.shape))
-        self._done[name] = array.copy()  # writable, and not a view of the response
+        # The copy is writable and not a view of the response.
+        self._done[name] = raw.copy().view(DTYPES[header.dtype]).reshape(tuple(header.shape))
 
     def add_header(self, header: execution_pb2.TensorHeader) -> None:
         self._complete_pending()
-        name, size = header.name, self.checked_size(header)
+        name, size = header.name, self._checked_size(header)
         self._name, self._header = name, header
         self._buffer = np.empty(size, dtype=np.uint8)
         self._filled = 0

@@ -138,8 +138,9 @@ class Collector {
 // One caller of the pod and execution services.
 class Caller {
  public:
-  Caller(const std::string& address, std::string user)
-      : channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+  Caller(const std::string& address, std::string user,
+         const grpc::ChannelArguments& args = grpc::ChannelArguments())
+      : channel_(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)),
         user_(std::move(user)),
         pod_(v1::PodService::NewStub(channel_)),
         session_(v1::SessionService::NewStub(channel_)),
@@ -854,17 +855,19 @@ TEST_F(ExecutionServiceTest, AFaultBetweenStepsEndsTheRunStreamWithIt) {
 // The steps the server took stay a window's worth, not what the client
 // tried to send.
 TEST_F(ExecutionServiceTest, ARunStreamWhoseClientStopsReadingIsHeldAndEnded) {
-  StartServer([](ServerConfig& config) {
-    config.execution_stream_idle_seconds = 1;
-    // The session must outlive the flood, however slow the machine: once under
-    // ASan with another test running, the send loop took 30 s and the session
-    // was gone by the time GetLoaded asked (the lease is 10 s by default).
-    config.session_lease_seconds = 300;
-  });
-  Attached session(*alice_, 1);
+  StartServer([](ServerConfig& config) { config.execution_stream_idle_seconds = 1; });
+  // How many answers the client's window takes before the server's writes are
+  // held must not depend on the machine: gRPC's bandwidth-delay probe grows
+  // the window with the link's speed, and on a fast machine the server
+  // answered steps for the whole 30 s deadline without ever being held.
+  grpc::ChannelArguments small_window;
+  small_window.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  small_window.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 * 1024);
+  Caller flooder(Address(), "alice", small_window);
+  Attached session(flooder, 1);
   MustLoad(session, *mlp_);
   constexpr int kTried = 1'000'000;
-  StepStream steps(*alice_, session.id());
+  StepStream steps(flooder, session.id());
   int sent = 0;
   while (sent < kTried && steps.Send(StepInputs(sent % 3))) ++sent;
   EXPECT_LT(sent, kTried);  // held, then ended by the server's idle watch

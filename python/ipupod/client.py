@@ -149,6 +149,10 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
         self._partitions = pod_pb2_grpc.PartitionServiceStub(self._channel)
         self._sessions = pod_pb2_grpc.SessionServiceStub(self._channel)
         self._execution = execution_pb2_grpc.ExecutionServiceStub(self._channel)
+        #: RunInline taking the request as bytes already serialized (tensors.inline_request).
+        self._run_inline_encoded = self._channel.unary_unary(
+            "/ipupod.v1.ExecutionService/RunInline", request_serializer=None,
+            response_deserializer=execution_pb2.RunInlineResponse.FromString)
         self._jobs = jobs_pb2_grpc.JobServiceStub(self._channel)
         self._compile_stub = compile_pb2_grpc.CompileServiceStub(self._channel)
         self._accounting = accounting_pb2_grpc.AccountingServiceStub(self._channel)

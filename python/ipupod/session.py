@@ -245,9 +245,8 @@ class Session:
         return self._run_inline(tensors.to_arrays(inputs, "Session.run_inline"))
 
     def _run_inline(self, arrays: tensors.Arrays) -> runs.RunResult:
-        request = execution_pb2.RunInlineRequest(session=self.id,
-                                                 inputs=tensors.encode_inline(arrays))
-        response = self._client._unary(self._client._execution.RunInline, request,
+        request = tensors.inline_request(self.id, arrays)
+        response = self._client._unary(self._client._run_inline_encoded, request,
                                        "ExecutionService.RunInline",
                                        timeout=self._client.stream_timeout)
         location = f"ExecutionService.RunInline at {self._client.server}"

@@ -118,15 +118,43 @@ def test_a_malformed_stream_from_the_server_is_an_internal_error(stream, problem
     assert problem in bad.value.message
 
 
-def test_inline_tensors_decode_as_the_stream_does():
-    arrays = tensors.to_arrays({
+def _mixed_arrays():
+    return tensors.to_arrays({
         "f": np.arange(12, dtype=np.float32).reshape(3, 4),
         "h": np.array([1.5, -2], dtype=np.float16),
         "b": np.array([True, False]),
         "s": np.array(7, dtype=np.int32),
         "e": np.zeros((0, 3), dtype=np.int64),
     }, "here")
-    decoded = tensors.decode_inline(tensors.encode_inline(arrays), "outputs", "here")
+
+
+def _inline_messages(arrays):
+    return [execution_pb2.InlineTensor(header=tensors.header_of(name, array),
+                                       data=array.tobytes()) for name, array in arrays.items()]
+
+
+def test_inline_requests_are_the_bytes_protobuf_writes():
+    cases = [
+        ("s-1", _mixed_arrays()),
+        ("", {"x": np.ones((1, 10), np.float32)}),  # proto3 writes no empty session
+        ("a" * 300, {"large": np.ones((300, 200), np.float16)}),  # lengths of 2 and 3 bytes
+        ("é", {"naïve": np.zeros((2,), np.int64)}),
+        ("s-2", {}),
+    ]
+    for session, arrays in cases:
+        want = execution_pb2.RunInlineRequest(session=session, inputs=_inline_messages(arrays))
+        assert tensors.inline_request(session, arrays) == want.SerializeToString()
+    # More headers than the cache holds: each request is still its own.
+    for rows in range(1, 300):
+        x = {"x": np.full((rows, 3), rows, np.float32)}
+        parsed = execution_pb2.RunInlineRequest.FromString(tensors.inline_request("s", x))
+        assert list(parsed.inputs[0].header.shape) == [rows, 3]
+        assert parsed.inputs[0].data == x["x"].tobytes()
+
+
+def test_inline_tensors_decode_as_the_stream_does():
+    arrays = _mixed_arrays()
+    decoded = tensors.decode_inline(_inline_messages(arrays), "outputs", "here")
     streamed, _ = roundtrip(arrays)
     assert list(decoded) == list(arrays)
     for name, array in arrays.items():

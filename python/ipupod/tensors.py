@@ -215,11 +215,12 @@ class TensorAssembler:
             raise self._fail(f"more bytes than tensor '{name}' declared")
         if len(data) < size:
             raise self._fail(f"tensor '{name}' ended after {len(data)} of {size} bytes")
-        raw = np.frombuffer(data, np.uint8)
-        if dtype.kind == "b" and size and raw.max() > 1:
+        # One copy, into a bytearray: the array is writable and not a view of the response.
+        # (Few numpy calls: each costs more right after a round trip than in a loop.)
+        array = np.frombuffer(bytearray(data), dtype)
+        if dtype.kind == "b" and size and array.view(np.uint8).max() > 1:
             raise self._fail(f"bool tensor '{name}' holds values other than 0 and 1")
-        # The copy is writable and not a view of the response.
-        self._done[name] = raw.copy().view(dtype).reshape(shape)
+        self._done[name] = array.reshape(shape)
 
     def add_header(self, header: execution_pb2.TensorHeader) -> None:
         self._complete_pending()

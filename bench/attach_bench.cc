@@ -3,6 +3,8 @@
 // same run, on the same machine and transport.
 //
 //   BM_BareUnaryRoundTrip      Echo.Ping on a bare callback-API gRPC server
+//   BM_BareHoldShape           Echo.Converse: message -> answer -> half-close ->
+//                              answer, OK; Hold's exchanges on bare gRPC
 //   BM_GetPodInfo              the cheapest ipupod unary call (whole pod view)
 //   BM_AttachDetachStub        Attach stream -> grant -> Detach -> stream end
 //                              (generated stub: the three legs of Attach)
@@ -81,6 +83,22 @@ void BM_BareUnaryRoundTrip(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_BareUnaryRoundTrip)->UseRealTime();
+
+void BM_BareHoldShape(benchmark::State& state) {
+  Blob message;
+  for (auto _ : state) {
+    grpc::ClientContext context;
+    auto stream = F().echo_stub->Converse(&context);
+    if (!stream->Write(message) || !stream->Read(&message) || !stream->WritesDone() ||
+        !stream->Read(&message) || stream->Read(&message)) {
+      state.SkipWithError("the conversation ended early");
+      break;
+    }
+    grpc::Status status = stream->Finish();
+    if (!status.ok()) state.SkipWithError(status.error_message().c_str());
+  }
+}
+BENCHMARK(BM_BareHoldShape)->UseRealTime();
 
 void BM_GetPodInfo(benchmark::State& state) {
   for (auto _ : state) {

@@ -10,6 +10,41 @@ grpc::ServerUnaryReactor* EchoServer::Service::Ping(grpc::CallbackServerContext*
   return reactor;
 }
 
+namespace {
+
+// Answers each message with its echo; at the half-close, one last message and OK.
+class Conversation : public grpc::ServerBidiReactor<Blob, Blob> {
+ public:
+  Conversation() { StartRead(&in_); }
+  void OnReadDone(bool ok) override {
+    out_ = in_;
+    if (ok) {
+      StartWrite(&out_);
+    } else {
+      StartWriteAndFinish(&out_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+  }
+  void OnWriteDone(bool ok) override {
+    if (ok) {
+      StartRead(&in_);
+    } else {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+    }
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Blob in_;
+  Blob out_;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<Blob, Blob>* EchoServer::Service::Converse(
+    grpc::CallbackServerContext* context) {
+  return new Conversation();
+}
+
 grpc::Status EchoServer::BulkService::Sink(grpc::ServerContext* context,
                                            grpc::ServerReader<Blob>* reader, Size* response) {
   std::string stored;

@@ -31,6 +31,7 @@ class EchoServer {
   class Service : public Echo::CallbackService {
     grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context, const Blob* request,
                                    Blob* response) override;
+    grpc::ServerBidiReactor<Blob, Blob>* Converse(grpc::CallbackServerContext* context) override;
   };
   // Synchronous API, like ipupodd's ExecutionService (CPU-bound transfers).
   class BulkService : public Bulk::Service {

@@ -30,6 +30,7 @@ from ipupod.poptorch import enums, optim
 from ipupod.poptorch._support import PoptorchWarning, not_modelled, setLogLevel
 from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
                                     PipelinedExecution, ShardedExecution, Stage)
+from ipupod.poptorch.data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from ipupod.poptorch.enums import (CommGroupType, ConnectionType, HalfFloatCastingBehavior,
                                    MeanReductionStrategy, OverlapMode, ReductionType,
                                    SyncPattern, VariableRetrievalMode)
@@ -137,6 +138,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AsynchronousDataAccessor",
     "AutoStage",
     "BeginBlock",
     "Block",
@@ -144,6 +146,8 @@ __all__ = [
     "CommGroupType",
     "ConfigFileError",
     "ConnectionType",
+    "DataLoader",
+    "DataLoaderMode",
     "Error",
     "HalfFloatCastingBehavior",
     "MatMulSerializationMode",

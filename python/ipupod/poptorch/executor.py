@@ -157,6 +157,10 @@ class PoplarExecutor:
         self._ipus = 0
         self._samples = 0
         self._weights: List[str] = []  # the module's tensors the device holds as weights
+        # Module tensors the executable holds as constants (frozen parameters of a training
+        # model, integer buffers), with their values when exported: a copy to the device
+        # cannot change them, so one that changed on the host is an error, never ignored.
+        self._constants: Dict[str, torch.Tensor] = {}
         self._device_version = -1
         self._checkpoint: Optional[Dict[str, Any]] = None
         self._destroyed = False
@@ -439,6 +443,7 @@ class PoplarExecutor:
         self._check_buffers(exported)
         self._executable = self._compile_exported(exported, output)
         self._exported = exported
+        self._constants = self._maybe_constants(exported)
         self._samples = micro * self._combined()
         self._ipus = int(self._executable.summary.get("ipus", {}).get("reserved", 1))
         self._compile_time = datetime.timedelta(seconds=time.monotonic() - started)
@@ -548,6 +553,7 @@ class PoplarExecutor:
             # frozen parameters are constants of the executable, not writable weights
             writable = {spec.name for spec in program.weights}
             self._weights = [n for n in self._exported.weights if n in writable]
+            self._constants = {n: v for n, v in self._constants.items() if n not in writable}
             self._write_state(attaching=True)
         except BaseException:
             self._session.release()
@@ -635,7 +641,26 @@ class PoplarExecutor:
             state = self._model.state_dict()
         finally:
             self._sync.busy = False
+        changed = [n for n, v in self._constants.items() if not torch.equal(state[n], v)]
+        if changed:
+            raise errors.Error(
+                f"{', '.join(changed)} changed on the host, but the executable holds "
+                f"{'them' if len(changed) > 1 else 'it'} as a constant (a parameter with "
+                f"requires_grad=False in a training model, or an integer buffer), so the "
+                f"device cannot be given the new value; wrap the model again to compile "
+                f"with it", code=grpc.StatusCode.FAILED_PRECONDITION,
+                location="PoplarExecutor.copyWeightsToDevice")
         return {name: state[name] for name in self._weights}
+
+    def _maybe_constants(self, exported: export.Exported) -> Dict[str, torch.Tensor]:
+        """The exported tensors the executable may hold as constants, with their values:
+        integer ones, and in training every one but a trainable parameter. attachToDevice
+        keeps those the loaded program does not list as weights."""
+        state = self._model.state_dict()
+        trainable = {n for n, p in self._model.named_parameters() if p.requires_grad}
+        return {n: state[n].detach().clone() for n in exported.weights
+                if not state[n].is_floating_point()
+                or (self._training and n not in trainable)}
 
     def isAttachedToDevice(self) -> bool:
         """True while the model holds its IPUs."""

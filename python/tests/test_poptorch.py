@@ -523,8 +523,9 @@ def test_a_half_model_must_be_all_half_and_other_precisions_are_refused():
 
 
 def test_4_4_3_what_ipupod_does_not_model_is_refused_clearly():
-    # ipupod has no replica grouping of weights or inputs (4.4.3).
-    with pytest.raises(AttributeError):
+    # Inputs are grouped across replicas, but not by an unknown kind of group (4.4.3);
+    # weights are not grouped.
+    with pytest.raises(poptorch.Error):
         poptorch.Options().inputReplicaGrouping(4, None)
     wrapped = poptorch.trainingModel(ExampleModelWithLoss())
     with pytest.raises(AttributeError):

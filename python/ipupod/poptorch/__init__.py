@@ -33,7 +33,7 @@ from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
 from ipupod.poptorch.data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from ipupod.poptorch.enums import (CommGroupType, ConnectionType, HalfFloatCastingBehavior,
                                    MeanReductionStrategy, OverlapMode, ReductionType,
-                                   SyncPattern, VariableRetrievalMode)
+                                   SharingStrategy, SyncPattern, VariableRetrievalMode)
 from ipupod.poptorch.executor import (PoplarExecutor, inferenceModel, load,
                                       registerPostCompileHook, registerPreCompileHook,
                                       trainingModel)
@@ -80,11 +80,6 @@ def createPoptorchError(message: str) -> Error:  # noqa: N802 - PopTorch's name
 _NOT_YET = "is not modelled yet (another part of issue 28 adds it)"
 #: PopTorch's public names ipupod.poptorch does not provide: why, and what to use instead.
 _NOT_MODELLED = {
-    "DataLoader": f"{_NOT_YET}; batch with torch.utils.data.DataLoader, batch size "
-                  f"micro-batch x deviceIterations x replicationFactor (x gradientAccumulation)",
-    "AsynchronousDataAccessor": f"{_NOT_YET}; use torch.utils.data.DataLoader(num_workers=N)",
-    "DataLoaderMode": f"{_NOT_YET}; use torch.utils.data.DataLoader",
-    "SharingStrategy": f"{_NOT_YET}; use torch.utils.data.DataLoader",
     "recomputationCheckpoint": f"{_NOT_YET}; the IPUConfig's "
                                f"recompute_checkpoint_every_layer (Options.ipuConfig) "
                                f"recomputes per layer",
@@ -161,6 +156,7 @@ __all__ = [
     "RecoverableError",
     "ReductionType",
     "ShardedExecution",
+    "SharingStrategy",
     "Stage",
     "SyncPattern",
     "TensorLocationSettings",

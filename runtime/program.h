@@ -186,6 +186,8 @@ class Program {
   // its weight's value), so that the result is the module's whole state.
   // An alias name reads its weight. Unknown names: INVALID_ARGUMENT.
   absl::StatusOr<tensor::NamedTensors> GetWeights(absl::Span<const std::string> names) const;
+  // PyTorch name -> the weight it is one tensor with (tied weights).
+  const std::map<std::string, std::string>& weight_aliases() const { return aliases_; }
   // The same without copying: pointers into the program, valid until the
   // next SetWeights or the program's destruction (the caller serialises).
   absl::StatusOr<std::vector<tensor::TensorRef>> ViewWeights(

@@ -295,3 +295,40 @@ def test_cli_compile_names_what_the_exporter_folded(server, tmp_path):
     assert "onnx::MatMul" in done.stderr and "do_constant_folding=False" in done.stderr, \
         done.stderr
     assert os.path.exists(tmp_path / "folded.ipx")
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_cli_takes_a_tied_weight_by_either_name_and_refuses_two_values(server, tmp_path):
+    from ipupod.poptorch import blocks, export
+    torch.manual_seed(9)
+    model, ids = TiedHead().eval(), torch.randint(0, 11, (2, 5))
+    exported = export.export(model, (ids,), ["x"], False, blocks.PipelinedExecution())
+    onnx_path, ipx = tmp_path / "tied.onnx", str(tmp_path / "tied.ipx")
+    onnx_path.write_bytes(exported.onnx)
+    _cli(server, "compile", str(onnx_path), "-o", ipx)
+    inspected = _cli(server, "--json", "inspect", ipx).stdout
+    assert '"tied_to":"wte.weight"' in inspected.replace(" ", ""), inspected
+    change_every_parameter(model)
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    inputs, outputs = str(tmp_path / "x.npz"), str(tmp_path / "y.npz")
+    np.savez(inputs, x=ids.numpy())
+    head_only = {k: v for k, v in state.items() if k != "wte.weight"}  # the tie's other name
+    np.savez(tmp_path / "w.npz", **head_only)
+    saved = str(tmp_path / "saved.npz")
+    _cli(server, "run", ipx, "--inputs", inputs, "--outputs", outputs, "--weights",
+         str(tmp_path / "w.npz"), "--save-weights", saved)
+    with torch.no_grad():
+        np.testing.assert_allclose(np.load(outputs)[exported.outputs[0]], model(ids).numpy(),
+                                   rtol=1e-5, atol=1e-5)
+    stored = np.load(saved)
+    np.testing.assert_array_equal(stored["head.weight"], stored["wte.weight"])
+    np.testing.assert_array_equal(stored["wte.weight"], state["wte.weight"])
+    state["head.weight"] = state["head.weight"] + 1.0
+    np.savez(tmp_path / "bad.npz", **state)
+    done = subprocess.run([find_binary("ipupod", "IPUPOD_CLI_BINARY"), "--server",
+                           server.address, "--user", "weights-user", "run", ipx, "--inputs",
+                           inputs, "--outputs", outputs, "--weights",
+                           str(tmp_path / "bad.npz")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode != 0
+    assert "are one tensor in the model" in done.stderr, done.stderr

@@ -19,16 +19,6 @@ import ipupod  # noqa: E402
 import ipupod.poptorch as poptorch  # noqa: E402
 
 
-@pytest.fixture
-def server(ipupod_server, monkeypatch):
-    """The private ipupodd as the front end finds it: ``$IPUPOD_SERVER``."""
-    monkeypatch.setenv("IPUPOD_SERVER", ipupod_server.address)
-    monkeypatch.setenv("IPUPOD_USER", "poptorch-user")
-    monkeypatch.delenv("IPUPOD_TOKEN", raising=False)
-    monkeypatch.delenv("POPTORCH_WAIT_FOR_IPU", raising=False)
-    return ipupod_server
-
-
 class ExampleModelWithLoss(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -22,17 +22,6 @@ from ipupod.poptorch import _cache  # noqa: E402
 
 
 @pytest.fixture
-def server(ipupod_server, monkeypatch):
-    """The private ipupodd as the front end finds it: ``$IPUPOD_SERVER``."""
-    monkeypatch.setenv("IPUPOD_SERVER", ipupod_server.address)
-    monkeypatch.setenv("IPUPOD_USER", "poptorch-api")
-    monkeypatch.delenv("IPUPOD_TOKEN", raising=False)
-    monkeypatch.delenv("POPTORCH_WAIT_FOR_IPU", raising=False)
-    monkeypatch.delenv("POPTORCH_CACHE_DIR", raising=False)
-    return ipupod_server
-
-
-@pytest.fixture
 def no_server(monkeypatch):
     monkeypatch.setenv("IPUPOD_SERVER", "127.0.0.1:1")  # nothing listens on port 1
     monkeypatch.delenv("IPUPOD_TOKEN", raising=False)
@@ -592,7 +581,7 @@ def test_connection_type_never_compiles_without_attaching(server):
 
 @pytest.mark.ipupod(pod="POD4")
 def test_use_ipu_id_attaches_in_the_partition_of_that_device_id(server):
-    client = server.client(user="poptorch-api")
+    client = server.client(user="poptorch-user")
     partition = client.create_partition("mine", 1)
     module = Net().eval()
     x = torch.randn(2, 6)

@@ -459,16 +459,6 @@ def test_distributed_runs_refuse_what_cannot_be_split():
 # ---------------------------------------------------------------------- on a pod
 
 
-@pytest.fixture
-def server(ipupod_server, monkeypatch):
-    """The private ipupodd as the front end finds it: ``$IPUPOD_SERVER``."""
-    monkeypatch.setenv("IPUPOD_SERVER", ipupod_server.address)
-    monkeypatch.setenv("IPUPOD_USER", "poptorch-user")
-    monkeypatch.delenv("IPUPOD_TOKEN", raising=False)
-    monkeypatch.delenv("POPTORCH_WAIT_FOR_IPU", raising=False)
-    return ipupod_server
-
-
 class ExampleModelWithLoss(torch.nn.Module):
     """PopTorch's batching example (docs/user_guide/device_iterations.py)."""
 

@@ -20,14 +20,6 @@ import ipupod.poptorch as poptorch  # noqa: E402
 from ipupod.testing import find_binary  # noqa: E402
 
 
-@pytest.fixture
-def server(ipupod_server, monkeypatch):
-    monkeypatch.setenv("IPUPOD_SERVER", ipupod_server.address)
-    monkeypatch.setenv("IPUPOD_USER", "weights-user")
-    monkeypatch.delenv("IPUPOD_TOKEN", raising=False)
-    return ipupod_server
-
-
 class Rank3Linear(torch.nn.Module):
     """A Linear applied to [batch, seq, features], as in every transformer."""
 
@@ -254,7 +246,7 @@ def _export_eval(module, example, path):
 
 def _cli(server, *args):
     done = subprocess.run([find_binary("ipupod", "IPUPOD_CLI_BINARY"), "--server",
-                           server.address, "--user", "weights-user", *args],
+                           server.address, "--user", "poptorch-user", *args],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return done
@@ -326,7 +318,7 @@ def test_cli_takes_a_tied_weight_by_either_name_and_refuses_two_values(server, t
     state["head.weight"] = state["head.weight"] + 1.0
     np.savez(tmp_path / "bad.npz", **state)
     done = subprocess.run([find_binary("ipupod", "IPUPOD_CLI_BINARY"), "--server",
-                           server.address, "--user", "weights-user", "run", ipx, "--inputs",
+                           server.address, "--user", "poptorch-user", "run", ipx, "--inputs",
                            inputs, "--outputs", outputs, "--weights",
                            str(tmp_path / "bad.npz")],
                           capture_output=True, text=True, timeout=120, check=False)

@@ -99,22 +99,16 @@ class _HooksOff:
                               model._register_state_dict_hook(self._sync.pull)]
 
 
-def _precision(model: torch.nn.Module, inputs: tuple) -> torch.dtype:
-    """torch.float or torch.half: every float parameter, buffer and input must agree
-    (``model.half()`` with half inputs, or all float32); anything else is refused."""
+def _check_precision(model: torch.nn.Module, inputs: tuple) -> None:
+    """Every float parameter, buffer and input is float32 or float16 (PopTorch 4.7: each
+    keeps its own type, and mixtures are converted as export.py says); float64 and bfloat16
+    are refused."""
     named = list(model.state_dict().items()) + [(f"input {i}", t) for i, t in enumerate(inputs)]
-    floats = [(name, t.dtype) for name, t in named if t.is_floating_point()]
-    kinds = {dtype for _, dtype in floats}
-    if not kinds <= {torch.float, torch.half}:
-        name, dtype = next((n, d) for n, d in floats if d not in (torch.float, torch.half))
-        raise ValueError(f"{name} is {dtype}; ipupod computes in float32 or float16: use "
-                         f"model.float() or model.half() and inputs of the same type")
-    if len(kinds) > 1:
-        half = next(n for n, d in floats if d == torch.half)
-        full = next(n for n, d in floats if d == torch.float)
-        raise ValueError(f"{half} is float16 but {full} is float32; ipupod runs a model all in "
-                         f"float32 or all in float16: call model.half() and pass half inputs")
-    return torch.half if kinds == {torch.half} else torch.float
+    for name, tensor in named:
+        if tensor.is_floating_point() and tensor.dtype not in (torch.float, torch.half):
+            raise ValueError(f"{name} is {tensor.dtype}; ipupod computes in float32 or float16: "
+                             f"use model.float() or model.half() (or .float() / .half() on "
+                             f"the tensor) and inputs of those types")
 
 
 def _add_hint(error: errors.Error, hint: str) -> None:
@@ -155,7 +149,8 @@ class PoplarExecutor:
         self._exported: Optional[export.Exported] = None
         self._executable: Any = None  # a CompileResult, or .ipx bytes from a file
         self._ipus = 0
-        self._samples = 0
+        self._samples = 0  # the first input's dim 0 in a call (1 x the factor without inputs)
+        self._input_samples: List[int] = []  # every input's
         self._weights: List[str] = []  # the module's tensors the device holds as weights
         # Module tensors the executable holds as constants (frozen parameters of a training
         # model, integer buffers), with their values when exported: a copy to the device
@@ -227,10 +222,12 @@ class PoplarExecutor:
 
     def _run(self, inputs: tuple) -> Any:
         names = self._exported.inputs
-        if inputs and inputs[0].dim() and inputs[0].shape[0] != self._samples:
-            raise ValueError(f"the model was compiled for calls of {self._samples} samples "
-                             f"({self._rule()}), not {inputs[0].shape[0]}; keep the batch "
-                             f"of the first call")
+        samples = self._input_samples or [self._samples]
+        for name, tensor, want in zip(names, inputs, samples):
+            if tensor.dim() and tensor.shape[0] != want:
+                raise ValueError(f"the model was compiled for calls of {want} samples in "
+                                 f"input '{name}' ({self._rule()}), not {tensor.shape[0]}; "
+                                 f"keep the batch of the first call")
         inputs = self._spread_input_groups(inputs)
         arrays = {n: t.detach().cpu().contiguous().numpy() for n, t in zip(names, inputs)}
         result = self._session.run(arrays)
@@ -263,14 +260,12 @@ class PoplarExecutor:
             group_of = [r // size for r in range(replicas)]
         index = torch.tensor(group_of)
         spread = []
-        for tensor in inputs:
-            steps = tensor.shape[0] // (groups * self._micro())
-            grouped = tensor.reshape(steps, groups, self._micro(), *tensor.shape[1:])
+        steps = self._combined() // groups
+        for tensor in inputs:  # each input's own micro-batch (its dim 0 / the factor)
+            micro = tensor.shape[0] // self._combined()
+            grouped = tensor.reshape(steps, groups, micro, *tensor.shape[1:])
             spread.append(grouped.index_select(1, index).reshape(-1, *tensor.shape[1:]))
         return tuple(spread)
-
-    def _micro(self) -> int:
-        return self._samples // self._combined()
 
     # ------------------------------------------------------------------ performance
 
@@ -430,21 +425,21 @@ class PoplarExecutor:
         for hook in list(_PRECOMPILE_HOOKS.values()):
             hook()
         inputs = export.positional(self._model, args, kwargs)
-        precision = _precision(self._model, inputs)
+        _check_precision(self._model, inputs)
         names = export.input_names(self._model, len(args),
                                    {k: v for k, v in kwargs.items() if v is not None})
-        micro = export.micro_batch(inputs, names, self._combined(), self._rule())
+        micros = export.micro_batches(inputs, names, self._combined(), self._rule())
         try:
-            exported = export.export(self._model, tuple(t[:micro] for t in inputs), names,
-                                     self._training, self._options.execution_strategy,
-                                     half=precision == torch.half)
+            exported = export.export(self._model, tuple(t[:m] for t, m in zip(inputs, micros)),
+                                     names, self._training, self._options.execution_strategy)
         except (RuntimeError, torch.onnx.errors.OnnxExporterError) as error:
             raise _export_error(error) from None
         self._check_buffers(exported)
         self._executable = self._compile_exported(exported, output)
         self._exported = exported
         self._constants = self._maybe_constants(exported)
-        self._samples = micro * self._combined()
+        self._samples = (micros[0] if micros else 1) * self._combined()
+        self._input_samples = [m * self._combined() for m in micros]
         self._ipus = int(self._executable.summary.get("ipus", {}).get("reserved", 1))
         self._compile_time = datetime.timedelta(seconds=time.monotonic() - started)
         for hook in list(_POSTCOMPILE_HOOKS.values()):
@@ -458,8 +453,8 @@ class PoplarExecutor:
             extra = dict(train=True, loss=export.loss_name(exported),
                          optimizer=self._opt_spec.name, optimizer_attrs=self._opt_spec.attrs,
                          frozen=export.frozen(self._model, exported))
-        elif exported.buffers:  # carried from run to run on the device (PopTorch 4.8)
-            extra = dict(buffers=exported.buffers)
+        if exported.buffers:  # carried from run to run on the device (PopTorch 4.8)
+            extra["buffers"] = exported.buffers
 
         sets = settings.sets + self._block_ipus_sets(exported, settings.sets)
 
@@ -516,9 +511,18 @@ class PoplarExecutor:
         return self._options.model_name or f"{kind} model {type(self._model).__name__}"
 
     def _check_buffers(self, exported: export.Exported) -> None:
-        """broadcastBuffers(False) asks for a copy of each buffer per replica, which ipupod
-        does not keep: refused when replicas would update buffers."""
+        """What ipupodd cannot carry is refused: broadcastBuffers(False) asks for a copy of
+        each buffer per replica, which ipupod does not keep (refused when replicas would
+        update buffers), and an inference executable's buffers are float32 only."""
         o = self._options
+        halves = [n for n in exported.buffers if self._model.get_buffer(n).dtype == torch.half]
+        if halves and not self._training:
+            raise errors.Error(
+                f"the forward changes the float16 buffer '{halves[0]}' in place, and ipupodd's "
+                f"inference executables carry float32 buffers only (a training model's may "
+                f"be float16); keep the buffer float32 (its updates are then rounded to "
+                f"float32, not float16)", code=grpc.StatusCode.UNIMPLEMENTED,
+                type="client.not_modelled", location="poptorch export")
         changing = bool(exported.buffers) or (self._training and any(
             True for _ in self._model.buffers()))
         if not o.broadcast_buffers and o.replication_factor > 1 and changing:
@@ -806,7 +810,8 @@ class PoplarExecutor:
 
     def _export_data(self, ipx: bytes, export_model: bool) -> Dict[str, Any]:
         return {"format": _FORMAT, "ipx": ipx, "exported": dataclasses.asdict(self._exported),
-                "ipus": self._ipus, "samples": self._samples, "training": self._training,
+                "ipus": self._ipus, "samples": self._samples,
+                "input_samples": self._input_samples, "training": self._training,
                 "options": self._options, "optimizer": self._opt_spec,
                 "model": self._model if export_model else None}
 
@@ -822,6 +827,7 @@ class PoplarExecutor:
         self._exported = export.Exported(**data["exported"])
         self._executable = data["ipx"]
         self._ipus, self._samples = data["ipus"], data["samples"]
+        self._input_samples = list(data.get("input_samples") or [])
         if self._training and data["optimizer"] is not None:
             self._opt_spec = data["optimizer"]
 

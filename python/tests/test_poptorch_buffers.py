@@ -1,7 +1,7 @@
 """PopTorch's buffers (seed 003, 4.8), 16-bit floats (4.7) and inputs whose dim 0 differ,
 with ``import ipupod.poptorch as poptorch`` in place of ``import poptorch``, each run on a
 private ipupodd and checked against torch on the CPU (or against the casts PopTorch documents,
-made explicitly in torch).
+made explicitly in torch). ``server`` is conftest's private ipupodd.
 
 Lines between ``# seed begin`` and ``# seed end`` are the seed's, unchanged."""
 
@@ -14,16 +14,6 @@ pytest.importorskip("onnx")
 
 import ipupod.poptorch as poptorch  # noqa: E402
 from ipupod.poptorch import export  # noqa: E402
-
-
-@pytest.fixture
-def server(ipupod_server, monkeypatch):
-    """The private ipupodd as the front end finds it: ``$IPUPOD_SERVER``."""
-    monkeypatch.setenv("IPUPOD_SERVER", ipupod_server.address)
-    monkeypatch.setenv("IPUPOD_USER", "poptorch-user")
-    monkeypatch.delenv("IPUPOD_TOKEN", raising=False)
-    monkeypatch.delenv("POPTORCH_WAIT_FOR_IPU", raising=False)
-    return ipupod_server
 
 
 def half(t):

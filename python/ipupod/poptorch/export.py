@@ -511,8 +511,9 @@ class _PlainTensors:
 
     def before_forward(self) -> None:
         self._copies = []
-        for module, name, _, value in self.entries:
-            copy = value.clone().to(_stand_in(value.dtype))
+        shared: Dict[int, torch.Tensor] = {}  # one tensor held by two modules: one copy
+        for module, name, original, value in self.entries:
+            copy = shared.setdefault(id(original), value.clone().to(_stand_in(value.dtype)))
             self._copies.append(copy)
             setattr(module, name, copy)
 

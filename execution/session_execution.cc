@@ -12,6 +12,9 @@
 namespace ipupod::execution {
 namespace {
 
+// What a load may fold beyond its host-memory charge (see Load).
+constexpr int64_t kFoldSlackBytes = int64_t{64} << 10;
+
 // Reserves the host memory the executable's report says its program holds.
 // The import then checks the report against the model, so a report that
 // understates it gets no further.
@@ -75,7 +78,11 @@ absl::StatusOr<LoadedState> SessionExecution::Load(Operation& op, const schedule
                           ReserveHostMemory(*r_.load_memory, cached, session.id));
   runtime::LoadOptions load;
   load.cancelled = cancelled;
-  load.max_folded_bytes = host_memory->bytes();  // folding past the charge is refused
+  // Folding past the charge is refused. The slack covers the few bytes of
+  // index and shape constants a tiny model folds (its charge can be 0), which
+  // the compile folded too: without it the load would keep nodes the
+  // compile's placement does not have.
+  load.max_folded_bytes = host_memory->bytes() + kFoldSlackBytes;
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Program> program,
                           runtime::Program::Create(cached.executable, load));
   if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the load");

@@ -126,10 +126,23 @@ absl::Status Interpreter::Plan() {
 
 absl::Status Interpreter::PlanPrepared() {
   prepared_values_.resize(slot_names_.size());
-  int64_t budget = std::max(kFoldFloorBytes, graph_.InitializerBytes());
+  // Derived from weights: a weight (an initializer the import kept a variable)
+  // or another prepared value. Constants the import left unfolded were over
+  // its budget: they run on every Run, as before.
+  std::vector<bool> derived(slot_names_.size(), false);
+  for (size_t s = 0; s < slot_names_.size(); ++s) {
+    const Tensor* t = graph_.FindInitializer(slot_names_[s]);
+    derived[s] = t != nullptr && IsVariable(graph_.module_state, slot_names_[s], *t);
+  }
+  int64_t budget = graph_.InitializerBytes() + kPreparedSlackBytes;
   for (Step& step : steps_) {
     bool constant = !step.def->never_fold && !step.def->fold_from_types;
-    for (int s : step.inputs) constant = constant && (s < 0 || constants_[s] != nullptr);
+    bool from_weights = false;
+    for (int s : step.inputs) {
+      constant = constant && (s < 0 || constants_[s] != nullptr);
+      from_weights = from_weights || (s >= 0 && derived[s]);
+    }
+    if (!from_weights) continue;
     int64_t bytes = 0;
     for (const TensorType& t : step.output_types) {
       bytes += *CheckedNumElements(t.dtype, t.shape) * static_cast<int64_t>(DTypeSize(t.dtype));
@@ -138,7 +151,9 @@ absl::Status Interpreter::PlanPrepared() {
     budget -= bytes;
     step.prepared = true;
     for (int out : step.outputs) {
-      if (out >= 0) constants_[out] = &prepared_values_[out];
+      if (out < 0) continue;
+      constants_[out] = &prepared_values_[out];
+      derived[out] = true;
     }
   }
   return Prepare();

@@ -15,8 +15,10 @@
 // the weights, not on every Run: an IPU keeps such values resident too. The
 // import keeps weights unfolded (graph/shape_inference.h, keep_weights), so
 // the values are recomputed from what was written instead of frozen at
-// compile time. At most max(kFoldFloorBytes, the initializers' bytes) are
-// prepared; a node beyond that runs on every Run.
+// compile time. Only values derived from weights are prepared, at most the
+// initializers' bytes plus kPreparedSlackBytes (a crafted model cannot make
+// a load allocate more than its weights again); a node beyond that runs on
+// every Run.
 //
 // Thread safety: Run() is const and may be called from several threads at
 // once (each run has its own buffers). ReplaceInitializers (new weights) is
@@ -63,6 +65,8 @@ struct RunStats {
   int64_t total_flops = 0;
   int64_t elapsed_ns = 0;
 };
+
+inline constexpr int64_t kPreparedSlackBytes = int64_t{64} << 10;
 
 class Interpreter {
  public:

@@ -107,13 +107,14 @@ def assert_buffers_equal(model, reference, exact=False):
 
 
 @pytest.mark.ipupod(pod="POD4")
-def test_4_8_buffers_updated_in_place_by_an_inference_model(server):
+@pytest.mark.parametrize("width", [32, 4])  # 4: a model of a few hundred bytes
+def test_4_8_buffers_updated_in_place_by_an_inference_model(server, width):
     torch.manual_seed(3)
-    model = Stats()
+    model = Stats(width)
     reference = copy.deepcopy(model)
     start = copy.deepcopy(model)
     poptorch_model = poptorch.inferenceModel(model, poptorch.Options().deviceIterations(2))
-    calls = [torch.randn(6, 32), torch.randn(6, 32) * 3]
+    calls = [torch.randn(6, width), torch.randn(6, width) * 3]
     for x in calls:
         out = poptorch_model(x)
         with torch.no_grad():  # torch runs the call's micro-batches in turn

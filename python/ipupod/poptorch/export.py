@@ -627,7 +627,6 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
     if half:
         _float16_from_stand_ins(proto)
     _hold_overwritten_buffers(proto, updated, saved)
-    _keep_unfolded(proto)
     ipus = blocks.annotate(proto, recorder.blocks, strategy)
     state = module_state(model, proto)
     _declare(proto, state)
@@ -690,37 +689,6 @@ def _hold_overwritten_buffers(proto: Any, updated: Dict[str, str],
                                  name=f"{output}/Where")
         g.node.insert(index + 1, where)
         g.node.insert(index + 1, true)
-
-
-_UNFOLDED = "ipupod_unfolded"
-
-
-def _keep_unfolded(proto: Any) -> None:
-    """A graph that reads neither an input nor module state (PopTorch's first CounterModel:
-    its outputs are constants) gets each output through ``Where(Cast(w, BOOL), v, v)`` with
-    ``w`` a float initializer [1.0]: the same values, from a node that reads a weight. ipupodd
-    folds constants at compile within a budget of at least 256 MiB but at Load within the
-    program's host-memory charge, which for a model holding nothing is 0 bytes: the Load
-    then keeps the Constant the compile folded and fails ("placement covers 0 nodes but the
-    model has 1"). The weight and the Where give the charge the few bytes the constant
-    needs."""
-    from onnx import TensorProto, helper, numpy_helper
-    import numpy
-    g = proto.graph
-    if len(g.input) or len(g.initializer) or not len(g.output):
-        return
-    g.initializer.append(numpy_helper.from_array(numpy.ones([1], numpy.float32), _UNFOLDED))
-    keep = f"{_UNFOLDED}/bool"
-    nodes = [helper.make_node("Cast", [_UNFOLDED], [keep], to=TensorProto.BOOL,
-                              name=f"{_UNFOLDED}/Cast")]
-    for output in g.output:
-        value = f"{output.name}/{_UNFOLDED}"
-        for node in g.node:
-            node.input[:] = [value if i == output.name else i for i in node.input]
-            node.output[:] = [value if o == output.name else o for o in node.output]
-        nodes.append(helper.make_node("Where", [keep, value, value], [output.name],
-                                      name=f"{output.name}/{_UNFOLDED}/Where"))
-    g.node.extend(nodes)
 
 
 def _scalars(proto: Any) -> List[str]:

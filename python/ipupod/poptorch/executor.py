@@ -122,7 +122,7 @@ class PoplarExecutor:
         if training and optimizer is None:
             optimizer = torch.optim.SGD(model.parameters(), lr=0.01)  # PopTorch's default
         self._optimizer = optimizer
-        self._opt_spec = optim.describe(optimizer) if training else None
+        self._opt_spec = optim.describe(optimizer, model) if training else None
         self._bind_optimizer(optimizer)
         self._pending_opt: Dict[str, float] = {}
         self._sync = _WeightSync.of(model)
@@ -229,9 +229,11 @@ class PoplarExecutor:
         settings = self._options.compile_settings(self._training)
         extra: Dict[str, Any] = {}
         if self._training:
+            frozen = export.frozen(self._model, exported)
+            trained = set(exported.weights) - set(frozen)
             extra = dict(train=True, loss=export.loss_name(exported),
                          optimizer=self._opt_spec.name, optimizer_attrs=self._opt_spec.attrs,
-                         frozen=export.frozen(self._model, exported))
+                         frozen=frozen, param_groups=optim.compile_groups(self._opt_spec, trained))
         elif exported.buffers:  # carried from run to run on the device (PopTorch 4.8)
             extra = dict(buffers=exported.buffers)
         try:
@@ -425,15 +427,14 @@ class PoplarExecutor:
         calls; a changed constant or optimizer kind is an error, as in PopTorch."""
         if not self._training:
             raise ValueError("setOptimizer is for training models")
-        new = optim.describe(optimizer)
+        new = optim.describe(optimizer, self._model)
         self._bind_optimizer(optimizer)
         if self._exported is None:
             self._optimizer, self._opt_spec = optimizer, new
             return
         changed = optim.changes(self._opt_spec, new)
         self._optimizer = optimizer
-        self._opt_spec = dataclasses.replace(self._opt_spec,
-                                             values={**self._opt_spec.values, **changed})
+        self._opt_spec = optim.applied(self._opt_spec, changed)
         if not changed:
             return
         if self.isAttachedToDevice():

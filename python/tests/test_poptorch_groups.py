@@ -147,3 +147,34 @@ def test_poptorch_attributes_taken_once_per_optimizer_must_agree():
     amsgrad[1]["amsgrad"] = True
     with pytest.raises(ValueError, match="differ in 'amsgrad'"):
         poptorch.trainingModel(model, optimizer=torch.optim.AdamW(amsgrad))
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_a_parameter_in_no_group_is_left_alone_as_torch_does(server):
+    class WithLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first, self.second = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+        def forward(self, x, target):
+            out = self.second(self.first(x))
+            return out, ((out - target) ** 2).mean()
+
+    torch.manual_seed(12)
+    model, reference = WithLoss(), WithLoss()
+    reference.load_state_dict(model.state_dict())
+    # `first` is in no param group: torch's optimizer never updates it
+    training = poptorch.trainingModel(
+        model, optimizer=torch.optim.SGD(model.second.parameters(), lr=0.1))
+    cpu = torch.optim.SGD(reference.second.parameters(), lr=0.1)
+    x, target = torch.randn(4, 4), torch.randn(4, 4)[:, :2]
+    for _ in range(3):
+        training(x, target)
+        cpu.zero_grad()
+        reference(x, target)[1].backward()
+        cpu.step()
+    training.copyWeightsToHost()
+    for name, value in reference.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[name], value, rtol=1e-5, atol=1e-6,
+                                   msg=name)
+    training.destroy()

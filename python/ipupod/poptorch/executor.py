@@ -229,7 +229,7 @@ class PoplarExecutor:
         settings = self._options.compile_settings(self._training)
         extra: Dict[str, Any] = {}
         if self._training:
-            frozen = export.frozen(self._model, exported)
+            frozen = export.frozen(self._model, exported, self._optimizer)
             trained = set(exported.weights) - set(frozen)
             extra = dict(train=True, loss=export.loss_name(exported),
                          optimizer=self._opt_spec.name, optimizer_attrs=self._opt_spec.attrs,

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "compiler/memory_plan.h"
 #include "compiler/onnx_annotations.h"
+#include "compiler/onnx_state.h"
 #include "graph/interpreter.h"
 #include "graph/onnx_import.h"
 #include "graph/run_context.h"
@@ -88,19 +89,22 @@ int64_t MicroBatchSize(const graph::Graph& g) {
 
 struct Imported {
   AnnotatedModel model;
+  std::vector<std::string> warnings;  // what the exporter folded (compiler/onnx_state.h)
   std::unique_ptr<graph::Interpreter> interpreter;  // owns the graph; gives node FLOPs
 };
 
 absl::StatusOr<Imported> Import(absl::string_view onnx_bytes, const IpuConfig& config,
                                 const CompileOptions& options) {
   Imported out;
-  IPUPOD_ASSIGN_OR_RETURN(out.model, ExtractPlacementAttributes(onnx_bytes));
+  IPUPOD_ASSIGN_OR_RETURN(WritableModel writable, KeepModuleStateWritable(onnx_bytes));
+  out.warnings = std::move(writable.warnings);
+  IPUPOD_ASSIGN_OR_RETURN(out.model, ExtractPlacementAttributes(writable.onnx_bytes));
+  // Weights stay initializers in every mode: a session writes them, training
+  // trains them, and buffers' updates are computed (graph/shape_inference.h).
   IPUPOD_ASSIGN_OR_RETURN(
       graph::Graph graph,
       graph::ImportOnnx(out.model.onnx_bytes,
-                        // buffers stay initializers (their update is computed, not folded)
-                        graph::FoldOptions{.keep_weights = !options.for_inference ||
-                                                           !options.training.buffers.empty(),
+                        graph::FoldOptions{.keep_weights = true,
                                            .cancelled = options.cancelled,
                                            .half_partials = config.enable_half_partials}));
   IPUPOD_ASSIGN_OR_RETURN(out.interpreter, graph::Interpreter::Create(std::move(graph)));
@@ -245,6 +249,7 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
     IPUPOD_RETURN_IF_ERROR(CheckInferenceBuffers(g, options.training.buffers));
   }
   std::vector<std::string> warnings = IgnoredKeyWarnings(config, options.for_inference);
+  warnings.insert(warnings.begin(), imported.warnings.begin(), imported.warnings.end());
   const IpuConfig seeded = WithSeed(g, config, options.for_inference, warnings);
   IPUPOD_ASSIGN_OR_RETURN(Placement placement,
                           Place(g, mode, options, imported.model.annotations, warnings));

@@ -52,9 +52,15 @@ absl::StatusOr<std::string> ChooseLoss(const graph::Graph& g, const std::string&
 absl::StatusOr<std::vector<std::string>> ChooseWeights(
     const graph::Graph& g, const std::vector<std::string>& frozen,
     const std::map<std::string, std::string>& buffers) {
+  // A declared module state names the parameters (of any rank; its buffers
+  // are never trained); otherwise every float initializer of rank >= 1 is.
+  const graph::ModuleState& state = g.module_state;
   std::set<std::string> candidates;
   for (const auto& [name, t] : g.initializers) {
-    if (graph::IsWeightLike(t) && !buffers.contains(name)) candidates.insert(name);
+    const bool weight = state.declared
+                            ? state.parameters.contains(name) && tensor::IsFloat(t.dtype())
+                            : graph::IsWeightLike(t);
+    if (weight && !buffers.contains(name)) candidates.insert(name);
   }
   const std::set<std::string> all = candidates;
   for (const std::string& f : frozen) {

@@ -12,10 +12,13 @@
 //  * Buffers: what the model's ops update in place (BatchNormalization's
 //    running statistics in training mode) plus TrainingOptions::buffers
 //    (training/buffers.h). They are never trained.
-//  * Weights: every float32 initializer of rank >= 1 the graph reads (the
-//    import keeps them unfolded, graph/shape_inference.h), except buffers
-//    and `frozen` ones (torch's requires_grad=False). Rank-0 floats are the
-//    constants torch.onnx writes for Python numbers.
+//  * Weights: the parameters the model's declared module state names, of
+//    any rank (graph/graph.h ModuleState; ipupod.poptorch declares it), or
+//    for a model without one every float initializer of rank >= 1 the graph
+//    reads (rank-0 floats are then the constants torch.onnx writes for
+//    Python numbers); the import keeps them unfolded
+//    (graph/shape_inference.h). Never buffers or `frozen` ones (torch's
+//    requires_grad=False).
 //  * Optimizer: PopTorch's names; attributes given explicitly are
 //    variables, the rest constants (training/optimizer.h); no optimizer
 //    means SGD with lr 0.01.

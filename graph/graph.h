@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -79,9 +80,29 @@ struct Node {
   const AttributeValue* FindAttribute(absl::string_view attr) const;
 };
 
+// The module state a front end declares in the model's ONNX metadata_props
+// (ipupod.poptorch writes it; docs/executable-format.md): which initializers
+// are the module's parameters and buffers, by their PyTorch names, and which
+// PyTorch names are one tensor with an initializer (tied weights, e.g. GPT-2's
+// LM head and its token embedding). Each value is one name per line;
+// aliases are "alias=initializer" lines. A model without these keys has
+// declared == false and is read by the older rules (float initializers of
+// rank >= 1 are weights).
+inline constexpr char kParametersMetadataKey[] = "ipupod.parameters";
+inline constexpr char kBuffersMetadataKey[] = "ipupod.buffers";
+inline constexpr char kAliasesMetadataKey[] = "ipupod.aliases";
+
+struct ModuleState {
+  bool declared = false;
+  std::set<std::string> parameters;
+  std::set<std::string> buffers;
+  std::map<std::string, std::string> aliases;  // PyTorch name -> initializer
+};
+
 struct Graph {
   int64_t opset = 0;                           // default-domain opset the model was exported with
   std::string producer;                        // e.g. "pytorch 1.13.0"
+  ModuleState module_state;                    // from the model's metadata_props
   std::vector<ValueInfo> inputs;               // runtime inputs (never initializers), model order
   std::vector<ValueInfo> outputs;              // model outputs, model order
   std::map<std::string, Tensor> initializers;  // constants by value name

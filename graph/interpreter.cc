@@ -1,5 +1,6 @@
 #include "graph/interpreter.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <new>
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "graph/ops.h"
+#include "graph/shape_inference.h"
 #include "kernels/shape_util.h"
 
 namespace ipupod::graph {
@@ -19,6 +21,7 @@ struct Interpreter::Step {
   std::vector<int> outputs;
   std::vector<TensorType> output_types;  // including omitted outputs' (they still get buffers)
   std::vector<int> release;              // slots whose last reader is this step
+  bool prepared = false;                 // computed by Prepare, skipped by Run
 };
 
 namespace {
@@ -118,6 +121,60 @@ absl::Status Interpreter::Plan() {
   }
   PlanLiveness();
   for (Step& step : steps_) IPUPOD_RETURN_IF_ERROR(PlanOutputs(step));
+  return PlanPrepared();
+}
+
+absl::Status Interpreter::PlanPrepared() {
+  prepared_values_.resize(slot_names_.size());
+  int64_t budget = std::max(kFoldFloorBytes, graph_.InitializerBytes());
+  for (Step& step : steps_) {
+    bool constant = !step.def->never_fold && !step.def->fold_from_types;
+    for (int s : step.inputs) constant = constant && (s < 0 || constants_[s] != nullptr);
+    int64_t bytes = 0;
+    for (const TensorType& t : step.output_types) {
+      bytes += *CheckedNumElements(t.dtype, t.shape) * static_cast<int64_t>(DTypeSize(t.dtype));
+    }
+    if (!constant || bytes > budget) continue;
+    budget -= bytes;
+    step.prepared = true;
+    for (int out : step.outputs) {
+      if (out >= 0) constants_[out] = &prepared_values_[out];
+    }
+  }
+  return Prepare();
+}
+
+absl::Status Interpreter::RunStep(const Step& step, const std::vector<const Tensor*>& value,
+                                  std::vector<Tensor>& outs) const {
+  OpContext ctx{*step.node, graph_.opset, {}, {}, graph_.half_partials};
+  for (int s : step.inputs) {
+    ctx.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
+    ctx.values.push_back(s >= 0 ? value[s] : nullptr);
+  }
+  IPUPOD_ASSIGN_OR_RETURN(outs, CreateOutputs(*step.def, step.output_types));
+  return NodeError(*step.node, RunOp(*step.def, ctx, absl::MakeSpan(outs)));
+}
+
+absl::Status Interpreter::Prepare(const std::vector<const Tensor*>* replaced) {
+  std::vector<bool> dirty(slot_names_.size(), replaced == nullptr);
+  if (replaced != nullptr) {
+    for (size_t s = 0; s < dirty.size(); ++s) {
+      dirty[s] = std::find(replaced->begin(), replaced->end(), constants_[s]) != replaced->end();
+    }
+  }
+  for (const Step& step : steps_) {
+    bool stale = false;
+    for (int s : step.inputs) stale = stale || (s >= 0 && dirty[s]);
+    if (!step.prepared || !stale) continue;
+    for (int out : step.outputs) {
+      if (out >= 0) dirty[out] = true;
+    }
+    std::vector<Tensor> outs;
+    IPUPOD_RETURN_IF_ERROR(RunStep(step, constants_, outs));
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (step.outputs[k] >= 0) prepared_values_[step.outputs[k]] = std::move(outs[k]);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -171,14 +228,13 @@ absl::StatusOr<std::vector<Tensor>> Interpreter::Execute(absl::Span<const Tensor
   const int64_t run_start = NowNs();
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& step = steps_[i];
-    OpContext ctx{*step.node, graph_.opset, {}, {}, graph_.half_partials};
-    for (int s : step.inputs) {
-      ctx.types.push_back(s >= 0 ? slot_types_[s] : nullptr);
-      ctx.values.push_back(s >= 0 ? value[s] : nullptr);
+    if (step.prepared) {
+      run_stats.nodes.push_back({costs_[i].flops, 0});
+      continue;
     }
-    IPUPOD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, CreateOutputs(*step.def, step.output_types));
+    std::vector<Tensor> outs;
     const int64_t start = NowNs();
-    IPUPOD_RETURN_IF_ERROR(NodeError(*step.node, RunOp(*step.def, ctx, absl::MakeSpan(outs))));
+    IPUPOD_RETURN_IF_ERROR(RunStep(step, value, outs));
     run_stats.nodes.push_back({costs_[i].flops, NowNs() - start});
     for (size_t k = 0; k < outs.size(); ++k) {
       if (step.outputs[k] < 0) continue;
@@ -263,7 +319,11 @@ absl::Status Interpreter::ReplaceInitializers(std::vector<std::pair<std::string,
   swap_all();  // swapping keeps each initializer's address, which constants_ holds
   for (const auto& [name, value] : values) replaced.push_back(graph_.FindInitializer(name));
   absl::Status status = RecheckTypesAfterReplacing(replaced);
-  if (!status.ok()) swap_all();  // back to the old values
+  if (status.ok()) status = Prepare(&replaced);  // values derived from the weights follow them
+  if (!status.ok()) {
+    swap_all();  // back to the old values, at the same addresses
+    IPUPOD_RETURN_IF_ERROR(Prepare(&replaced));
+  }
   return status;
 }
 

@@ -8,6 +8,16 @@
 // Memory: initializers are read in place (never copied); each intermediate is
 // freed right after its last consumer runs.
 //
+// Prepared values: a node whose inputs are all initializers (or prepared
+// values) - a Linear's transposed weight, a tied head's transposed table, a
+// position embedding looked up at constant positions - is computed once when
+// the interpreter is created and again whenever ReplaceInitializers writes
+// the weights, not on every Run: an IPU keeps such values resident too. The
+// import keeps weights unfolded (graph/shape_inference.h, keep_weights), so
+// the values are recomputed from what was written instead of frozen at
+// compile time. At most max(kFoldFloorBytes, the initializers' bytes) are
+// prepared; a node beyond that runs on every Run.
+//
 // Thread safety: Run() is const and may be called from several threads at
 // once (each run has its own buffers). ReplaceInitializers (new weights) is
 // the one mutation: it must not overlap Run() or any other call. BLAS
@@ -93,6 +103,14 @@ class Interpreter {
   absl::Status CheckInputs(absl::Span<const Tensor> inputs) const;
   absl::Status CheckReplacement(const std::vector<std::pair<std::string, Tensor>>& values) const;
   absl::Status RecheckTypesAfterReplacing(const std::vector<const Tensor*>& replaced) const;
+  // Marks and computes the prepared steps (see the header comment).
+  absl::Status PlanPrepared();
+  // Computes the prepared steps that read `replaced` initializers (directly
+  // or through another prepared step) from their current values; every
+  // prepared step when `replaced` is null.
+  absl::Status Prepare(const std::vector<const Tensor*>* replaced = nullptr);
+  absl::Status RunStep(const Step& step, const std::vector<const Tensor*>& value,
+                       std::vector<Tensor>& outs) const;
   absl::StatusOr<std::vector<Tensor>> Execute(absl::Span<const Tensor> inputs,
                                               RunStats* stats) const;
 
@@ -100,7 +118,10 @@ class Interpreter {
   std::vector<Step> steps_;
   std::vector<std::string> slot_names_;  // value name per slot
   std::vector<const TensorType*> slot_types_;
-  std::vector<const Tensor*> constants_;  // per slot; nullptr unless an initializer
+  // Per slot: the initializer or prepared value; nullptr for values a Run
+  // computes.
+  std::vector<const Tensor*> constants_;
+  std::vector<Tensor> prepared_values_;  // per slot; empty unless prepared
   std::vector<int> input_slots_;
   std::vector<int> output_slots_;
   std::vector<NodeCost> costs_;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "graph/ops.h"
 #include "graph/shape_inference.h"
@@ -214,6 +215,49 @@ absl::Status ReadGraph(const onnx::GraphProto& g, Graph& out) {
   return absl::OkStatus();
 }
 
+std::vector<std::string> MetadataLines(absl::string_view value) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(value, '\n', absl::SkipEmpty())) {
+    lines.emplace_back(line);
+  }
+  return lines;
+}
+
+absl::Status MetadataError(absl::string_view key, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the model's metadata '", key, "' ", what,
+      "; it declares the module's state (graph/graph.h): export the model again, or remove "
+      "the ipupod.* metadata_props"));
+}
+
+// The module state the metadata declares (graph/graph.h). Every declared
+// name must be an initializer, every alias one of an initializer.
+absl::StatusOr<ModuleState> ReadModuleState(const onnx::ModelProto& model, const Graph& g) {
+  ModuleState state;
+  for (const onnx::StringStringEntryProto& entry : model.metadata_props()) {
+    const std::string& key = entry.key();
+    if (key != kParametersMetadataKey && key != kBuffersMetadataKey && key != kAliasesMetadataKey) {
+      continue;
+    }
+    state.declared = true;
+    for (const std::string& line : MetadataLines(entry.value())) {
+      if (key == kAliasesMetadataKey) {
+        std::pair<std::string, std::string> alias = absl::StrSplit(line, absl::MaxSplits('=', 1));
+        if (alias.second.empty() || g.initializers.count(alias.second) == 0) {
+          return MetadataError(key, absl::StrCat("names '", line, "', not alias=initializer"));
+        }
+        state.aliases.insert(std::move(alias));
+        continue;
+      }
+      if (g.initializers.count(line) == 0) {
+        return MetadataError(key, absl::StrCat("names '", line, "', which is no initializer"));
+      }
+      (key == kParametersMetadataKey ? state.parameters : state.buffers).insert(line);
+    }
+  }
+  return state;
+}
+
 absl::StatusOr<Graph> Import(absl::string_view bytes, const FoldOptions& fold) {
   if (static_cast<int64_t>(bytes.size()) > kOnnxBytesMax) {
     return absl::InvalidArgumentError("model is larger than 2 GiB, protobuf's limit");
@@ -234,6 +278,7 @@ absl::StatusOr<Graph> Import(absl::string_view bytes, const FoldOptions& fold) {
   IPUPOD_ASSIGN_OR_RETURN(graph.opset, DefaultOpset(model));
   graph.producer = absl::StrCat(model.producer_name(), " ", model.producer_version());
   IPUPOD_RETURN_IF_ERROR(ReadGraph(model.graph(), graph));
+  IPUPOD_ASSIGN_OR_RETURN(graph.module_state, ReadModuleState(model, graph));
   IPUPOD_RETURN_IF_ERROR(InferShapesAndFold(graph, fold));
   return graph;
 }

@@ -17,6 +17,7 @@ namespace {
 // folded values collect in `folded`.
 struct PassState {
   const std::map<std::string, Tensor>* initializers = nullptr;
+  const ModuleState* module_state = nullptr;
   bool keep_weights = false;
   bool half_partials = false;  // Graph::half_partials
   std::map<std::string, Tensor> folded;
@@ -28,7 +29,8 @@ struct PassState {
   const Tensor* FindConstant(const std::string& name) const {
     auto it = initializers->find(name);
     if (it != initializers->end()) {
-      return keep_weights && IsWeightLike(it->second) ? nullptr : &it->second;
+      return keep_weights && IsVariable(*module_state, it->first, it->second) ? nullptr
+                                                                              : &it->second;
     }
     auto f = folded.find(name);
     return f == folded.end() ? nullptr : &f->second;
@@ -37,6 +39,7 @@ struct PassState {
 
 absl::Status SeedState(const Graph& g, PassState& s) {
   s.initializers = &g.initializers;
+  s.module_state = &g.module_state;
   for (const auto& [name, t] : g.initializers) s.types[name] = TensorType{t.dtype(), t.shape()};
   for (const ValueInfo& in : g.inputs) {
     for (int64_t d : in.type.shape) {
@@ -222,6 +225,12 @@ absl::Status RunPass(Graph& graph, const FoldOptions& options) {
 
 bool IsWeightLike(const Tensor& initializer) {
   return IsFloat(initializer.dtype()) && !initializer.shape().empty();
+}
+
+bool IsVariable(const ModuleState& state, const std::string& name, const Tensor& initializer) {
+  if (IsWeightLike(initializer)) return true;
+  return IsFloat(initializer.dtype()) &&
+         (state.parameters.contains(name) || state.buffers.contains(name));
 }
 
 absl::Status InferShapesAndFold(Graph& graph, const FoldOptions& options) {

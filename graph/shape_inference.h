@@ -9,9 +9,12 @@
 //      (FoldOptions::max_folded_bytes) - this is what removes
 //      the Shape/Gather/Concat/Reshape/Equal/Where/Expand chains torch.onnx
 //      writes around attention reshapes. With FoldOptions::keep_weights
-//      (training), float32 initializers of rank >= 1 count as variables,
-//      not constants: nothing is folded through them, so every weight stays
-//      an initializer the graph reads and can be trained;
+//      (every program and compile but shape-only uses), the initializers
+//      IsVariable names count as variables, not constants: nothing is folded
+//      through them, so every weight stays an initializer the graph reads,
+//      that a session can write and training can train (a value derived
+//      from weights only, such as a Linear's transposed weight, is computed
+//      again when they are written: graph/interpreter.h);
 //      A node whose outputs would overrun the budget is not folded: it stays
 //      a node, computed at run time, and the memory plan charges its output
 //      as any activation. So a few bytes of ONNX (ConstantOfShape of
@@ -59,9 +62,13 @@ inline constexpr int64_t kFoldFloorBytes = int64_t{256} << 20;
 
 absl::Status InferShapesAndFold(Graph& graph, const FoldOptions& options = {});
 
-// True for the initializers FoldOptions::keep_weights keeps: float32 or
-// float16, rank >= 1.
+// Float32 or float16 of rank >= 1: what a model without a declared module
+// state has as weights.
 bool IsWeightLike(const Tensor& initializer);
+// The initializers FoldOptions::keep_weights keeps: weight-like ones, and
+// float ones of any rank that the module state declares (a scalar
+// parameter or buffer).
+bool IsVariable(const ModuleState& state, const std::string& name, const Tensor& initializer);
 
 }  // namespace ipupod::graph
 

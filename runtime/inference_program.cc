@@ -54,13 +54,17 @@ class InferenceProgram final : public Program {
   InferenceProgram(std::shared_ptr<const Executable> executable, compiler::Report report,
                    std::vector<TensorSpec> weights, std::unique_ptr<graph::Interpreter> interpreter,
                    std::vector<std::string> buffers)
-      : Program(std::move(executable), report, std::move(weights), InferenceStepTime(report)),
+      : Program(std::move(executable), report, std::move(weights), InferenceStepTime(report),
+                interpreter->graph().module_state.aliases),
         interpreter_(std::move(interpreter)),
         buffers_(std::move(buffers)) {}
 
-  int64_t max_set_weights_bytes() const override { return weight_bytes() + kWeightSlackBytes; }
+  int64_t max_set_weights_bytes() const override {
+    return weight_bytes() + alias_bytes() + kWeightSlackBytes;
+  }
 
   absl::Status SetWeights(tensor::NamedTensors weights) override {
+    IPUPOD_RETURN_IF_ERROR(ResolveAliases(weights));
     IPUPOD_RETURN_IF_ERROR(CheckWeights(weights));
     return interpreter_->ReplaceInitializers(weights);
   }
@@ -151,10 +155,8 @@ class InferenceProgram final : public Program {
 
 absl::StatusOr<std::unique_ptr<Program>> CreateInferenceProgram(
     std::shared_ptr<const Executable> executable, const LoadOptions& options) {
-  IPUPOD_ASSIGN_OR_RETURN(
-      ImportedModel model,
-      ImportForProgram(*executable, options,
-                       /*keep_weights=*/!executable->inference_buffers.empty(), 1, ""));
+  IPUPOD_ASSIGN_OR_RETURN(ImportedModel model,
+                          ImportForProgram(*executable, options, /*keep_weights=*/true, 1, ""));
   IPUPOD_ASSIGN_OR_RETURN(std::vector<TensorSpec> weights, FindWeights(*executable, model.graph));
   // The buffers' new values come back as outputs after the executable's own.
   std::vector<std::string> buffers;

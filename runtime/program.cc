@@ -196,11 +196,65 @@ int64_t HostMemoryBytes(const compiler::Report& report) { return report.host_byt
 int64_t Program::host_memory_bytes() const { return HostMemoryBytes(report_); }
 
 Program::Program(std::shared_ptr<const compiler::Executable> executable, compiler::Report report,
-                 std::vector<compiler::TensorSpec> weights, SimulatedTime step_time)
+                 std::vector<compiler::TensorSpec> weights, SimulatedTime step_time,
+                 const std::map<std::string, std::string>& aliases)
     : executable_(std::move(executable)),
       report_(std::move(report)),
       weights_(std::move(weights)),
-      step_time_(step_time) {}
+      step_time_(step_time) {
+  for (const auto& [alias, weight] : aliases) {
+    if (FindSpec(weights_, weight) != nullptr && FindSpec(weights_, alias) == nullptr) {
+      aliases_.emplace(alias, weight);
+    }
+  }
+}
+
+int64_t Program::alias_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [alias, weight] : aliases_) {
+    const TensorSpec& s = *FindSpec(weights_, weight);
+    bytes += static_cast<int64_t>(tensor::DTypeSize(s.dtype)) *
+             tensor::CheckedNumElements(s.dtype, s.shape).value_or(0);
+  }
+  return bytes;
+}
+
+absl::Status Program::ResolveAliases(tensor::NamedTensors& weights) const {
+  if (aliases_.empty()) return absl::OkStatus();
+  std::map<std::string, size_t> given;  // weight -> index of its value in `weights`
+  std::map<std::string, std::string> given_as;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!aliases_.contains(weights[i].first)) given.emplace(weights[i].first, i);
+  }
+  tensor::NamedTensors resolved;
+  for (auto& [name, value] : weights) {
+    auto alias = aliases_.find(name);
+    if (alias == aliases_.end()) continue;
+    const std::string& weight = alias->second;
+    auto it = given.find(weight);
+    if (it == given.end()) {
+      given.emplace(weight, weights.size() + resolved.size());
+      given_as[weight] = name;
+      resolved.emplace_back(weight, std::move(value));
+      continue;
+    }
+    const tensor::Tensor& other = it->second < weights.size()
+                                      ? weights[it->second].second
+                                      : resolved[it->second - weights.size()].second;
+    if (!(other.dtype() == value.dtype() && other.shape() == value.shape() &&
+          other.bytes() == value.bytes())) {
+      const std::string other_name = given_as.contains(weight) ? given_as[weight] : weight;
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "' and '", other_name,
+                       "' are one tensor in the model (tied weights: '", name, "' is '", weight,
+                       "'), but the values given differ; give one of them, or equal "
+                       "values"));
+    }
+  }
+  std::erase_if(weights, [&](const auto& w) { return aliases_.contains(w.first); });
+  for (auto& w : resolved) weights.push_back(std::move(w));
+  return absl::OkStatus();
+}
 
 Program::~Program() = default;
 
@@ -289,9 +343,15 @@ absl::StatusOr<std::vector<tensor::TensorRef>> Program::ViewWeights(
   std::vector<std::string> wanted(names.begin(), names.end());
   if (wanted.empty()) {
     for (const TensorSpec& s : weights_) wanted.push_back(s.name);
+    for (const auto& [alias, weight] : aliases_) wanted.push_back(alias);
   }
   std::vector<tensor::TensorRef> out;
   for (const std::string& name : wanted) {
+    auto alias = aliases_.find(name);
+    if (alias != aliases_.end()) {
+      out.emplace_back(name, FindWeight(alias->second));
+      continue;
+    }
     if (FindSpec(weights_, name) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("unknown weight '", name, "'",
                                                      SpecHint(name, weights_),

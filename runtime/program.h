@@ -179,10 +179,16 @@ class Program {
   double SimulatedHostToDeviceSeconds(int64_t bytes) const;
   double SimulatedLoadSeconds() const;
 
+  // Weights by name. A name the model's module state declares as an alias
+  // of a weight (tied weights: graph/graph.h ModuleState) writes that
+  // weight; given with it, the two values must be equal.
   virtual absl::Status SetWeights(tensor::NamedTensors weights) = 0;
-  // `names` empty: every weight, sorted by name. Unknown names:
-  // INVALID_ARGUMENT.
+  // `names` empty: every weight sorted by name, then every alias (each with
+  // its weight's value), so that the result is the module's whole state.
+  // An alias name reads its weight. Unknown names: INVALID_ARGUMENT.
   absl::StatusOr<tensor::NamedTensors> GetWeights(absl::Span<const std::string> names) const;
+  // PyTorch name -> the weight it is one tensor with (tied weights).
+  const std::map<std::string, std::string>& weight_aliases() const { return aliases_; }
   // The same without copying: pointers into the program, valid until the
   // next SetWeights or the program's destruction (the caller serialises).
   absl::StatusOr<std::vector<tensor::TensorRef>> ViewWeights(
@@ -205,10 +211,19 @@ class Program {
 
  protected:
   // `weights` sorted by name; `step_time` is one step's simulated time.
+  // `aliases`: PyTorch name -> weight (the model's ModuleState::aliases);
+  // those whose weight is not in `weights` are dropped.
   Program(std::shared_ptr<const compiler::Executable> executable, compiler::Report report,
-          std::vector<compiler::TensorSpec> weights, SimulatedTime step_time);
+          std::vector<compiler::TensorSpec> weights, SimulatedTime step_time,
+          const std::map<std::string, std::string>& aliases = {});
 
   const compiler::Report& report() const { return report_; }
+  // The bytes the aliases' weights add to a write that names them too.
+  int64_t alias_bytes() const;
+  // Replaces each alias in `weights` by its weight (dropping it when the
+  // weight is given too and the values are equal). INVALID_ARGUMENT when an
+  // alias and its weight, or two aliases of one weight, differ.
+  absl::Status ResolveAliases(tensor::NamedTensors& weights) const;
   // SetWeights' checks: every name a weight, once, with its dtype and shape.
   absl::Status CheckWeights(const tensor::NamedTensors& weights) const;
 
@@ -224,6 +239,7 @@ class Program {
   const compiler::Report report_;
   const std::vector<compiler::TensorSpec> weights_;
   const SimulatedTime step_time_;
+  std::map<std::string, std::string> aliases_;  // alias -> weight in weights_
 };
 
 }  // namespace ipupod::runtime

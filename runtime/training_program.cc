@@ -51,17 +51,20 @@ std::vector<TensorSpec> StateSpecs(const training::Trainer& trainer) {
 class TrainingProgram final : public Program {
  public:
   TrainingProgram(std::shared_ptr<const Executable> executable, compiler::Report report,
-                  std::unique_ptr<training::Trainer> trainer)
+                  std::unique_ptr<training::Trainer> trainer,
+                  const std::map<std::string, std::string>& aliases)
       : Program(executable, report, StateSpecs(*trainer),
-                TrainingStepTime(report, executable->training.gradient_accumulation_steps)),
+                TrainingStepTime(report, executable->training.gradient_accumulation_steps),
+                aliases),
         trainer_(std::move(trainer)) {}
 
   int64_t max_set_weights_bytes() const override {
-    return weight_bytes() * kCheckpointWeightMultiple + kWeightSlackBytes;
+    return weight_bytes() * kCheckpointWeightMultiple + alias_bytes() + kWeightSlackBytes;
   }
 
   absl::Status SetWeights(tensor::NamedTensors weights) override {
     if (IsCheckpoint(weights)) return ImportCheckpoint(*trainer_, weights);
+    IPUPOD_RETURN_IF_ERROR(ResolveAliases(weights));
     IPUPOD_RETURN_IF_ERROR(CheckWeights(weights));
     training::TensorMap map;
     for (auto& [name, t] : weights) map.emplace(name, std::move(t));
@@ -101,10 +104,11 @@ absl::StatusOr<std::unique_ptr<Program>> CreateTrainingProgram(
       ImportedModel model,
       ImportForProgram(e, options, /*keep_weights=*/true, e.training.gradient_accumulation_steps,
                        "gradient_accumulation_steps"));
+  const std::map<std::string, std::string> aliases = model.graph.module_state.aliases;
   auto trainer = CreateTrainer(e, std::move(model.graph));
   if (!trainer.ok()) return BadExecutable(trainer.status().message());
   return std::make_unique<TrainingProgram>(std::move(executable), std::move(model.report),
-                                           *std::move(trainer));
+                                           *std::move(trainer), aliases);
 }
 
 }  // namespace ipupod::runtime

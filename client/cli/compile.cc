@@ -16,6 +16,7 @@
 #include "compiler/compile.h"
 
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "absl/strings/match.h"
@@ -415,25 +416,32 @@ struct InspectArgs {
 };
 
 // The weights a session takes for this executable (WriteWeights names),
-// exactly as the server's Program computes them.
-absl::StatusOr<std::vector<compiler::TensorSpec>> WeightSpecs(const compiler::Executable& e) {
+// exactly as the server's Program computes them, and the names tied to them.
+struct Weights {
+  std::vector<compiler::TensorSpec> specs;
+  std::map<std::string, std::string> aliases;  // PyTorch name -> weight
+};
+
+absl::StatusOr<Weights> WeightSpecs(const compiler::Executable& e) {
   IPUPOD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Program> program,
       runtime::Program::Create(std::make_shared<const compiler::Executable>(e)));
-  return program->weight_specs();
+  return Weights{program->weight_specs(), program->weight_aliases()};
 }
 
-Json WeightsJson(const std::vector<compiler::TensorSpec>& weights) {
+Json WeightsJson(const Weights& weights) {
   Json list = Json::array();
-  for (const compiler::TensorSpec& w : weights) {
+  for (const compiler::TensorSpec& w : weights.specs) {
     list.push_back(
         {{"name", w.name}, {"dtype", std::string(tensor::DTypeName(w.dtype))}, {"shape", w.shape}});
+  }
+  for (const auto& [alias, weight] : weights.aliases) {
+    list.push_back({{"name", alias}, {"tied_to", weight}});
   }
   return list;
 }
 
-Json InspectJson(const InspectArgs& args, const compiler::Executable& e,
-                 const std::vector<compiler::TensorSpec>& weights) {
+Json InspectJson(const InspectArgs& args, const compiler::Executable& e, const Weights& weights) {
   Json doc = {{"file", args.executable},
               {"format_version", compiler::kExecutableFormatVersion},
               {"producer", e.producer},
@@ -472,11 +480,14 @@ std::string LinesText(const std::vector<std::string>& lines) {
 }
 
 std::string InspectText(const InspectArgs& args, const compiler::Executable& e,
-                        const std::vector<compiler::TensorSpec>& weights) {
+                        const Weights& weights) {
   std::vector<std::string> weight_lines;
-  for (const compiler::TensorSpec& w : weights) {
+  for (const compiler::TensorSpec& w : weights.specs) {
     weight_lines.push_back(absl::StrCat(w.name, " ", tensor::DTypeName(w.dtype), "[",
                                         absl::StrJoin(w.shape, ","), "]"));
+  }
+  for (const auto& [alias, weight] : weights.aliases) {
+    weight_lines.push_back(absl::StrCat(alias, " = ", weight, " (tied: one tensor)"));
   }
   std::string text = absl::StrCat(
       args.executable, ": ", compiler::ExecutableModeName(e.mode), " executable, format ",
@@ -489,7 +500,7 @@ std::string InspectText(const InspectArgs& args, const compiler::Executable& e,
       " samples (", runtime::StepSizeText(e), "); output mode ",
       compiler::OutputModeName(e.output_mode), "\n", "inputs per step:\n",
       LinesText(SpecLines(e, e.inputs, true)), "outputs per step:\n",
-      LinesText(SpecLines(e, e.outputs, false)), "weights (", weights.size(), "):\n",
+      LinesText(SpecLines(e, e.outputs, false)), "weights (", weights.specs.size(), "):\n",
       LinesText(weight_lines));
   if (IsTraining(e)) absl::StrAppend(&text, TrainingText(e.training));
   absl::StrAppend(&text, "ipu_config: ", compiler::IpuConfigToJson(e.config), "\n");
@@ -502,7 +513,7 @@ int RunInspect(Context& ctx, const InspectArgs& args) {
   if (!bytes.ok()) return ctx.Fail(bytes.status());
   absl::StatusOr<compiler::Executable> e = compiler::ReadExecutable(*bytes);
   if (!e.ok()) return ctx.Fail(WithContext(e.status(), args.executable));
-  absl::StatusOr<std::vector<compiler::TensorSpec>> weights = WeightSpecs(*e);
+  absl::StatusOr<Weights> weights = WeightSpecs(*e);
   if (!weights.ok()) return ctx.Fail(WithContext(weights.status(), args.executable));
   return ctx.Print(InspectJson(args, *e, *weights), InspectText(args, *e, *weights));
 }

@@ -46,6 +46,18 @@ def compile_model(onnx: str, ipx: str, args: List[str]) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.fixture
+def server(ipupod_server, monkeypatch):
+    """The private ipupodd as ``ipupod.poptorch`` finds it: ``$IPUPOD_SERVER``, user
+    ``poptorch-user``, no token, no waiting in the queue and no client-side executable
+    cache, whatever the environment the tests run in holds."""
+    monkeypatch.setenv("IPUPOD_SERVER", ipupod_server.address)
+    monkeypatch.setenv("IPUPOD_USER", "poptorch-user")
+    for variable in ("IPUPOD_TOKEN", "POPTORCH_WAIT_FOR_IPU", "POPTORCH_CACHE_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    return ipupod_server
+
+
 @pytest.fixture(scope="session")
 def torch():
     return pytest.importorskip("torch")

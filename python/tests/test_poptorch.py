@@ -19,16 +19,6 @@ import ipupod  # noqa: E402
 import ipupod.poptorch as poptorch  # noqa: E402
 
 
-@pytest.fixture
-def server(ipupod_server, monkeypatch):
-    """The private ipupodd as the front end finds it: ``$IPUPOD_SERVER``."""
-    monkeypatch.setenv("IPUPOD_SERVER", ipupod_server.address)
-    monkeypatch.setenv("IPUPOD_USER", "poptorch-user")
-    monkeypatch.delenv("IPUPOD_TOKEN", raising=False)
-    monkeypatch.delenv("POPTORCH_WAIT_FOR_IPU", raising=False)
-    return ipupod_server
-
-
 class ExampleModelWithLoss(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -523,8 +513,9 @@ def test_a_half_model_must_be_all_half_and_other_precisions_are_refused():
 
 
 def test_4_4_3_what_ipupod_does_not_model_is_refused_clearly():
-    # ipupod has no replica grouping of weights or inputs (4.4.3).
-    with pytest.raises(AttributeError):
+    # Inputs are grouped across replicas, but not by an unknown kind of group (4.4.3);
+    # weights are not grouped.
+    with pytest.raises(poptorch.Error):
         poptorch.Options().inputReplicaGrouping(4, None)
     wrapped = poptorch.trainingModel(ExampleModelWithLoss())
     with pytest.raises(AttributeError):

@@ -11,14 +11,6 @@ pytest.importorskip("onnx")
 import ipupod.poptorch as poptorch  # noqa: E402
 
 
-@pytest.fixture
-def server(ipupod_server, monkeypatch):
-    monkeypatch.setenv("IPUPOD_SERVER", ipupod_server.address)
-    monkeypatch.setenv("IPUPOD_USER", "poptorch-user")
-    monkeypatch.delenv("IPUPOD_TOKEN", raising=False)
-    return ipupod_server
-
-
 # seed begin (4.6.2; `poptorch` is ipupod.poptorch)
 class ExampleModel(torch.nn.Module):
     def __init__(self):

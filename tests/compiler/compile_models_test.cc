@@ -71,7 +71,7 @@ int64_t IpuOf(const Executable& exe, const graph::Graph& g, const std::string& p
 }
 
 graph::Graph Imported(const Executable& exe) {
-  auto g = graph::ImportOnnx(exe.model_bytes);
+  auto g = graph::ImportOnnx(exe.model_bytes, graph::FoldOptions{.keep_weights = true});
   EXPECT_TRUE(g.ok()) << g.status();
   EXPECT_TRUE(CheckPlacementMatchesGraph(exe.placement, *g).ok());
   return *std::move(g);

@@ -178,3 +178,73 @@ TEST(InterpreterTest, ReplaceInitializersRejectsShapeDeterminingConstants) {
 
 }  // namespace
 }  // namespace ipupod::graph
+
+namespace ipupod::graph {
+namespace {
+
+// x[2, 3] -> MatMul(x, Transpose(W[2, 3])) -> y[2, 2], as torch.onnx writes a
+// Linear applied to an input of rank 3 or more; imported with weights kept.
+Graph TransposedLinear() {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {2, 3}).Output("y", kFloat);
+  b.Floats("W", {2, 3}, {1, 0, 0, 0, 1, 0});
+  auto& t = b.Node("Transpose", {"W"}, {"Wt"}, "/fc/Transpose");
+  OnnxBuilder::AttrInts(t, "perm", {1, 0});
+  b.Node("MatMul", {"x", "Wt"}, {"y"}, "/fc/MatMul");
+  return *ImportOnnx(b.Bytes(), FoldOptions{.keep_weights = true});
+}
+
+TEST(InterpreterTest, AValueDerivedFromWeightsFollowsTheirReplacement) {
+  Graph g = TransposedLinear();
+  ASSERT_EQ(g.nodes.size(), 2u);  // the transpose is kept, not folded into a constant
+  auto interp = Interpreter::Create(std::move(g));
+  ASSERT_TRUE(interp.ok()) << interp.status();
+  const Tensor x = F({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto before = (*interp)->Run({x});
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ((*before)[0], F({2, 2}, {1, 2, 4, 5}));
+  std::vector<std::pair<std::string, Tensor>> values;
+  values.emplace_back("W", F({2, 3}, {0, 0, 1, 1, 1, 1}));
+  ASSERT_TRUE((*interp)->ReplaceInitializers(values).ok());
+  auto after = (*interp)->Run({x});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ((*after)[0], F({2, 2}, {3, 6, 6, 15}));
+}
+
+TEST(InterpreterTest, DeclaredScalarParametersStayWritable) {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {2}).Output("y", kFloat);
+  b.Floats("scale", {}, {2});
+  b.Node("Mul", {"x", "scale"}, {"y"}, "/Mul");
+  auto* entry = b.model().add_metadata_props();
+  entry->set_key(kParametersMetadataKey);
+  entry->set_value("scale");
+  auto g = ImportOnnx(b.Bytes(), FoldOptions{.keep_weights = true});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(g->module_state.declared);
+  EXPECT_THAT(g->module_state.parameters, ElementsAre("scale"));
+  auto interp = Interpreter::Create(*std::move(g));
+  ASSERT_TRUE(interp.ok()) << interp.status();
+  std::vector<std::pair<std::string, Tensor>> values;
+  values.emplace_back("scale", Tensor::Scalar<float>(3));
+  ASSERT_TRUE((*interp)->ReplaceInitializers(values).ok());
+  auto out = (*interp)->Run({F({2}, {1, 2})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0], F({2}, {3, 6}));
+}
+
+TEST(InterpreterTest, ModuleStateMetadataNamingNoInitializerIsRejected) {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {2}).Output("y", kFloat);
+  b.Floats("w", {2}, {1, 2});
+  b.Node("Mul", {"x", "w"}, {"y"}, "/Mul");
+  auto* entry = b.model().add_metadata_props();
+  entry->set_key(kAliasesMetadataKey);
+  entry->set_value("head.weight=missing");
+  auto g = ImportOnnx(b.Bytes());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("head.weight=missing"));
+}
+
+}  // namespace
+}  // namespace ipupod::graph

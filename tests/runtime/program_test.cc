@@ -380,3 +380,59 @@ TEST(ProgramTest, ConcurrentRunStepsAgree) {
 
 }  // namespace
 }  // namespace ipupod::runtime
+
+namespace ipupod::runtime {
+namespace {
+
+using compiler::testing::kFloat;
+using compiler::testing::OnnxBuilder;
+
+// ids -> a head tied to its table: x[2, 3] @ Transpose(table[4, 3]), with
+// the metadata ipupod.poptorch writes (head.weight is table).
+std::unique_ptr<Program> TiedHeadProgram() {
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {2, 3}).Output("y", kFloat);
+  b.Floats("table", {4, 3}, std::vector<float>(12, 1.0f));
+  auto& t = b.Node("Transpose", {"table"}, {"tableT"}, "/head/Transpose");
+  OnnxBuilder::AttrInts(t, "perm", {1, 0});
+  b.Node("MatMul", {"x", "tableT"}, {"y"}, "/head/MatMul");
+  for (const auto& [key, value] : {std::pair{graph::kParametersMetadataKey, "table"},
+                                   std::pair{graph::kAliasesMetadataKey, "head.weight=table"}}) {
+    auto* entry = b.model().add_metadata_props();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
+  auto e = compiler::Compile(b.Bytes(), compiler::IpuConfig{}, compiler::CompileOptions{});
+  EXPECT_TRUE(e.ok()) << e.status();
+  auto p = Program::Create(std::make_shared<const Executable>(*std::move(e)));
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *std::move(p);
+}
+
+Tensor Filled(float value) { return *Tensor::FromValues<float>({4, 3}, std::vector(12, value)); }
+
+TEST(ProgramTest, ATiedWeightIsWrittenAndReadByEitherName) {
+  std::unique_ptr<Program> p = TiedHeadProgram();
+  EXPECT_EQ(p->weight_aliases().at("head.weight"), "table");
+  ASSERT_TRUE(p->SetWeights({{"head.weight", Filled(2)}}).ok());
+  auto all = p->GetWeights({});
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);  // the weight, then its alias
+  EXPECT_EQ((*all)[0], std::pair(std::string("table"), Filled(2)));
+  EXPECT_EQ((*all)[1], std::pair(std::string("head.weight"), Filled(2)));
+  auto step = p->RunStep({{"x", *Tensor::FromValues<float>({2, 3}, std::vector(6, 1.0f))}});
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->outputs[0].second.values<float>()[0], 6.0f);  // the prepared transpose followed
+  EXPECT_TRUE(p->SetWeights({{"table", Filled(3)}, {"head.weight", Filled(3)}}).ok());
+}
+
+TEST(ProgramTest, TwoValuesForOneTiedTensorAreRefusedAndChangeNothing) {
+  std::unique_ptr<Program> p = TiedHeadProgram();
+  const absl::Status s = p->SetWeights({{"table", Filled(3)}, {"head.weight", Filled(4)}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("are one tensor in the model"));
+  EXPECT_EQ((*p->GetWeights({"table"}))[0].second, Filled(1));
+}
+
+}  // namespace
+}  // namespace ipupod::runtime

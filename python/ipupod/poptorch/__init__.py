@@ -15,45 +15,170 @@ Scripts written for PopTorch run with ``import ipupod.poptorch as poptorch`` in 
 The server is ``$IPUPOD_SERVER`` (else 127.0.0.1:50051) with ``$IPUPOD_TOKEN``, as for the
 CLI, unless ``Options.server(...)`` names one. Errors are ipupod's, under PopTorch's names:
 ``poptorch.Error``, ``poptorch.RecoverableError`` (``recovery_action``),
-``poptorch.UnrecoverableError``. docs/python.md ("PopTorch scripts") is the guide and
-docs/differences.md lists what differs from PopTorch.
+``poptorch.UnrecoverableError``. PopTorch's names ipupod does not provide raise
+``poptorch.Error`` saying why and what to use instead (``poptorch.custom_op``, ...). Compile
+warnings of the server reach the script as :class:`PoptorchWarning`; the ``poptorch`` logger
+(``setLogLevel``, ``$POPTORCH_LOG_LEVEL``) says what the front end does. docs/python.md
+("PopTorch scripts") is the guide and docs/differences.md lists what differs from PopTorch.
 """
 
+from typing import Any
+
+from ipupod import __version__ as _ipupod_version
 from ipupod.errors import Error, RecoverableError, UnrecoverableError
-from ipupod.poptorch import optim
+from ipupod.poptorch import enums, optim
+from ipupod.poptorch._support import PoptorchWarning, not_modelled, setLogLevel
 from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
                                     PipelinedExecution, ShardedExecution, Stage)
-from ipupod.poptorch.executor import PoplarExecutor, inferenceModel, load, trainingModel
+from ipupod.poptorch.data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
+from ipupod.poptorch.enums import (CommGroupType, ConnectionType, HalfFloatCastingBehavior,
+                                   MeanReductionStrategy, OverlapMode, ReductionType,
+                                   SharingStrategy, SyncPattern, VariableRetrievalMode)
+from ipupod.poptorch.executor import (PoplarExecutor, inferenceModel, load,
+                                      registerPostCompileHook, registerPreCompileHook,
+                                      trainingModel)
 from ipupod.poptorch.export import identity_loss, isRunningOnIpu
 from ipupod.poptorch.memory import MatMulSerializationMode, serializedMatMul, set_available_memory
 from ipupod.poptorch.ops import dynamic_slice, dynamic_update, ipu_print_tensor, nop
-from ipupod.poptorch.options import Options, OutputMode
+from ipupod.poptorch.options import ConfigFileError, Options, OutputMode, TensorLocationSettings
+
+#: The IPU version ipupod simulates: the GC200 is a Mk2 IPU (PopTorch answers 2 for it).
+IPU_HARDWARE_VERSION = 2
+__version__ = _ipupod_version
+
+
+def ipuHardwareVersion() -> int:  # noqa: N802 - PopTorch's name
+    """2: the configured server's pod is of GC200s, Mk2 IPUs. Raises ``poptorch.Error``
+    (UNAVAILABLE) when no server answers, as PopTorch raises without IPU hardware."""
+    from ipupod.client import Client
+    with Client(timeout=10.0) as client:
+        client.pod_info()
+    return IPU_HARDWARE_VERSION
+
+
+def ipuHardwareIsAvailable(num_ipus: int = 1) -> bool:  # noqa: N802 - PopTorch's name
+    """Whether the configured server (``$IPUPOD_SERVER``, ``$IPUPOD_TOKEN``) has a device of
+    ``num_ipus`` IPUs: a power of two no larger than its pod. Like PopTorch, it does not ask
+    whether they are free; False when no server answers."""
+    from ipupod.client import Client
+    if isinstance(num_ipus, bool) or not isinstance(num_ipus, int) or num_ipus < 1 or \
+            num_ipus & (num_ipus - 1):
+        return False
+    try:
+        with Client(timeout=10.0) as client:
+            pod = client.pod_info().pod
+    except Error:
+        return False
+    return num_ipus <= pod.num_ipus
+
+
+def createPoptorchError(message: str) -> Error:  # noqa: N802 - PopTorch's name
+    """A ``poptorch.Error`` with this message (for code that raises PopTorch's errors)."""
+    return Error(message, type="client.application", location="python")
+
+
+_NOT_YET = "is not modelled yet (another part of issue 28 adds it)"
+#: PopTorch's public names ipupod.poptorch does not provide: why, and what to use instead.
+_NOT_MODELLED = {
+    "recomputationCheckpoint": f"{_NOT_YET}; the IPUConfig's "
+                               f"recompute_checkpoint_every_layer (Options.ipuConfig) "
+                               f"recomputes per layer",
+    "Attribute": f"{_NOT_YET}; remove the context manager (its attributes only tune PopART)",
+    "MultiConv": f"{_NOT_YET}; call the convolutions one after another",
+    "MultiConvPlanType": f"{_NOT_YET}; call the convolutions one after another",
+    "ctc_beam_search_decoder": f"{_NOT_YET}; decode on the host (torchaudio's CTC decoders)",
+    "custom_op": f"{_NOT_YET}: ipupod cannot load PopART custom op libraries; write the op in "
+                 f"torch ops that torch.onnx exports",
+    "SerialPhasedExecution": f"{_NOT_YET}; use PipelinedExecution or ShardedExecution",
+    "ParallelPhasedExecution": f"{_NOT_YET}; use PipelinedExecution or ShardedExecution",
+    "Phase": f"{_NOT_YET}; phases belong to the phased execution strategies: use Stage with "
+             f"PipelinedExecution or ShardedExecution",
+    "Liveness": f"{_NOT_YET}; phases belong to the phased execution strategies",
+    "for_loop": "is not modelled: ONNX Loop is not among the ops ipupod compiles; unroll the "
+                "loop in Python (the export traces it)",
+    "cond": "is not modelled: ONNX If is not among the ops ipupod compiles; compute both "
+            "branches and select with torch.where",
+    "set_overlap_for_input": "is not modelled: ipupod has no IO tiles; remove the call (it "
+                             "changes no results)",
+    "set_overlap_for_output": "is not modelled: ipupod has no IO tiles; remove the call (it "
+                              "changes no results)",
+    "CPU": "is not modelled: every op of the exported model runs on the simulated IPUs; "
+           "run the host part before or after calling the model",
+    "fps": "is not modelled (PopTorch Geometric's farthest point sampling); compute it on "
+           "the host",
+    "nearest": "is not modelled (PopTorch Geometric's nearest-neighbour search); compute it "
+               "on the host",
+    "NameScope": "is not modelled: the export names nodes as torch.onnx does; remove the "
+                 "context manager",
+    "removeBlocks": "is not modelled; wrap a fresh copy of the module without BeginBlock",
+    "ICustomArgParser": "is not modelled: the front end takes tensors (positional and "
+                        "keyword); pass the tensors of your structure as arguments",
+    "registerCustomArgParser": "is not modelled: the front end takes tensors (positional and "
+                               "keyword); pass the tensors of your structure as arguments",
+    "accessAttributes": "is not modelled (a PopTorch internal of the dispatcher)",
+    "getIpuTensorId": "is not modelled (a PopTorch internal of the dispatcher)",
+    "importPoptorchMetadataFromFile": "is not modelled: poptorch.load reads ipupod's "
+                                      "compileAndExport files",
+    "profiling": "is not modelled: ipupod writes no PopVision traces; the compile report "
+                 "(Client.compile(report=True)) and getPerfCounters() give the simulated time",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``poptorch.X`` for a PopTorch name ipupod does not provide: ``poptorch.Error`` saying
+    why and what to use instead (an unknown name stays an AttributeError)."""
+    if name in _NOT_MODELLED:
+        raise not_modelled(name, f"it {_NOT_MODELLED[name]}")
+    raise AttributeError(f"module 'ipupod.poptorch' has no attribute '{name}'")
+
 
 __all__ = [
+    "AsynchronousDataAccessor",
     "AutoStage",
     "BeginBlock",
     "Block",
     "BlockFunction",
+    "CommGroupType",
+    "ConfigFileError",
+    "ConnectionType",
+    "DataLoader",
+    "DataLoaderMode",
     "Error",
+    "HalfFloatCastingBehavior",
     "MatMulSerializationMode",
+    "MeanReductionStrategy",
     "Options",
     "OutputMode",
+    "OverlapMode",
     "PipelinedExecution",
     "PoplarExecutor",
+    "PoptorchWarning",
     "RecoverableError",
+    "ReductionType",
     "ShardedExecution",
+    "SharingStrategy",
     "Stage",
+    "SyncPattern",
+    "TensorLocationSettings",
     "UnrecoverableError",
+    "VariableRetrievalMode",
+    "createPoptorchError",
     "dynamic_slice",
     "dynamic_update",
+    "enums",
     "identity_loss",
     "inferenceModel",
+    "ipuHardwareIsAvailable",
+    "ipuHardwareVersion",
     "ipu_print_tensor",
     "isRunningOnIpu",
     "load",
     "nop",
     "optim",
+    "registerPostCompileHook",
+    "registerPreCompileHook",
     "serializedMatMul",
+    "setLogLevel",
     "set_available_memory",
     "trainingModel",
 ]

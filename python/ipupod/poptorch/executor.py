@@ -12,11 +12,15 @@ module runs on the CPU, or its ``state_dict()`` is read.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import datetime
 import os
+import shutil
 import tempfile
+import time
 import weakref
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import grpc
 import torch
@@ -24,10 +28,29 @@ import torch
 from ipupod import errors
 from ipupod.client import Client
 from ipupod.compiling import CompileResult
-from ipupod.poptorch import export, optim
-from ipupod.poptorch.options import Options
+from ipupod.poptorch import _cache, enums, export, optim
+from ipupod.poptorch._support import logger, not_modelled, warn
+from ipupod.poptorch.options import Options, OutputMode
 
 _FORMAT = "ipupod.poptorch/1"
+#: The GC200's clock (device/hardware.h), for cycle counts when the server does not say.
+GC200_CLOCK_HZ = 1.33e9
+#: registerPreCompileHook / registerPostCompileHook: called with no arguments around every
+#: compile (export and server compile, or a cache hit).
+_PRECOMPILE_HOOKS: "collections.OrderedDict[int, Callable[[], None]]" = collections.OrderedDict()
+_POSTCOMPILE_HOOKS: "collections.OrderedDict[int, Callable[[], None]]" = collections.OrderedDict()
+#: PopTorch's PoplarExecutor methods ipupod does not provide: why, and what to use instead.
+_NOT_MODELLED = {
+    "getTensorNames": "the executable's tensor names are ONNX names; read them from the "
+                      "exported model (torch.onnx.export) or the compile report",
+    "getAnchoredTensor": "Options.anchorTensor is not modelled; return the tensor from forward",
+    "copyNamedBuffersToDevice": "copyWeightsToDevice() writes every weight and buffer",
+    "rng_state": "ipupod's random ops are keyed by Options.randomSeed and the step "
+                 "(docs/differences.md, \"Random ops\"); set randomSeed to repeat a run",
+    "save": "use compileAndExport(filename, *inputs) (it compiles first if needed)",
+    "_debugGetPopartIR": "ipupod compiles ONNX, not PopART IR; export the model with "
+                         "torch.onnx to see the graph",
+}
 
 
 class _WeightSync:
@@ -53,6 +76,7 @@ class _WeightSync:
         """Brings the newest weights to the module (a hook: before forward, after
         state_dict, which shares the parameters' storage)."""
         if self.dirty is not None and not self.busy:
+            logger.debug("implicit copyWeightsToHost() of %s", self.dirty._name())
             self.dirty.copyWeightsToHost()
 
     def detached_hooks(self) -> "_HooksOff":
@@ -133,11 +157,24 @@ class PoplarExecutor:
         self._ipus = 0
         self._samples = 0
         self._weights: List[str] = []  # the module's tensors the device holds as weights
+        # Module tensors the executable holds as constants (frozen parameters of a training
+        # model, integer buffers), with their values when exported: a copy to the device
+        # cannot change them, so one that changed on the host is an error, never ignored.
+        self._constants: Dict[str, torch.Tensor] = {}
         self._device_version = -1
         self._checkpoint: Optional[Dict[str, Any]] = None
         self._destroyed = False
+        self._cached_ipx: Optional[str] = None  # the executable in the client-side cache
+        self._compile_time: Optional[datetime.timedelta] = None
+        self._perf: Dict[str, List[List[float]]] = _no_perf_counters()
+        self._perf_starts: List[float] = []  # each iteration's start, device clock
+        self._device_clock = 0.0  # simulated seconds this executor's runs took, summed
+        self._last_run_seconds: Optional[float] = None
+        self._clock_hz: Optional[float] = None
 
     def __getattr__(self, name: str) -> Any:
+        if name in _NOT_MODELLED:
+            raise not_modelled(name, _NOT_MODELLED[name], owner="PoplarExecutor")
         return getattr(object.__getattribute__(self, "_model"), name)
 
     def __repr__(self) -> str:
@@ -149,12 +186,27 @@ class PoplarExecutor:
         """The options this model was wrapped with (a copy of the caller's)."""
         return self._options
 
+    @property
+    def model(self) -> torch.nn.Module:
+        """The wrapped torch module (shared with the caller, as in PopTorch)."""
+        return self._model
+
+    def isCompiled(self) -> bool:  # noqa: N802 - PopTorch's name
+        """True once the model is compiled (or an executable was loaded), until ``destroy``."""
+        return self._executable is not None and not self._destroyed
+
     # ------------------------------------------------------------------ running
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Runs one call: its batch is micro-batch x deviceIterations x replicationFactor
         (x gradientAccumulation when training). Compiles and attaches first if needed."""
         self._check_alive()
+        if self._options.connection_type == enums.ConnectionType.Never:
+            raise errors.Error("Trying to run a model on an offline device "
+                               "(ConnectionType.Never): use model.compile(inputs) instead of "
+                               "model(inputs), or another connectionType",
+                               code=grpc.StatusCode.FAILED_PRECONDITION,
+                               location="PoplarExecutor.__call__")
         if self._exported is None:
             self._compile(args, kwargs)
         if not self.isAttachedToDevice():
@@ -163,11 +215,14 @@ class PoplarExecutor:
         return self._run(export.positional(self._model, args, kwargs))
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
-        """Compiles for these inputs and loads onto the IPUs, without running."""
+        """Compiles for these inputs and loads onto the IPUs, without running (compile only
+        with ``connectionType(Never)`` or ``useOfflineIpuTarget``)."""
         self._check_alive()
         if self._exported is None:
             self._compile(args, kwargs)
-        if not self.isAttachedToDevice():
+        offline = self._options.connection_type == enums.ConnectionType.Never or \
+            self._options.offline_target
+        if not offline and not self.isAttachedToDevice():
             self.attachToDevice()
 
     def _run(self, inputs: tuple) -> Any:
@@ -176,8 +231,10 @@ class PoplarExecutor:
             raise ValueError(f"the model was compiled for calls of {self._samples} samples "
                              f"({self._rule()}), not {inputs[0].shape[0]}; keep the batch "
                              f"of the first call")
+        inputs = self._spread_input_groups(inputs)
         arrays = {n: t.detach().cpu().contiguous().numpy() for n, t in zip(names, inputs)}
         result = self._session.run(arrays)
+        self._record_run(result, arrays)
         for line in result.log:  # poptorch.ipu_print_tensor, as PopTorch prints on the host
             print(line, flush=True)
         if self._training:
@@ -191,23 +248,187 @@ class PoplarExecutor:
             return tensor.reshape(())
         return tensor
 
+    def _spread_input_groups(self, inputs: tuple) -> tuple:
+        """inputReplicaGrouping: the call holds one micro-batch per input group; every
+        replica of a group gets its group's (the host batch is [iteration, replica,
+        micro-batch] with replicas fastest, runtime/step_layout.h)."""
+        o = self._options
+        size, replicas = o.input_group_size, o.replication_factor
+        if size == 1 or not inputs:
+            return inputs
+        groups = replicas // size
+        if o.input_group_type == enums.CommGroupType.Orthogonal:
+            group_of = [r % groups for r in range(replicas)]
+        else:
+            group_of = [r // size for r in range(replicas)]
+        index = torch.tensor(group_of)
+        spread = []
+        for tensor in inputs:
+            steps = tensor.shape[0] // (groups * self._micro())
+            grouped = tensor.reshape(steps, groups, self._micro(), *tensor.shape[1:])
+            spread.append(grouped.index_select(1, index).reshape(-1, *tensor.shape[1:]))
+        return tuple(spread)
+
+    def _micro(self) -> int:
+        return self._samples // self._combined()
+
+    # ------------------------------------------------------------------ performance
+
+    def _iterations(self) -> int:
+        """Micro-batches one replica runs per call (the input copies of PopTorch's counters)."""
+        o = self._options
+        return o.device_iterations * (o.Training.gradient_accumulation if self._training else 1)
+
+    def _output_ticks(self, iterations: int) -> int:
+        """How often one replica sends its outputs during a call (its output mode)."""
+        mode = self._options.output_mode or OutputMode.Default
+        if mode == OutputMode.Default:
+            mode = OutputMode.Final if self._training else OutputMode.All
+        if mode == OutputMode.All:
+            return iterations
+        if mode == OutputMode.EveryN:
+            ticks = self._options.device_iterations // self._options.output_return_period
+            return ticks if ticks >= 1 and iterations % ticks == 0 else 1
+        return 1
+
+    def _record_run(self, result: Any, arrays: Dict[str, Any]) -> None:
+        """The call's timeline on the simulated device clock, for getPerfCounters: each
+        iteration copies the inputs in (the step's host time shared by bytes between inputs
+        and outputs), computes (compute, pipeline ramp and IPU-Link time, shared evenly),
+        and every output tick copies the outputs out. The clock runs on from run to run."""
+        stats = result.stats
+        total = max(float(stats.simulated_seconds), 0.0)
+        in_bytes = [int(a.nbytes) for a in arrays.values()]
+        out_bytes = [int(result.outputs[n].nbytes) for n in self._exported.outputs
+                     if n in result.outputs]
+        host = min(max(float(stats.simulated_host_seconds), 0.0), total)
+        moved = sum(in_bytes) + sum(out_bytes)
+        host_in = host * (sum(in_bytes) / moved if moved else 0.5)
+        iterations = self._iterations()
+        ticks = self._output_ticks(iterations)
+        per_in, per_compute = host_in / iterations, (total - host) / iterations
+        per_out = (host - host_in) / ticks
+        perf: Dict[str, List[List[float]]] = {k: [[] for _ in b] for k, b in [
+            ("input", in_bytes), ("input_complete", in_bytes), ("output", out_bytes),
+            ("output_complete", out_bytes)]}
+        starts: List[float] = []
+        t = self._device_clock
+        for i in range(iterations):
+            starts.append(t)
+            _transfer(perf["input"], perf["input_complete"], in_bytes, t, per_in)
+            t += per_in + per_compute
+            if (i + 1) % (iterations // ticks) == 0:
+                _transfer(perf["output"], perf["output_complete"], out_bytes, t, per_out)
+                t += per_out
+        self._perf = {k: v or [[]] for k, v in perf.items()}
+        self._perf_starts = starts
+        self._device_clock = t  # start + total, as the transfers summed it
+        self._last_run_seconds = total
+        if self._options.log_cycle_count:
+            logger.debug("%s: %d cycles (simulated, %.6f s)", self._name(),
+                         self._cycles(total), total)
+
+    def getPerfCounters(self) -> Dict[str, List[List[float]]]:  # noqa: N802
+        """The last call's performance counters, in seconds of the simulated device's clock
+        (the reference point is undefined; differences are valid), as PopTorch returns them:
+        ``{"input", "input_complete", "output", "output_complete"}``, each a list per input
+        (output) tensor of one timestamp per iteration (per output transfer), for the first
+        replica. Before any call: ``[[]]`` each."""
+        return {k: [list(v) for v in values] for k, values in self._perf.items()}
+
+    def _compute_latency(self, from_event: str, from_reduce: Callable[[List[float]], float],
+                         to_event: str, to_reduce: Callable[[List[float]], float]
+                         ) -> Tuple[float, float, float]:
+        """(min, max, mean) over the last call's output transfers of the time from the
+        earliest ``from_event`` of its iterations to its ``to_event`` (PopTorch's rule)."""
+        counters = self.getPerfCounters()
+
+        def per_step(event: str, reduce: Callable[[List[float]], float]) -> List[float]:
+            lists = [values for values in counters[event] if values]
+            if not lists:  # a model without inputs: the iterations' starts
+                return list(self._perf_starts) if event.startswith("input") else []
+            return [reduce([values[step] for values in lists]) for step in range(len(lists[0]))]
+
+        starts, ends = per_step(from_event, from_reduce), per_step(to_event, to_reduce)
+        if not ends or not starts or len(starts) % len(ends):
+            return (0.0, 0.0, 0.0)
+        factor = len(starts) // len(ends)
+        durations = [end - min(starts[i * factor:(i + 1) * factor])
+                     for i, end in enumerate(ends)]
+        return (min(durations), max(durations), sum(durations) / len(durations))
+
+    def getComputeLatency(self) -> Tuple[float, float, float]:  # noqa: N802
+        """(min, max, mean) seconds, over the last call's output transfers, from the last
+        input transferred to the outputs being ready (simulated device time)."""
+        return self._compute_latency("input_complete", max, "output", max)
+
+    def getHostIpuLatency(self) -> Tuple[float, float, float]:  # noqa: N802
+        """(min, max, mean) seconds from the first input requested to the last transferred."""
+        return self._compute_latency("input", min, "input_complete", max)
+
+    def getIpuHostLatency(self) -> Tuple[float, float, float]:  # noqa: N802
+        """(min, max, mean) seconds from the first output ready to the last transferred."""
+        return self._compute_latency("output", min, "output_complete", max)
+
+    def getLatency(self) -> Tuple[float, float, float]:  # noqa: N802
+        """(min, max, mean) round-trip seconds: first input requested to last output sent."""
+        return self._compute_latency("input", min, "output_complete", max)
+
+    def cycleCount(self) -> int:  # noqa: N802 - PopTorch's name
+        """IPU cycles of the last call: its simulated device time x the IPU clock the server
+        reports (the GC200's 1330 MHz). Needs ``Options.logCycleCount(True)``, as PopTorch
+        does, and a call first; otherwise ``poptorch.Error``."""
+        if not self._options.log_cycle_count:
+            raise errors.Error("Cycle count logging is disabled. Please set option "
+                               "logCycleCount to True to enable.",
+                               code=grpc.StatusCode.FAILED_PRECONDITION,
+                               location="PoplarExecutor.cycleCount")
+        if self._last_run_seconds is None:
+            raise errors.Error("Please run the model at least once before obtaining cycle "
+                               "count.", code=grpc.StatusCode.FAILED_PRECONDITION,
+                               location="PoplarExecutor.cycleCount")
+        return self._cycles(self._last_run_seconds)
+
+    def _cycles(self, seconds: float) -> int:
+        if self._clock_hz is None:
+            try:
+                mhz = self._connect().pod_info().pod.ipu.clock_mhz
+            except errors.Error:
+                mhz = 0
+            self._clock_hz = mhz * 1e6 if mhz else GC200_CLOCK_HZ
+        return int(round(seconds * self._clock_hz))
+
+    def compilationTime(self) -> datetime.timedelta:  # noqa: N802 - PopTorch's name
+        """How long the compile took (export and server compile, or the cache lookup)."""
+        if self._compile_time is None:
+            raise errors.Error("Please compile the model before obtaining compilation time.",
+                               code=grpc.StatusCode.FAILED_PRECONDITION,
+                               location="PoplarExecutor.compilationTime")
+        return self._compile_time
+
     # ------------------------------------------------------------------ compiling
 
     def _combined(self) -> int:
+        """Micro-batches in one call's inputs (replicas of one input group share theirs)."""
         o = self._options
-        combined = o.device_iterations * o.replication_factor
+        combined = o.device_iterations * (o.replication_factor // o.input_group_size)
         return combined * o.Training.gradient_accumulation if self._training else combined
 
     def _rule(self) -> str:
         o = self._options
         text = f"micro-batch x deviceIterations {o.device_iterations} x replicationFactor " \
                f"{o.replication_factor}"
+        if o.input_group_size > 1:
+            text += f" / input_group_size {o.input_group_size}"
         if self._training:
             text += f" x gradientAccumulation {o.Training.gradient_accumulation}"
         return text
 
     def _compile(self, args: tuple, kwargs: Dict[str, Any], output: Optional[str] = None
                  ) -> None:
+        started = time.monotonic()
+        for hook in list(_PRECOMPILE_HOOKS.values()):
+            hook()
         inputs = export.positional(self._model, args, kwargs)
         precision = _precision(self._model, inputs)
         names = export.input_names(self._model, len(args),
@@ -219,10 +440,15 @@ class PoplarExecutor:
                                      half=precision == torch.half)
         except (RuntimeError, torch.onnx.errors.OnnxExporterError) as error:
             raise _export_error(error) from None
+        self._check_buffers(exported)
         self._executable = self._compile_exported(exported, output)
         self._exported = exported
+        self._constants = self._maybe_constants(exported)
         self._samples = micro * self._combined()
         self._ipus = int(self._executable.summary.get("ipus", {}).get("reserved", 1))
+        self._compile_time = datetime.timedelta(seconds=time.monotonic() - started)
+        for hook in list(_POSTCOMPILE_HOOKS.values()):
+            hook()
 
     def _compile_exported(self, exported: export.Exported, output: Optional[str]
                           ) -> CompileResult:
@@ -236,14 +462,75 @@ class PoplarExecutor:
                          frozen=frozen, param_groups=optim.compile_groups(self._opt_spec, trained))
         elif exported.buffers:  # carried from run to run on the device (PopTorch 4.8)
             extra = dict(buffers=exported.buffers)
-        try:
-            return self._connect().compile(exported.onnx, settings.ipu_config or None,
-                                           set=settings.sets, output=output, **extra)
-        except errors.Error as error:
-            if error.code == grpc.StatusCode.UNAUTHENTICATED:
-                _add_hint(error, "the front end takes the token from $IPUPOD_TOKEN or "
-                                 "poptorch.Options().server(address, token=...)")
-            raise
+
+        sets = settings.sets + self._block_ipus_sets(exported, settings.sets)
+
+        def compile_to(path: Optional[str]) -> CompileResult:
+            logger.info("compiling %s on %s", self._name(), self._connect().server)
+            try:
+                result = self._connect().compile(exported.onnx, settings.ipu_config or None,
+                                                 set=sets, output=path, **extra)
+            except errors.Error as error:
+                if error.code == grpc.StatusCode.UNAUTHENTICATED:
+                    _add_hint(error, "the front end takes the token from $IPUPOD_TOKEN or "
+                                     "poptorch.Options().server(address, token=...)")
+                raise
+            logger.info("compiled %s in %.3f s on the server", self._name(),
+                        result.compile_seconds)
+            return result
+
+        directory = self._options.executable_cache_dir
+        if not directory:
+            result = compile_to(output)
+        else:
+            name = _cache.key(exported.onnx, settings.ipu_config, sets, extra)
+            result = _cache.lookup(directory, name)
+            if result is not None:
+                logger.info("%s: executable cache hit, %s (no compile)", self._name(),
+                            result.path)
+            else:
+                result = _cache.store(directory, name, compile_to)
+                logger.debug("%s: cached the executable as %s", self._name(), result.path)
+            self._cached_ipx = result.path
+            if output is not None:
+                shutil.copyfile(result.path, output)
+        for warning in result.warnings:  # nothing silent: what the compiler said, as warnings
+            if "ipupod chose seed=" in warning:
+                warning += " (in a PopTorch script: poptorch.Options().randomSeed(N))"
+            warn(f"ipupod compile: {warning}")
+        return result
+
+    def _block_ipus_sets(self, exported: export.Exported, sets: List[str]) -> List[str]:
+        """A model its blocks place uses ``exported.block_ipus`` IPUs per replica, as in
+        PopTorch: the config says so too, unless the user's IPUConfig (or a per-IPU
+        setAvailableMemoryProportion) chose a count, so the compiler warns only about a
+        disagreement the user made, not about optimum's defaults."""
+        prefix = "" if self._training else "inference_"
+        chosen = {"ipus_per_replica", "inference_ipus_per_replica", "layers_per_ipu",
+                  "inference_layers_per_ipu"} & set(self._options.ipu_config)
+        if not exported.block_ipus or chosen or any(
+                s.startswith(f"{prefix}ipus_per_replica=") for s in sets):
+            return []
+        return [f"{prefix}ipus_per_replica={exported.block_ipus}"]
+
+    def _name(self) -> str:
+        kind = "training" if self._training else "inference"
+        return self._options.model_name or f"{kind} model {type(self._model).__name__}"
+
+    def _check_buffers(self, exported: export.Exported) -> None:
+        """broadcastBuffers(False) asks for a copy of each buffer per replica, which ipupod
+        does not keep: refused when replicas would update buffers."""
+        o = self._options
+        changing = bool(exported.buffers) or (self._training and any(
+            True for _ in self._model.buffers()))
+        if not o.broadcast_buffers and o.replication_factor > 1 and changing:
+            raise errors.Error(
+                "broadcastBuffers(False) with replicationFactor > 1 is not modelled: ipupod "
+                "keeps one copy of each buffer, updated by every micro-batch of every replica "
+                "in data order (docs/differences.md, \"Buffers\"); remove broadcastBuffers"
+                "(False) to run so, or use replicationFactor(1)",
+                code=grpc.StatusCode.UNIMPLEMENTED, type="client.not_modelled",
+                location="Options.broadcastBuffers")
 
     def _connect(self) -> Client:
         if self._client is None:
@@ -268,6 +555,7 @@ class PoplarExecutor:
             # frozen parameters are constants of the executable, not writable weights
             writable = {spec.name for spec in program.weights}
             self._weights = [n for n in self._exported.weights if n in writable]
+            self._constants = {n: v for n, v in self._constants.items() if n not in writable}
             self._write_state(attaching=True)
         except BaseException:
             self._session.release()
@@ -276,25 +564,61 @@ class PoplarExecutor:
 
     def _load(self) -> Any:
         """Loads the executable, compiling it again first if the server no longer holds it
-        (its executable cache evicts the least recently used): the export is kept for that."""
+        (its executable cache evicts the least recently used): the export is kept for that.
+        An executable from the client-side cache is loaded from its file (uploaded only if
+        the server lacks it), so it is never compiled again."""
         try:
-            return self._session.load(self._executable)
+            return self._session.load(self._cached_ipx or self._executable)
         except errors.Error as error:
             if error.code != grpc.StatusCode.NOT_FOUND or self._exported is None:
                 raise
         self._executable = self._compile_exported(self._exported, None)
-        return self._session.load(self._executable)
+        return self._session.load(self._cached_ipx or self._executable)
 
     def _attach(self) -> Any:
         wait = os.environ.get("POPTORCH_WAIT_FOR_IPU", "") == "1"
+        partition = self._partition_of_ipu_id()
+        logger.info("%s: attaching to %d IPU(s)%s%s", self._name(), self._ipus,
+                    f" in partition {partition}" if partition else "",
+                    " (waiting in the queue if needed)" if wait else "")
         try:
-            return self._connect().attach(ipus=self._ipus, wait=wait,
-                                          auto_round=self._options.auto_round_num_ipus)
+            session = self._connect().attach(ipus=self._ipus, partition=partition, wait=wait,
+                                             auto_round=self._options.auto_round_num_ipus)
         except errors.Error as error:
             if error.code == grpc.StatusCode.RESOURCE_EXHAUSTED and not wait:
                 _add_hint(error, "set POPTORCH_WAIT_FOR_IPU=1 to wait for the IPUs in "
                                  "ipupod's queue")
             raise
+        logger.info("%s: attached, session %s on IPUs %s", self._name(), session.id,
+                    session.ipus)
+        return session
+
+    def _partition_of_ipu_id(self) -> str:
+        """Options.useIpuId(n): the partition of yours whose device id is n ("" without it).
+        ipupod's attach takes a size and a partition, not a device id, so an id names a
+        device only through a partition."""
+        ipu_id = self._options.ipu_id
+        if ipu_id is None:
+            return ""
+        needed = self._ipus
+        if self._options.auto_round_num_ipus:
+            needed = 1 << (needed - 1).bit_length()
+        for partition in self._connect().list_partitions():
+            if partition.device_id != ipu_id:
+                continue
+            if partition.size != needed:
+                raise errors.Error(
+                    f"useIpuId({ipu_id}) names partition '{partition.name}' of "
+                    f"{partition.size} IPUs, but the model needs {needed} (its IPUs x "
+                    f"replicationFactor); use the device id of a partition of {needed} IPUs",
+                    code=grpc.StatusCode.INVALID_ARGUMENT, location="Options.useIpuId")
+            return partition.name
+        raise errors.Error(
+            f"useIpuId({ipu_id}): no partition has device id {ipu_id}. ipupod attaches to IPUs "
+            f"its scheduler picks, so a device id names a device only through a partition: "
+            f"create one (`ipupod partition create NAME --size {needed}`) and pass its "
+            f"device_id (`ipupod partition list`), or remove useIpuId",
+            code=grpc.StatusCode.NOT_FOUND, location="Options.useIpuId")
 
     def _write_state(self, attaching: bool = False) -> None:
         state = dict(self._checkpoint or {})
@@ -319,7 +643,28 @@ class PoplarExecutor:
             state = self._model.state_dict()
         finally:
             self._sync.busy = False
+        changed = [n for n, v in self._constants.items() if not torch.equal(state[n], v)]
+        if changed:
+            raise errors.Error(
+                f"{', '.join(changed)} changed on the host, but the executable holds "
+                f"{'them' if len(changed) > 1 else 'it'} as a constant (a parameter with "
+                f"requires_grad=False in a training model, or an integer buffer), so the "
+                f"device cannot be given the new value; wrap the model again to compile "
+                f"with it", code=grpc.StatusCode.FAILED_PRECONDITION,
+                location="PoplarExecutor.copyWeightsToDevice")
         return {name: state[name] for name in self._weights}
+
+    def _maybe_constants(self, exported: export.Exported) -> Dict[str, torch.Tensor]:
+        """The exported tensors the executable may hold as constants, with their values:
+        integer ones, and in training every one but a trained parameter (frozen ones and
+        buffers the model does not update). attachToDevice keeps those the loaded program
+        does not list as weights."""
+        state = self._model.state_dict()
+        parameters = {n for n, _ in self._model.named_parameters()}
+        trained = parameters - set(export.frozen(self._model, exported, self._optimizer))
+        return {n: state[n].detach().clone() for n in exported.weights
+                if not state[n].is_floating_point()
+                or (self._training and n not in trained)}
 
     def isAttachedToDevice(self) -> bool:
         """True while the model holds its IPUs."""
@@ -398,6 +743,7 @@ class PoplarExecutor:
         """Writes the module's parameters and buffers to the device (after the module was
         changed on the host)."""
         if self.isAttachedToDevice():
+            logger.debug("%s: copying the weights to the device", self._name())
             self._write_state()
 
     def _sync_before_run(self) -> None:
@@ -483,6 +829,41 @@ class PoplarExecutor:
             self._opt_spec = data["optimizer"]
 
 
+def _no_perf_counters() -> Dict[str, List[List[float]]]:
+    return {"input": [[]], "input_complete": [[]], "output": [[]], "output_complete": [[]]}
+
+
+def _transfer(begun: List[List[float]], done: List[List[float]], sizes: List[int], t: float,
+              seconds: float) -> None:
+    """One copy of every tensor, one after another from ``t``, each taking its share of
+    ``seconds`` by bytes; each starts being requested at ``t``."""
+    total, moved = sum(sizes), 0
+    for index, size in enumerate(sizes):
+        moved += size
+        begun[index].append(t)
+        done[index].append(t + seconds * (moved / total if total else 1.0))
+
+
+def _register_hook(hooks: "collections.OrderedDict[int, Callable[[], None]]", hook: Any,
+                   what: str) -> Any:
+    import torch.utils.hooks
+    if not callable(hook):
+        raise RuntimeError(f"{what} hook must be callable")
+    handle = torch.utils.hooks.RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def registerPreCompileHook(hook: Callable[[], None]) -> Any:  # noqa: N802 - PopTorch's name
+    """Calls ``hook()`` before every compile; returns a handle whose ``remove()`` stops it."""
+    return _register_hook(_PRECOMPILE_HOOKS, hook, "Pre-compile")
+
+
+def registerPostCompileHook(hook: Callable[[], None]) -> Any:  # noqa: N802 - PopTorch's name
+    """Calls ``hook()`` after every compile; returns a handle whose ``remove()`` stops it."""
+    return _register_hook(_POSTCOMPILE_HOOKS, hook, "Post-compile")
+
+
 def _read_export(filename: str) -> Dict[str, Any]:
     data = torch.load(filename)
     if not isinstance(data, dict) or data.get("format") != _FORMAT:
@@ -519,4 +900,5 @@ def load(filename: str, edit_opts_fn: Optional[Callable[[Options], None]] = None
     return executor
 
 
-__all__: List[str] = ["PoplarExecutor", "inferenceModel", "load", "trainingModel"]
+__all__: List[str] = ["PoplarExecutor", "inferenceModel", "load", "registerPostCompileHook",
+                      "registerPreCompileHook", "trainingModel"]

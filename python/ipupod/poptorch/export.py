@@ -75,6 +75,92 @@ def register_symbolics() -> None:
         _registered = True
 
 
+@contextlib.contextmanager
+def _keeping_every_weight() -> Iterator[None]:
+    """While exporting, every parameter stays an initializer of its own.
+
+    In eval mode torch.onnx (1.13) merges initializers whose values are equal into one (two
+    freshly initialised LayerNorms) and fuses a BatchNorm into the Conv before it; either way
+    a parameter stops being a weight the device can be given, and a later
+    ``copyWeightsToDevice()`` would not reach it. Here initializers are merged only where they
+    are one tensor (tied weights, which the executable records as aliases) and nothing is
+    fused. :func:`module_state` checks the result, so a torch that exports otherwise fails
+    loudly instead of compiling stale weights."""
+    c = torch._C
+    dedup = getattr(c, "_jit_pass_onnx_deduplicate_initializers", None)
+    peephole = getattr(c, "_jit_pass_onnx_eval_peephole", None)
+    if dedup is None or peephole is None:
+        yield
+        return
+    c._jit_pass_onnx_deduplicate_initializers = (
+        lambda graph, params, is_train: dedup(graph, params, True))
+    c._jit_pass_onnx_eval_peephole = lambda graph, params: params
+    try:
+        yield
+    finally:
+        c._jit_pass_onnx_deduplicate_initializers = dedup
+        c._jit_pass_onnx_eval_peephole = peephole
+
+
+@dataclasses.dataclass
+class ModuleState:
+    """What the exported model holds of the module's state: the initializers that are its
+    parameters and buffers, the names that share a tensor with one of them (tied weights:
+    alias -> initializer), and the state the forward never reads."""
+
+    parameters: List[str]
+    buffers: List[str]
+    aliases: Dict[str, str]
+    unused: List[str]
+
+
+def _storage_key(tensor: torch.Tensor) -> Tuple[Any, ...]:
+    return (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype)
+
+
+def module_state(model: torch.nn.Module, proto: Any) -> ModuleState:
+    """The module's parameters and buffers as ``proto`` (the exported model) holds them.
+
+    A state name that is not an initializer is either one tensor with another that is (tied
+    weights) or not read by the forward; anything else would be a value the exporter folded
+    into a constant, which the device could never be given: that is an error."""
+    initializers = {i.name for i in proto.graph.initializer}
+    state = model.state_dict(keep_vars=True)
+    parameters = {n for n, _ in model.named_parameters()}
+    buffers = {n for n, _ in model.named_buffers()}
+    exported_by_storage = {_storage_key(state[n]): n for n in state if n in initializers}
+    aliases: Dict[str, str] = {}
+    unused: List[str] = []
+    for name, tensor in state.items():
+        if name in initializers:
+            continue
+        target = exported_by_storage.get(_storage_key(tensor))
+        if target is not None:
+            aliases[name] = target
+        else:
+            unused.append(name)
+    read = {i for node in proto.graph.node for i in node.input}
+    folded = [n for n in unused if n in read]
+    if folded:
+        raise ValueError(f"torch.onnx folded {', '.join(folded)} into constants of the "
+                         f"exported model, so the device could never be given their values; "
+                         f"this torch exports differently from the one ipupod supports "
+                         f"(1.13)")
+    return ModuleState(parameters=sorted(parameters & initializers),
+                       buffers=sorted(buffers & initializers), aliases=aliases, unused=unused)
+
+
+def _declare(proto: Any, state: ModuleState) -> None:
+    """Writes the module state into the model's metadata (graph/graph.h ModuleState), so the
+    compiler keeps every one of them a writable weight, trains exactly the parameters and
+    lets a write by an alias's name reach its weight."""
+    for key, lines in (("ipupod.parameters", state.parameters),
+                       ("ipupod.buffers", state.buffers),
+                       ("ipupod.aliases", [f"{a}={t}" for a, t in sorted(state.aliases.items())])):
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, "\n".join(lines)
+
+
 @dataclasses.dataclass
 class Exported:
     """An exported model: the ONNX bytes, input and output names, how the outputs nest
@@ -90,6 +176,8 @@ class Exported:
     weights: List[str]
     # inference: buffers the forward changes in place -> the output holding the new value
     buffers: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # state names that are one tensor with an exported weight (tied) -> that weight
+    aliases: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def input_names(model: torch.nn.Module, count: int, kwargs: Dict[str, Any]) -> List[str]:
@@ -223,7 +311,8 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
         updated = {} if training else _updated_buffers(model, saved)
         buffer = io.BytesIO()
         mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
-        with blocks.recording() as recorder, _returning_buffers(model, list(updated)):
+        with blocks.recording() as recorder, _returning_buffers(model, list(updated)), \
+                _keeping_every_weight():
             torch.onnx.export(model, example, buffer, input_names=names,
                               output_names=outputs + list(updated.values()),
                               opset_version=OPSET, do_constant_folding=False, training=mode)
@@ -234,11 +323,13 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
     if half:
         _to_float16(proto)
     ipus = blocks.annotate(proto, recorder.blocks, strategy)
-    state = set(model.state_dict())
+    state = module_state(model, proto)
+    _declare(proto, state)
+    weights = set(model.state_dict())
     return Exported(onnx=proto.SerializeToString(), inputs=names, outputs=outputs,
                     structure=structure, scalar_outputs=_scalars(proto), block_ipus=ipus,
-                    weights=[i.name for i in proto.graph.initializer if i.name in state],
-                    buffers=updated)
+                    weights=[i.name for i in proto.graph.initializer if i.name in weights],
+                    buffers=updated, aliases=state.aliases)
 
 
 def _updated_buffers(model: torch.nn.Module, saved: Dict[str, torch.Tensor]) -> Dict[str, str]:

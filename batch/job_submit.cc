@@ -16,6 +16,7 @@
 #include "common/sync.h"
 #include "compiler/checks.h"
 #include "compiler/executable.h"
+#include "compiler/training_spec.h"
 #include "runtime/run_steps.h"
 #include "scheduler/validation.h"
 #include "sharing/policy.h"
@@ -153,10 +154,11 @@ absl::Status CheckOptimizer(const JobSpec& s, const compiler::Executable& e,
   std::vector<std::string> names;
   for (const auto& [name, value] : s.optimizer) names.push_back(name);
   if (!sweep_variable.empty()) names.emplace_back(sweep_variable);
+  const std::map<std::string, double> variables = compiler::OptimizerVariables(e.training);
   for (const std::string& name : names) {
-    if (e.training.variables.count(name) > 0) continue;
+    if (variables.count(name) > 0) continue;
     std::vector<std::string> known;
-    for (const auto& [k, v] : e.training.variables) known.push_back(k);
+    for (const auto& [k, v] : variables) known.push_back(k);
     return absl::InvalidArgumentError(absl::StrCat(
         "'", EchoName(name), "' is not a variable of this executable's ", e.training.optimizer,
         " optimizer (variables: ", known.empty() ? "none" : absl::StrJoin(known, ", "),

@@ -175,6 +175,10 @@ std::string TrainingKey(const CompileOptions& options) {
                         {"optimizer", t.optimizer},
                         {"attrs", t.optimizer_attrs},
                         {"frozen", t.frozen}};
+  // Param groups only when given, so the keys of compiles without them are unchanged.
+  for (const ParamGroup& g : t.param_groups) {
+    doc["param_groups"].push_back({{"weights", g.weights}, {"attrs", g.variables}});
+  }
   return absl::StrCat(
       "\ntraining ",
       doc.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace), buffers);

@@ -29,7 +29,7 @@ Json SpecsJson(const Executable& e, const std::vector<TensorSpec>& specs, bool i
 
 bool NamesTraining(const TrainingOptions& t) {
   return !t.loss.empty() || !t.optimizer.empty() || !t.optimizer_attrs.empty() ||
-         !t.frozen.empty();  // buffers describe inference programs too
+         !t.param_groups.empty() || !t.frozen.empty();  // buffers describe inference programs too
 }
 
 }  // namespace
@@ -37,8 +37,8 @@ bool NamesTraining(const TrainingOptions& t) {
 absl::Status CheckTrainingOptionsNeedTrain(const CompileInputs& inputs, absl::string_view how) {
   if (inputs.train || !NamesTraining(inputs.training)) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("loss, optimizer, optimizer attributes and frozen weights need ", how,
-                   " (they describe training)"));
+      absl::StrCat("loss, optimizer, optimizer attributes, param groups and frozen weights need ",
+                   how, " (they describe training)"));
 }
 
 absl::StatusOr<PreparedCompile> PrepareCompile(const CompileInputs& inputs,

@@ -74,6 +74,15 @@ struct TensorSpec {
   bool operator==(const TensorSpec& other) const = default;
 };
 
+// An optimizer param group (torch's param_groups[i], training/optimizer.h):
+// its weights are updated with `variables` over the optimizer-wide
+// attributes. Each is a variable, named "group/<i>/<attr>" to SetOptimizer.
+struct ParamGroup {
+  std::vector<std::string> weights;         // trainable weights, sorted
+  std::map<std::string, double> variables;  // attribute -> value
+  bool operator==(const ParamGroup& other) const = default;
+};
+
 // What a training executable adds: the loss, the trainable weights, the
 // buffers and the optimizer (training/optimizer.h names and defaults). Attributes given at
 // compile are variables (SetOptimizer may change them between runs); the
@@ -88,6 +97,9 @@ struct TrainingSpec {
   // Buffers the model updates in place (training/buffers.h): initializer
   // -> the value that replaces it after every micro-batch.
   std::map<std::string, std::string> buffers;
+  // Param groups whose attributes differ from the optimizer-wide ones, in
+  // torch's order; empty: every weight takes the optimizer-wide values.
+  std::vector<ParamGroup> param_groups;
   bool operator==(const TrainingSpec& other) const = default;
 };
 

@@ -1,5 +1,6 @@
 #include "compiler/executable_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -63,14 +64,23 @@ absl::StatusOr<std::map<std::string, double>> ReadAttributes(const Json& doc,
   return out;
 }
 
+// "param_groups" only when there are groups, so executables without them
+// keep their bytes (and content hashes).
 Json TrainingJson(const TrainingSpec& t) {
-  return {{"loss", t.loss},
-          {"weights", t.weights},
-          {"gradient_accumulation_steps", t.gradient_accumulation_steps},
-          {"optimizer", t.optimizer},
-          {"variables", AttributesJson(t.variables)},
-          {"constants", AttributesJson(t.constants)},
-          {"buffers", t.buffers}};
+  Json doc = {{"loss", t.loss},
+              {"weights", t.weights},
+              {"gradient_accumulation_steps", t.gradient_accumulation_steps},
+              {"optimizer", t.optimizer},
+              {"variables", AttributesJson(t.variables)},
+              {"constants", AttributesJson(t.constants)},
+              {"buffers", t.buffers}};
+  if (t.param_groups.empty()) return doc;
+  Json groups = Json::array();
+  for (const ParamGroup& g : t.param_groups) {
+    groups.push_back({{"weights", g.weights}, {"variables", AttributesJson(g.variables)}});
+  }
+  doc["param_groups"] = std::move(groups);
+  return doc;
 }
 
 Json RunDoc(const Executable& e) {
@@ -188,6 +198,22 @@ absl::Status ReadRunShape(json::ObjectReader& doc, Executable& e) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<ParamGroup>> ReadParamGroups(const Json& list,
+                                                        const json::JsonPath& at) {
+  IPUPOD_RETURN_IF_ERROR(json::ExpectArray(list, at));
+  std::vector<ParamGroup> groups;
+  for (size_t i = 0; i < list.size(); ++i) {
+    IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader group,
+                            json::ObjectReader::Open(list[i], at.Index(i)));
+    ParamGroup g;
+    IPUPOD_ASSIGN_OR_RETURN(g.weights, group.StringList("weights"));
+    IPUPOD_ASSIGN_OR_RETURN(const Json* variables, group.Get("variables"));
+    IPUPOD_ASSIGN_OR_RETURN(g.variables, ReadAttributes(*variables, group.PathOf("variables")));
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
 absl::Status ReadTrainingSpec(json::ObjectReader& doc, TrainingSpec& t) {
   IPUPOD_ASSIGN_OR_RETURN(t.loss, doc.String("loss"));
   IPUPOD_ASSIGN_OR_RETURN(t.weights, doc.StringList("weights"));
@@ -199,10 +225,18 @@ absl::Status ReadTrainingSpec(json::ObjectReader& doc, TrainingSpec& t) {
   IPUPOD_ASSIGN_OR_RETURN(t.constants, ReadAttributes(*constants, doc.PathOf("constants")));
   // Absent in executables of ipupod versions without buffers.
   t.buffers.clear();
-  return doc.IfPresent("buffers", [&t](const Json& v, const json::JsonPath& at) -> absl::Status {
-    IPUPOD_ASSIGN_OR_RETURN(t.buffers, json::ReadStringMap(v, at));
-    return absl::OkStatus();
-  });
+  IPUPOD_RETURN_IF_ERROR(
+      doc.IfPresent("buffers", [&t](const Json& v, const json::JsonPath& at) -> absl::Status {
+        IPUPOD_ASSIGN_OR_RETURN(t.buffers, json::ReadStringMap(v, at));
+        return absl::OkStatus();
+      }));
+  // Absent without param groups, and in executables of earlier versions.
+  t.param_groups.clear();
+  return doc.IfPresent("param_groups",
+                       [&t](const Json& v, const json::JsonPath& at) -> absl::Status {
+                         IPUPOD_ASSIGN_OR_RETURN(t.param_groups, ReadParamGroups(v, at));
+                         return absl::OkStatus();
+                       });
 }
 
 absl::Status ReadTraining(json::ObjectReader& doc, Executable& e) {
@@ -229,6 +263,14 @@ absl::Status ReadTraining(json::ObjectReader& doc, Executable& e) {
           e.device_iterations * e.replication_factor * t.gradient_accumulation_steps) {
     return absl::InvalidArgumentError(
         "training section out of range (loss, gradient_accumulation_steps or batch_size_factor)");
+  }
+  for (const ParamGroup& group : t.param_groups) {
+    for (const std::string& w : group.weights) {
+      if (std::find(t.weights.begin(), t.weights.end(), w) == t.weights.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("param group weight '", w, "' is not a trainable weight"));
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -81,10 +81,43 @@ absl::StatusOr<std::vector<std::string>> ChooseWeights(
   return std::vector<std::string>(candidates.begin(), candidates.end());
 }
 
+// A group's weights must be trained: a frozen or unknown name is a typo or
+// a misunderstanding, not something to ignore.
+absl::Status CheckGroupWeights(const std::vector<ParamGroup>& groups,
+                               const std::vector<std::string>& weights,
+                               const std::vector<std::string>& frozen) {
+  for (size_t i = 0; i < groups.size(); ++i) {
+    for (const std::string& w : groups[i].weights) {
+      if (std::binary_search(weights.begin(), weights.end(), w)) continue;
+      const bool is_frozen = std::find(frozen.begin(), frozen.end(), w) != frozen.end();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "param group ", i, " names '", w, "', which ",
+          is_frozen ? "is frozen (--freeze); leave it out of the group"
+                    : absl::StrCat("is not a trainable weight of the model; its trainable "
+                                   "weights: ",
+                                   absl::StrJoin(weights, ", "))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<training::ParamGroupOptions> GroupOptions(const std::vector<ParamGroup>& groups) {
+  std::vector<training::ParamGroupOptions> out;
+  for (const ParamGroup& g : groups) out.push_back({g.weights, g.variables});
+  return out;
+}
+
 absl::Status SplitAttributes(const training::OptimizerSpec& spec, TrainingSpec& out) {
   out.optimizer = std::string(training::OptimizerKindName(spec.kind()));
   for (const auto& [name, attr] : spec.attributes()) {
     (attr.is_variable ? out.variables : out.constants)[name] = attr.value;
+  }
+  for (const training::ParamGroup& group : spec.groups()) {
+    ParamGroup g;
+    g.weights = group.weights;
+    std::sort(g.weights.begin(), g.weights.end());
+    for (const auto& [name, attr] : group.attributes) g.variables[name] = attr.value;
+    out.param_groups.push_back(std::move(g));
   }
   return absl::OkStatus();
 }
@@ -99,10 +132,24 @@ double Attribute(const TrainingSpec& spec, const std::string& name) {
 
 // Momentum may become non-zero later when it is a variable.
 bool HasMomentum(const TrainingSpec& spec) {
-  return spec.variables.count("momentum") > 0 || Attribute(spec, "momentum") != 0.0;
+  if (spec.variables.count("momentum") > 0 || Attribute(spec, "momentum") != 0.0) return true;
+  for (const ParamGroup& g : spec.param_groups) {
+    if (g.variables.count("momentum") > 0) return true;
+  }
+  return false;
 }
 
 }  // namespace
+
+std::map<std::string, double> OptimizerVariables(const TrainingSpec& spec) {
+  std::map<std::string, double> out = spec.variables;
+  for (size_t i = 0; i < spec.param_groups.size(); ++i) {
+    for (const auto& [name, value] : spec.param_groups[i].variables) {
+      out[training::GroupAttributeName(i, name)] = value;
+    }
+  }
+  return out;
+}
 
 int64_t OptimizerStateSlots(const TrainingSpec& spec) {
   if (spec.optimizer == "sgd") return HasMomentum(spec) ? 1 : 0;
@@ -145,8 +192,10 @@ absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
   IPUPOD_ASSIGN_OR_RETURN(
       training::OptimizerKind kind,
       training::ParseOptimizerKind(options.optimizer.empty() ? "sgd" : options.optimizer));
+  IPUPOD_RETURN_IF_ERROR(CheckGroupWeights(options.param_groups, spec.weights, options.frozen));
   IPUPOD_ASSIGN_OR_RETURN(training::OptimizerSpec optimizer,
-                          training::OptimizerSpec::Create(kind, options.optimizer_attrs));
+                          training::OptimizerSpec::Create(kind, options.optimizer_attrs,
+                                                          GroupOptions(options.param_groups)));
   IPUPOD_RETURN_IF_ERROR(SplitAttributes(optimizer, spec));
   // Builds the backward pass once, so a missing gradient rule fails here.
   IPUPOD_RETURN_IF_ERROR(

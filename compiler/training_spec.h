@@ -22,19 +22,26 @@
 //  * Optimizer: PopTorch's names; attributes given explicitly are
 //    variables, the rest constants (training/optimizer.h); no optimizer
 //    means SGD with lr 0.01.
+//  * Param groups: trainable weights (each in at most one group) with
+//    attributes of their own, all variables ("group/<i>/<attr>"); the
+//    flags and loss_scaling must equal the optimizer's
+//    (training/optimizer.h).
 //  * OptimizerStateSlots: the weight-sized fp32 tensors the optimizer keeps
 //    per trainable weight (training/optimizer.h's state; its scalar <w>/step
 //    is negligible and not counted): sgd 1 with momentum, else 0; adam and
 //    adamw 2, 3 with amsgrad; rmsprop 1, +1 with momentum, +1 if centered;
 //    lamb 2. A momentum that is a variable counts as non-zero (a later run
-//    may set it, and PopART then keeps the buffer).
+//    may set it, and PopART then keeps the buffer), a group's too: the
+//    count is the largest any weight needs.
 //
 // Thread safety: pure function.
 // Errors: INVALID_ARGUMENT with what to change: no scalar float output (or
 // several and no --loss), an unknown loss or frozen name (with the
 // candidates), nothing left to train, a bad buffer (buffers.h,
 // autodiff.h), an op without a backward rule, an
-// unknown optimizer or attribute, or a value out of range.
+// unknown optimizer or attribute, or a value out of range, a param group
+// naming a weight that is not trained (or one already in a group), a
+// group attribute that must equal the optimizer's and does not.
 #ifndef IPUPOD_COMPILER_TRAINING_SPEC_H_
 #define IPUPOD_COMPILER_TRAINING_SPEC_H_
 
@@ -55,12 +62,19 @@ struct TrainingOptions {
   std::map<std::string, double> optimizer_attrs;  // given explicitly: variables
   std::vector<std::string> frozen;                // initializers not to train
   std::map<std::string, std::string> buffers;     // explicit buffer -> update value
+  // Param groups: their weights and the attributes given for them
+  // (variables), in torch's order.
+  std::vector<ParamGroup> param_groups;
 };
 
 // REQUIRES: `graph` was imported with FoldOptions::keep_weights.
 absl::StatusOr<TrainingSpec> MakeTrainingSpec(const graph::Graph& graph,
                                               const TrainingOptions& options,
                                               int64_t gradient_accumulation_steps);
+
+// Every variable a run may set (SetOptimizer): the optimizer-wide ones by
+// name, group i's as "group/<i>/<attr>".
+std::map<std::string, double> OptimizerVariables(const TrainingSpec& spec);
 
 // REQUIRES: `spec` came from MakeTrainingSpec (a known optimizer).
 int64_t OptimizerStateSlots(const TrainingSpec& spec);

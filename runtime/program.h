@@ -104,6 +104,7 @@ struct StepResult {
 // weight updates so far.
 struct OptimizerState {
   std::string optimizer;  // "sgd", ...
+  // Optimizer-wide by name, param group i's as "group/<i>/<attr>".
   std::map<std::string, double> variables;
   std::map<std::string, double> constants;
   int64_t step = 0;
@@ -202,8 +203,8 @@ class Program {
   // Weights, optimizer state and attributes (runtime/training_step.h);
   // SetWeights takes it back whole.
   virtual absl::StatusOr<tensor::NamedTensors> GetCheckpoint() const = 0;
-  // Changes variable attributes (all or nothing); FAILED_PRECONDITION for
-  // a constant.
+  // Changes variable attributes (all or nothing; "group/<i>/<attr>" for a
+  // param group's); FAILED_PRECONDITION for a constant.
   virtual absl::StatusOr<OptimizerState> SetOptimizer(
       const std::map<std::string, double>& values) = 0;
   virtual absl::StatusOr<OptimizerState> GetOptimizer() const = 0;

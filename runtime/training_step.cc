@@ -56,7 +56,11 @@ absl::StatusOr<training::OptimizerSpec> OptimizerSpecOf(const compiler::Training
                           training::ParseOptimizerKind(spec.optimizer));
   std::map<std::string, double> all = spec.variables;
   all.insert(spec.constants.begin(), spec.constants.end());
-  IPUPOD_ASSIGN_OR_RETURN(training::OptimizerSpec out, training::OptimizerSpec::Create(kind, all));
+  std::vector<training::ParamGroupOptions> groups;
+  for (const compiler::ParamGroup& g : spec.param_groups)
+    groups.push_back({g.weights, g.variables});
+  IPUPOD_ASSIGN_OR_RETURN(training::OptimizerSpec out,
+                          training::OptimizerSpec::Create(kind, all, groups));
   for (const auto& [name, value] : spec.constants) {
     if (out.attributes().at(name).is_variable) IPUPOD_RETURN_IF_ERROR(out.MarkAsConstant(name));
   }
@@ -122,7 +126,7 @@ bool IsCheckpoint(const tensor::NamedTensors& tensors) {
 tensor::NamedTensors ExportCheckpoint(const training::Trainer& trainer) {
   tensor::NamedTensors out;
   for (auto& [name, t] : trainer.ExportState()) out.emplace_back(name, std::move(t));
-  for (const auto& [name, attr] : trainer.optimizer().spec().attributes()) {
+  for (const auto& [name, attr] : trainer.optimizer().spec().QualifiedAttributes()) {
     absl::StatusOr<tensor::Tensor> value = Scalar(static_cast<float>(attr.value));
     if (value.ok()) out.emplace_back(absl::StrCat(kAttributePrefix, name), *std::move(value));
   }
@@ -132,7 +136,7 @@ tensor::NamedTensors ExportCheckpoint(const training::Trainer& trainer) {
 absl::Status ImportCheckpoint(training::Trainer& trainer, const tensor::NamedTensors& checkpoint) {
   training::TensorMap state;
   std::map<std::string, double> variables;
-  const auto& attrs = trainer.optimizer().spec().attributes();
+  const auto attrs = trainer.optimizer().spec().QualifiedAttributes();
   for (const auto& [name, t] : checkpoint) {
     if (!absl::StartsWith(name, kAttributePrefix)) {
       if (!state.emplace(name, t).second) {
@@ -173,9 +177,10 @@ absl::Status ImportCheckpoint(training::Trainer& trainer, const tensor::NamedTen
 absl::Status SetOptimizerVariables(training::Optimizer& optimizer,
                                    const std::map<std::string, double>& values) {
   std::map<std::string, double> done;  // previous values of what was changed
+  const auto attrs = optimizer.spec().QualifiedAttributes();
   for (const auto& [name, value] : values) {
-    auto it = optimizer.spec().attributes().find(name);
-    const double previous = it == optimizer.spec().attributes().end() ? 0 : it->second.value;
+    auto it = attrs.find(name);
+    const double previous = it == attrs.end() ? 0 : it->second.value;
     if (absl::Status set = optimizer.SetVariable(name, value); !set.ok()) {
       for (const auto& [undo, old] : done) (void)optimizer.SetVariable(undo, old);
       return set;
@@ -189,7 +194,7 @@ OptimizerState DescribeOptimizer(const training::Trainer& trainer) {
   const training::Optimizer& optimizer = trainer.optimizer();
   OptimizerState out;
   out.optimizer = std::string(training::OptimizerKindName(optimizer.spec().kind()));
-  for (const auto& [name, attr] : optimizer.spec().attributes()) {
+  for (const auto& [name, attr] : optimizer.spec().QualifiedAttributes()) {
     (attr.is_variable ? out.variables : out.constants)[name] = attr.value;
   }
   out.step = optimizer.step();

@@ -15,7 +15,8 @@
 // Checkpoints (ExportCheckpoint) are named tensors: every trainable
 // weight and buffer, the optimizer state as "optimizer/<weight>/<slot>" and
 // "optimizer/step" (int64), and the optimizer's attributes as
-// "optimizer_attr/<name>" (float32 scalars), so a resumed run also gets
+// "optimizer_attr/<name>" (float32 scalars; param group i's as
+// "optimizer_attr/group/<i>/<attr>"), so a resumed run also gets
 // any learning rate SetOptimizer changed (a float32 value equal to the
 // current attribute's float32 rounding keeps the exact current value, so a
 // restore never perturbs lr). ImportCheckpoint takes that back whole: all
@@ -60,7 +61,8 @@ bool IsCheckpoint(const tensor::NamedTensors& tensors);
 tensor::NamedTensors ExportCheckpoint(const training::Trainer& trainer);
 absl::Status ImportCheckpoint(training::Trainer& trainer, const tensor::NamedTensors& checkpoint);
 
-// All or nothing.
+// All or nothing. Names as Optimizer::SetVariable takes them ("lr",
+// "group/1/lr").
 absl::Status SetOptimizerVariables(training::Optimizer& optimizer,
                                    const std::map<std::string, double>& values);
 OptimizerState DescribeOptimizer(const training::Trainer& trainer);

@@ -36,6 +36,11 @@ execution::RemoteCompileRequest FromProto(const v1::CompileRequest& r, const Cal
   in.training.optimizer_attrs.insert(r.optimizer_attrs().begin(), r.optimizer_attrs().end());
   in.training.frozen.assign(r.frozen().begin(), r.frozen().end());
   in.training.buffers.insert(r.buffers().begin(), r.buffers().end());
+  for (const v1::ParamGroup& g : r.param_groups()) {
+    compiler::ParamGroup& group = in.training.param_groups.emplace_back();
+    group.weights.assign(g.weights().begin(), g.weights().end());
+    group.variables.insert(g.attrs().begin(), g.attrs().end());
+  }
   out.want_report = r.report();
   out.want_ipx = r.return_executable();
   return out;

@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -88,11 +90,26 @@ const std::vector<AttrDefault>& Defaults(OptimizerKind kind) {
   return *sgd;
 }
 
+constexpr absl::string_view kGroupPrefix = "group/";
+
 bool IsFlag(OptimizerKind kind, absl::string_view attr) {
   for (const AttrDefault& d : Defaults(kind)) {
     if (d.name == attr) return d.is_flag;
   }
   return false;
+}
+
+// Attributes every param group must share: the flags fix the state layout,
+// and loss_scaling is one of PopTorch's float16 extras that it takes once
+// per optimizer (seed 003, 4.5; velocity_scaling may differ).
+bool SameForEveryGroup(OptimizerKind kind, absl::string_view attr) {
+  return IsFlag(kind, attr) || attr == "loss_scaling";
+}
+
+// The attribute of a possibly qualified name: "lr" of "group/1/lr".
+absl::string_view BaseName(absl::string_view name) {
+  const size_t slash = name.rfind('/');
+  return slash == absl::string_view::npos ? name : name.substr(slash + 1);
 }
 
 absl::Status Range(const OptimizerSpec& s, const char* attr, double lo, double hi, bool hi_open) {
@@ -281,6 +298,22 @@ absl::Status LambUpdate(const OptimizerSpec& s, Tensor& w, const Tensor& g, Slot
   return absl::OkStatus();
 }
 
+absl::Status UpdateWith(const OptimizerSpec& s, Tensor& w, const Tensor& g, Slots& slots) {
+  switch (s.kind()) {
+    case OptimizerKind::kSgd:
+      return SgdUpdate(s, w, g, slots);
+    case OptimizerKind::kAdam:
+      return AdamUpdate(s, false, w, g, slots);
+    case OptimizerKind::kAdamW:
+      return AdamUpdate(s, true, w, g, slots);
+    case OptimizerKind::kRmsprop:
+      return RmspropUpdate(s, w, g, slots);
+    case OptimizerKind::kLamb:
+      return LambUpdate(s, w, g, slots);
+  }
+  return absl::InternalError("unknown optimizer");
+}
+
 std::vector<std::string> SlotNames(const OptimizerSpec& s) {
   switch (s.kind()) {
     case OptimizerKind::kSgd:
@@ -323,6 +356,10 @@ absl::string_view OptimizerKindName(OptimizerKind kind) {
   return "unknown";
 }
 
+std::string GroupAttributeName(size_t group, absl::string_view attr) {
+  return absl::StrCat(kGroupPrefix, group, "/", attr);
+}
+
 OptimizerSpec::OptimizerSpec() : kind_(OptimizerKind::kSgd) {
   for (const AttrDefault& d : Defaults(kind_)) attrs_[d.name] = {d.value, false};
   attrs_["loss_scaling"] = {1.0, false};
@@ -330,7 +367,8 @@ OptimizerSpec::OptimizerSpec() : kind_(OptimizerKind::kSgd) {
 }
 
 absl::StatusOr<OptimizerSpec> OptimizerSpec::Create(
-    OptimizerKind kind, const std::map<std::string, double>& explicit_attrs) {
+    OptimizerKind kind, const std::map<std::string, double>& explicit_attrs,
+    const std::vector<ParamGroupOptions>& groups) {
   OptimizerSpec spec;
   spec.kind_ = kind;
   spec.attrs_.clear();
@@ -342,11 +380,96 @@ absl::StatusOr<OptimizerSpec> OptimizerSpec::Create(
     a->value = value;
     a->is_variable = !IsFlag(kind, name);
   }
+  for (const ParamGroupOptions& group : groups) IPUPOD_RETURN_IF_ERROR(spec.AddGroup(group));
   IPUPOD_RETURN_IF_ERROR(spec.Validate());
   return spec;
 }
 
-absl::StatusOr<OptimizerAttribute*> OptimizerSpec::Find(absl::string_view attr) {
+absl::Status OptimizerSpec::AddGroup(const ParamGroupOptions& options) {
+  const size_t index = groups_.size();
+  ParamGroup group;
+  for (const auto& [name, value] : options.attributes) {
+    if (absl::StrContains(name, '/')) {
+      return absl::InvalidArgumentError(absl::StrCat("param group ", index, " sets '", name,
+                                                     "'; a group's attributes are plain names"));
+    }
+    IPUPOD_ASSIGN_OR_RETURN(const OptimizerAttribute* wide, Find(name));
+    if (!SameForEveryGroup(kind_, name)) {
+      group.attributes[name] = {value, true};
+    } else if (value != wide->value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "param group ", index, " sets '", name, "' to ", value, " but the optimizer has ",
+          wide->value, "; '", name,
+          "' must be the same for every param group (it is a flag fixing the optimizer's state, "
+          "or a PopTorch float16 attribute other than velocity_scaling): set it for the whole "
+          "optimizer"));
+    }
+  }
+  for (const std::string& weight : options.weights) {
+    if (weight.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("param group ", index, " has an empty name"));
+    }
+    auto [it, added] = group_of_.emplace(weight, index);
+    if (added) continue;
+    return absl::InvalidArgumentError(
+        it->second == index
+            ? absl::StrCat("weight '", weight, "' is named twice in param group ", index,
+                           "; name each weight once")
+            : absl::StrCat("weight '", weight, "' is in param group ", it->second,
+                           " and in param group ", index, "; a weight belongs to one group"));
+  }
+  group.weights = options.weights;
+  groups_.push_back(std::move(group));
+  return absl::OkStatus();
+}
+
+std::map<std::string, OptimizerAttribute> OptimizerSpec::QualifiedAttributes() const {
+  std::map<std::string, OptimizerAttribute> out = attrs_;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    for (const auto& [name, a] : groups_[i].attributes) out[GroupAttributeName(i, name)] = a;
+  }
+  return out;
+}
+
+OptimizerSpec OptimizerSpec::GroupSpec(size_t group) const {
+  OptimizerSpec out;
+  out.kind_ = kind_;
+  out.attrs_ = attrs_;
+  for (const auto& [name, a] : groups_[group].attributes) out.attrs_[name] = a;
+  return out;
+}
+
+int64_t OptimizerSpec::GroupOf(absl::string_view weight) const {
+  auto it = group_of_.find(std::string(weight));
+  return it == group_of_.end() ? -1 : static_cast<int64_t>(it->second);
+}
+
+// A plain name is an optimizer-wide attribute; "group/<i>/<attr>" is group
+// i's own value of <attr>, which it has only if it sets it.
+absl::StatusOr<OptimizerAttribute*> OptimizerSpec::Find(absl::string_view name) {
+  if (!absl::StartsWith(name, kGroupPrefix)) return FindWide(name);
+  const absl::string_view rest = name.substr(kGroupPrefix.size());
+  const size_t slash = rest.find('/');
+  size_t group = 0;
+  if (slash == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, slash), &group) ||
+      group >= groups_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' names no param group: this optimizer has ", groups_.size(),
+                     " (group/0/<attr> to group/", groups_.size(), "-1/<attr>)"));
+  }
+  const absl::string_view attr = rest.substr(slash + 1);
+  IPUPOD_RETURN_IF_ERROR(FindWide(attr).status());
+  auto it = groups_[group].attributes.find(std::string(attr));
+  if (it == groups_[group].attributes.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "param group ", group, " does not set '", attr,
+        "' (its weights take the optimizer's value); give it in the group when compiling to "
+        "make it a variable of the group"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<OptimizerAttribute*> OptimizerSpec::FindWide(absl::string_view attr) {
   auto it = attrs_.find(std::string(attr));
   if (it != attrs_.end()) return &it->second;
   std::vector<std::string> names;
@@ -362,7 +485,7 @@ double OptimizerSpec::value(absl::string_view attr) const {
 
 absl::Status OptimizerSpec::MarkAsConstant(absl::string_view attr) {
   IPUPOD_ASSIGN_OR_RETURN(OptimizerAttribute * a, Find(attr));
-  if (attr == "lr") {
+  if (BaseName(attr) == "lr") {
     return absl::InvalidArgumentError("lr is always a variable (as in PopTorch)");
   }
   a->is_variable = false;
@@ -371,7 +494,7 @@ absl::Status OptimizerSpec::MarkAsConstant(absl::string_view attr) {
 
 absl::Status OptimizerSpec::MarkAsVariable(absl::string_view attr) {
   IPUPOD_ASSIGN_OR_RETURN(OptimizerAttribute * a, Find(attr));
-  if (IsFlag(kind_, attr)) {
+  if (IsFlag(kind_, BaseName(attr))) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", attr, "' changes the optimizer's state layout and is always a constant"));
   }
@@ -380,6 +503,16 @@ absl::Status OptimizerSpec::MarkAsVariable(absl::string_view attr) {
 }
 
 absl::Status OptimizerSpec::Validate() const {
+  IPUPOD_RETURN_IF_ERROR(ValidateOne());
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (absl::Status valid = GroupSpec(i).ValidateOne(); !valid.ok()) {
+      return absl::Status(valid.code(), absl::StrCat("param group ", i, ": ", valid.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerSpec::ValidateOne() const {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   IPUPOD_RETURN_IF_ERROR(Range(*this, "lr", 0, kInf, true));
   IPUPOD_RETURN_IF_ERROR(Range(*this, "momentum", 0, kInf, true));
@@ -422,28 +555,50 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(OptimizerSpec spec)
   return std::unique_ptr<Optimizer>(new Optimizer(std::move(spec)));
 }
 
+Optimizer::Optimizer(OptimizerSpec spec) : spec_(std::move(spec)) { ResolveGroups(); }
+
+void Optimizer::ResolveGroups() {
+  group_specs_.clear();
+  for (size_t i = 0; i < spec_.groups().size(); ++i) group_specs_.push_back(spec_.GroupSpec(i));
+}
+
+const OptimizerSpec& Optimizer::SpecOf(const std::string& weight) const {
+  const int64_t group = spec_.GroupOf(weight);
+  return group < 0 ? spec_ : group_specs_[static_cast<size_t>(group)];
+}
+
 absl::Status Optimizer::SetVariable(absl::string_view attr, double value) {
-  IPUPOD_ASSIGN_OR_RETURN(OptimizerAttribute * a, spec_.Find(attr));
+  OptimizerSpec changed = spec_;
+  IPUPOD_ASSIGN_OR_RETURN(OptimizerAttribute * a, changed.Find(attr));
   if (!a->is_variable) {
     return absl::FailedPreconditionError(absl::StrCat(
         OptimizerKindName(spec_.kind()), " attribute '", attr,
         "' is a constant of the compiled program (it was not passed explicitly); pass it when "
         "compiling to make it a variable"));
   }
-  OptimizerSpec changed = spec_;
-  changed.attrs_[std::string(attr)].value = value;
+  a->value = value;
   IPUPOD_RETURN_IF_ERROR(changed.Validate());
   spec_ = std::move(changed);
+  ResolveGroups();
   if (attr == "loss_scaling") scale_ = value;
   return absl::OkStatus();
 }
 
+// The fused update applies one lr to every weight: only when every group
+// is plain SGD at the optimizer's lr.
 std::optional<double> Optimizer::PlainSgdLearningRate() const {
-  if (spec_.kind() != OptimizerKind::kSgd || spec_.value("momentum") != 0 ||
-      spec_.value("weight_decay") != 0 || spec_.value("loss_scaling") != 1 || auto_scale_) {
+  if (spec_.kind() != OptimizerKind::kSgd || spec_.value("loss_scaling") != 1 || auto_scale_) {
     return std::nullopt;
   }
-  return spec_.value("lr");
+  const double lr = spec_.value("lr");
+  const auto plain = [lr](const OptimizerSpec& s) {
+    return s.value("momentum") == 0 && s.value("weight_decay") == 0 && s.value("lr") == lr;
+  };
+  if (!plain(spec_)) return std::nullopt;
+  for (const OptimizerSpec& s : group_specs_) {
+    if (!plain(s)) return std::nullopt;
+  }
+  return lr;
 }
 
 absl::Status Optimizer::CheckStep(const TensorMap& weights, const TensorMap& gradients) const {
@@ -497,24 +652,26 @@ void ScaleValues(Tensor& t, double factor) {
 
 // SGD keeps its velocity multiplied by velocity_scaling (seed 003, 4.5.2);
 // a float16 slot is rounded to float16 after every update (4.5.3).
-absl::Status Optimizer::UpdateScaled(Tensor& w, const Tensor& g, double scale, Slots& slots) {
+absl::Status Optimizer::UpdateScaled(const OptimizerSpec& s, Tensor& w, const Tensor& g,
+                                     double scale, Slots& slots) {
   const double velocity =
-      spec_.attributes().contains("velocity_scaling") ? spec_.value("velocity_scaling") : 1.0;
+      s.attributes().contains("velocity_scaling") ? s.value("velocity_scaling") : 1.0;
   auto buffer = slots.find("momentum_buffer");
   if (velocity != 1 && buffer != slots.end()) ScaleValues(buffer->second, 1.0 / velocity);
-  IPUPOD_RETURN_IF_ERROR(UpdateUnscaled(w, g, scale, slots));
+  IPUPOD_RETURN_IF_ERROR(UpdateUnscaled(s, w, g, scale, slots));
   buffer = slots.find("momentum_buffer");
   if (velocity != 1 && buffer != slots.end()) ScaleValues(buffer->second, velocity);
   for (auto& [name, t] : slots) {
-    if (!HalfSlot(spec_, name, w.dtype())) continue;
+    if (!HalfSlot(s, name, w.dtype())) continue;
     tensor::RoundThroughFloat16(
         absl::MakeSpan(t.mutable_data<float>(), static_cast<size_t>(t.num_elements())));
   }
   return absl::OkStatus();
 }
 
-absl::Status Optimizer::UpdateUnscaled(Tensor& w, const Tensor& g, double scale, Slots& slots) {
-  if (scale == 1 && w.dtype() == DType::kFloat32) return Update(w, g, slots);
+absl::Status Optimizer::UpdateUnscaled(const OptimizerSpec& s, Tensor& w, const Tensor& g,
+                                       double scale, Slots& slots) {
+  if (scale == 1 && w.dtype() == DType::kFloat32) return UpdateWith(s, w, g, slots);
   Tensor unscaled = g;
   const float inverse = static_cast<float>(1.0 / scale);
   for (float& v : absl::MakeSpan(unscaled.mutable_data<float>(),
@@ -522,7 +679,7 @@ absl::Status Optimizer::UpdateUnscaled(Tensor& w, const Tensor& g, double scale,
     v *= inverse;
   }
   IPUPOD_ASSIGN_OR_RETURN(Tensor wide, w.WidenedToFloat32());
-  IPUPOD_RETURN_IF_ERROR(Update(wide, unscaled, slots));
+  IPUPOD_RETURN_IF_ERROR(UpdateWith(s, wide, unscaled, slots));
   IPUPOD_ASSIGN_OR_RETURN(w, wide.ConvertedTo(w.dtype()));
   return absl::OkStatus();
 }
@@ -551,29 +708,13 @@ bool Optimizer::AdjustLossScale(const TensorMap& gradients) {
   return !finite;
 }
 
-absl::Status Optimizer::Update(Tensor& w, const Tensor& g, Slots& slots) {
-  switch (spec_.kind()) {
-    case OptimizerKind::kSgd:
-      return SgdUpdate(spec_, w, g, slots);
-    case OptimizerKind::kAdam:
-      return AdamUpdate(spec_, false, w, g, slots);
-    case OptimizerKind::kAdamW:
-      return AdamUpdate(spec_, true, w, g, slots);
-    case OptimizerKind::kRmsprop:
-      return RmspropUpdate(spec_, w, g, slots);
-    case OptimizerKind::kLamb:
-      return LambUpdate(spec_, w, g, slots);
-  }
-  return absl::InternalError("unknown optimizer");
-}
-
 absl::Status Optimizer::Step(TensorMap& weights, const TensorMap& gradients) {
   IPUPOD_RETURN_IF_ERROR(CheckStep(weights, gradients));
   const double scale = loss_scale();
   skipped_ = auto_scale_ && AdjustLossScale(gradients);
   for (const auto& [name, g] : gradients) {
     if (skipped_) break;
-    IPUPOD_RETURN_IF_ERROR(UpdateScaled(weights.at(name), g, scale, state_[name]));
+    IPUPOD_RETURN_IF_ERROR(UpdateScaled(SpecOf(name), weights.at(name), g, scale, state_[name]));
   }
   ++step_;
   return absl::OkStatus();

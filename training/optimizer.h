@@ -41,6 +41,19 @@
 // compiling. The flags nesterov, amsgrad, centered and bias_correction
 // change the state layout and are always constants.
 //
+// Param groups (torch's optimizer.param_groups): each a list of weights
+// with attribute values of their own. A weight of group i is updated with
+// the optimizer-wide attributes overridden by group i's; a weight in no
+// group with the optimizer-wide ones. A group's attributes are variables
+// named "group/<i>/<attr>" (i from 0, in the order given) for SetVariable;
+// what a group does not set follows the optimizer-wide value, also after a
+// SetVariable of it. Attributes that must be equal across groups (PopTorch,
+// seed 003, 4.5: its float16 extras except velocity_scaling; here also the
+// flags, which fix the state layout): loss_scaling, the accum types,
+// nesterov, amsgrad, centered, bias_correction - a group may repeat the
+// optimizer's value (ignored) but not give another one. A weight is in at
+// most one group; a group may be empty (keeping torch's group indices).
+//
 // State (torch's names), created at a weight's first update:
 //   sgd: <w>/momentum_buffer (momentum != 0); adam/adamw: <w>/exp_avg,
 //   <w>/exp_avg_sq, <w>/max_exp_avg_sq (amsgrad), <w>/step; rmsprop:
@@ -50,10 +63,12 @@
 // float32 scalar like torch's state['step'].
 //
 // Thread safety: not thread-safe; one owner (the Trainer) serialises calls.
-// Errors: INVALID_ARGUMENT for an unknown optimizer or attribute, a value
-// out of range (with the range), a gradient or state tensor whose name,
-// dtype or shape does not match its weight; FAILED_PRECONDITION for
-// SetVariable on a constant. A failed call changes nothing.
+// Errors: INVALID_ARGUMENT for an unknown optimizer or attribute (or group
+// index), a value out of range (with the range), a group attribute that
+// must be equal across groups and is not, a weight in two groups, a
+// gradient or state tensor whose name, dtype or shape does not match its
+// weight; FAILED_PRECONDITION for SetVariable on a constant (or on a group
+// attribute the group does not set). A failed call changes nothing.
 #ifndef IPUPOD_TRAINING_OPTIMIZER_H_
 #define IPUPOD_TRAINING_OPTIMIZER_H_
 
@@ -62,6 +77,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -82,31 +98,68 @@ struct OptimizerAttribute {
   bool is_variable = false;
 };
 
+// A param group as given to OptimizerSpec::Create: its weights and the
+// attributes given explicitly for them (variables).
+struct ParamGroupOptions {
+  std::vector<std::string> weights;
+  std::map<std::string, double> attributes;
+};
+
+// A param group as the spec holds it: the attributes it sets itself.
+struct ParamGroup {
+  std::vector<std::string> weights;
+  std::map<std::string, OptimizerAttribute> attributes;
+};
+
+// "group/<i>/<attr>": how group i's attribute is named to SetVariable,
+// MarkAsConstant/MarkAsVariable and in QualifiedAttributes.
+std::string GroupAttributeName(size_t group, absl::string_view attr);
+
 class OptimizerSpec {
  public:
   // SGD with lr 0.01: the default when no optimizer is given.
   OptimizerSpec();
 
   // `explicit_attrs` become variables (flags excepted), the rest take their
-  // defaults as constants.
+  // defaults as constants; each group's attributes are its variables.
   static absl::StatusOr<OptimizerSpec> Create(OptimizerKind kind,
-                                              const std::map<std::string, double>& explicit_attrs);
+                                              const std::map<std::string, double>& explicit_attrs,
+                                              const std::vector<ParamGroupOptions>& groups = {});
 
+  // `attr` is an optimizer-wide name or a group's "group/<i>/<attr>".
   absl::Status MarkAsConstant(absl::string_view attr);
   absl::Status MarkAsVariable(absl::string_view attr);
 
   OptimizerKind kind() const { return kind_; }
+  // The optimizer-wide attributes.
   const std::map<std::string, OptimizerAttribute>& attributes() const { return attrs_; }
   // REQUIRES: attr is one of attributes().
   double value(absl::string_view attr) const;
 
+  const std::vector<ParamGroup>& groups() const { return groups_; }
+  // attributes() under their names plus every group's under
+  // "group/<i>/<attr>".
+  std::map<std::string, OptimizerAttribute> QualifiedAttributes() const;
+  // The spec (without groups) weights of group `group` are updated with:
+  // the optimizer-wide attributes with the group's over them.
+  // REQUIRES: group < groups().size().
+  OptimizerSpec GroupSpec(size_t group) const;
+  // The index of the group holding `weight`, or -1.
+  int64_t GroupOf(absl::string_view weight) const;
+
  private:
   friend class Optimizer;
-  absl::StatusOr<OptimizerAttribute*> Find(absl::string_view attr);
+  // An optimizer-wide name or "group/<i>/<attr>".
+  absl::StatusOr<OptimizerAttribute*> Find(absl::string_view name);
+  absl::StatusOr<OptimizerAttribute*> FindWide(absl::string_view attr);
+  absl::Status AddGroup(const ParamGroupOptions& options);
   absl::Status Validate() const;
+  absl::Status ValidateOne() const;
 
   OptimizerKind kind_;
   std::map<std::string, OptimizerAttribute> attrs_;
+  std::vector<ParamGroup> groups_;
+  std::map<std::string, size_t, std::less<>> group_of_;  // weight -> its group
 };
 
 class Optimizer {
@@ -149,7 +202,8 @@ class Optimizer {
   // REQUIRES: PlainSgdLearningRate() has a value.
   void CountAppliedStep() { ++step_; }
 
-  // Changes a variable attribute (e.g. lr) for later steps.
+  // Changes a variable attribute (e.g. "lr", or group 1's "group/1/lr")
+  // for later steps.
   absl::Status SetVariable(absl::string_view attr, double value);
 
   // The state as named tensors (see the file comment), for checkpoints.
@@ -160,20 +214,25 @@ class Optimizer {
 
  private:
   using Slots = std::map<std::string, tensor::Tensor>;  // slot name -> tensor
-  explicit Optimizer(OptimizerSpec spec) : spec_(std::move(spec)) {}
+  explicit Optimizer(OptimizerSpec spec);
+  // Rebuilds group_specs_ from spec_.
+  void ResolveGroups();
+  // What `weight` is updated with: its group's spec, or spec_.
+  const OptimizerSpec& SpecOf(const std::string& weight) const;
   absl::Status CheckStep(const TensorMap& weights, const TensorMap& gradients) const;
-  absl::Status UpdateScaled(tensor::Tensor& w, const tensor::Tensor& g, double scale, Slots& slots);
+  absl::Status UpdateScaled(const OptimizerSpec& s, tensor::Tensor& w, const tensor::Tensor& g,
+                            double scale, Slots& slots);
   // The update with the gradient divided by `scale`, in float32.
-  absl::Status UpdateUnscaled(tensor::Tensor& w, const tensor::Tensor& g, double scale,
-                              Slots& slots);
+  absl::Status UpdateUnscaled(const OptimizerSpec& s, tensor::Tensor& w, const tensor::Tensor& g,
+                              double scale, Slots& slots);
   // Automatic loss scaling's move after gradients computed at scale_; true
   // when the update must be skipped.
   bool AdjustLossScale(const TensorMap& gradients);
-  absl::Status Update(tensor::Tensor& w, const tensor::Tensor& g, Slots& slots);
   absl::Status CheckSlotName(absl::string_view slot) const;
 
   OptimizerSpec spec_;
-  std::map<std::string, Slots> state_;  // weight name -> its slots
+  std::vector<OptimizerSpec> group_specs_;  // spec_.GroupSpec(i) for every group i
+  std::map<std::string, Slots> state_;      // weight name -> its slots
   bool auto_scale_ = false;
   double scale_ = 1.0;  // the automatic loss scale (auto_scale_ only)
   bool skipped_ = false;

@@ -31,6 +31,20 @@ absl::Status CheckOptimizerState(const TensorMap& state, const TensorMap& weight
   return absl::OkStatus();
 }
 
+// A param group names weights the trainer trains (a frozen or unknown name
+// would silently keep the optimizer-wide values for nothing).
+absl::Status CheckGroupWeights(const OptimizerSpec& spec, const std::vector<std::string>& trained) {
+  for (size_t i = 0; i < spec.groups().size(); ++i) {
+    for (const std::string& w : spec.groups()[i].weights) {
+      if (std::find(trained.begin(), trained.end(), w) == trained.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "param group ", i, " names '", w, "', which is not a trainable weight of the model"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Trainer::Trainer(TrainerOptions options, std::unique_ptr<Autodiff> autodiff,
@@ -51,6 +65,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(graph::Graph graph,
   IPUPOD_ASSIGN_OR_RETURN(
       std::unique_ptr<Autodiff> autodiff,
       Autodiff::Create(std::move(graph), options.loss, options.weights, options.buffers));
+  IPUPOD_RETURN_IF_ERROR(CheckGroupWeights(options.optimizer, autodiff->weights()));
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                           Optimizer::Create(options.optimizer));
   if (options.auto_loss_scaling) optimizer->EnableAutomaticLossScaling();

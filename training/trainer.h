@@ -33,7 +33,8 @@
 //
 // Thread safety: not thread-safe; one owner serialises calls.
 // Errors: Create - INVALID_ARGUMENT for gradient_accumulation_steps or
-// replicas < 1, and what Autodiff::Create / Optimizer::Create reject.
+// replicas < 1, a param group naming a weight that is not trained, and
+// what Autodiff::Create / Optimizer::Create reject.
 // Step - INVALID_ARGUMENT for the wrong number of micro-batches or a bad
 // input (message names the micro-batch); SetWeights - INVALID_ARGUMENT for
 // an unknown name or a dtype/shape mismatch; ImportState - INVALID_ARGUMENT

@@ -98,7 +98,8 @@ absl::StatusOr<double> ParseSeconds(absl::string_view text, absl::string_view wh
   return value;
 }
 
-absl::Status ParseOptimizerAttributes(absl::string_view text, std::map<std::string, double>& into) {
+absl::Status ParseOptimizerAttributes(absl::string_view text, std::map<std::string, double>& into,
+                                      absl::string_view flag) {
   constexpr absl::string_view kExample = "; use NAME=VALUE,... e.g. lr=0.001,momentum=0.9";
   std::map<std::string, double> parsed = into;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
@@ -107,22 +108,55 @@ absl::Status ParseOptimizerAttributes(absl::string_view text, std::map<std::stri
     const absl::string_view name = absl::StripAsciiWhitespace(item.substr(0, eq));
     if (eq == absl::string_view::npos || name.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--opt: ", Quote(item), " is not NAME=VALUE", kExample));
+          absl::StrCat(flag, ": ", Quote(item), " is not NAME=VALUE", kExample));
     }
     const absl::string_view value = absl::StripAsciiWhitespace(item.substr(eq + 1));
     double number = 0;
     if (value == "true" || value == "false") {
       number = value == "true" ? 1.0 : 0.0;
     } else if (!absl::SimpleAtod(value, &number) || std::isnan(number)) {
-      return absl::InvalidArgumentError(absl::StrCat("--opt ", name, ": ", Quote(value),
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", name, ": ", Quote(value),
                                                      " is not a number or true/false", kExample));
     }
     if (!parsed.emplace(std::string(name), number).second) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--opt ", name, " is given twice; give each attribute once"));
+          absl::StrCat(flag, " ", name, " is given twice; give each attribute once"));
     }
   }
   into = std::move(parsed);
+  return absl::OkStatus();
+}
+
+// Split at the last ':' so that the attributes (which hold none) stay whole
+// whatever the weight names hold.
+absl::Status ParseParamGroup(absl::string_view text, std::vector<std::string>& weights,
+                             std::map<std::string, double>& attrs) {
+  constexpr absl::string_view kForm =
+      "; use WEIGHT,...:NAME=VALUE,... e.g. fc.bias,ln.weight:weight_decay=0";
+  const size_t colon = text.rfind(':');
+  if (colon == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--opt-group ", Quote(text), " has no ':' before its attributes", kForm));
+  }
+  std::vector<std::string> names;
+  for (absl::string_view w : absl::StrSplit(text.substr(0, colon), ',')) {
+    w = absl::StripAsciiWhitespace(w);
+    if (w.empty() || std::find(names.begin(), names.end(), w) != names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--opt-group ", Quote(text), w.empty() ? " has an empty weight name" : " repeats ",
+          w.empty() ? "" : Quote(w), kForm));
+    }
+    names.emplace_back(w);
+  }
+  std::map<std::string, double> parsed;
+  IPUPOD_RETURN_IF_ERROR(ParseOptimizerAttributes(text.substr(colon + 1), parsed, "--opt-group"));
+  if (parsed.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--opt-group ", Quote(text),
+                     " sets no attribute (its weights would take the optimizer's)", kForm));
+  }
+  weights = std::move(names);
+  attrs = std::move(parsed);
   return absl::OkStatus();
 }
 

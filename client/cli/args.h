@@ -124,7 +124,16 @@ struct GlobalFlags {
 // or true/false for flags (1/0). Names are checked later, against the
 // optimizer. INVALID_ARGUMENT for an item without '=', an empty name, a value
 // that is not a number, or a name given twice (`into` is unchanged then).
-absl::Status ParseOptimizerAttributes(absl::string_view text, std::map<std::string, double>& into);
+absl::Status ParseOptimizerAttributes(absl::string_view text, std::map<std::string, double>& into,
+                                      absl::string_view flag = "--opt");
+
+// `compile --opt-group`: one param group, "WEIGHT,...:NAME=VALUE,..." (the
+// weights, then after the last ':' attributes as --opt takes them), e.g.
+// "fc.bias,ln.weight:weight_decay=0". INVALID_ARGUMENT without ':', without
+// a weight or an attribute, for an empty or repeated weight name, or what
+// ParseOptimizerAttributes refuses.
+absl::Status ParseParamGroup(absl::string_view text, std::vector<std::string>& weights,
+                             std::map<std::string, double>& attrs);
 
 // Reads an environment variable; nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(absl::string_view)>;

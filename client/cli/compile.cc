@@ -5,8 +5,9 @@
 // the server reads it); this file reads the inputs, maps failures to exit codes and prints the
 // result.
 //
-// Exit codes: 2 a bad command line (also --loss/--optimizer/--opt/--freeze/
-// --buffer without --train, a --buffer that is not NAME=VALUE, an unknown optimizer or attribute),
+// Exit codes: 2 a bad command line (also --loss/--optimizer/--opt/--opt-group/--freeze/
+// --buffer without --train, a --buffer that is not NAME=VALUE, an unknown optimizer or attribute,
+// an --opt-group that is not WEIGHT,...:NAME=VALUE,... or sets a flag unlike the optimizer's),
 // 3 a file does not exist (the message names it), 9 a bad --ipu-config / --set / --module-map
 // value, 12 the model does not compile with this config (placement, run
 // shape, out of IPU memory, loss or frozen weight not in the model, an op
@@ -52,7 +53,8 @@ struct CompileArgs {
   bool train = false;
   std::string loss;
   std::string optimizer;
-  std::vector<std::string> opts;  // "k=v,..." each
+  std::vector<std::string> opts;        // "k=v,..." each
+  std::vector<std::string> opt_groups;  // "w1,w2:k=v,..." each: param group i
   std::vector<std::string> freeze;
   std::vector<std::string> buffers;  // "NAME=VALUE" each
 };
@@ -93,15 +95,36 @@ absl::StatusOr<compiler::PreparedCompile> Prepare(Context& ctx, const CompileArg
   return prepared;
 }
 
+// --opt and --opt-group into `t`, checked against the optimizer (its
+// names, ranges, and what groups must share).
+absl::Status OptimizerOptions(const CompileArgs& args, compiler::TrainingOptions& t) {
+  for (const std::string& opt : args.opts) {
+    absl::Status parsed = ParseOptimizerAttributes(opt, t.optimizer_attrs);
+    if (!parsed.ok()) return parsed;
+  }
+  std::vector<training::ParamGroupOptions> groups;
+  for (const std::string& text : args.opt_groups) {
+    compiler::ParamGroup& group = t.param_groups.emplace_back();
+    IPUPOD_RETURN_IF_ERROR(ParseParamGroup(text, group.weights, group.variables));
+    groups.push_back({group.weights, group.variables});
+  }
+  absl::StatusOr<training::OptimizerKind> kind =
+      training::ParseOptimizerKind(t.optimizer.empty() ? "sgd" : t.optimizer);
+  if (!kind.ok()) return WithContext(kind.status(), "--optimizer");
+  absl::Status valid = training::OptimizerSpec::Create(*kind, t.optimizer_attrs, groups).status();
+  return valid.ok() ? valid : WithContext(valid, groups.empty() ? "--opt" : "--opt/--opt-group");
+}
+
 // The training flags: a usage error without --train, or for an optimizer or
 // attribute training/optimizer.h does not know (checked here, before the
 // model is read, so a typo is exit 2 and not a failed compile).
 absl::Status TrainingOptions(const CompileArgs& args, compiler::CompileOptions& options) {
   if (!args.train) {
     if (!args.loss.empty() || !args.optimizer.empty() || !args.opts.empty() ||
-        !args.freeze.empty()) {
+        !args.opt_groups.empty() || !args.freeze.empty()) {
       return absl::InvalidArgumentError(
-          "--loss, --optimizer, --opt and --freeze need --train (they describe training)");
+          "--loss, --optimizer, --opt, --opt-group and --freeze need --train (they describe "
+          "training)");
     }
   } else {
     options.for_inference = false;
@@ -121,15 +144,7 @@ absl::Status TrainingOptions(const CompileArgs& args, compiler::CompileOptions& 
           absl::StrCat("--buffer '", b.substr(0, eq), "' is given twice"));
     }
   }
-  for (const std::string& opt : args.opts) {
-    absl::Status parsed = ParseOptimizerAttributes(opt, t.optimizer_attrs);
-    if (!parsed.ok()) return parsed;
-  }
-  absl::StatusOr<training::OptimizerKind> kind =
-      training::ParseOptimizerKind(t.optimizer.empty() ? "sgd" : t.optimizer);
-  if (!kind.ok()) return WithContext(kind.status(), "--optimizer");
-  absl::Status valid = training::OptimizerSpec::Create(*kind, t.optimizer_attrs).status();
-  return valid.ok() ? valid : WithContext(valid, "--opt");
+  return OptimizerOptions(args, t);
 }
 
 Json SpecsJson(const compiler::Executable& e, const std::vector<compiler::TensorSpec>& specs,
@@ -179,16 +194,25 @@ std::string AttributesText(const std::map<std::string, double>& attrs) {
 }
 
 // "training: loss 'loss', 2 trainable weights, 2 buffers, sgd (variables lr=0.01;
-// constants ...)".
+// constants ...)", then a line per param group ("  group/0: fc.bias, ln.weight:
+// weight_decay=0").
 std::string TrainingText(const compiler::TrainingSpec& t) {
   std::string buffers;
   if (!t.buffers.empty()) {
     absl::StrAppend(&buffers, t.buffers.size(), t.buffers.size() == 1 ? " buffer, " : " buffers, ");
   }
-  return absl::StrCat("training: loss '", t.loss, "', ", t.weights.size(),
-                      t.weights.size() == 1 ? " trainable weight" : " trainable weights", ", ",
-                      buffers, t.optimizer, " (variables ", AttributesText(t.variables),
-                      "; constants ", AttributesText(t.constants), ")\n");
+  std::string text =
+      absl::StrCat("training: loss '", t.loss, "', ", t.weights.size(),
+                   t.weights.size() == 1 ? " trainable weight" : " trainable weights", ", ",
+                   buffers, t.optimizer, " (variables ", AttributesText(t.variables),
+                   "; constants ", AttributesText(t.constants), ")\n");
+  for (size_t i = 0; i < t.param_groups.size(); ++i) {
+    const compiler::ParamGroup& g = t.param_groups[i];
+    absl::StrAppend(&text, "  group/", i, ": ",
+                    g.weights.empty() ? "no weights" : absl::StrJoin(g.weights, ", "), ": ",
+                    AttributesText(g.variables), "\n");
+  }
+  return text;
 }
 
 Json CompiledJson(const CompileArgs& args, const compiler::CachedCompile& compiled,
@@ -288,6 +312,11 @@ v1::CompileRequest RemoteRequest(const CompileArgs& args, const compiler::Compil
   request.set_optimizer(inputs.training.optimizer);
   request.mutable_optimizer_attrs()->insert(inputs.training.optimizer_attrs.begin(),
                                             inputs.training.optimizer_attrs.end());
+  for (const compiler::ParamGroup& g : inputs.training.param_groups) {
+    v1::ParamGroup* group = request.add_param_groups();
+    for (const std::string& w : g.weights) group->add_weights(w);
+    group->mutable_attrs()->insert(g.variables.begin(), g.variables.end());
+  }
   for (const std::string& frozen : inputs.training.frozen) request.add_frozen(frozen);
   request.mutable_buffers()->insert(inputs.training.buffers.begin(), inputs.training.buffers.end());
   request.set_report(true);
@@ -357,6 +386,14 @@ void AddTrainingFlags(CLI::App& compile, CompileArgs& args) {
                   "Optimizer attributes: numbers, or true/false for nesterov, amsgrad, centered, "
                   "bias_correction (repeatable)")
       ->type_name("\"lr=0.001,momentum=0.9\"")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  compile
+      .add_option("--opt-group", args.opt_groups,
+                  "A param group: these weights take these attributes instead of the "
+                  "optimizer's (repeatable; the i-th is group i, from 0, whose variables "
+                  "SetOptimizer names group/<i>/<attr>)")
+      ->type_name("\"fc.bias,ln.weight:weight_decay=0\"")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   compile.add_option("--freeze", args.freeze, "Initializers not to train (repeatable)")
@@ -481,6 +518,57 @@ int RunInspect(Context& ctx, const InspectArgs& args) {
   return ctx.Print(InspectJson(args, *e, *weights), InspectText(args, *e, *weights));
 }
 
+// The compile command's help after its options: what it does, the exit
+// codes and examples.
+const char* CompileFooter() {
+  return "Compiles on this machine; no server is needed. With --remote the server compiles\n"
+         "(the model is uploaded once, by its SHA-256; the config and module map are read here)\n"
+         "and the executable stays in its cache for you (`ipupod run` finds it there) as well\n"
+         "as being written to -o. Placement: --module-map if given,\n"
+         "else the model's PopART __ipu_number/__pipeline_stage attributes, else layers_per_ipu.\n"
+         "With executable_cache_dir set in the config, an unchanged model and config are\n"
+         "read from the cache instead of compiled again.\n"
+         "An out-of-memory failure prints the report table (stderr) with the error.\n"
+         "--train compiles for training with the config's training keys (replication_factor,\n"
+         "device_iterations, gradient_accumulation_steps, layers_per_ipu, output_mode,\n"
+         "optimizer_state_offchip, recompute_checkpoint_every_layer); the model must output its\n"
+         "loss (`return out, loss`). --opt attributes are variables (changeable between runs),\n"
+         "the others constants; lr is always a variable. Param groups (torch's param_groups):\n"
+         "--opt-group \"W1,W2:NAME=VALUE,...\" gives weights W1 and W2 attributes of their own,\n"
+         "each a variable of the group (the i-th --opt-group is group i, from 0, and a run sets\n"
+         "its lr as group/<i>/lr); what a group does not set follows the optimizer's value.\n"
+         "nesterov, amsgrad, centered, bias_correction, loss_scaling and the accum types must\n"
+         "be the same for every group. --report adds gradients and optimizer\n"
+         "state per IPU. Buffers: a BatchNormalization exported in training mode\n"
+         "(torch.onnx.export(..., training=torch.onnx.TrainingMode.TRAINING)) updates its running\n"
+         "statistics on every micro-batch; --buffer names any other state the model updates.\n"
+         "float16: a model whose weights, inputs and outputs are FLOAT16 runs in float16 (export "
+         "in\n"
+         "float32 and convert the graph; docs/differences.md has the numerics). "
+         "enable_half_partials\n"
+         "(default true) sums its products in float16. To train it, scale the loss: --opt\n"
+         "loss_scaling=1024, or --set auto_loss_scaling=true to let the scale move by itself.\n"
+         "\n"
+         "Exit codes: 0 ok, 2 a bad command line (training flags without --train, an unknown\n"
+         "optimizer or attribute, a malformed --opt-group or one giving a flag another value),\n"
+         "3 a file does not exist (named in the message), 9 a bad --ipu-config/--set/--module-map\n"
+         "value, 12 the model does not compile with this config (placement, run shape, out of\n"
+         "IPU memory, no such loss or weight, also in a group, an op without a backward rule),\n"
+         "1 an I/O error. With --remote also the server's: 8 it cannot be\n"
+         "reached, 5 a bound (the model's size, compiles at once, its memory), 6 its compile\n"
+         "time limit, 4 no permission.\n"
+         "\n"
+         "Examples:\n"
+         "  ipupod compile gpt2.onnx --ipu-config ipu_config.json -o gpt2.ipx --report\n"
+         "  ipupod compile mlp.onnx --set \"inference_device_iterations=4,layers_per_ipu=[2 2]\"\n"
+         "  ipupod --server pod.example.org:50051 compile mlp.onnx --remote --train\n"
+         "  ipupod compile bert.onnx --module-map map.json --report --json | jq .report.ipus\n"
+         "  ipupod compile mlp.onnx --train --optimizer adam --opt lr=0.001 --freeze fc1.w \\\n"
+         "      --set gradient_accumulation_steps=4 --report\n"
+         "  ipupod compile bert.onnx --train --optimizer adamw --opt lr=5e-5,weight_decay=0.01 \\\n"
+         "      --opt-group \"fc.bias,ln.weight,ln.bias:weight_decay=0\"  # optimum's grouping";
+}
+
 }  // namespace
 
 void AddCompileCommand(CLI::App& app, Selection& selection) {
@@ -512,43 +600,7 @@ void AddCompileCommand(CLI::App& app, Selection& selection) {
   compile->add_flag("--report", args->report,
                     "Print the memory and time report per IPU (JSON under \"report\" with --json)");
   AddTrainingFlags(*compile, *args);
-  compile->footer(
-      "Compiles on this machine; no server is needed. With --remote the server compiles\n"
-      "(the model is uploaded once, by its SHA-256; the config and module map are read here)\n"
-      "and the executable stays in its cache for you (`ipupod run` finds it there) as well\n"
-      "as being written to -o. Placement: --module-map if given,\n"
-      "else the model's PopART __ipu_number/__pipeline_stage attributes, else layers_per_ipu.\n"
-      "With executable_cache_dir set in the config, an unchanged model and config are\n"
-      "read from the cache instead of compiled again.\n"
-      "An out-of-memory failure prints the report table (stderr) with the error.\n"
-      "--train compiles for training with the config's training keys (replication_factor,\n"
-      "device_iterations, gradient_accumulation_steps, layers_per_ipu, output_mode,\n"
-      "optimizer_state_offchip, recompute_checkpoint_every_layer); the model must output its\n"
-      "loss (`return out, loss`). --opt attributes are variables (changeable between runs),\n"
-      "the others constants; lr is always a variable. --report adds gradients and optimizer\n"
-      "state per IPU. Buffers: a BatchNormalization exported in training mode\n"
-      "(torch.onnx.export(..., training=torch.onnx.TrainingMode.TRAINING)) updates its running\n"
-      "statistics on every micro-batch; --buffer names any other state the model updates.\n"
-      "float16: a model whose weights, inputs and outputs are FLOAT16 runs in float16 (export in\n"
-      "float32 and convert the graph; docs/differences.md has the numerics). enable_half_partials\n"
-      "(default true) sums its products in float16. To train it, scale the loss: --opt\n"
-      "loss_scaling=1024, or --set auto_loss_scaling=true to let the scale move by itself.\n"
-      "\n"
-      "Exit codes: 0 ok, 2 a bad command line (training flags without --train, an unknown\n"
-      "optimizer or attribute), 3 a file does not exist (named in the message), 9 a bad\n"
-      "--ipu-config/--set/--module-map value, 12 the model does not compile with this config\n"
-      "(placement, run shape, out of IPU memory, no such loss or weight, an op without a\n"
-      "backward rule), 1 an I/O error. With --remote also the server's: 8 it cannot be\n"
-      "reached, 5 a bound (the model's size, compiles at once, its memory), 6 its compile\n"
-      "time limit, 4 no permission.\n"
-      "\n"
-      "Examples:\n"
-      "  ipupod compile gpt2.onnx --ipu-config ipu_config.json -o gpt2.ipx --report\n"
-      "  ipupod compile mlp.onnx --set \"inference_device_iterations=4,layers_per_ipu=[2 2]\"\n"
-      "  ipupod --server pod.example.org:50051 compile mlp.onnx --remote --train\n"
-      "  ipupod compile bert.onnx --module-map map.json --report --json | jq .report.ipus\n"
-      "  ipupod compile mlp.onnx --train --optimizer adam --opt lr=0.001 --freeze fc1.w \\\n"
-      "      --set gradient_accumulation_steps=4 --report");
+  compile->footer(CompileFooter());
   OnSelected(compile, selection, "compile",
              [args](Context& ctx) { return RunCompile(ctx, *args); });
 }

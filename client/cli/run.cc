@@ -664,7 +664,9 @@ void AddTrainingOptions(CLI::App* run, TrainArgs& t) {
                   "Train for K weight updates (a multiple of device_iterations)")
       ->type_name("K")
       ->check(CLI::PositiveNumber);
-  run->add_option("--lr", t.lr, "Set the learning rate before training (lr is always a variable)")
+  run->add_option("--lr", t.lr,
+                  "Set the learning rate before training (lr is always a variable; the "
+                  "optimizer-wide one: --opt-group groups that set lr keep theirs)")
       ->type_name("X")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--save-model", t.save_model,

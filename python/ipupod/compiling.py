@@ -89,14 +89,34 @@ def _attrs(optimizer_attrs: Optional[Mapping[str, Union[float, bool]]]) -> Dict[
     return out
 
 
+def _param_groups(groups: Sequence[Mapping[str, Any]]) -> List[compile_pb2.ParamGroup]:
+    """torch-shaped param groups, ``{"params": [names], "weight_decay": 0.0, ...}``."""
+    out = []
+    for index, group in enumerate(groups):
+        if not isinstance(group, Mapping) or "params" not in group:
+            raise errors.local_error(f"param_groups[{index}] is {group!r}; each is a dict with "
+                                     f"'params' (weight names) and attributes, e.g. "
+                                     f"{{'params': ['fc.bias'], 'weight_decay': 0.0}}",
+                                     grpc.StatusCode.INVALID_ARGUMENT, _LOCATION)
+        names = group["params"]
+        if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+            raise errors.local_error(f"param_groups[{index}]['params'] must be a list of weight "
+                                     f"names, not {names!r}", grpc.StatusCode.INVALID_ARGUMENT,
+                                     _LOCATION)
+        attrs = _attrs({k: v for k, v in group.items() if k != "params"})
+        out.append(compile_pb2.ParamGroup(weights=list(names), attrs=attrs))
+    return out
+
+
 def _check_training(train: bool, loss: str, optimizer: str, optimizer_attrs: Mapping[str, float],
-                    frozen: Sequence[str], buffers: Mapping[str, str]) -> None:
+                    frozen: Sequence[str], buffers: Mapping[str, str],
+                    param_groups: Sequence[Any] = ()) -> None:
     if optimizer and optimizer not in OPTIMIZERS:
         raise errors.local_error(f"unknown optimizer '{optimizer}'; use one of "
                                  f"{', '.join(OPTIMIZERS)}", grpc.StatusCode.INVALID_ARGUMENT,
                                  _LOCATION)
-    if not train and (loss or optimizer or optimizer_attrs or frozen):
-        raise errors.local_error("loss, optimizer, optimizer_attrs and frozen are "
+    if not train and (loss or optimizer or optimizer_attrs or frozen or param_groups):
+        raise errors.local_error("loss, optimizer, optimizer_attrs, param_groups and frozen are "
                                  "training options: pass train=True too",
                                  grpc.StatusCode.INVALID_ARGUMENT, _LOCATION)
 
@@ -125,7 +145,7 @@ class CompileMixin:
                 loss: str = "", optimizer: str = "",
                 optimizer_attrs: Optional[Mapping[str, Union[float, bool]]] = None,
                 frozen: Sequence[str] = (), buffers: Optional[Mapping[str, str]] = None,
-                report: bool = False,
+                param_groups: Sequence[Mapping[str, Any]] = (), report: bool = False,
                 output: Union[None, str, "os.PathLike[str]"] = None) -> CompileResult:
         """Compiles an ONNX model on the server, as ``ipupod compile`` does locally.
 
@@ -139,8 +159,12 @@ class CompileMixin:
             train: a training executable; then ``loss`` (the scalar output, "" = the only
                 one), ``optimizer`` (sgd|adam|adamw|rmsprop|lamb, "" = sgd),
                 ``optimizer_attrs`` (variables: ``{"lr": 0.01, "momentum": 0.9}``; booleans
-                as True/False), ``frozen`` (initializers not to train) and ``buffers``
-                (initializer -> the value replacing it every micro-batch).
+                as True/False), ``frozen`` (initializers not to train), ``buffers``
+                (initializer -> the value replacing it every micro-batch) and
+                ``param_groups``, torch-shaped: ``[{"params": ["fc.bias", "ln.weight"],
+                "weight_decay": 0.0}]`` gives those weights attributes of their own, each a
+                variable of group i that ``session.set_optimizer`` names ``group/<i>/<attr>``
+                (``ipupod compile --opt-group``).
             report: include the memory and time report.
             output: write the .ipx there too (it also stays in the server's cache).
 
@@ -149,14 +173,16 @@ class CompileMixin:
         when the server's compile limits are reached (retry later).
         """
         attrs = _attrs(optimizer_attrs)
-        _check_training(train, loss, optimizer, attrs, frozen, buffers or {})
+        groups = _param_groups(param_groups)
+        _check_training(train, loss, optimizer, attrs, frozen, buffers or {}, groups)
         source = _BlobSource(_model_bytes(model), "model", _LOCATION)
         self._put(source)
         request = compile_pb2.CompileRequest(
             model_sha256=source.sha256, ipu_config_json=_config_json(ipu_config), set=list(set),
             module_map_json=json.dumps(dict(module_map)) if module_map else "", train=train,
             loss=loss, optimizer=optimizer, optimizer_attrs=attrs, frozen=list(frozen),
-            buffers=dict(buffers or {}), return_executable=output is not None, report=report)
+            buffers=dict(buffers or {}), param_groups=groups,
+            return_executable=output is not None, report=report)
         responses = self._stream_out(self._compile_stub.Compile, request,
                                      "CompileService.Compile")
         return _receive(responses, output, f"CompileService.Compile at {self.server}")

@@ -208,8 +208,9 @@ class Session:
     def set_optimizer(self, variables: Optional[Mapping[str, float]] = None,
                       **kwargs: float) -> execution_pb2.OptimizerInfo:
         """Training: changes optimizer variables for later runs, e.g. ``set_optimizer(lr=1e-3)``
-        (all or nothing). FAILED_PRECONDITION for a constant attribute: recompile with it in
-        ``--opt`` to make it a variable."""
+        (all or nothing); param group i's as ``set_optimizer({"group/1/lr": 1e-4})``.
+        FAILED_PRECONDITION for a constant attribute: recompile with it in ``--opt`` (or the
+        group's ``--opt-group``) to make it a variable."""
         values = dict(variables or {}, **kwargs)
         request = execution_pb2.SetOptimizerRequest(
             session=self.id, variables={k: float(v) for k, v in values.items()})

@@ -139,7 +139,7 @@ def test_unsupported_optimizers_and_changed_constants_are_refused():
     params = list(TwoLayers().parameters())
     with pytest.raises(ValueError, match="not Adagrad"):
         optim.describe(torch.optim.Adagrad(params))
-    with pytest.raises(ValueError, match="param groups differ in 'lr'"):
+    with pytest.raises(ValueError, match="needs the model"):
         optim.describe(torch.optim.SGD([{"params": params[:2], "lr": 0.1},
                                         {"params": params[2:]}], lr=0.01))
     with pytest.raises(ValueError, match="maximize"):
@@ -152,6 +152,74 @@ def test_unsupported_optimizers_and_changed_constants_are_refused():
                                                                   momentum=0.5)))
     with pytest.raises(ValueError, match="compiled with sgd, not adam"):
         optim.changes(compiled, optim.describe(torch.optim.Adam(params)))
+
+
+def test_param_groups_map_to_the_compilers_groups_by_parameter_name():
+    model = TwoLayers()
+    decay = [model.layer1.weight, model.layer2.weight]
+    no_decay = [model.layer1.bias, model.layer2.bias]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=5e-5)
+    spec = optim.describe(opt, model)
+    assert spec.name == "adamw" and spec.values["weight_decay"] == 0.01
+    assert [g.weights for g in spec.groups] == [["layer1.weight", "layer2.weight"],
+                                                ["layer1.bias", "layer2.bias"]]
+    # lr always; weight_decay 0 is off torch's default (a variable) and off group 0's
+    assert spec.groups[0].attrs == {"lr": 5e-5}
+    assert spec.groups[1].attrs == {"lr": 5e-5, "weight_decay": 0.0}
+    assert optim.compile_groups(spec, ["layer1.weight", "layer1.bias", "layer2.bias"]) == [
+        {"params": ["layer1.weight"], "lr": 5e-5},
+        {"params": ["layer1.bias", "layer2.bias"], "lr": 5e-5, "weight_decay": 0.0}]
+    single = optim.describe(torch.optim.AdamW(model.parameters()), model)
+    assert single.groups == () and optim.compile_groups(single, ["layer1.weight"]) == []
+
+
+def halves(model, **second):
+    """Two param groups (torch fills in their dicts: make new ones every time)."""
+    return [{"params": [model.layer1.weight, model.layer1.bias]},
+            {"params": [model.layer2.weight, model.layer2.bias], **second}]
+
+
+def test_set_optimizer_changes_map_to_group_variables():
+    model = TwoLayers()
+    compiled = optim.describe(poptorch.optim.SGD(halves(model, lr=0.5), lr=0.1, momentum=0.9),
+                              model)
+    opt = poptorch.optim.SGD(halves(model, lr=0.5), lr=0.1, momentum=0.9)
+    opt.param_groups[1]["lr"] = 0.25
+    opt.param_groups[0]["momentum"] = 0.5
+    changed = optim.changes(compiled, optim.describe(opt, model))
+    assert changed == {"group/1/lr": 0.25, "group/0/momentum": 0.5}
+    now = optim.applied(compiled, changed)
+    assert now.groups[1].values["lr"] == 0.25 and now.groups[0].values["momentum"] == 0.5
+    assert optim.changes(now, optim.describe(opt, model)) == {}
+    opt.param_groups[1]["dampening"] = 0.5  # not passed: a constant
+    with pytest.raises(ValueError, match="'dampening' is a constant"):
+        optim.changes(now, optim.describe(opt, model))
+    regrouped = poptorch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="param groups changed"):
+        optim.changes(compiled, optim.describe(regrouped, model))
+
+
+def test_what_poptorch_takes_once_per_optimizer_must_agree_across_groups():
+    model = TwoLayers()
+    opt = poptorch.optim.SGD(halves(model), lr=0.1, momentum=0.9, loss_scaling=2.0)
+    opt.param_groups[1]["loss_scaling"] = 4.0
+    with pytest.raises(ValueError, match="param groups differ in 'loss_scaling'.*set it on "
+                                         "the optimizer"):
+        optim.describe(opt, model)
+    with pytest.raises(ValueError, match="differ in 'nesterov'"):
+        optim.describe(torch.optim.SGD(halves(model, nesterov=True), lr=0.1, momentum=0.9),
+                       model)
+    with pytest.raises(ValueError, match="differ in 'amsgrad'"):
+        optim.describe(torch.optim.Adam(halves(model, amsgrad=True)), model)
+    velocity = poptorch.optim.SGD(halves(model), lr=0.1, momentum=0.9, velocity_scaling=2.0)
+    velocity.param_groups[1]["velocity_scaling"] = 8.0  # may differ (seed 003, 4.5)
+    spec = optim.describe(velocity, model)
+    assert spec.groups[1].attrs["velocity_scaling"] == 8.0
+    other = TwoLayers()
+    with pytest.raises(ValueError, match="not parameters of the model"):
+        optim.describe(torch.optim.SGD([{"params": other.parameters()},
+                                        {"params": model.parameters()}], lr=0.1), model)
 
 
 def test_lamb_steps_on_the_cpu_too():
@@ -336,6 +404,12 @@ def test_client_compile_checks_its_arguments_before_sending():
     assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
     with pytest.raises(ipupod.Error, match="pass train=True"):
         client.compile(b"onnx", loss="loss")
+    with pytest.raises(ipupod.Error, match="pass train=True"):
+        client.compile(b"onnx", param_groups=[{"params": ["fc.bias"], "lr": 0.1}])
+    with pytest.raises(ipupod.Error, match=r"param_groups\[0\] is .* 'params'"):
+        client.compile(b"onnx", train=True, param_groups=[{"lr": 0.1}])
+    with pytest.raises(ipupod.Error, match="list of weight names"):
+        client.compile(b"onnx", train=True, param_groups=[{"params": "fc.bias"}])
     with pytest.raises(ipupod.Error, match="ONNX file path"):
         client.compile(42)
     with pytest.raises(ipupod.Error, match="cannot reach ipupodd") as caught:

@@ -151,6 +151,35 @@ TEST(AppTest, CompileTrainingFlagsAreCheckedBeforeTheModelIsRead) {
                               HasSubstr("ipupod compile mlp.onnx --train")));
 }
 
+TEST(AppTest, CompileOptGroupIsCheckedBeforeTheModelIsRead) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"compile", "absent.onnx", "--opt-group", "b:lr=0.1"},
+           {"compile", "absent.onnx", "--train", "--opt-group", "b"},
+           {"compile", "absent.onnx", "--train", "--opt-group", ":lr=0.1"},
+           {"compile", "absent.onnx", "--train", "--opt-group", "b:"},
+           {"compile", "absent.onnx", "--train", "--opt-group", "b:beta1=0.5"},
+           {"compile", "absent.onnx", "--train", "--opt", "momentum=0.9", "--opt-group",
+            "b:nesterov=true"},
+       }) {
+    Result r = Ipupod(args);
+    EXPECT_EQ(r.code, 2) << args.back() << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("error: ")) << args.back();
+  }
+  EXPECT_THAT(Ipupod({"compile", "absent.onnx", "--train", "--opt-group", "b"}).err,
+              HasSubstr("WEIGHT,...:NAME=VALUE"));
+  EXPECT_THAT(Ipupod({"compile", "absent.onnx", "--train", "--opt", "momentum=0.9", "--opt-group",
+                      "b:nesterov=true"})
+                  .err,
+              HasSubstr("same for every param group"));
+  EXPECT_EQ(Ipupod({"compile", "absent.onnx", "--train", "--optimizer", "adamw", "--opt-group",
+                    "fc.bias,ln.weight:weight_decay=0", "--opt-group", "fc.weight:lr=0.1"})
+                .code,
+            3);
+  Result help = Ipupod({"compile", "--help"});
+  EXPECT_THAT(help.out, AllOf(HasSubstr("--opt-group"), HasSubstr("group/<i>/lr"),
+                              HasSubstr("fc.bias,ln.weight,ln.bias:weight_decay=0")));
+}
+
 TEST(AppTest, UnreachableServerIsUnavailableWithTheAddress) {
   Result human = Ipupod({"--server", "127.0.0.1:1", "info"});
   EXPECT_EQ(human.code, 8);

@@ -91,6 +91,31 @@ TEST(ParseOptimizerAttributesTest, BadItemsChangeNothing) {
   EXPECT_EQ(attrs, (std::map<std::string, double>{{"lr", 0.1}}));
 }
 
+TEST(ParseParamGroupTest, WeightsThenAttributesAfterTheLastColon) {
+  std::vector<std::string> weights;
+  std::map<std::string, double> attrs;
+  ASSERT_TRUE(ParseParamGroup("fc.bias, ln.weight:weight_decay=0,lr=0.5", weights, attrs).ok());
+  EXPECT_EQ(weights, (std::vector<std::string>{"fc.bias", "ln.weight"}));
+  EXPECT_EQ(attrs, (std::map<std::string, double>{{"weight_decay", 0}, {"lr", 0.5}}));
+  ASSERT_TRUE(ParseParamGroup("dense/kernel:0:lr=1", weights, attrs).ok());  // ':' in a name
+  EXPECT_EQ(weights, (std::vector<std::string>{"dense/kernel:0"}));
+}
+
+TEST(ParseParamGroupTest, MalformedGroupsChangeNothing) {
+  std::vector<std::string> weights = {"kept"};
+  std::map<std::string, double> attrs = {{"lr", 1}};
+  EXPECT_THAT(ParseParamGroup("fc.bias", weights, attrs).message(), HasSubstr("no ':'"));
+  EXPECT_THAT(ParseParamGroup(":lr=1", weights, attrs).message(), HasSubstr("empty weight"));
+  EXPECT_THAT(ParseParamGroup("a,,b:lr=1", weights, attrs).message(), HasSubstr("empty weight"));
+  EXPECT_THAT(ParseParamGroup("a,a:lr=1", weights, attrs).message(), HasSubstr("repeats 'a'"));
+  EXPECT_THAT(ParseParamGroup("a:", weights, attrs).message(), HasSubstr("sets no attribute"));
+  EXPECT_THAT(ParseParamGroup("a:lr", weights, attrs).message(),
+              HasSubstr("--opt-group: 'lr' is not NAME=VALUE"));
+  EXPECT_EQ(ParseParamGroup("a:lr=x", weights, attrs).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(weights, std::vector<std::string>{"kept"});
+  EXPECT_EQ(attrs.size(), 1u);
+}
+
 TEST(ParseFaultKindTest, KnowsEveryKind) {
   EXPECT_EQ(*ParseFaultKind("ipu-reset"), v1::FAULT_KIND_IPU_RESET);
   EXPECT_EQ(*ParseFaultKind("link-reset"), v1::FAULT_KIND_LINK_RESET);

@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
@@ -103,6 +104,45 @@ TEST(ExecutableTest, TrainingSectionRoundTripsWithInfiniteAttributes) {
   auto back = ReadExecutable(Bytes(e));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->training, e.training);
+}
+
+TEST(ExecutableTest, ParamGroupsRoundTripAndAreAbsentWithoutGroups) {
+  Executable e = Sample();
+  e.mode = ExecutableMode::kTraining;
+  e.training.loss = "loss";
+  e.training.weights = {"fc.bias", "fc.weight", "ln.weight"};
+  e.batch_size_factor = 4 * 2;
+  e.training.optimizer = "adamw";
+  e.training.variables = {{"lr", 1e-3}, {"weight_decay", 0.01}};
+  EXPECT_THAT(TrainingSpecJson(e.training), Not(HasSubstr("param_groups")));
+  const std::string without = Bytes(e);
+  e.training.param_groups = {{{"fc.bias", "ln.weight"}, {{"weight_decay", 0}, {"lr", 1e-3}}},
+                             {{}, {{"max_weight_norm", HUGE_VAL}}}};
+  EXPECT_THAT(TrainingSpecJson(e.training),
+              HasSubstr(R"("param_groups":[{"variables":{"lr":0.001,"weight_decay":0.0},)"
+                        R"("weights":["fc.bias","ln.weight"]},{"variables":{"max_weight_norm":)"
+                        R"("inf"},"weights":[]}])"));
+  auto back = ReadExecutable(Bytes(e));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->training, e.training);
+  // A file without the key (and so every file of earlier versions) reads with no groups.
+  auto old = ReadExecutable(without);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_TRUE(old->training.param_groups.empty());
+}
+
+TEST(ExecutableTest, ParamGroupsMustNameTrainableWeights) {
+  Executable e = Sample();
+  e.mode = ExecutableMode::kTraining;
+  e.training.loss = "loss";
+  e.training.weights = {"fc.weight"};
+  e.batch_size_factor = 4 * 2;
+  e.training.param_groups = {{{"fc.bias"}, {{"lr", 1}}}};
+  const absl::Status s = ReadExecutable(Bytes(e)).status();
+  EXPECT_EQ(s.code(), kInvalid);
+  EXPECT_THAT(s.message(), HasSubstr("param group weight 'fc.bias' is not a trainable weight"));
+  e.training.param_groups = {{{"fc.weight"}, {{"lr", 1.0}}}};
+  EXPECT_TRUE(ReadExecutable(Bytes(e)).ok());
 }
 
 TEST(ExecutableTest, RejectsGarbageAndWrongMagic) {

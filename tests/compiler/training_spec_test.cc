@@ -155,6 +155,41 @@ TEST(TrainingSpecTest, ExplicitAttributesAreVariablesFlagsConstants) {
   EXPECT_EQ(MakeTrainingSpec(g, Optimizer("sgd", {{"lr", -1}}), 1).status().code(), kInvalid);
 }
 
+TEST(TrainingSpecTest, ParamGroupsKeepTheirOrderSortedWeightsAndVariables) {
+  const graph::Graph g = Import(testing::MlpWithLossBytes());
+  TrainingOptions o = Optimizer("adamw", {{"lr", 1e-3}});
+  o.param_groups = {{{"fc2.w", "fc1.w"}, {{"weight_decay", 0}, {"amsgrad", 0}}}, {{}, {}}};
+  auto spec = MakeTrainingSpec(g, o, 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->param_groups.size(), 2u);
+  EXPECT_THAT(spec->param_groups[0].weights, ElementsAre("fc1.w", "fc2.w"));
+  // amsgrad, a flag equal to the optimizer's, is not a group variable.
+  EXPECT_THAT(spec->param_groups[0].variables, ElementsAre(Pair("weight_decay", 0.0)));
+  EXPECT_TRUE(spec->param_groups[1].weights.empty());
+  EXPECT_THAT(OptimizerVariables(*spec),
+              ElementsAre(Pair("group/0/weight_decay", 0.0), Pair("lr", 1e-3)));
+  EXPECT_TRUE(MakeTrainingSpec(g, Optimizer("adamw", {}), 1)->param_groups.empty());
+}
+
+TEST(TrainingSpecTest, ParamGroupErrorsAreCompileErrors) {
+  const graph::Graph g = Import(testing::MlpWithLossBytes());
+  TrainingOptions o = Optimizer("sgd", {{"momentum", 0.9}});
+  o.param_groups = {{{"fc1.w", "nope"}, {{"lr", 0.1}}}};
+  auto unknown = MakeTrainingSpec(g, o, 1).status();
+  EXPECT_EQ(unknown.code(), kInvalid);
+  EXPECT_THAT(unknown.message(), AllOf(HasSubstr("param group 0 names 'nope'"),
+                                       HasSubstr("its trainable weights: fc1.w, fc2.w")));
+  o.frozen = {"fc1.w"};
+  EXPECT_THAT(MakeTrainingSpec(g, o, 1).status().message(), HasSubstr("is frozen (--freeze)"));
+  o.frozen.clear();
+  o.param_groups = {{{"fc1.w"}, {{"lr", 0.1}}}, {{"fc1.w"}, {{"lr", 0.2}}}};
+  EXPECT_THAT(MakeTrainingSpec(g, o, 1).status().message(),
+              HasSubstr("in param group 0 and in param group 1"));
+  o.param_groups = {{{"fc1.w"}, {{"nesterov", 1}}}};
+  EXPECT_THAT(MakeTrainingSpec(g, o, 1).status().message(),
+              HasSubstr("must be the same for every param group"));
+}
+
 TEST(TrainingSpecTest, OpWithoutBackwardRuleIsACompileError) {
   auto s = MakeTrainingSpec(Import(testing::MlpWithLossBytes(4, "Exp")), {}, 1).status();
   EXPECT_EQ(s.code(), kInvalid);
@@ -181,6 +216,11 @@ TEST(TrainingSpecTest, OptimizerStateSlots) {
   EXPECT_EQ(slots("rmsprop", {}), 1);
   EXPECT_EQ(slots("rmsprop", {{"momentum", 0.5}, {"centered", 1}}), 3);
   EXPECT_EQ(slots("lamb", {}), 2);
+  TrainingOptions grouped = Optimizer("sgd", {});
+  grouped.param_groups = {{{"fc1.w"}, {{"momentum", 0.5}}}};
+  auto spec = MakeTrainingSpec(g, grouped, 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(OptimizerStateSlots(*spec), 1) << "a group's momentum keeps a buffer";
 }
 
 }  // namespace

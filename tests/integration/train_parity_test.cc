@@ -13,7 +13,8 @@
 // running statistics (buffers updated in place) must match torch's too; a
 // small CNN (two conv blocks with BatchNorm, pooling, a linear head), 100
 // updates of SGD with momentum on 1 IPU and of Adam pipelined over 2 IPUs x
-// 2 replicas.
+// 2 replicas; and param groups from --opt-group: AdamW without weight decay
+// on biases and LayerNorm (optimum's grouping), SGD with two learning rates.
 // Skips when /usr/bin/python3 has no torch.
 #include <cmath>
 #include <cstdio>
@@ -150,7 +151,7 @@ TEST(TrainParityTest, TrainedThroughServerAndCliMatchesTorch) {
     if (std::filesystem::exists(c + "check.npz")) CheckSavedModel(server.address(), c);
     ++cases;
   }
-  EXPECT_EQ(cases, 6);  // every case of make_train_run_cases.py ran
+  EXPECT_EQ(cases, 8);  // every case of make_train_run_cases.py ran
 }
 
 }  // namespace

@@ -39,6 +39,13 @@ Cases (the issue's parity list):
   cnn_adam_pipelined  the same CNN over 2 IPUs (module map) x 2 replicas,
                    Adam defaults, 100 updates of 16 samples (accumulation 4 x 2
                    replicas of micro-batch 2, which torch runs in turn).
+  layernorm_adamw_groups  Linear, LayerNorm, ReLU, Linear with AdamW (lr 0.01,
+                   weight_decay 0.1) and optimum's param groups: no weight decay on
+                   the biases and the LayerNorm weight (--opt-group ...:weight_decay=0),
+                   40 updates of a batch of 8.
+  sgd_two_lrs      the same model, SGD lr 0.05 momentum 0.9 with the head (fc2) in a
+                   param group of lr 0.2 (--opt-group fc2.bias,fc2.weight:lr=0.2), 40
+                   updates.
 Exits with status 77 (skip) if torch, numpy or onnx is missing.
 """
 import json
@@ -124,6 +131,27 @@ class SmallCnn(nn.Module):
     def forward(self, x, target):
         logits = self.head(self.block2(self.block1(x)).flatten(1))
         return logits, F.cross_entropy(logits, target)
+
+
+class NormedRegressor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.ln = nn.LayerNorm(16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x, target):
+        y = self.fc2(F.relu(self.ln(self.fc1(x))))
+        return y, ((y - target) ** 2).mean()
+
+
+def optimum_groups(model, weight_decay):
+    """transformers' Trainer: weight decay on all but the biases and LayerNorm weights."""
+    plain = [n for n, _ in model.named_parameters() if n.endswith("bias") or n.startswith("ln.")]
+    return [{"params": [p for n, p in model.named_parameters() if n not in plain],
+             "weight_decay": weight_decay},
+            {"params": [p for n, p in model.named_parameters() if n in plain],
+             "weight_decay": 0.0}]
 
 
 def export(model, x, t, path, training):
@@ -268,6 +296,22 @@ def main(out_dir):
         {"gradient_accumulation_steps": 4, "replication_factor": 2, "device_iterations": 2},
         ["--optimizer", "adam"], lambda m: torch.optim.Adam(m.parameters()), accumulation=8,
         module_map={"block1": 0, "block2": 1, "head": 1})
+
+    # Param groups whose attributes differ (issue 28), from the CLI's --opt-group.
+    nx = torch.randn(40, 8, 8)
+    nt = torch.randn(40, 8, 4)
+    manifest += write_case(
+        out_dir, "layernorm_adamw_groups", NormedRegressor(),
+        lambda step, micro: (nx[step], nt[step]), 40, {},
+        ["--optimizer", "adamw", "--opt", "lr=0.01,weight_decay=0.1", "--opt-group",
+         "fc1.bias,fc2.bias,ln.bias,ln.weight:weight_decay=0"],
+        lambda m: torch.optim.AdamW(optimum_groups(m, 0.1), lr=0.01))
+    manifest += write_case(
+        out_dir, "sgd_two_lrs", NormedRegressor(), lambda step, micro: (nx[step], nt[step]), 40,
+        {}, ["--opt", "lr=0.05,momentum=0.9", "--opt-group", "fc2.bias,fc2.weight:lr=0.2"],
+        lambda m: torch.optim.SGD([{"params": list(m.fc1.parameters()) + list(m.ln.parameters())},
+                                   {"params": m.fc2.parameters(), "lr": 0.2}],
+                                  lr=0.05, momentum=0.9))
 
     with open(os.path.join(out_dir, "manifest.txt"), "w") as f:
         f.write(manifest)

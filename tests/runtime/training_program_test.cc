@@ -29,7 +29,8 @@ std::string Regressor(int64_t rows) { return test_support::RegressorModel(rows, 
 constexpr int64_t kMicroBatch = 2, kAccumulation = 2, kReplicas = 2, kIterations = 3;
 constexpr int64_t kSamples = kMicroBatch * kAccumulation * kReplicas * kIterations;
 
-std::unique_ptr<Program> TrainingProgram(const std::string& extra = "") {
+std::unique_ptr<Program> TrainingProgram(const std::string& extra = "",
+                                         std::vector<compiler::ParamGroup> groups = {}) {
   compiler::IpuConfig config;
   const absl::Status set = compiler::UpdateFromString(
       config, absl::StrCat("gradient_accumulation_steps=2,replication_factor=2,"
@@ -40,6 +41,7 @@ std::unique_ptr<Program> TrainingProgram(const std::string& extra = "") {
   options.for_inference = false;
   options.training.optimizer = "sgd";
   options.training.optimizer_attrs = {{"lr", 0.1}, {"momentum", 0.9}};
+  options.training.param_groups = std::move(groups);
   auto e = compiler::Compile(Regressor(kMicroBatch), config, options);
   EXPECT_TRUE(e.ok()) << e.status();
   auto p = Program::Create(std::make_shared<const compiler::Executable>(*std::move(e)));
@@ -171,6 +173,38 @@ TEST(TrainingProgramTest, SetOptimizerChangesVariablesOnly) {
   EXPECT_THAT(constant.status().message(), HasSubstr("'dampening' is a constant"));
   EXPECT_EQ(p->GetOptimizer()->variables.at("lr"), 0.01);  // all or nothing
   EXPECT_EQ(p->SetOptimizer({{"lr", -1}}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Param group 0 holds the bias at lr 0: it stays until SetOptimizer sets
+// "group/0/lr", while W trains at the optimizer's lr throughout; a
+// checkpoint carries the group's lr to another program.
+TEST(TrainingProgramTest, ParamGroupVariablesAreSetByTheirQualifiedNames) {
+  std::unique_ptr<Program> p = TrainingProgram("", {{{"bias"}, {{"lr", 0}}}});
+  const auto before = *p->GetWeights({"bias", "W"});
+  ASSERT_TRUE(p->RunStep(StepInputs(0.3f)).ok());
+  const auto after = *p->GetWeights({"bias", "W"});
+  EXPECT_EQ(after[0].second.bytes(), before[0].second.bytes());
+  EXPECT_NE(after[1].second.bytes(), before[1].second.bytes());
+  auto state = p->GetOptimizer();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->variables.at("group/0/lr"), 0.0);
+  EXPECT_EQ(state->variables.at("lr"), 0.1);
+  EXPECT_EQ(p->SetOptimizer({{"group/1/lr", 0.1}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(p->SetOptimizer({{"group/0/lr", 0.1}, {"group/0/momentum", 0.5}}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(p->SetOptimizer({{"group/0/lr", 0.05}}).ok());
+  ASSERT_TRUE(p->RunStep(StepInputs(0.6f)).ok());
+  EXPECT_NE(p->GetWeights({"bias"})->at(0).second.bytes(), after[0].second.bytes());
+  auto checkpoint = p->GetCheckpoint();
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  std::unique_ptr<Program> q = TrainingProgram("", {{{"bias"}, {{"lr", 0}}}});
+  ASSERT_TRUE(q->SetWeights(*checkpoint).ok());
+  EXPECT_FLOAT_EQ(q->GetOptimizer()->variables.at("group/0/lr"), 0.05);  // float32 in transit
+  auto next_p = p->RunStep(StepInputs(0.8f));
+  auto next_q = q->RunStep(StepInputs(0.8f));
+  ASSERT_TRUE(next_p.ok() && next_q.ok());
+  EXPECT_EQ(next_p->losses, next_q->losses);
 }
 
 TEST(TrainingProgramTest, SetWeightsTakesAWholeCheckpoint) {

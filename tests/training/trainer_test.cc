@@ -104,6 +104,27 @@ TEST(TrainerTest, PlainSgdFusedStepMatchesTheUnfusedUpdate) {
   EXPECT_EQ((*fused)->step(), 3);
 }
 
+// A param group with lr 0 keeps its weight while the rest trains (and the
+// fused plain-SGD path, one lr for all, is not taken); a group naming a
+// weight the trainer does not train is refused.
+TEST(TrainerTest, ParamGroupsTrainTheirWeightsWithTheirValues) {
+  TrainerOptions o = Options(1, 1);
+  o.optimizer =
+      *OptimizerSpec::Create(OptimizerKind::kSgd, {{"lr", 0.3}}, {{{"bias"}, {{"lr", 0}}}});
+  auto tr = Trainer::Create(Regressor(4), o);
+  ASSERT_TRUE(tr.ok()) << tr.status();
+  const std::vector<Tensor> batch = {Rows(testing::RandomValues(12, -1, 1, 21), 0, 4, 3),
+                                     Rows(testing::RandomValues(8, -1, 1, 22), 0, 4, 2)};
+  const TensorMap before = (*tr)->weights();
+  ASSERT_TRUE((*tr)->Step({batch}).ok());
+  EXPECT_EQ((*tr)->weights().at("bias"), before.at("bias"));
+  EXPECT_NE((*tr)->weights().at("W"), before.at("W"));
+  o.optimizer = *OptimizerSpec::Create(OptimizerKind::kSgd, {}, {{{"W", "nope"}, {{"lr", 1}}}});
+  auto unknown = Trainer::Create(Regressor(4), o);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("'nope', which is not a trainable weight"));
+}
+
 TEST(TrainerTest, CheckpointResumesExactly) {
   TrainerOptions o = Options(1, 1);
   o.optimizer = *OptimizerSpec::Create(OptimizerKind::kAdam, {{"lr", 0.01}});

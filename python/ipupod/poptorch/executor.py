@@ -140,7 +140,7 @@ class PoplarExecutor:
         if training and optimizer is None:
             optimizer = torch.optim.SGD(model.parameters(), lr=0.01)  # PopTorch's default
         self._optimizer = optimizer
-        self._opt_spec = optim.describe(optimizer) if training else None
+        self._opt_spec = optim.describe(optimizer, model) if training else None
         self._bind_optimizer(optimizer)
         self._pending_opt: Dict[str, float] = {}
         self._sync = _WeightSync.of(model)
@@ -450,9 +450,11 @@ class PoplarExecutor:
         settings = self._options.compile_settings(self._training)
         extra: Dict[str, Any] = {}
         if self._training:
+            frozen = export.frozen(self._model, exported, self._optimizer)
+            trained = set(exported.weights) - set(frozen)
             extra = dict(train=True, loss=export.loss_name(exported),
                          optimizer=self._opt_spec.name, optimizer_attrs=self._opt_spec.attrs,
-                         frozen=export.frozen(self._model, exported))
+                         frozen=frozen, param_groups=optim.compile_groups(self._opt_spec, trained))
         if exported.buffers:  # carried from run to run on the device (PopTorch 4.8)
             extra["buffers"] = exported.buffers
 
@@ -658,13 +660,15 @@ class PoplarExecutor:
 
     def _maybe_constants(self, exported: export.Exported) -> Dict[str, torch.Tensor]:
         """The exported tensors the executable may hold as constants, with their values:
-        integer ones, and in training every one but a trainable parameter. attachToDevice
-        keeps those the loaded program does not list as weights."""
+        integer ones, and in training every one but a trained parameter (frozen ones and
+        buffers the model does not update). attachToDevice keeps those the loaded program
+        does not list as weights."""
         state = self._model.state_dict()
-        trainable = {n for n, p in self._model.named_parameters() if p.requires_grad}
+        parameters = {n for n, _ in self._model.named_parameters()}
+        trained = parameters - set(export.frozen(self._model, exported, self._optimizer))
         return {n: state[n].detach().clone() for n in exported.weights
                 if not state[n].is_floating_point()
-                or (self._training and n not in trainable)}
+                or (self._training and n not in trained)}
 
     def isAttachedToDevice(self) -> bool:
         """True while the model holds its IPUs."""
@@ -773,15 +777,14 @@ class PoplarExecutor:
         calls; a changed constant or optimizer kind is an error, as in PopTorch."""
         if not self._training:
             raise ValueError("setOptimizer is for training models")
-        new = optim.describe(optimizer)
+        new = optim.describe(optimizer, self._model)
         self._bind_optimizer(optimizer)
         if self._exported is None:
             self._optimizer, self._opt_spec = optimizer, new
             return
         changed = optim.changes(self._opt_spec, new)
         self._optimizer = optimizer
-        self._opt_spec = dataclasses.replace(self._opt_spec,
-                                             values={**self._opt_spec.values, **changed})
+        self._opt_spec = optim.applied(self._opt_spec, changed)
         if not changed:
             return
         if self.isAttachedToDevice():

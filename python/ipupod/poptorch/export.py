@@ -704,7 +704,13 @@ def loss_name(exported: Exported) -> str:
     return exported.scalar_outputs[-1]
 
 
-def frozen(model: torch.nn.Module, exported: Exported) -> List[str]:
-    """Parameters with ``requires_grad`` False (PopTorch does not train them)."""
+def frozen(model: torch.nn.Module, exported: Exported, optimizer: Any = None) -> List[str]:
+    """The parameters nothing trains: those with ``requires_grad`` False, and those in none
+    of the optimizer's param groups (torch's optimizer never updates them, so neither may
+    the device)."""
     parameters = dict(model.named_parameters())
-    return [n for n in exported.weights if n in parameters and not parameters[n].requires_grad]
+    optimized = None if optimizer is None else {
+        id(p) for group in optimizer.param_groups for p in group["params"]}
+    return [n for n in exported.weights if n in parameters and (
+        not parameters[n].requires_grad
+        or (optimized is not None and id(parameters[n]) not in optimized))]

@@ -7,6 +7,14 @@ variables (changeable between runs with ``setOptimizer``), the others are consta
 compiler's defaults (which are torch's). So :func:`describe` sends every variable and every
 constant whose value is not the default, and :class:`OptimizerSpec` remembers which are
 constant, to refuse a later change as PopTorch does.
+
+Several param groups (``optimizer.param_groups``) become the compiler's param groups, one per
+torch group and in the same order, each naming its parameters (by the model's parameter names)
+and sending ``lr``, its variables and every attribute whose value differs from the first
+group's; the optimizer-wide attributes are the first group's. ``setOptimizer`` then sets
+``param_groups[i][k]`` as the compiler's ``group/<i>/<k>``. What PopTorch takes once per
+optimizer (``loss_scaling``, the accumulator types; here also the flags ``nesterov``,
+``amsgrad``, ``centered``, ``bias_correction``) must be equal in every group.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from typing import Any, Callable, Dict, Iterable, Optional, Set
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 import torch
 
@@ -42,6 +50,9 @@ for _name, _defaults in _COMPILER_DEFAULTS.items():
         _defaults.update({t: 32.0 for t in _STATE_TYPES})
 # Flags change the optimizer state's layout or types: always constants.
 _FLAGS = {"nesterov", "amsgrad", "centered", "bias_correction", *_STATE_TYPES}
+# One value for every param group: the flags, and PopTorch's float16 attributes other than
+# velocity_scaling (seed 003, 4.5), of which the compiler models loss_scaling.
+_SHARED = _FLAGS | {"loss_scaling"}
 # PopTorch's attributes for float16 numerics: loss_scaling, velocity_scaling and the state
 # types are the compiler's attributes; use_combined_accum and max_grad_norm are accepted and
 # not modelled (see docs).
@@ -223,14 +234,29 @@ def _lamb_update(weight: torch.Tensor, state: Dict[str, Any], group: Dict[str, A
 
 
 @dataclasses.dataclass
+class GroupSpec:
+    """One of several param groups as the compiler takes it: its parameters' names
+    (``weights``), the ``attrs`` to send (``lr``, its variables, and what differs from the
+    first group), every attribute's ``values``, and the ``variables`` setOptimizer may
+    change."""
+
+    weights: List[str]
+    attrs: Dict[str, float]
+    values: Dict[str, float]
+    variables: Set[str]
+
+
+@dataclasses.dataclass
 class OptimizerSpec:
     """An optimizer as the compiler takes it: ``name``, ``attrs`` to send (the variables and
-    the constants off their default), every attribute's ``values`` and the ``constants``."""
+    the constants off their default), every attribute's ``values`` and the ``constants``;
+    with several param groups, ``groups`` (none with one: its values are ``values``)."""
 
     name: str
     attrs: Dict[str, float]
     values: Dict[str, float]
     constants: Set[str]
+    groups: Tuple[GroupSpec, ...] = ()  # a class default: pickles from before groups read
 
 
 _NAMES = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
@@ -246,16 +272,11 @@ def _name_of(optimizer: Any) -> str:
                      f"use one of those")
 
 
-def _group_values(optimizer: Any) -> Dict[str, float]:
-    """One value per attribute (PopTorch's rule: the same for every param group)."""
-    first = optimizer.param_groups[0]
-    for group in optimizer.param_groups[1:]:
-        for key, value in first.items():
-            if key != "params" and group.get(key) != value:
-                raise ValueError(f"param groups differ in '{key}' ({value!r} and "
-                                 f"{group.get(key)!r}); ipupod takes one value per attribute")
+def _group_values(optimizer: Any, group: Mapping[str, Any]) -> Dict[str, float]:
+    """One param group's attributes; the optimizer's own (``opt.loss_scaling = 2.0``) where
+    the group has none."""
     values: Dict[str, float] = {}
-    for key, value in first.items():
+    for key, value in group.items():
         if key in _UNSUPPORTED and value:
             raise ValueError(f"{key}=True is not supported by ipupod's optimizers; leave it "
                              f"False")
@@ -294,27 +315,114 @@ def _variables(optimizer: Any, name: str, values: Dict[str, float]) -> Set[str]:
                              and float(defaults[k]) != v)}
 
 
-def describe(optimizer: Any) -> OptimizerSpec:
-    """The compiler's view of ``optimizer`` (ValueError for one ipupod cannot run)."""
+def _check_shared(per_group: List[Dict[str, float]]) -> None:
+    """PopTorch's rule: what it takes once per optimizer is equal in every param group."""
+    first = per_group[0]
+    for index, values in enumerate(per_group[1:], start=1):
+        for key in sorted(_SHARED & (set(first) | set(values))):
+            if values.get(key) != first.get(key):
+                raise ValueError(
+                    f"param groups differ in '{key}' ({first.get(key)!r} in group 0, "
+                    f"{values.get(key)!r} in group {index}); '{key}' must be the same for "
+                    f"every param group (PopTorch takes its float16 attributes other than "
+                    f"velocity_scaling once per optimizer, and the flags fix the optimizer "
+                    f"state): set it on the optimizer")
+
+
+def _names(optimizer: Any, model: Any) -> List[List[str]]:
+    """Every param group's parameters as the model names them."""
+    if model is None:
+        raise ValueError("an optimizer with several param groups needs the model to name "
+                         "their parameters: describe(optimizer, model)")
+    by_id = {id(p): n for n, p in model.named_parameters()}
+    names = []
+    for index, group in enumerate(optimizer.param_groups):
+        missing = [tuple(p.shape) for p in group["params"] if id(p) not in by_id]
+        if missing:
+            raise ValueError(f"param group {index} holds tensors of shape {missing[0]} that "
+                             f"are not parameters of the model; optimize the wrapped model's "
+                             f"parameters")
+        names.append([by_id[id(p)] for p in group["params"]])
+    return names
+
+
+def _groups(optimizer: Any, name: str, per_group: List[Dict[str, float]], model: Any
+            ) -> Tuple[GroupSpec, ...]:
+    """One GroupSpec per param group: lr, its variables and what differs from group 0."""
+    first = per_group[0]
+    out = []
+    for weights, values in zip(_names(optimizer, model), per_group):
+        variables = (_variables(optimizer, name, values) | {"lr"}) - _SHARED
+        attrs = {k: v for k, v in values.items()
+                 if k not in _SHARED and (k in variables or v != first.get(k))}
+        out.append(GroupSpec(weights=weights, attrs=attrs, values=values, variables=variables))
+    return tuple(out)
+
+
+def describe(optimizer: Any, model: Any = None) -> OptimizerSpec:
+    """The compiler's view of ``optimizer`` (ValueError for one ipupod cannot run). With
+    several param groups, ``model`` names their parameters."""
     name = _name_of(optimizer)
     defaults = _COMPILER_DEFAULTS[name]
-    values = {k: v for k, v in _group_values(optimizer).items() if k in defaults}
+    per_group = [{k: v for k, v in _group_values(optimizer, g).items() if k in defaults}
+                 for g in optimizer.param_groups]
+    _check_shared(per_group)
+    values = per_group[0]
     variables = _variables(optimizer, name, values) - _FLAGS
     attrs = {k: v for k, v in values.items() if k in variables or v != defaults[k]}
     constants = set(defaults) - variables
-    return OptimizerSpec(name=name, attrs=attrs, values=values, constants=constants)
+    groups = _groups(optimizer, name, per_group, model) if len(per_group) > 1 else ()
+    return OptimizerSpec(name=name, attrs=attrs, values=values, constants=constants,
+                         groups=groups)
+
+
+def _constant_error(key: str) -> ValueError:
+    return ValueError(f"optimizer attribute '{key}' is a constant of the compiled "
+                      f"model; mark it as a variable (variable_attrs.markAsVariable"
+                      f"('{key}')) or pass it to the constructor before compiling")
 
 
 def changes(compiled: OptimizerSpec, new: OptimizerSpec) -> Dict[str, float]:
-    """The variables to set for ``new`` on an executable compiled for ``compiled``;
-    ValueError when the optimizer kind or a constant would change."""
+    """The variables to set for ``new`` on an executable compiled for ``compiled`` (a param
+    group's as ``group/<i>/<attr>``); ValueError when the optimizer kind, the param groups'
+    parameters or a constant would change."""
     if new.name != compiled.name:
         raise ValueError(f"the model was compiled with {compiled.name}, not {new.name}; wrap "
                          f"the model again to change the optimizer")
-    changed = {k: v for k, v in new.values.items() if compiled.values.get(k) != v}
+    if [sorted(g.weights) for g in new.groups] != [sorted(g.weights) for g in compiled.groups]:
+        raise ValueError(f"the param groups changed ({len(compiled.groups) or 1} compiled, "
+                         f"{len(new.groups) or 1} now, or their parameters differ); wrap the "
+                         f"model again to change them")
+    grouped = bool(compiled.groups)
+    changed = {k: v for k, v in new.values.items()
+               if compiled.values.get(k) != v and not (grouped and k not in _SHARED)}
     for key in changed:
         if key in compiled.constants or key not in compiled.attrs:
-            raise ValueError(f"optimizer attribute '{key}' is a constant of the compiled "
-                             f"model; mark it as a variable (variable_attrs.markAsVariable"
-                             f"('{key}')) or pass it to the constructor before compiling")
+            raise _constant_error(key)
+    for index, (was, now) in enumerate(zip(compiled.groups, new.groups)):
+        for key, value in now.values.items():
+            if key in _SHARED or was.values.get(key) == value:
+                continue
+            if key not in was.variables or key not in was.attrs:
+                raise _constant_error(key)
+            changed[f"group/{index}/{key}"] = value
     return changed
+
+
+def applied(compiled: OptimizerSpec, changed: Mapping[str, float]) -> OptimizerSpec:
+    """``compiled`` after :func:`changes`' ``changed`` were set."""
+    values = {k: v for k, v in changed.items() if not k.startswith("group/")}
+    groups = []
+    for index, group in enumerate(compiled.groups):
+        prefix = f"group/{index}/"
+        mine = {k[len(prefix):]: v for k, v in changed.items() if k.startswith(prefix)}
+        groups.append(dataclasses.replace(group, values={**group.values, **mine}))
+    return dataclasses.replace(compiled, values={**compiled.values, **values},
+                               groups=tuple(groups))
+
+
+def compile_groups(spec: OptimizerSpec, trained: Iterable[str]) -> List[Dict[str, Any]]:
+    """``spec``'s param groups for ``Client.compile(param_groups=...)``, naming only the
+    ``trained`` weights (the exported graph's, not frozen); [] with one group."""
+    keep = set(trained)
+    return [{"params": [w for w in g.weights if w in keep], **g.attrs} for g in spec.groups]

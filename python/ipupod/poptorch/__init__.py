@@ -29,10 +29,11 @@ from ipupod.errors import Error, RecoverableError, UnrecoverableError
 from ipupod.poptorch import enums, optim
 from ipupod.poptorch._support import PoptorchWarning, not_modelled, setLogLevel
 from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
-                                    PipelinedExecution, ShardedExecution, Stage)
+                                    ParallelPhasedExecution, Phase, PipelinedExecution,
+                                    SerialPhasedExecution, ShardedExecution, Stage)
 from ipupod.poptorch.data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from ipupod.poptorch.enums import (CommGroupType, ConnectionType, HalfFloatCastingBehavior,
-                                   MeanReductionStrategy, OverlapMode, ReductionType,
+                                   Liveness, MeanReductionStrategy, OverlapMode, ReductionType,
                                    SharingStrategy, SyncPattern, VariableRetrievalMode)
 from ipupod.poptorch.executor import (PoplarExecutor, inferenceModel, load,
                                       registerPostCompileHook, registerPreCompileHook,
@@ -89,11 +90,6 @@ _NOT_MODELLED = {
     "ctc_beam_search_decoder": f"{_NOT_YET}; decode on the host (torchaudio's CTC decoders)",
     "custom_op": f"{_NOT_YET}: ipupod cannot load PopART custom op libraries; write the op in "
                  f"torch ops that torch.onnx exports",
-    "SerialPhasedExecution": f"{_NOT_YET}; use PipelinedExecution or ShardedExecution",
-    "ParallelPhasedExecution": f"{_NOT_YET}; use PipelinedExecution or ShardedExecution",
-    "Phase": f"{_NOT_YET}; phases belong to the phased execution strategies: use Stage with "
-             f"PipelinedExecution or ShardedExecution",
-    "Liveness": f"{_NOT_YET}; phases belong to the phased execution strategies",
     "for_loop": "is not modelled: ONNX Loop is not among the ops ipupod compiles; unroll the "
                 "loop in Python (the export traces it)",
     "cond": "is not modelled: ONNX If is not among the ops ipupod compiles; compute both "
@@ -145,16 +141,20 @@ __all__ = [
     "DataLoaderMode",
     "Error",
     "HalfFloatCastingBehavior",
+    "Liveness",
     "MatMulSerializationMode",
     "MeanReductionStrategy",
     "Options",
     "OutputMode",
     "OverlapMode",
+    "ParallelPhasedExecution",
+    "Phase",
     "PipelinedExecution",
     "PoplarExecutor",
     "PoptorchWarning",
     "RecoverableError",
     "ReductionType",
+    "SerialPhasedExecution",
     "ShardedExecution",
     "SharingStrategy",
     "Stage",

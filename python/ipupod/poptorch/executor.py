@@ -263,14 +263,12 @@ class PoplarExecutor:
             group_of = [r // size for r in range(replicas)]
         index = torch.tensor(group_of)
         spread = []
+        steps = self._combined() // groups
         for tensor in inputs:
-            steps = tensor.shape[0] // (groups * self._micro())
-            grouped = tensor.reshape(steps, groups, self._micro(), *tensor.shape[1:])
+            micro = tensor.shape[0] // self._combined()
+            grouped = tensor.reshape(steps, groups, micro, *tensor.shape[1:])
             spread.append(grouped.index_select(1, index).reshape(-1, *tensor.shape[1:]))
         return tuple(spread)
-
-    def _micro(self) -> int:
-        return self._samples // self._combined()
 
     # ------------------------------------------------------------------ performance
 
@@ -433,9 +431,10 @@ class PoplarExecutor:
         precision = _precision(self._model, inputs)
         names = export.input_names(self._model, len(args),
                                    {k: v for k, v in kwargs.items() if v is not None})
-        micro = export.micro_batch(inputs, names, self._combined(), self._rule())
+        micros = export.micro_batches(inputs, names, self._combined(), self._rule())
         try:
-            exported = export.export(self._model, tuple(t[:micro] for t in inputs), names,
+            exported = export.export(self._model, tuple(t[:m] for t, m in zip(inputs, micros)),
+                                     names,
                                      self._training, self._options.execution_strategy,
                                      half=precision == torch.half)
         except (RuntimeError, torch.onnx.errors.OnnxExporterError) as error:
@@ -444,7 +443,7 @@ class PoplarExecutor:
         self._executable = self._compile_exported(exported, output)
         self._exported = exported
         self._constants = self._maybe_constants(exported)
-        self._samples = micro * self._combined()
+        self._samples = (micros[0] if micros else 1) * self._combined()
         self._ipus = int(self._executable.summary.get("ipus", {}).get("reserved", 1))
         self._compile_time = datetime.timedelta(seconds=time.monotonic() - started)
         for hook in list(_POSTCOMPILE_HOOKS.values()):

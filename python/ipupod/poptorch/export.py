@@ -201,23 +201,18 @@ def positional(model: torch.nn.Module, args: Sequence[Any], kwargs: Dict[str, An
     return tuple(tensors)
 
 
-def micro_batch(inputs: Sequence[torch.Tensor], names: Sequence[str], combined: int,
-                rule: str) -> int:
-    """The micro-batch size: every input's dim 0 divided by ``combined`` (1 for a model
-    without inputs, such as PopTorch's CounterModel)."""
-    if not inputs:
-        return 1
-    sizes = set()
+def micro_batches(inputs: Sequence[torch.Tensor], names: Sequence[str], combined: int,
+                  rule: str) -> List[int]:
+    """Each input's micro-batch: its dim 0 divided by ``combined``. Inputs may differ (as in
+    PopTorch, each is split into ``combined`` micro-batches of its own)."""
+    sizes = []
     for name, tensor in zip(names, inputs):
         if tensor.dim() == 0 or tensor.shape[0] % combined:
             raise ValueError(f"input '{name}' has shape {list(tensor.shape)}: its dim 0 must "
                              f"be a multiple of {combined} ({rule}); change the batch or the "
                              f"options")
-        sizes.add(tensor.shape[0] // combined)
-    if len(sizes) != 1:
-        raise ValueError(f"the inputs' batch sizes differ ({sorted(sizes)} per micro-batch); "
-                         f"give every input the same dim 0")
-    return sizes.pop()
+        sizes.append(tensor.shape[0] // combined)
+    return sizes
 
 
 def _structure(value: Any, names: List[str]) -> Any:

@@ -47,7 +47,8 @@ StageWork Backward(const StageNeeds& s, const PhaseModel& m) {
   w.compute_s = s.compute_s * (m.recompute ? 3 : 2);
   w.link_bytes = LinkBytes(s, m);
   w.streaming_bytes = PassedOffChip(s, m);
-  if (SendsOffChip(m.liveness)) w.streaming_bytes += s.weight_bytes + s.kept_bytes + s.gradient_bytes;
+  if (SendsOffChip(m.liveness))
+    w.streaming_bytes += s.weight_bytes + s.kept_bytes + s.gradient_bytes;
   return w;
 }
 
@@ -59,7 +60,8 @@ PhasePlan Combine(const std::vector<StageWork>& work, bool overlap) {
   double busy = 0;
   for (const StageWork& w : work) {
     p.compute_s = std::max(p.compute_s, w.compute_s);
-    busy = std::max(busy, w.compute_s + static_cast<double>(w.link_bytes) / kIpu.ipu_link_bytes_per_s);
+    busy =
+        std::max(busy, w.compute_s + static_cast<double>(w.link_bytes) / kIpu.ipu_link_bytes_per_s);
     p.streaming_bytes = std::max(p.streaming_bytes, w.streaming_bytes);
   }
   const double streaming = static_cast<double>(p.streaming_bytes) / kIpu.host_link_bytes_per_s;
@@ -103,8 +105,8 @@ void HoldLargestPhase(absl::Span<const StageNeeds> stages, const PhaseModel& mod
       best_next = next;
     }
     const StageNeeds& s = *mine[best];
-    const int64_t before =
-        plan.weight_bytes + plan.gradient_bytes + plan.optimizer_state_bytes + plan.activation_bytes;
+    const int64_t before = plan.weight_bytes + plan.gradient_bytes + plan.optimizer_state_bytes +
+                           plan.activation_bytes;
     plan.weight_bytes = s.weight_bytes + best_next;
     plan.gradient_bytes = s.gradient_bytes;
     plan.optimizer_state_bytes = s.optimizer_state_bytes;

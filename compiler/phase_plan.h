@@ -102,8 +102,7 @@ void HoldLargestPhase(absl::Span<const StageNeeds> stages, const PhaseModel& mod
                       std::vector<IpuPlan>& ipus);
 
 // Per phase, in phase order: its IPUs and its time per micro-batch.
-std::vector<PhasePlan> PlanPhaseTimes(absl::Span<const StageNeeds> stages,
-                                      const PhaseModel& model);
+std::vector<PhasePlan> PlanPhaseTimes(absl::Span<const StageNeeds> stages, const PhaseModel& model);
 
 }  // namespace ipupod::compiler
 

@@ -20,12 +20,25 @@ constexpr double kHost = kIpu.host_link_bytes_per_s;
 // Two phases on IPU 0 (serial): phase 0 big weights, phase 1 small; phase 1
 // reads 640 bytes from phase 0, 320 of them made on IPU 1.
 std::vector<StageNeeds> SerialStages() {
-  StageNeeds a{.phase = 0, .ipu = 0, .weight_bytes = 640'000, .kept_bytes = 1000,
-               .compute_s = 1e-6, .later_bytes = 320};
-  StageNeeds b{.phase = 0, .ipu = 1, .weight_bytes = 64'000, .kept_bytes = 100,
-               .compute_s = 2e-6, .later_bytes = 320};
-  StageNeeds c{.phase = 1, .ipu = 0, .weight_bytes = 320'000, .kept_bytes = 500,
-               .compute_s = 1e-6, .earlier_link_bytes = 320, .earlier_bytes = 640};
+  StageNeeds a{.phase = 0,
+               .ipu = 0,
+               .weight_bytes = 640'000,
+               .kept_bytes = 1000,
+               .compute_s = 1e-6,
+               .later_bytes = 320};
+  StageNeeds b{.phase = 0,
+               .ipu = 1,
+               .weight_bytes = 64'000,
+               .kept_bytes = 100,
+               .compute_s = 2e-6,
+               .later_bytes = 320};
+  StageNeeds c{.phase = 1,
+               .ipu = 0,
+               .weight_bytes = 320'000,
+               .kept_bytes = 500,
+               .compute_s = 1e-6,
+               .earlier_link_bytes = 320,
+               .earlier_bytes = 640};
   return {a, b, c};
 }
 
@@ -40,8 +53,7 @@ std::vector<IpuPlan> Sums(const std::vector<StageNeeds>& stages) {
 }
 
 PhaseModel Serial(Liveness liveness, bool training = false) {
-  return {.strategy = ExecutionStrategy::kSerialPhased, .liveness = liveness,
-          .training = training};
+  return {.strategy = ExecutionStrategy::kSerialPhased, .liveness = liveness, .training = training};
 }
 
 TEST(PhasePlanTest, AlwaysLiveKeepsEverythingAndMovesNothing) {
@@ -93,13 +105,16 @@ TEST(PhasePlanTest, OffChipAfterEachPhasePassesValuesThroughStreamingMemory) {
       PlanPhaseTimes(SerialStages(), Serial(Liveness::kOffChipAfterEachPhase));
   EXPECT_EQ(phases[0].streaming_bytes, 640'000 + 320);  // weights in, value out
   EXPECT_EQ(phases[1].streaming_bytes, 320'000 + 640);  // weights and both values in
-  EXPECT_DOUBLE_EQ(phases[1].ipu_link_s, 0);           // no cross-IPU copy
+  EXPECT_DOUBLE_EQ(phases[1].ipu_link_s, 0);            // no cross-IPU copy
   EXPECT_DOUBLE_EQ(phases[1].time_s, 1e-6 + 320'640 / kHost);
 }
 
 TEST(PhasePlanTest, TrainingAddsTheBackwardPhases) {
-  std::vector<StageNeeds> stages = {{.phase = 0, .ipu = 0, .weight_bytes = 1000,
-                                     .gradient_bytes = 1000, .kept_bytes = 200,
+  std::vector<StageNeeds> stages = {{.phase = 0,
+                                     .ipu = 0,
+                                     .weight_bytes = 1000,
+                                     .gradient_bytes = 1000,
+                                     .kept_bytes = 200,
                                      .compute_s = 1e-6}};
   const PhasePlan live = PlanPhaseTimes(stages, Serial(Liveness::kAlwaysLive, true))[0];
   EXPECT_DOUBLE_EQ(live.compute_s, 3e-6);  // forward + 2x backward

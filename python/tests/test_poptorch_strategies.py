@@ -521,3 +521,165 @@ def test_sharded_training_runs_the_shards_in_turn_and_trains_as_torch(server):
     update = max(i["update_ipu_link_s"] + i["update_host_s"] for i in report["ipus"])
     assert report["step_s"] == pytest.approx(2 * (busy + update))
     assert all(i["micro_batches_in_flight"] == 1 for i in report["ipus"])
+
+
+# ---------------------------------------------------------------------- 4.6.1 ctc decoder
+
+def exact_ctc(log_probs, length, blank, top_paths):
+    """The reference: every alignment of the first ``length`` steps enumerated, collapsed
+    (repeats merged, blanks dropped) and its probability added to its labelling's; the best
+    ``top_paths`` labellings (ties to the smaller labelling). A beam wider than the number of
+    labellings finds exactly these."""
+    import itertools
+    import math
+    classes = log_probs.shape[-1]
+    totals = {}
+    for alignment in itertools.product(range(classes), repeat=length):
+        labels, previous = [], None
+        for c in alignment:
+            if c != blank and c != previous:
+                labels.append(c)
+            previous = c
+        p = math.exp(sum(float(log_probs[t, c]) for t, c in enumerate(alignment)))
+        totals[tuple(labels)] = totals.get(tuple(labels), 0.0) + p
+    ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:top_paths]
+    return [(labels, math.log(p)) for labels, p in ranked]
+
+
+class Decoder(torch.nn.Module):
+    """The seed's model (4.6.1), as it defines it."""
+
+    def forward(self, log_probs, lengths):
+        return poptorch.ctc_beam_search_decoder(log_probs, lengths)
+
+
+class TopThree(torch.nn.Module):
+    def forward(self, log_probs, lengths):
+        return poptorch.ctc_beam_search_decoder(log_probs, lengths, blank=2, beam_width=50,
+                                                top_paths=3)
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_4_6_1_ctc_beam_search_decoder_finds_the_most_probable_labellings(server):
+    torch.manual_seed(31)
+    time, batch, classes = 4, 3, 3
+    log_probs = torch.randn(time, batch, classes).log_softmax(-1)
+    lengths = torch.tensor([4, 2, 3], dtype=torch.int)
+    # seed begin (4.6.1)
+    class Model(torch.nn.Module):
+        def forward(self, log_probs, lengths):
+            return poptorch.ctc_beam_search_decoder(log_probs, lengths)
+    # seed end
+    for model, blank, top in ((Model(), 0, 1), (TopThree(), 2, 3)):
+        probs, path_lengths, paths = poptorch.inferenceModel(model)(log_probs, lengths)
+        assert probs.shape == (batch, top) and probs.dtype == torch.float32
+        assert path_lengths.shape == (batch, top) and path_lengths.dtype == torch.int32
+        assert paths.shape == (batch, top, time) and paths.dtype == torch.int32
+        for b in range(batch):
+            want = exact_ctc(log_probs[:, b], int(lengths[b]), blank, top)
+            for p, (labels, log_prob) in enumerate(want):
+                assert int(path_lengths[b, p]) == len(labels)
+                assert paths[b, p].tolist() == list(labels) + [0] * (time - len(labels))
+                assert float(probs[b, p]) == pytest.approx(log_prob, rel=1e-5, abs=1e-6)
+        # On the CPU the front end decodes the same way.
+        for got, cpu in zip((probs, path_lengths, paths), model(log_probs, lengths)):
+            torch.testing.assert_close(got, cpu)
+
+
+def reference_beam_search(log_probs, length, blank, beam_width):
+    """A CTC prefix beam search written for this test (probabilities, not logs): per prefix
+    the probability of alignments ending in blank and in its last label."""
+    probs = log_probs.double().exp()
+    beams = {(): (1.0, 0.0)}
+    for t in range(length):
+        nxt = {}
+        for prefix, (pb, pl) in beams.items():
+            b0, l0 = nxt.get(prefix, (0.0, 0.0))
+            nxt[prefix] = (b0 + (pb + pl) * float(probs[t, blank]), l0)
+            for c in range(probs.shape[-1]):
+                if c == blank:
+                    continue
+                q = float(probs[t, c])
+                longer = prefix + (c,)
+                b1, l1 = nxt.get(longer, (0.0, 0.0))
+                if prefix and prefix[-1] == c:
+                    nxt[longer] = (b1, l1 + pb * q)
+                    b0, l0 = nxt[prefix]
+                    nxt[prefix] = (b0, l0 + pl * q)
+                else:
+                    nxt[longer] = (b1, l1 + (pb + pl) * q)
+        beams = dict(sorted(nxt.items(), key=lambda kv: (-sum(kv[1]), kv[0]))[:beam_width])
+    return max(beams.items(), key=lambda kv: (sum(kv[1]), [-c for c in kv[0]]))
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_ctc_beam_search_decoder_prunes_as_a_beam_search(server):
+    # PopTorch's own test's sizes: 9 steps, 3 sequences, 10 classes, beam 100 and beam 2.
+    torch.manual_seed(42)
+    log_probs = torch.randn(9, 3, 10)
+    lengths = torch.randint(5, 9, (3,), dtype=torch.int)
+
+    class Narrow(torch.nn.Module):
+        def forward(self, log_probs, lengths):
+            return poptorch.ctc_beam_search_decoder(log_probs, lengths, beam_width=2)
+
+    for model, width in ((Decoder(), 100), (Narrow(), 2)):
+        probs, path_lengths, paths = poptorch.inferenceModel(model)(log_probs, lengths)
+        for b in range(3):
+            labels, (pb, pl) = reference_beam_search(log_probs[:, b], int(lengths[b]), 0, width)
+            assert paths[b, 0, :len(labels)].tolist() == list(labels)
+            assert int(path_lengths[b, 0]) == len(labels)
+            assert float(probs[b, 0]) == pytest.approx(math_log(pb + pl), rel=1e-5)
+
+
+def math_log(x):
+    import math
+    return math.log(x)
+
+
+class DecodedLoss(torch.nn.Module):
+    """Log probabilities from a linear layer, decoded; ``through`` puts the decoder's
+    probabilities into the loss."""
+
+    def __init__(self, through):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 5)
+        self.through = through
+
+    def forward(self, x, lengths, target):
+        log_probs = self.fc(x).log_softmax(-1)
+        probs, path_lengths, paths = poptorch.ctc_beam_search_decoder(log_probs, lengths)
+        loss = torch.nn.functional.mse_loss(log_probs, target)
+        if self.through:
+            loss = loss + probs.mean()
+        return paths, loss
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_ctc_beam_search_decoder_is_inference_only(server):
+    torch.manual_seed(33)
+    x, target = torch.randn(6, 2, 4), torch.randn(6, 2, 5)
+    lengths = torch.tensor([6, 3], dtype=torch.int)
+    # Beside the loss it decodes in a training model too...
+    model = DecodedLoss(through=False)
+    training = poptorch.trainingModel(model)
+    paths, _ = training(x, lengths, target)
+    assert paths.shape == (2, 1, 6)
+    training.destroy()
+    # ... but the loss cannot go through it: it has no gradient, as in PopTorch.
+    error = caught(lambda: poptorch.trainingModel(DecodedLoss(through=True))(x, lengths, target))
+    assert error.code.name == "INVALID_ARGUMENT"
+    assert "is inference only" in error.message and "CtcBeamSearchDecoder" in error.message
+
+
+def test_ctc_beam_search_decoder_checks_its_arguments():
+    log_probs, lengths = torch.randn(3, 2, 4), torch.tensor([3, 1], dtype=torch.int)
+    error = caught(lambda: poptorch.ctc_beam_search_decoder(log_probs.tolist(), lengths))
+    assert "probs must be a torch.tensor" in error.message
+    with pytest.raises(ValueError, match="top_paths <= beam_width"):
+        poptorch.ctc_beam_search_decoder(log_probs, lengths, beam_width=2, top_paths=3)
+    with pytest.raises(ValueError, match="blank class 4 is not one of the 4 classes"):
+        poptorch.ctc_beam_search_decoder(log_probs, lengths, blank=4)
+    with pytest.raises(ValueError, match="length 4 of sequence 0 is outside"):
+        poptorch.ctc_beam_search_decoder(log_probs, torch.tensor([4, 1]))
+    assert "ctc_beam_search_decoder" not in poptorch._NOT_MODELLED

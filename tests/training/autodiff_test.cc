@@ -456,6 +456,24 @@ TEST(AutodiffTest, OpWithoutRuleOnThePathIsAnError) {
   EXPECT_THAT(ad.status().message(), HasSubstr("no gradient rule"));
 }
 
+TEST(AutodiffTest, CtcBeamSearchDecoderIsInferenceOnly) {
+  GradCase c(14);
+  auto x = c.RandomWeight("x", {3, 1, 4});
+  c.IntInput("lengths", {1}, {3});
+  onnx::NodeProto& n =
+      c.builder().Node("CtcBeamSearchDecoder", {x, "lengths"}, {"y"}, "/head/Decoder");
+  n.set_domain("ai.graphcore");
+  auto* o = c.builder().model().add_opset_import();
+  o->set_domain("ai.graphcore");
+  o->set_version(1);
+  c.Finish("y", {1, 1});
+  auto ad = Build(c);
+  EXPECT_EQ(ad.status().code(), absl::StatusCode::kInvalidArgument) << ad.status().ToString();
+  EXPECT_THAT(ad.status().message(),
+              AllOf(HasSubstr("'/head/Decoder'"), HasSubstr("is inference only"),
+                    HasSubstr("poptorch.ctc_beam_search_decoder has no gradient")));
+}
+
 TEST(AutodiffTest, OpWithoutRuleOffThePathIsFine) {
   GradCase c(14);
   auto x = c.RandomWeight("x", {2, 3});

@@ -40,7 +40,8 @@ from ipupod.poptorch.executor import (PoplarExecutor, inferenceModel, load,
                                       trainingModel)
 from ipupod.poptorch.export import identity_loss, isRunningOnIpu
 from ipupod.poptorch.memory import MatMulSerializationMode, serializedMatMul, set_available_memory
-from ipupod.poptorch.ops import dynamic_slice, dynamic_update, ipu_print_tensor, nop
+from ipupod.poptorch.ops import (ctc_beam_search_decoder, dynamic_slice, dynamic_update,
+                                 ipu_print_tensor, nop)
 from ipupod.poptorch.options import ConfigFileError, Options, OutputMode, TensorLocationSettings
 
 #: The IPU version ipupod simulates: the GC200 is a Mk2 IPU (PopTorch answers 2 for it).
@@ -87,7 +88,6 @@ _NOT_MODELLED = {
     "Attribute": f"{_NOT_YET}; remove the context manager (its attributes only tune PopART)",
     "MultiConv": f"{_NOT_YET}; call the convolutions one after another",
     "MultiConvPlanType": f"{_NOT_YET}; call the convolutions one after another",
-    "ctc_beam_search_decoder": f"{_NOT_YET}; decode on the host (torchaudio's CTC decoders)",
     "custom_op": f"{_NOT_YET}: ipupod cannot load PopART custom op libraries; write the op in "
                  f"torch ops that torch.onnx exports",
     "for_loop": "is not modelled: ONNX Loop is not among the ops ipupod compiles; unroll the "
@@ -163,6 +163,7 @@ __all__ = [
     "UnrecoverableError",
     "VariableRetrievalMode",
     "createPoptorchError",
+    "ctc_beam_search_decoder",
     "dynamic_slice",
     "dynamic_update",
     "enums",

@@ -73,8 +73,7 @@ std::vector<std::pair<std::vector<int64_t>, Beam>> Best(const Beams& beams, int6
 absl::Status CheckCtcBeamSearchOptions(const CtcBeamSearchOptions& o, int64_t num_classes) {
   if (o.blank < 0 || o.blank >= num_classes) {
     return absl::InvalidArgumentError(absl::StrCat("blank class ", o.blank, " is not one of the ",
-                                                   num_classes, " classes [0, ", num_classes,
-                                                   ")"));
+                                                   num_classes, " classes [0, ", num_classes, ")"));
   }
   if (o.beam_width < 1 || o.top_paths < 1 || o.top_paths > o.beam_width) {
     return absl::InvalidArgumentError(

@@ -683,3 +683,94 @@ def test_ctc_beam_search_decoder_checks_its_arguments():
     with pytest.raises(ValueError, match="length 4 of sequence 0 is outside"):
         poptorch.ctc_beam_search_decoder(log_probs, torch.tensor([4, 1]))
     assert "ctc_beam_search_decoder" not in poptorch._NOT_MODELLED
+
+
+# ---------------------------------------------------------------------- 4.6.4 MultiConv
+
+class TwoConvs(torch.nn.Module):
+    """PopTorch's MultiConv example: two data-independent convolutions in one
+    multi-convolution (``multiconv`` None: called one after another)."""
+
+    def __init__(self, multiconv=None):
+        super().__init__()
+        self.convA = torch.nn.Conv2d(16, 16, 3)
+        self.convB = torch.nn.Conv2d(16, 16, 3, bias=False)
+        self.multiconv = multiconv
+
+    def forward(self, x, u):
+        if self.multiconv is None:
+            return self.convA(x) - self.convB(u)
+        with self.multiconv:
+            y = self.convA(x)
+            v = self.convB(u)
+        return y - v
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_4_6_4_multiconv_runs_the_convolutions_and_caps_their_memory(server):
+    torch.manual_seed(41)
+    x, u = torch.randn(2, 16, 64, 64), torch.randn(2, 16, 64, 64)
+    multiconv = (poptorch.MultiConv().availableMemoryProportions((0.0, 0.6))
+                 .partialsTypes([torch.float, torch.half])
+                 .planType(poptorch.MultiConvPlanType.Parallel)
+                 .perConvReservedTiles(100).cycleBackOff(0.3).enableConvDithering(True))
+    model = TwoConvs(multiconv)
+    out = poptorch.inferenceModel(model)(x, u)
+    torch.testing.assert_close(out, model(x, u), rtol=1e-4, atol=1e-4)  # the separate convs
+    opts = poptorch.Options()
+    plain = report_of(server, TwoConvs(), (x, u), ["x", "u"], opts)["ipus"][0]
+    capped = report_of(server, model, (x, u), ["x", "u"], opts)["ipus"][0]
+    # convA (2 x 62 x 62 windows of 16 x 3 x 3 floats, 4.4 MB) in passes of one tile's memory.
+    assert plain["serial_passes_per_micro_batch"] == 0
+    assert capped["serial_passes_per_micro_batch"] > 0
+    assert capped["temporary_bytes"] == plain["temporary_bytes"]  # convB's, uncapped
+    # One proportion for every convolution: both are capped.
+    both = report_of(server, TwoConvs(poptorch.MultiConv().availableMemoryProportions(0.0)),
+                     (x, u), ["x", "u"], opts)["ipus"][0]
+    assert both["serial_passes_per_micro_batch"] == 2 * capped["serial_passes_per_micro_batch"]
+    assert both["temporary_bytes"] < plain["temporary_bytes"]
+
+
+def test_multiconv_rejects_what_poptorch_rejects():
+    mc = poptorch.MultiConv()
+    with pytest.raises(ValueError, match="Invalid partials types"):
+        mc.partialsTypes("half")
+    with pytest.raises(poptorch.Error, match="Invalid plan type"):
+        mc.planType("parallel")
+    with pytest.raises(poptorch.Error, match="Invalid available memory proportion"):
+        mc.availableMemoryProportions([0.5, "0.2"])
+    with pytest.raises(poptorch.Error, match="between 0 and 1"):
+        mc.availableMemoryProportions(1.5)
+    with pytest.raises(ValueError, match="value must be bool or list of bools"):
+        mc.enableConvDithering("yes")
+    x = torch.randn(1, 16, 8, 8)
+
+    class Nested(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(16, 4, 3)
+
+        def forward(self, x):
+            with poptorch.MultiConv():
+                with poptorch.MultiConv():
+                    return self.conv(x)
+
+    error = caught(lambda: export.export(Nested(), (x,), ["x"], False,
+                                         poptorch.PipelinedExecution()))
+    assert error.code.name == "INVALID_ARGUMENT"
+    assert "Nested poptorch.MultiConv is not supported" in error.message
+
+    class Empty(torch.nn.Module):
+        def forward(self, x):
+            with poptorch.MultiConv():
+                return torch.pow(x, 2)
+
+    error = caught(lambda: export.export(Empty(), (x,), ["x"], False,
+                                         poptorch.PipelinedExecution()))
+    assert "Unexpected end_multi_conv" in error.message
+    three = TwoConvs(poptorch.MultiConv().availableMemoryProportions([0.1, 0.2, 0.3]))
+    error = caught(lambda: export.export(three, (x, x), ["x", "u"], False,
+                                         poptorch.PipelinedExecution()))
+    assert "MultiConv has 2 convolutions but 3 available memory proportions" in error.message
+    # On the CPU it changes nothing.
+    torch.testing.assert_close(Nested()(x).shape, torch.Size([1, 4, 6, 6]))

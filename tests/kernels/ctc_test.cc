@@ -48,8 +48,8 @@ TEST(CtcTest, RepeatsCollapseUnlessABlankSeparatesThem) {
   EXPECT_THAT(two[0].log_prob, DoubleNear(std::log(0.4 * 0.7 + 0.4 * 0.3 + 0.6 * 0.7), 1e-6));
   EXPECT_THAT(two[1].log_prob, DoubleNear(std::log(0.6 * 0.3), 1e-6));
   // Three steps: [1 1] only as 1 _ 1.
-  auto three = Decode({{0.1, 0.9}, {0.8, 0.2}, {0.1, 0.9}},
-                      {.blank = 0, .beam_width = 8, .top_paths = 3});
+  auto three =
+      Decode({{0.1, 0.9}, {0.8, 0.2}, {0.1, 0.9}}, {.blank = 0, .beam_width = 8, .top_paths = 3});
   ASSERT_GE(three.size(), 2u);
   EXPECT_THAT(three[0].labels, ElementsAre(1, 1));
   EXPECT_THAT(three[0].log_prob, DoubleNear(std::log(0.9 * 0.8 * 0.9), 1e-6));

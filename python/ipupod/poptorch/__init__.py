@@ -33,13 +33,15 @@ from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
                                     SerialPhasedExecution, ShardedExecution, Stage)
 from ipupod.poptorch.data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from ipupod.poptorch.enums import (CommGroupType, ConnectionType, HalfFloatCastingBehavior,
-                                   Liveness, MeanReductionStrategy, OverlapMode, ReductionType,
-                                   SharingStrategy, SyncPattern, VariableRetrievalMode)
+                                   Liveness, MeanReductionStrategy, MultiConvPlanType,
+                                   OverlapMode, ReductionType, SharingStrategy, SyncPattern,
+                                   VariableRetrievalMode)
 from ipupod.poptorch.executor import (PoplarExecutor, inferenceModel, load,
                                       registerPostCompileHook, registerPreCompileHook,
                                       trainingModel)
 from ipupod.poptorch.export import identity_loss, isRunningOnIpu
 from ipupod.poptorch.memory import MatMulSerializationMode, serializedMatMul, set_available_memory
+from ipupod.poptorch.multiconv import MultiConv
 from ipupod.poptorch.ops import (ctc_beam_search_decoder, dynamic_slice, dynamic_update,
                                  ipu_print_tensor, nop)
 from ipupod.poptorch.options import ConfigFileError, Options, OutputMode, TensorLocationSettings
@@ -86,8 +88,6 @@ _NOT_MODELLED = {
                                f"recompute_checkpoint_every_layer (Options.ipuConfig) "
                                f"recomputes per layer",
     "Attribute": f"{_NOT_YET}; remove the context manager (its attributes only tune PopART)",
-    "MultiConv": f"{_NOT_YET}; call the convolutions one after another",
-    "MultiConvPlanType": f"{_NOT_YET}; call the convolutions one after another",
     "custom_op": f"{_NOT_YET}: ipupod cannot load PopART custom op libraries; write the op in "
                  f"torch ops that torch.onnx exports",
     "for_loop": "is not modelled: ONNX Loop is not among the ops ipupod compiles; unroll the "
@@ -144,6 +144,8 @@ __all__ = [
     "Liveness",
     "MatMulSerializationMode",
     "MeanReductionStrategy",
+    "MultiConv",
+    "MultiConvPlanType",
     "Options",
     "OutputMode",
     "OverlapMode",

@@ -306,8 +306,9 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
         updated = {} if training else _updated_buffers(model, saved)
         buffer = io.BytesIO()
         mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
-        with blocks.recording() as recorder, _returning_buffers(model, list(updated)), \
-                _keeping_every_weight():
+        from ipupod.poptorch import multiconv  # imports _support only
+        with blocks.recording() as recorder, multiconv.recording() as convs, \
+                _returning_buffers(model, list(updated)), _keeping_every_weight():
             torch.onnx.export(model, example, buffer, input_names=names,
                               output_names=outputs + list(updated.values()),
                               opset_version=OPSET, do_constant_folding=False, training=mode)
@@ -315,6 +316,7 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
     proto = onnx.load_from_string(buffer.getvalue())
     from ipupod.poptorch import memory  # imports this module
     memory.apply_markers(proto)
+    multiconv.apply(proto, convs)
     if half:
         _to_float16(proto)
     ipus = blocks.annotate(proto, recorder.blocks, strategy)

@@ -1,7 +1,8 @@
 """Acceptance: PopTorch's multi-IPU strategies (seed 003, sections 4.4.1 and 4.4.2: phases,
-Liveness, phased and sharded execution) with ``import ipupod.poptorch as poptorch`` in place
-of ``import poptorch``, against a private ipupodd found through ``$IPUPOD_SERVER``, each
-checked against torch on the CPU.
+Liveness, phased and sharded execution) and the ops of 4.6 added with them
+(``ctc_beam_search_decoder``, ``MultiConv``) with ``import ipupod.poptorch as poptorch`` in
+place of ``import poptorch``, against a private ipupodd found through ``$IPUPOD_SERVER``, each
+checked against torch on the CPU (the decoder against references written here).
 
 Lines between ``# seed begin`` and ``# seed end`` are the seed's, unchanged; what the seed
 leaves undefined (``opts``, the models its strategies name) is defined before, and the checks

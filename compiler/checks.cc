@@ -36,14 +36,70 @@ absl::Status NotPowerOfTwo(int64_t ipus_per_replica, int64_t replication, int64_
 }  // namespace
 
 absl::string_view ExecutionStrategyName(ExecutionStrategy strategy) {
-  return strategy == ExecutionStrategy::kSharded ? "sharded" : "pipelined";
+  switch (strategy) {
+    case ExecutionStrategy::kPipelined:
+      return "pipelined";
+    case ExecutionStrategy::kSharded:
+      return "sharded";
+    case ExecutionStrategy::kSerialPhased:
+      return "serial_phased";
+    case ExecutionStrategy::kParallelPhased:
+      return "parallel_phased";
+  }
+  return "pipelined";
 }
 
 absl::StatusOr<ExecutionStrategy> ParseExecutionStrategy(absl::string_view name) {
-  if (name == "pipelined") return ExecutionStrategy::kPipelined;
-  if (name == "sharded") return ExecutionStrategy::kSharded;
+  for (ExecutionStrategy s :
+       {ExecutionStrategy::kPipelined, ExecutionStrategy::kSharded,
+        ExecutionStrategy::kSerialPhased, ExecutionStrategy::kParallelPhased}) {
+    if (ExecutionStrategyName(s) == name) return s;
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("execution strategy '", name, "' is not one of pipelined, sharded"));
+      absl::StrCat("execution strategy '", name,
+                   "' is not one of pipelined, sharded, serial_phased, parallel_phased"));
+}
+
+bool IsPhased(ExecutionStrategy strategy) {
+  return strategy == ExecutionStrategy::kSerialPhased ||
+         strategy == ExecutionStrategy::kParallelPhased;
+}
+
+absl::string_view LivenessName(Liveness liveness) {
+  switch (liveness) {
+    case Liveness::kAlwaysLive:
+      return "always_live";
+    case Liveness::kOffChipAfterFwd:
+      return "off_chip_after_fwd";
+    case Liveness::kOffChipAfterFwdNoOverlap:
+      return "off_chip_after_fwd_no_overlap";
+    case Liveness::kOffChipAfterEachPhase:
+      return "off_chip_after_each_phase";
+  }
+  return "always_live";
+}
+
+absl::StatusOr<Liveness> ParseLiveness(absl::string_view name) {
+  for (Liveness l : {Liveness::kAlwaysLive, Liveness::kOffChipAfterFwd,
+                     Liveness::kOffChipAfterFwdNoOverlap, Liveness::kOffChipAfterEachPhase}) {
+    if (LivenessName(l) == name) return l;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tensors liveness '", name,
+      "' is not one of always_live, off_chip_after_fwd, off_chip_after_fwd_no_overlap, "
+      "off_chip_after_each_phase"));
+}
+
+absl::StatusOr<ExecutionStrategy> ConfiguredStrategy(const IpuConfig& config, bool for_inference) {
+  if (config.execution_strategy.has_value()) {
+    return ParseExecutionStrategy(*config.execution_strategy);
+  }
+  if (for_inference && config.sharded_execution_for_inference) return ExecutionStrategy::kSharded;
+  return ExecutionStrategy::kPipelined;
+}
+
+absl::StatusOr<Liveness> ConfiguredLiveness(const IpuConfig& config) {
+  return ParseLiveness(config.tensors_liveness);
 }
 
 bool IsPowerOfTwo(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }

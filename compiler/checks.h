@@ -13,7 +13,8 @@
 //  * Pipelined inference over S stages needs device_iterations >= S (each
 //    stage needs a micro-batch to work on); pipelined training needs
 //    gradient_accumulation_steps >= 2S - 1 (forward and backward stages).
-//    Sharded execution (one stage active at a time) has no such rule.
+//    Sharded and phased execution (no micro-batches overlap) have no such
+//    rule.
 //  * Output mode every_n:N needs N to divide device_iterations.
 //
 //  * Loading: a session holds exactly the IPUs an executable reserves
@@ -37,11 +38,38 @@ namespace ipupod::compiler {
 enum class ExecutionStrategy {
   kPipelined,  // PopTorch's default: stages work on different micro-batches at once
   kSharded,    // one stage at a time (optimum-graphcore's choice for inference)
+  // PopTorch's phased strategies (compiler/phase_plan.h): the graph's
+  // execution phases run one after another, each phase's stages in parallel
+  // on their IPUs; serial: one group of IPUs runs every phase; parallel:
+  // even phases on even IPUs, odd phases on odd IPUs, alternating.
+  kSerialPhased,
+  kParallelPhased,
 };
 
-// "pipelined", "sharded".
+// "pipelined", "sharded", "serial_phased", "parallel_phased".
 absl::string_view ExecutionStrategyName(ExecutionStrategy strategy);
 absl::StatusOr<ExecutionStrategy> ParseExecutionStrategy(absl::string_view name);
+bool IsPhased(ExecutionStrategy strategy);
+
+// PopTorch's poptorch.Liveness: what of a phase stays on the IPU after it
+// (compiler/phase_plan.h says what each moves to streaming memory).
+enum class Liveness {
+  kAlwaysLive,
+  kOffChipAfterFwd,
+  kOffChipAfterFwdNoOverlap,
+  kOffChipAfterEachPhase,
+};
+
+// "always_live", "off_chip_after_fwd", "off_chip_after_fwd_no_overlap",
+// "off_chip_after_each_phase".
+absl::string_view LivenessName(Liveness liveness);
+absl::StatusOr<Liveness> ParseLiveness(absl::string_view name);
+
+// The strategy a compile of this mode uses: the config's execution_strategy,
+// else sharded for inference with sharded_execution_for_inference, else
+// pipelined; and its tensors_liveness. INVALID_ARGUMENT for unknown names.
+absl::StatusOr<ExecutionStrategy> ConfiguredStrategy(const IpuConfig& config, bool for_inference);
+absl::StatusOr<Liveness> ConfiguredLiveness(const IpuConfig& config);
 
 struct IpuCount {
   int64_t ipus_per_replica = 1;

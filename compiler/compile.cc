@@ -46,10 +46,40 @@ absl::StatusOr<PlacementMethod> ChooseMethod(const CompileOptions& options,
   return PlacementMethod::kLayersPerIpu;
 }
 
+bool HasPhases(const NodeAnnotations& annotations) {
+  for (const auto& [node, a] : annotations) {
+    if (a.phase.has_value()) return true;
+  }
+  return false;
+}
+
+// Phased strategies place by the model's __execution_phase attributes;
+// the other strategies ignore them (as PopART does without phases).
+absl::Status CheckPhasedMethod(PlacementMethod method, const CompileOptions& options,
+                               const NodeAnnotations& annotations,
+                               std::vector<std::string>& warnings) {
+  if (!IsPhased(options.strategy)) {
+    if (HasPhases(annotations)) {
+      warnings.push_back(
+          absl::StrCat("the model's __execution_phase attributes are ignored: execution is ",
+                       ExecutionStrategyName(options.strategy),
+                       " (execution_strategy=serial_phased or parallel_phased runs the phases)"));
+    }
+    return absl::OkStatus();
+  }
+  if (method == PlacementMethod::kOnnxAttributes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      ExecutionStrategyName(options.strategy),
+      " execution places the model by its __execution_phase and __ipu_number attributes "
+      "(PopTorch's Phase and Stage), not by ",
+      PlacementMethodName(method), ": annotate the model, or use execution_strategy=pipelined"));
+}
+
 absl::StatusOr<Placement> Place(const graph::Graph& graph, const ModeConfig& mode,
                                 const CompileOptions& options, const NodeAnnotations& annotations,
                                 std::vector<std::string>& warnings) {
   IPUPOD_ASSIGN_OR_RETURN(PlacementMethod method, ChooseMethod(options, annotations));
+  IPUPOD_RETURN_IF_ERROR(CheckPhasedMethod(method, options, annotations, warnings));
   if (method == PlacementMethod::kLayersPerIpu) {
     return PlaceByLayers(graph, mode.layers_per_ipu, mode.ipus_per_replica);
   }
@@ -60,7 +90,7 @@ absl::StatusOr<Placement> Place(const graph::Graph& graph, const ModeConfig& mod
   }
   auto placement = method == PlacementMethod::kModuleMap
                        ? PlaceByModuleMap(graph, *options.module_map)
-                       : PlaceByAnnotations(graph, annotations);
+                       : PlaceByAnnotations(graph, annotations, options.strategy);
   if (placement.ok() && placement->ipus_per_replica != mode.ipus_per_replica) {
     warnings.push_back(absl::StrCat("the ", PlacementMethodName(method), " uses ",
                                     placement->ipus_per_replica, " IPUs per replica; the config's ",
@@ -140,6 +170,7 @@ PlanOptions MakePlanOptions(const graph::Graph& g, const IpuConfig& config, cons
                             const TrainingSpec& training) {
   PlanOptions plan;
   plan.strategy = options.strategy;
+  plan.liveness = ConfiguredLiveness(config).value_or(Liveness::kAlwaysLive);  // validated
   plan.count = count;
   plan.micro_batch_size = MicroBatchSize(g);
   plan.device_iterations = mode.device_iterations;
@@ -150,12 +181,15 @@ PlanOptions MakePlanOptions(const graph::Graph& g, const IpuConfig& config, cons
   return plan;
 }
 
-// optimum-graphcore's sharded_execution_for_inference selects PopTorch's
-// ShardedExecution for inference; otherwise the options say.
-CompileOptions WithConfiguredStrategy(const IpuConfig& config, const CompileOptions& options) {
+// The config's execution_strategy, or optimum-graphcore's
+// sharded_execution_for_inference (PopTorch's ShardedExecution for
+// inference), when set; otherwise the options say.
+absl::StatusOr<CompileOptions> WithConfiguredStrategy(const IpuConfig& config,
+                                                      const CompileOptions& options) {
   CompileOptions out = options;
-  if (options.for_inference && config.sharded_execution_for_inference) {
-    out.strategy = ExecutionStrategy::kSharded;
+  if (config.execution_strategy.has_value() ||
+      (options.for_inference && config.sharded_execution_for_inference)) {
+    IPUPOD_ASSIGN_OR_RETURN(out.strategy, ConfiguredStrategy(config, options.for_inference));
   }
   return out;
 }
@@ -236,8 +270,8 @@ IpuConfig WithSeed(const graph::Graph& g, const IpuConfig& config, bool for_infe
 
 absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig& config,
                                    const CompileOptions& given, Report* report_out) {
-  const CompileOptions options = WithConfiguredStrategy(config, given);
-  IPUPOD_ASSIGN_OR_RETURN(ModeConfig mode, ResolveMode(config, options.for_inference));
+  IPUPOD_ASSIGN_OR_RETURN(ModeConfig mode, ResolveMode(config, given.for_inference));
+  IPUPOD_ASSIGN_OR_RETURN(const CompileOptions options, WithConfiguredStrategy(config, given));
   IPUPOD_ASSIGN_OR_RETURN(Imported imported, Import(onnx_bytes, config, options));
   const graph::Graph& g = imported.interpreter->graph();
   TrainingSpec training;

@@ -1,5 +1,6 @@
 #include "compiler/compile_request.h"
 
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -93,6 +94,11 @@ std::string ExecutableSummaryJson(const Executable& e) {
   if (training) {
     doc["gradient_accumulation_steps"] = e.training.gradient_accumulation_steps;
     doc["training"] = Json::parse(TrainingSpecJson(e.training));
+  }
+  if (e.placement.phased()) {
+    const std::set<int64_t> phases(e.placement.stage_phase.begin(), e.placement.stage_phase.end());
+    doc["phases"] = phases.size();
+    doc["liveness"] = e.config.tensors_liveness;
   }
   return doc.dump();
 }

@@ -53,8 +53,9 @@ absl::Status CheckTrainingOptionsNeedTrain(const CompileInputs& inputs,
 // What the executable takes and makes, as one JSON object in a fixed key
 // order: sha256, ipus, execution, stages, micro_batch_size,
 // device_iterations, replication_factor, mode, samples_per_step,
-// output_mode, inputs and outputs (host shapes), warnings, and for training
-// gradient_accumulation_steps and training.
+// output_mode, inputs and outputs (host shapes), warnings, for training
+// gradient_accumulation_steps and training, and for the phased strategies
+// phases (how many) and liveness.
 std::string ExecutableSummaryJson(const Executable& executable);
 
 }  // namespace ipupod::compiler

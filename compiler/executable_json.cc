@@ -28,12 +28,14 @@ Json SpecsJson(const std::vector<TensorSpec>& specs) {
 }
 
 Json PlacementJson(const Placement& p) {
-  return {{"method", std::string(PlacementMethodName(p.method))},
-          {"ipus_per_replica", p.ipus_per_replica},
-          {"stage_ipus", p.stage_ipu},
-          {"nodes", p.node_names},
-          {"node_stages", p.node_stage},
-          {"notes", p.notes}};
+  Json out = {{"method", std::string(PlacementMethodName(p.method))},
+              {"ipus_per_replica", p.ipus_per_replica},
+              {"stage_ipus", p.stage_ipu},
+              {"nodes", p.node_names},
+              {"node_stages", p.node_stage},
+              {"notes", p.notes}};
+  if (p.phased()) out["stage_phases"] = p.stage_phase;  // phased strategies only
+  return out;
 }
 
 // JSON has no infinity (nlohmann writes null), and LAMB's max_weight_norm
@@ -143,8 +145,10 @@ absl::Status CheckPlacementShape(const Placement& p) {
   bool ok = ok_ipus && p.node_names.size() == p.node_stage.size() && !p.stage_ipu.empty();
   for (int64_t s : p.node_stage) ok = ok && s >= 0 && s < p.num_stages();
   for (int64_t ipu : p.stage_ipu) ok = ok && ipu >= 0 && ipu < p.ipus_per_replica;
+  ok = ok && (!p.phased() || p.stage_phase.size() == p.stage_ipu.size());
+  for (int64_t phase : p.stage_phase) ok = ok && phase >= 0;
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError("placement is inconsistent (stage or IPU out of range)");
+  return absl::InvalidArgumentError("placement is inconsistent (stage, IPU or phase out of range)");
 }
 
 absl::StatusOr<Placement> ReadPlacement(json::ObjectReader& parent) {
@@ -157,6 +161,11 @@ absl::StatusOr<Placement> ReadPlacement(json::ObjectReader& parent) {
   IPUPOD_ASSIGN_OR_RETURN(p.node_names, doc.StringList("nodes"));
   IPUPOD_ASSIGN_OR_RETURN(p.node_stage, doc.IntList("node_stages"));
   IPUPOD_ASSIGN_OR_RETURN(p.notes, doc.StringList("notes"));
+  IPUPOD_RETURN_IF_ERROR(
+      doc.IfPresent("stage_phases", [&p](const Json& v, const json::JsonPath& at) -> absl::Status {
+        IPUPOD_ASSIGN_OR_RETURN(p.stage_phase, json::ReadIntList(v, at));
+        return absl::OkStatus();
+      }));
   IPUPOD_RETURN_IF_ERROR(CheckPlacementShape(p));
   return p;
 }

@@ -12,6 +12,7 @@
 #include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "common/text_match.h"
+#include "compiler/checks.h"
 #include "compiler/ipu_config_codec.h"
 #include "device/hardware.h"
 
@@ -210,6 +211,29 @@ absl::StatusOr<ModeConfig> Resolve(const IpuConfig& c, bool for_inference) {
   return m;
 }
 
+// execution_strategy and tensors_liveness name known values, and the
+// liveness suits the strategy (PopTorch: "only supported for serial phase
+// execution").
+absl::Status CheckStrategy(const IpuConfig& c) {
+  auto prefixed = [](absl::string_view key, const absl::Status& s) {
+    return absl::InvalidArgumentError(absl::StrCat("ipu config key '", key, "': ", s.message()));
+  };
+  absl::StatusOr<Liveness> liveness = ParseLiveness(c.tensors_liveness);
+  if (!liveness.ok()) return prefixed("tensors_liveness", liveness.status());
+  if (!c.execution_strategy.has_value()) return absl::OkStatus();
+  absl::StatusOr<ExecutionStrategy> strategy = ParseExecutionStrategy(*c.execution_strategy);
+  if (!strategy.ok()) return prefixed("execution_strategy", strategy.status());
+  if (*strategy == ExecutionStrategy::kParallelPhased &&
+      (*liveness == Liveness::kOffChipAfterFwdNoOverlap ||
+       *liveness == Liveness::kOffChipAfterEachPhase)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensors_liveness=", c.tensors_liveness,
+        " is only supported for serial phased execution (PopTorch's SerialPhasedExecution); "
+        "with parallel_phased use always_live or off_chip_after_fwd"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<OutputMode> ParseOutputMode(absl::string_view text, bool for_inference) {
@@ -282,6 +306,7 @@ absl::Status UpdateFromString(IpuConfig& config, absl::string_view update) {
 
 absl::Status ValidateIpuConfig(const IpuConfig& c) {
   IPUPOD_RETURN_IF_ERROR(CheckCounts(c));
+  IPUPOD_RETURN_IF_ERROR(CheckStrategy(c));
   IPUPOD_RETURN_IF_ERROR(CheckLayers("layers_per_ipu", c.layers_per_ipu));
   if (c.inference_layers_per_ipu.has_value() && !c.inference_layers_per_ipu->empty()) {
     IPUPOD_RETURN_IF_ERROR(CheckLayers("inference_layers_per_ipu", *c.inference_layers_per_ipu));
@@ -314,6 +339,16 @@ std::vector<std::string> IgnoredKeyWarnings(const IpuConfig& config, bool for_in
   auto ignored = [&out](bool set, absl::string_view key, absl::string_view why) {
     if (set) out.push_back(absl::StrCat("ipu config key '", key, "' is ignored: ", why));
   };
+  const bool phased = config.execution_strategy.has_value() &&
+                      absl::EndsWith(*config.execution_strategy, "_phased");
+  ignored(!phased && config.tensors_liveness != defaults.tensors_liveness, "tensors_liveness",
+          "it applies to the phased strategies only (execution_strategy=serial_phased or "
+          "parallel_phased)");
+  ignored(for_inference && config.sharded_execution_for_inference &&
+              config.execution_strategy.has_value(),
+          "sharded_execution_for_inference",
+          absl::StrCat("execution_strategy=", config.execution_strategy.value_or(""),
+                       " chooses the strategy"));
   if (!for_inference) {
     ignored(config.replicated_tensor_sharding && config.replication_factor == 1,
             "replicated_tensor_sharding",

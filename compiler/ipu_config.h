@@ -20,6 +20,16 @@
 //                                     inference runs PopTorch's ShardedExecution
 //                                     (one IPU at a time, no pipeline) instead of
 //                                     PipelinedExecution
+//   execution_strategy = null         ipupod extension (PopTorch's
+//                                     setExecutionStrategy): pipelined | sharded |
+//                                     serial_phased | parallel_phased, for both
+//                                     modes; null: pipelined (sharded for inference
+//                                     with sharded_execution_for_inference)
+//   tensors_liveness = "always_live"  ipupod extension (PopTorch's Liveness, phased
+//                                     strategies only): always_live |
+//                                     off_chip_after_fwd | off_chip_after_fwd_no_overlap
+//                                     | off_chip_after_each_phase; the last two with
+//                                     serial_phased only, as in PopTorch
 //   optimizer_state_offchip = true, replicated_tensor_sharding = false,
 //   matmul_proportion = 0.6           a number, or one number per IPU
 //   inference_matmul_proportion = null
@@ -94,6 +104,8 @@ struct IpuConfig {
   std::optional<int64_t> inference_ipus_per_replica;
   bool auto_round_num_ipus = false;
   bool sharded_execution_for_inference = false;
+  std::optional<std::string> execution_strategy;
+  std::string tensors_liveness = "always_live";
 
   bool optimizer_state_offchip = true;
   bool replicated_tensor_sharding = false;

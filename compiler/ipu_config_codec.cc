@@ -146,6 +146,8 @@ const std::vector<Field>& Fields() {
       {"inference_ipus_per_replica", &IpuConfig::inference_ipus_per_replica},
       {"auto_round_num_ipus", &IpuConfig::auto_round_num_ipus},
       {"sharded_execution_for_inference", &IpuConfig::sharded_execution_for_inference},
+      {"execution_strategy", &IpuConfig::execution_strategy},
+      {"tensors_liveness", &IpuConfig::tensors_liveness},
       {"optimizer_state_offchip", &IpuConfig::optimizer_state_offchip},
       {"replicated_tensor_sharding", &IpuConfig::replicated_tensor_sharding},
       {"matmul_proportion", &IpuConfig::matmul_proportion},

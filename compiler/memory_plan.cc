@@ -11,6 +11,7 @@
 #include "common/format.h"
 #include "common/status_macros.h"
 #include "compiler/layer_blocks.h"
+#include "compiler/phase_plan.h"
 #include "compiler/temporaries.h"
 #include "device/hardware.h"
 #include "graph/ops.h"
@@ -291,6 +292,114 @@ void AddTemporaries(const graph::Graph& g, const Placement& p, const PlanOptions
   }
 }
 
+// Phased: each stage's weights and their training state (a weight two
+// stages read counts in both).
+void AddStageWeights(const graph::Graph& g, const Placement& p, const PlanOptions& o,
+                     const std::optional<SerializedEmbedding>& embedding,
+                     std::vector<StageNeeds>& needs) {
+  std::vector<std::set<std::string>> seen(needs.size());
+  std::vector<IpuPlan> state(needs.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const int64_t stage = p.node_stage[i];
+    for (const std::string& v : g.nodes[i].inputs) {
+      const tensor::Tensor* w = v.empty() ? nullptr : g.FindInitializer(v);
+      if (w == nullptr || !seen[stage].insert(v).second) continue;
+      int64_t bytes = static_cast<int64_t>(w->byte_size());
+      if (embedding.has_value() && embedding->table == v) bytes += embedding->PaddingBytes();
+      needs[stage].weight_bytes += bytes;
+      if (o.training.has_value()) {
+        AddTrainingState(*o.training, v, bytes, static_cast<int64_t>(tensor::DTypeSize(w->dtype())),
+                         o.count.replication_factor, state[stage]);
+      }
+    }
+  }
+  for (size_t s = 0; s < needs.size(); ++s) {
+    needs[s].gradient_bytes = state[s].gradient_bytes;
+    needs[s].optimizer_state_bytes = state[s].optimizer_state_bytes;
+  }
+}
+
+// Phased: what each stage keeps per micro-batch, and its forward time.
+void AddStageWork(const graph::Graph& g, absl::Span<const graph::NodeCost> costs,
+                  const Placement& p, const PlanOptions& o,
+                  const std::map<std::string, ValueUse>& values,
+                  const std::optional<SerializedEmbedding>& embedding,
+                  std::vector<StageNeeds>& needs) {
+  static const std::vector<int64_t> kNoLayers;
+  const std::vector<int64_t>& layers = o.training.has_value() ? o.training->node_layer : kNoLayers;
+  const int64_t stages = p.num_stages();
+  for (int64_t s = 0; s < stages; ++s) {
+    const StageBytes bytes = MeasureStage(p, s, values, layers);
+    const bool recomputes = Recomputes(o, stages, s);
+    needs[s].kept_bytes = KeptPerMicroBatch(o, bytes, recomputes);
+    needs[s].recompute_bytes = recomputes ? bytes.segment_all : 0;
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeTemporary t =
+        PlanNodeTemporary(g, g.nodes[i], Proportion(g.nodes[i], o, p.NodeIpu(i)),
+                          static_cast<int64_t>(kIpu.memory_bytes), embedding);
+    needs[p.node_stage[i]].compute_s += static_cast<double>(costs[i].flops) / kIpu.fp32_flops +
+                                        static_cast<double>(t.passes - 1) * kSerialPassSeconds;
+  }
+}
+
+// Phased: the values each stage takes from other stages and gives to later
+// phases (graph inputs come from the host, not from a stage).
+void AddStageExchanges(const Placement& p, const std::map<std::string, ValueUse>& values,
+                       std::vector<StageNeeds>& needs) {
+  for (const auto& [name, use] : values) {
+    if (use.producer < 0) continue;
+    const int64_t from = p.node_stage[use.producer];
+    std::set<int64_t> readers;
+    for (size_t r : use.readers) readers.insert(p.node_stage[r]);
+    readers.erase(from);
+    bool later = false;
+    for (int64_t to : readers) {
+      StageNeeds& n = needs[to];
+      const bool other_ipu = n.ipu != needs[from].ipu;
+      if (n.phase == needs[from].phase) {
+        n.link_bytes += other_ipu ? use.bytes : 0;
+        continue;
+      }
+      later = true;
+      n.earlier_bytes += use.bytes;
+      n.earlier_link_bytes += other_ipu ? use.bytes : 0;
+    }
+    if (later) needs[from].later_bytes += use.bytes;
+  }
+}
+
+absl::Status CheckPhasedPlacement(const Placement& p, const PlanOptions& o) {
+  if (p.phased() == IsPhased(o.strategy)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the placement ", p.phased() ? "has" : "has no", " execution phases but the strategy is ",
+      ExecutionStrategyName(o.strategy), ": recompile the executable"));
+}
+
+PhaseModel MakePhaseModel(const PlanOptions& o) {
+  return PhaseModel{
+      .strategy = o.strategy,
+      .liveness = o.liveness,
+      .training = o.training.has_value(),
+      .recompute = o.training.has_value() && o.training->recompute_checkpoint_every_layer};
+}
+
+std::vector<StageNeeds> CollectStageNeeds(const graph::Graph& g,
+                                          absl::Span<const graph::NodeCost> costs,
+                                          const Placement& p, const PlanOptions& o,
+                                          const std::map<std::string, ValueUse>& values,
+                                          const std::optional<SerializedEmbedding>& embedding) {
+  std::vector<StageNeeds> needs(p.num_stages());
+  for (int64_t s = 0; s < p.num_stages(); ++s) {
+    needs[s].phase = p.stage_phase[s];
+    needs[s].ipu = p.stage_ipu[s];
+  }
+  AddStageWeights(g, p, o, embedding, needs);
+  AddStageWork(g, costs, p, o, values, embedding, needs);
+  AddStageExchanges(p, values, needs);
+  return needs;
+}
+
 // The share of micro-batches whose outputs go to the host: of a step's
 // device_iterations (x gradient_accumulation_steps in training).
 double OutputFraction(const PlanOptions& o) {
@@ -348,6 +457,11 @@ void EstimateStep(Report& r) {
     sum += p.busy_s();
     update = std::max(update, p.update_s());
   }
+  if (IsPhased(r.strategy)) {  // phases one after another, plus every IPU's host transfers
+    sum = 0;
+    for (const PhasePlan& phase : r.phases) sum += phase.time_s;
+    for (const IpuPlan& p : r.ipus) sum += p.host_s;
+  }
   const bool pipelined = r.strategy == ExecutionStrategy::kPipelined && r.num_stages > 1;
   if (r.training()) {
     const double accumulation = static_cast<double>(r.gradient_accumulation_steps);
@@ -395,6 +509,11 @@ std::string Advice(const Report& r, const IpuPlan& p) {
                     "temporary is ", FormatBytesFixed(p.temporary_bytes), " for '",
                     p.temporary_node, "')");
   }
+  if (r.liveness == LivenessName(Liveness::kAlwaysLive)) {
+    absl::StrAppend(&out,
+                    "; or hold one phase at a time, the others in streaming memory "
+                    "(tensors_liveness=off_chip_after_fwd: PopTorch's Liveness.OffChipAfterFwd)");
+  }
   if (!r.training()) return out;
   if (p.optimizer_state_bytes > 0) {
     absl::StrAppend(&out, "; or set optimizer_state_offchip=true (frees ",
@@ -430,16 +549,8 @@ std::string EmbeddingNote(const SerializedEmbedding& e) {
                          " passes over its output channels"));
 }
 
-}  // namespace
-
-absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
-                                  absl::Span<const graph::NodeCost> costs,
-                                  const Placement& placement, const PlanOptions& options) {
-  IPUPOD_RETURN_IF_ERROR(CheckPlacementMatchesGraph(placement, graph));
-  if (costs.size() != graph.nodes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node costs cover ", costs.size(), " nodes but the graph has ", graph.nodes.size()));
-  }
+// The run shape of the report (PlanMemory fills in the rest).
+Report StartReport(const Placement& placement, const PlanOptions& options) {
   Report r;
   r.memory_bytes_per_ipu = static_cast<int64_t>(kIpu.memory_bytes);
   r.strategy = options.strategy;
@@ -457,6 +568,21 @@ absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
     r.replicated_tensor_sharding =
         options.training->replicated_tensor_sharding && options.count.replication_factor > 1;
   }
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
+                                  absl::Span<const graph::NodeCost> costs,
+                                  const Placement& placement, const PlanOptions& options) {
+  IPUPOD_RETURN_IF_ERROR(CheckPlacementMatchesGraph(placement, graph));
+  IPUPOD_RETURN_IF_ERROR(CheckPhasedPlacement(placement, options));
+  if (costs.size() != graph.nodes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node costs cover ", costs.size(), " nodes but the graph has ", graph.nodes.size()));
+  }
+  Report r = StartReport(placement, options);
   IPUPOD_RETURN_IF_ERROR(CheckPlanningAttributes(graph));
   IPUPOD_ASSIGN_OR_RETURN(std::optional<SerializedEmbedding> embedding,
                           FindSerializedEmbedding(graph, options.embedding_serialization_factor));
@@ -469,7 +595,14 @@ absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
   AddTraffic(placement, options, values, r.ipus, tensors);
   AddStages(graph, costs, placement, options, values, r.ipus);
   AddTemporaries(graph, placement, options, embedding, r.ipus);
+  std::vector<StageNeeds> phased;
+  if (placement.phased()) {
+    phased = CollectStageNeeds(graph, costs, placement, options, values, embedding);
+    HoldLargestPhase(phased, MakePhaseModel(options), r.ipus);
+    r.liveness = std::string(LivenessName(options.liveness));
+  }
   for (size_t i = 0; i < r.ipus.size(); ++i) Finish(r.ipus[i], options, std::move(tensors[i]));
+  if (placement.phased()) r.phases = PlanPhaseTimes(phased, MakePhaseModel(options));
   EstimateStep(r);
   return r;
 }
@@ -497,6 +630,7 @@ absl::Status CheckReportCoversModel(const Executable& executable, const Report& 
                                     const graph::Graph& graph) {
   PlanOptions options;
   options.strategy = executable.strategy;
+  IPUPOD_ASSIGN_OR_RETURN(options.liveness, ConfiguredLiveness(executable.config));
   options.count = executable.ipus;
   options.micro_batch_size = executable.micro_batch_size;
   options.device_iterations = executable.device_iterations;

@@ -81,15 +81,21 @@
 // device_iterations x the slowest IPU's update time.
 //
 // Thread safety: pure functions.
+// Phased strategies (placements with execution phases) run no pipeline:
+// one micro-batch in flight per stage, and compiler/phase_plan.h decides
+// what an IPU holds (always_live: every phase, as above; otherwise its
+// largest phase) and a micro-batch's time (the sum of its phases plus the
+// IPUs' host transfers); a training step is then device_iterations x (GA x
+// that + the slowest IPU's update).
+//
 // Errors: PlanMemory - INVALID_ARGUMENT if the placement does not match the
-// graph, and CheckPlanningAttributes' and FindSerializedEmbedding's errors
-// (compiler/temporaries.h). CheckMemoryFits - INVALID_ARGUMENT
-// "out of memory on IPU k: needs X of 900.0 MB ..." with the IPU's largest
-// tensors and what to change (the fix is to the request: placement or IPU
-// count; a lower matmul_proportion when the temporary is over a tenth of
-// the IPU; for training also optimizer_state_offchip=true (or
-// replicated_tensor_sharding=true with replicas) when state is on the
-// IPU, and recompute_checkpoint_every_layer=true when it is off).
+// graph or the strategy (phases without a phased strategy, or the reverse), and
+// CheckPlanningAttributes' and FindSerializedEmbedding's errors (compiler/temporaries.h).
+// CheckMemoryFits - INVALID_ARGUMENT "out of memory on IPU k: needs X of 900.0 MB ..." with the
+// IPU's largest tensors and what to change (the fix is to the request: placement or IPU count; a
+// lower matmul_proportion when the temporary is over a tenth of the IPU; for training also
+// optimizer_state_offchip=true (or replicated_tensor_sharding=true with replicas) when state is on
+// the IPU, and recompute_checkpoint_every_layer=true when it is off).
 #ifndef IPUPOD_COMPILER_MEMORY_PLAN_H_
 #define IPUPOD_COMPILER_MEMORY_PLAN_H_
 
@@ -135,6 +141,7 @@ struct TrainingPlan {
 
 struct PlanOptions {
   ExecutionStrategy strategy = ExecutionStrategy::kPipelined;
+  Liveness liveness = Liveness::kAlwaysLive;  // phased strategies (compiler/phase_plan.h)
   IpuCount count;
   int64_t micro_batch_size = 1;
   int64_t device_iterations = 1;

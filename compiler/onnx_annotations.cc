@@ -12,7 +12,8 @@ namespace ipupod::compiler {
 namespace {
 
 bool IsPlacementAttribute(const onnx::AttributeProto& a) {
-  return a.name() == kIpuNumberAttribute || a.name() == kPipelineStageAttribute;
+  return a.name() == kIpuNumberAttribute || a.name() == kPipelineStageAttribute ||
+         a.name() == kExecutionPhaseAttribute;
 }
 
 bool HasAnnotations(const onnx::GraphProto& g) {
@@ -26,9 +27,9 @@ bool HasAnnotations(const onnx::GraphProto& g) {
 
 absl::StatusOr<int64_t> AnnotationValue(const std::string& node, const onnx::AttributeProto& a) {
   if (a.type() != onnx::AttributeProto::INT || a.i() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("node '", node, "': attribute '", a.name(),
-                     "' must be a non-negative INT (PopART's IPU or pipeline stage number)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node '", node, "': attribute '", a.name(),
+        "' must be a non-negative INT (PopART's IPU, pipeline stage or execution phase number)"));
   }
   return a.i();
 }
@@ -41,7 +42,13 @@ absl::StatusOr<NodeAnnotation> TakeAnnotation(const std::string& name, onnx::Nod
     const onnx::AttributeProto& a = attributes->Get(i);
     if (!IsPlacementAttribute(a)) continue;
     IPUPOD_ASSIGN_OR_RETURN(int64_t value, AnnotationValue(name, a));
-    (a.name() == kIpuNumberAttribute ? annotation.ipu : annotation.stage) = value;
+    if (a.name() == kIpuNumberAttribute) {
+      annotation.ipu = value;
+    } else if (a.name() == kPipelineStageAttribute) {
+      annotation.stage = value;
+    } else {
+      annotation.phase = value;
+    }
     attributes->DeleteSubrange(i, 1);
   }
   return annotation;
@@ -67,14 +74,15 @@ absl::StatusOr<AnnotatedModel> ExtractPlacementAttributes(absl::string_view onnx
     if (!names.insert(name).second) name = absl::StrCat(name, "_", i);
     node.set_name(name);
     IPUPOD_ASSIGN_OR_RETURN(NodeAnnotation annotation, TakeAnnotation(name, node));
-    if (annotation.ipu.has_value() || annotation.stage.has_value()) {
+    if (annotation.ipu.has_value() || annotation.stage.has_value() ||
+        annotation.phase.has_value()) {
       out.annotations[name] = annotation;
     }
   }
   if (!model.SerializeToString(&out.onnx_bytes)) {
     return absl::InvalidArgumentError(
         "cannot re-serialize the ONNX model after reading its "
-        "__ipu_number/__pipeline_stage attributes");
+        "__ipu_number/__pipeline_stage/__execution_phase attributes");
   }
   return out;
 }

@@ -1,7 +1,8 @@
 // File: compiler/onnx_annotations.h
 //
 // PopART's placement attributes on ONNX nodes: `__ipu_number` (the virtual
-// graph, i.e. the IPU within a replica) and `__pipeline_stage`, both INT.
+// graph, i.e. the IPU within a replica), `__pipeline_stage` and
+// `__execution_phase` (the phase of PopTorch's phased strategies), all INT.
 // graph::ImportOnnx rejects attributes an op does not define, so the
 // compiler reads these first and strips them: ExtractPlacementAttributes
 // returns the annotations by node name plus model bytes ImportOnnx accepts.
@@ -28,10 +29,12 @@ namespace ipupod::compiler {
 
 inline constexpr absl::string_view kIpuNumberAttribute = "__ipu_number";
 inline constexpr absl::string_view kPipelineStageAttribute = "__pipeline_stage";
+inline constexpr absl::string_view kExecutionPhaseAttribute = "__execution_phase";
 
 struct NodeAnnotation {
-  std::optional<int64_t> ipu;
-  std::optional<int64_t> stage;
+  std::optional<int64_t> ipu = std::nullopt;
+  std::optional<int64_t> stage = std::nullopt;
+  std::optional<int64_t> phase = std::nullopt;
 };
 
 // By node name (as ImportOnnx names nodes).

@@ -29,7 +29,24 @@ absl::Status CheckIpuNumber(int64_t ipu, absl::string_view what) {
                                                  device::kMaxPodIpus - 1, " (the largest pod)"));
 }
 
-// Every node reads values made in its own or an earlier stage.
+std::string AscendError(const graph::Graph& graph, const Placement& p, size_t node, size_t from,
+                        const std::string& input) {
+  const graph::Node& n = graph.nodes[node];
+  const graph::Node& f = graph.nodes[from];
+  const absl::string_view what = p.phased() ? "phase" : "stage";
+  const int64_t here = p.StageOrder(p.node_stage[node]);
+  const int64_t there = p.StageOrder(p.node_stage[from]);
+  return absl::StrCat(p.phased() ? "execution phases" : "pipeline stages",
+                      " must ascend through the graph, but node '", n.name, "' (module ",
+                      ModuleText(n), ") on ", what, " ", here, " (IPU ", p.NodeIpu(node),
+                      ") reads '", input, "' from node '", f.name, "' (module ", ModuleText(f),
+                      ") on later ", what, " ", there, " (IPU ", p.NodeIpu(from), "): move '",
+                      ModuleText(n), "' to ", what, " ", there, " or later, or '", ModuleText(f),
+                      "' earlier");
+}
+
+// Every node reads values made in its own or an earlier stage (phased:
+// phase).
 absl::Status CheckAscending(const graph::Graph& graph, const Placement& p) {
   std::map<std::string, size_t> producer;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
@@ -37,15 +54,8 @@ absl::Status CheckAscending(const graph::Graph& graph, const Placement& p) {
     for (const std::string& input : node.inputs) {
       auto it = producer.find(input);
       if (input.empty() || it == producer.end()) continue;
-      const size_t from = it->second;
-      if (p.node_stage[from] <= p.node_stage[i]) continue;
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pipeline stages must ascend through the graph, but node '", node.name, "' (module ",
-          ModuleText(node), ") on stage ", p.node_stage[i], " (IPU ", p.NodeIpu(i), ") reads '",
-          input, "' from node '", graph.nodes[from].name, "' (module ",
-          ModuleText(graph.nodes[from]), ") on later stage ", p.node_stage[from], " (IPU ",
-          p.NodeIpu(from), "): move '", ModuleText(node), "' to stage ", p.node_stage[from],
-          " or later, or '", ModuleText(graph.nodes[from]), "' earlier"));
+      if (p.StageOrder(p.node_stage[it->second]) <= p.StageOrder(p.node_stage[i])) continue;
+      return absl::InvalidArgumentError(AscendError(graph, p, i, it->second, input));
     }
     for (const std::string& output : node.outputs) {
       if (!output.empty()) producer[output] = i;
@@ -65,10 +75,15 @@ void NoteIdleIpus(Placement& p) {
                                  " of each replica has no nodes and idles"));
 }
 
-// Dense stages from per-node stage keys, each stage on one IPU.
+// A phased stage's key: its phase, then its IPU.
+int64_t PhasedKey(int64_t phase, int64_t ipu) { return phase * device::kMaxPodIpus + ipu; }
+
+// Dense stages from per-node stage keys, each stage on one IPU; `phased`
+// keys are PhasedKey's.
 absl::StatusOr<Placement> FinishPlacement(const graph::Graph& graph, PlacementMethod method,
                                           const std::vector<int64_t>& stage_key,
-                                          const std::vector<int64_t>& ipu, int64_t min_ipus) {
+                                          const std::vector<int64_t>& ipu, int64_t min_ipus,
+                                          bool phased = false) {
   Placement p;
   p.method = method;
   const std::set<int64_t> keys(stage_key.begin(), stage_key.end());
@@ -89,6 +104,10 @@ absl::StatusOr<Placement> FinishPlacement(const graph::Graph& graph, PlacementMe
     p.ipus_per_replica = std::max(p.ipus_per_replica, ipu[i] + 1);
   }
   if (p.stage_ipu.empty()) p.stage_ipu.push_back(0);  // a graph with no nodes
+  if (phased) {
+    for (int64_t key : ordered) p.stage_phase.push_back(key / device::kMaxPodIpus);
+    if (p.stage_phase.empty()) p.stage_phase.push_back(0);
+  }
   IPUPOD_RETURN_IF_ERROR(CheckAscending(graph, p));
   NoteIdleIpus(p);
   return p;
@@ -158,6 +177,73 @@ absl::Status CheckModuleMap(const graph::Graph& graph, const ModuleMap& map) {
         absl::StrJoin(examples, "', '"), "'"));
   }
   return absl::OkStatus();
+}
+
+// Parallel phased execution alternates two groups of IPUs: PopTorch
+// requires even phases on even IPUs and odd phases on odd IPUs.
+absl::Status CheckPhaseParity(const graph::Graph& graph, const Placement& p) {
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const int64_t phase = p.stage_phase[p.node_stage[i]];
+    const int64_t ipu = p.NodeIpu(i);
+    if (phase % 2 == ipu % 2) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "when phases are executed in parallel, even phases must run on even IPUs and odd "
+        "phases on odd IPUs, but node '",
+        graph.nodes[i].name, "' (module ", ModuleText(graph.nodes[i]), ") is in phase ", phase,
+        " on IPU ", ipu, ": place phase ", phase, "'s stages on ", phase % 2 == 0 ? "even" : "odd",
+        " IPUs (Phase.ipus / Stage.ipu), or use serial phased execution"));
+  }
+  return absl::OkStatus();
+}
+
+// "phase 0: IPU 0, 2; phase 1: IPU 1, 3".
+std::string PhasesNote(const Placement& p) {
+  std::map<int64_t, std::vector<int64_t>> ipus;
+  for (int64_t s = 0; s < p.num_stages(); ++s) ipus[p.stage_phase[s]].push_back(p.stage_ipu[s]);
+  std::vector<std::string> parts;
+  for (const auto& [phase, list] : ipus) {
+    parts.push_back(absl::StrCat("phase ", phase, ": IPU ", absl::StrJoin(list, ", ")));
+  }
+  return absl::StrCat("execution phases (", parts.size(), "): ", absl::StrJoin(parts, "; "));
+}
+
+absl::StatusOr<Placement> PlaceByPhases(const graph::Graph& graph,
+                                        const NodeAnnotations& annotations,
+                                        ExecutionStrategy strategy) {
+  std::vector<int64_t> key(graph.nodes.size(), 0);
+  std::vector<int64_t> ipu(graph.nodes.size(), 0);
+  int64_t cur_phase = 0, cur_ipu = 0, phased = 0;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    auto it = annotations.find(graph.nodes[i].name);
+    if (it != annotations.end()) {
+      const NodeAnnotation& a = it->second;
+      if (a.ipu.has_value() || a.stage.has_value()) cur_ipu = a.ipu.value_or(a.stage.value_or(0));
+      if (a.phase.has_value()) cur_phase = *a.phase;
+      phased += a.phase.has_value() ? 1 : 0;
+      IPUPOD_RETURN_IF_ERROR(
+          CheckIpuNumber(cur_ipu, absl::StrCat("node '", graph.nodes[i].name, "'")));
+    }
+    key[i] = PhasedKey(cur_phase, cur_ipu);
+    ipu[i] = cur_ipu;
+  }
+  if (phased == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ExecutionStrategyName(strategy),
+        " execution runs the model's execution phases, but no node carries __execution_phase "
+        "(PopTorch's Phase): annotate the model's blocks with phases, or use "
+        "execution_strategy=pipelined or sharded"));
+  }
+  IPUPOD_ASSIGN_OR_RETURN(Placement p, FinishPlacement(graph, PlacementMethod::kOnnxAttributes, key,
+                                                       ipu, 1, /*phased=*/true));
+  if (strategy == ExecutionStrategy::kParallelPhased) {
+    IPUPOD_RETURN_IF_ERROR(CheckPhaseParity(graph, p));
+  }
+  p.notes.insert(p.notes.begin(), PhasesNote(p));
+  p.notes.insert(p.notes.begin(),
+                 absl::StrCat(phased, " of ", graph.nodes.size(),
+                              " nodes carry __execution_phase; the others inherit the phase and "
+                              "IPU of the node before them"));
+  return p;
 }
 
 }  // namespace
@@ -255,7 +341,9 @@ absl::StatusOr<Placement> PlaceByModuleMap(const graph::Graph& graph, const Modu
 }
 
 absl::StatusOr<Placement> PlaceByAnnotations(const graph::Graph& graph,
-                                             const NodeAnnotations& annotations) {
+                                             const NodeAnnotations& annotations,
+                                             ExecutionStrategy strategy) {
+  if (IsPhased(strategy)) return PlaceByPhases(graph, annotations, strategy);
   std::vector<int64_t> stage(graph.nodes.size(), 0);
   std::vector<int64_t> ipu(graph.nodes.size(), 0);
   int64_t cur_stage = 0, cur_ipu = 0, annotated = 0;
@@ -293,6 +381,17 @@ absl::Status CheckPlacementMatchesGraph(const Placement& p, const graph::Graph& 
       return absl::InvalidArgumentError(absl::StrCat(
           "executable placement entry ", i, " ('", p.node_names[i], "', stage ", p.node_stage[i],
           ") does not match model node '", graph.nodes[i].name, "': recompile the executable"));
+    }
+  }
+  if (p.phased() && p.stage_phase.size() != p.stage_ipu.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("executable placement gives ", p.stage_phase.size(), " stage phases for ",
+                     p.stage_ipu.size(), " stages: recompile the executable"));
+  }
+  for (int64_t phase : p.stage_phase) {
+    if (phase < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("executable placement puts a stage in phase ",
+                                                     phase, ": recompile the executable"));
     }
   }
   for (int64_t ipu : p.stage_ipu) {

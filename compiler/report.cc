@@ -175,8 +175,50 @@ absl::StatusOr<IpuPlan> IpuFromJson(const Json& item, const json::JsonPath& at) 
   }
   IPUPOD_RETURN_IF_ERROR(ReadTrainingJson(j, p));
   IPUPOD_RETURN_IF_ERROR(ReadTemporaryJson(j, p));
+  IPUPOD_RETURN_IF_ERROR(OptionalInt(j, "held_phase", p.held_phase));
+  IPUPOD_RETURN_IF_ERROR(OptionalInt(j, "streaming_memory_bytes", p.streaming_memory_bytes));
   IPUPOD_RETURN_IF_ERROR(j.RejectUnknownKeys());
   return p;
+}
+
+Json PhaseJson(const PhasePlan& p) {
+  return {{"phase", p.phase},
+          {"ipus", p.ipus},
+          {"compute_s", p.compute_s},
+          {"ipu_link_s", p.ipu_link_s},
+          {"streaming_bytes_per_micro_batch", p.streaming_bytes},
+          {"streaming_s", p.streaming_s},
+          {"time_s", p.time_s}};
+}
+
+absl::StatusOr<PhasePlan> PhaseFromJson(const Json& item, const json::JsonPath& at) {
+  IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader j, json::ObjectReader::Open(item, at));
+  PhasePlan p;
+  IPUPOD_ASSIGN_OR_RETURN(p.phase, j.Int("phase"));
+  IPUPOD_ASSIGN_OR_RETURN(p.ipus, j.IntList("ipus"));
+  IPUPOD_ASSIGN_OR_RETURN(p.compute_s, Number(j, "compute_s"));
+  IPUPOD_ASSIGN_OR_RETURN(p.ipu_link_s, Number(j, "ipu_link_s"));
+  IPUPOD_ASSIGN_OR_RETURN(p.streaming_bytes, j.Int("streaming_bytes_per_micro_batch"));
+  IPUPOD_ASSIGN_OR_RETURN(p.streaming_s, Number(j, "streaming_s"));
+  IPUPOD_ASSIGN_OR_RETURN(p.time_s, Number(j, "time_s"));
+  IPUPOD_RETURN_IF_ERROR(j.RejectUnknownKeys());
+  return p;
+}
+
+// The phased fields of a report; absent for the other strategies.
+absl::Status ReadPhases(json::ObjectReader& doc, Report& r) {
+  IPUPOD_RETURN_IF_ERROR(doc.IfPresent("liveness", [&r](const Json& v, const json::JsonPath& at) {
+    IPUPOD_ASSIGN_OR_RETURN(r.liveness, json::ReadString(v, at));
+    return ParseLiveness(r.liveness).status();
+  }));
+  return doc.IfPresent("phases", [&r](const Json& v, const json::JsonPath& at) -> absl::Status {
+    IPUPOD_RETURN_IF_ERROR(json::ExpectArray(v, at));
+    for (size_t i = 0; i < v.size(); ++i) {
+      IPUPOD_ASSIGN_OR_RETURN(PhasePlan phase, PhaseFromJson(v[i], at.Index(i)));
+      r.phases.push_back(std::move(phase));
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::Status ReadIpus(json::ObjectReader& doc, Report& r) {
@@ -234,6 +276,11 @@ absl::StatusOr<Report> ReportFromDoc(const Json& root) {
   IPUPOD_ASSIGN_OR_RETURN(r.samples_per_s, Number(doc, "samples_per_s"));
   IPUPOD_ASSIGN_OR_RETURN(r.notes, doc.StringList("notes"));
   IPUPOD_RETURN_IF_ERROR(ReadMode(doc, r));
+  IPUPOD_RETURN_IF_ERROR(ReadPhases(doc, r));
+  if (IsPhased(r.strategy) != !r.liveness.empty()) {
+    return absl::InvalidArgumentError(
+        "a phased report needs its liveness and phases, and only a phased report has them");
+  }
   doc.Find("samples_per_step");  // derived (samples_per_step()), written for readers of the JSON
   IPUPOD_RETURN_IF_ERROR(doc.RejectUnknownKeys());
   return r;
@@ -272,8 +319,12 @@ std::string Report::Header() const {
 
 std::string Report::RunShapeLine() const {
   std::string line = absl::StrCat(ExecutionStrategyName(strategy), " over ", num_stages,
-                                  num_stages == 1 ? " stage" : " stages", "; micro-batch ",
-                                  micro_batch_size, " x ");
+                                  num_stages == 1 ? " stage" : " stages");
+  if (IsPhased(strategy)) {
+    absl::StrAppend(&line, " in ", phases.size(), phases.size() == 1 ? " phase" : " phases",
+                    " (liveness ", liveness, ")");
+  }
+  absl::StrAppend(&line, "; micro-batch ", micro_batch_size, " x ");
   if (training()) absl::StrAppend(&line, gradient_accumulation_steps, " accumulated x ");
   absl::StrAppend(&line, device_iterations, " device iterations x ", count.replication_factor,
                   count.replication_factor == 1 ? " replica" : " replicas", " = ",
@@ -330,7 +381,7 @@ std::string Report::TrainingLines() const {
 int64_t Report::host_bytes() const {
   int64_t bytes = 0;
   for (const IpuPlan& p : ipus) {
-    bytes += p.total_bytes - p.code_bytes - p.temporary_bytes;
+    bytes += p.total_bytes - p.code_bytes - p.temporary_bytes + p.streaming_memory_bytes;
     if (replicated_tensor_sharding) {
       bytes += p.optimizer_state_bytes * (count.replication_factor - 1);
     }
@@ -355,6 +406,26 @@ std::string Report::TemporaryLines() const {
   return out;
 }
 
+// Per phase its IPUs and time; per IPU the phase it holds when the others
+// wait in streaming memory.
+std::string Report::PhaseLines() const {
+  std::string out;
+  for (const PhasePlan& p : phases) {
+    absl::StrAppend(&out, "phase ", p.phase, " on IPU ", absl::StrJoin(p.ipus, ","), ": ",
+                    FormatSiDuration(p.time_s), " per micro-batch (compute ",
+                    FormatSiDuration(p.compute_s), ", IPU-Link ", FormatSiDuration(p.ipu_link_s),
+                    ", streaming memory ", FormatBytesFixed(p.streaming_bytes), " of which ",
+                    FormatSiDuration(p.streaming_s), " not hidden by compute)\n");
+  }
+  for (const IpuPlan& p : ipus) {
+    if (p.held_phase < 0) continue;
+    absl::StrAppend(&out, "IPU ", p.ipu, " holds one phase at a time: its largest, phase ",
+                    p.held_phase, ", sets its total; ", FormatBytesFixed(p.streaming_memory_bytes),
+                    " waits in streaming memory (not in total)\n");
+  }
+  return out;
+}
+
 std::string Report::Table() const {
   std::string out = Header();
   for (const IpuPlan& p : ipus) {
@@ -369,6 +440,7 @@ std::string Report::Table() const {
   absl::StrAppend(&out, "\n", RunShapeLine());
   if (training()) absl::StrAppend(&out, TrainingLines());
   absl::StrAppend(&out, TemporaryLines());
+  absl::StrAppend(&out, PhaseLines());
   absl::StrAppend(&out, "estimated ", FormatSiDuration(step_s), " per step",
                   samples_per_s > 0 ? absl::StrFormat(" (%.0f samples/s)", samples_per_s) : "",
                   " at FP32 peak, with IPU-Link and host-link transfers\n");
@@ -381,6 +453,10 @@ std::string Report::Json(int indent) const {
   for (const IpuPlan& p : ipus) {
     ipu_list.push_back(IpuJson(p));
     if (training()) AddTrainingJson(p, ipu_list.back());
+    if (IsPhased(strategy)) {
+      ipu_list.back()["held_phase"] = p.held_phase;
+      ipu_list.back()["streaming_memory_bytes"] = p.streaming_memory_bytes;
+    }
   }
   nlohmann::json doc = {{"ipus", ipu_list},
                         {"memory_bytes_per_ipu", memory_bytes_per_ipu},
@@ -403,6 +479,11 @@ std::string Report::Json(int indent) const {
     doc["recompute"] = recompute;
     if (recompute) doc["recompute_checkpoints"] = recompute_checkpoints;
     doc["replicated_tensor_sharding"] = replicated_tensor_sharding;
+  }
+  if (IsPhased(strategy)) {
+    doc["liveness"] = liveness;
+    doc["phases"] = nlohmann::json::array();
+    for (const PhasePlan& p : phases) doc["phases"].push_back(PhaseJson(p));
   }
   return doc.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
 }

@@ -67,9 +67,28 @@ struct IpuPlan {
   std::string temporary_node;         // the op that needs it
   int64_t temporary_node_passes = 1;  // in how many serial passes that op runs
   int64_t serial_passes = 0;  // passes beyond each op's first, per micro-batch (in compute_s)
+  // Phased strategies whose liveness sends tensors off chip
+  // (compiler/phase_plan.h): the IPU holds one phase at a time, so the
+  // totals above are those of `held_phase`, its largest; the rest of its
+  // weights, training state and activations wait in streaming memory (not
+  // in total_bytes). -1 and 0 otherwise.
+  int64_t held_phase = -1;
+  int64_t streaming_memory_bytes = 0;
 
   double busy_s() const { return compute_s + ipu_link_s + host_s; }
   double update_s() const { return update_ipu_link_s + update_host_s; }
+};
+
+// One execution phase of a phased strategy, per micro-batch (training: its
+// forward and its backward phase), as compiler/phase_plan.h models it.
+struct PhasePlan {
+  int64_t phase = 0;
+  std::vector<int64_t> ipus;    // the IPUs its stages run on
+  double compute_s = 0;         // its slowest IPU's compute
+  double ipu_link_s = 0;        // cross-IPU copies beyond that (the slowest IPU's)
+  int64_t streaming_bytes = 0;  // to and from streaming memory (its busiest IPU's)
+  double streaming_s = 0;       // the part of the transfers that compute does not hide
+  double time_s = 0;            // compute_s + ipu_link_s + streaming_s
 };
 
 struct Report {
@@ -86,6 +105,8 @@ struct Report {
   bool recompute = false;                   // training: recompute_checkpoint_every_layer
   std::string recompute_checkpoints;        // recomputing: "layer" or "stage" boundaries
   bool replicated_tensor_sharding = false;  // training: state sharded over the replicas
+  std::string liveness;                     // phased strategies: LivenessName
+  std::vector<PhasePlan> phases;            // phased strategies, in phase order
   double step_s = 0;                        // one step, every replica in parallel
   double samples_per_s = 0;
   std::vector<std::string> notes;  // placement notes, warnings
@@ -97,7 +118,8 @@ struct Report {
   }
   // The host memory a program of this report holds (runtime/program.h): per
   // IPU its total without code and op temporaries (simulated, not held), and
-  // the optimizer state whole where replicated_tensor_sharding shards it.
+  // the optimizer state whole where replicated_tensor_sharding shards it,
+  // and what a phased plan keeps in streaming memory.
   int64_t host_bytes() const;
   // Human-readable table plus summary lines.
   std::string Table() const;
@@ -108,6 +130,7 @@ struct Report {
   std::string RunShapeLine() const;
   std::string TrainingLines() const;
   std::string TemporaryLines() const;
+  std::string PhaseLines() const;
 };
 
 // Reads Report::Json() back (for an executable's stored report).

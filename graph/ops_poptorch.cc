@@ -1,6 +1,7 @@
 // PopTorch's own ops (poptorch.nop, ipu_print_tensor, dynamic_slice,
-// dynamic_update), carried through ONNX in domain ai.graphcore as PopART
-// names them and imported with op type "ai.graphcore.<Op>" (onnx_import.h):
+// dynamic_update, ctc_beam_search_decoder), carried through ONNX in domain
+// ai.graphcore as PopART names them and imported with op type
+// "ai.graphcore.<Op>" (onnx_import.h):
 //
 //   Nop(x) -> x                      an identity the compiler keeps
 //   IpuPrint(x) -> x                 title (string): the value goes to the run's log
@@ -8,6 +9,16 @@
 //                                    along axes[k]; index is a runtime int tensor with one
 //                                    element per axis
 //   DynamicUpdate(x, index, u) -> y  axes, sizes: y = x with that region replaced by u
+//   CtcBeamSearchDecoder(log_probs, lengths) -> (label_probs, label_lengths, decoded_labels)
+//                                    blank (0), beam_width (100), top_paths (1): log_probs
+//                                    float [T, B, C], lengths int [B] (each in [0, T]);
+//                                    per sequence b its top_paths best labellings by CTC
+//                                    prefix beam search (kernels/ctc.h): label_probs float
+//                                    [B, P] their log probabilities (-inf for paths that do
+//                                    not exist), label_lengths int32 [B, P], decoded_labels
+//                                    int32 [B, P, T] the labels, 0 after each path's end.
+//                                    PopART's outputs are uint32: int32 here. Inference only:
+//                                    it has no gradient (training/autodiff.h).
 //
 // A runtime start out of range (negative, or start + size past the axis)
 // is refused with INVALID_ARGUMENT naming the start and the range allowed:
@@ -19,6 +30,7 @@
 // "<title>_gradient" (training/grad_tensor.cc).
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +38,7 @@
 #include "graph/onnx_import.h"
 #include "graph/ops.h"
 #include "graph/run_context.h"
+#include "kernels/ctc.h"
 #include "kernels/data_movement.h"
 #include "kernels/shape_util.h"
 
@@ -187,6 +200,83 @@ absl::Status RunDynamicUpdate(const OpContext& c, absl::Span<Tensor> out) {
                                  DTypeSize(update.dtype()), out[0].mutable_raw_data());
 }
 
+// ---- CtcBeamSearchDecoder ----
+
+absl::StatusOr<kernels::CtcBeamSearchOptions> CtcOptions(const OpContext& c) {
+  kernels::CtcBeamSearchOptions o;
+  IPUPOD_ASSIGN_OR_RETURN(o.blank, c.Int("blank", 0));
+  IPUPOD_ASSIGN_OR_RETURN(o.beam_width, c.Int("beam_width", 100));
+  IPUPOD_ASSIGN_OR_RETURN(o.top_paths, c.Int("top_paths", 1));
+  return o;
+}
+
+absl::StatusOr<std::vector<TensorType>> InferCtcBeamSearch(const OpContext& c) {
+  if (c.rank(0) != 3 || !tensor::IsFloat(c.dtype(0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "log_probs (input 0) is ", DTypeName(c.dtype(0)), kernels::ShapeString(c.shape(0)),
+        " but must be float [input_length, batch_size, num_classes]"));
+  }
+  const int64_t time = c.shape(0)[0], batch = c.shape(0)[1];
+  IPUPOD_RETURN_IF_ERROR(
+      RequireDType("lengths (input 1)", c.dtype(1), {DType::kInt32, DType::kInt64}));
+  if (c.shape(1) != Shape{batch}) {
+    return absl::InvalidArgumentError(absl::StrCat("lengths (input 1) is ",
+                                                   kernels::ShapeString(c.shape(1)),
+                                                   " but must be [batch_size] = [", batch, "]"));
+  }
+  IPUPOD_ASSIGN_OR_RETURN(kernels::CtcBeamSearchOptions o, CtcOptions(c));
+  IPUPOD_RETURN_IF_ERROR(kernels::CheckCtcBeamSearchOptions(o, c.shape(0)[2]));
+  std::vector<TensorType> out = {{c.dtype(0), {batch, o.top_paths}},
+                                 {DType::kInt32, {batch, o.top_paths}},
+                                 {DType::kInt32, {batch, o.top_paths, time}}};
+  out.resize(std::min(out.size(), c.node.outputs.size()));  // ONNX may omit trailing outputs
+  return out;
+}
+
+// Writes sequence b's paths into the outputs the node has (see the header).
+void WriteCtcPaths(const std::vector<kernels::CtcPath>& paths, int64_t b, int64_t top_paths,
+                   int64_t time, absl::Span<Tensor> out) {
+  for (int64_t p = 0; p < top_paths; ++p) {
+    const int64_t row = b * top_paths + p;
+    const bool found = p < static_cast<int64_t>(paths.size());
+    const std::vector<int64_t> none;
+    const std::vector<int64_t>& path = found ? paths[p].labels : none;
+    out[0].mutable_data<float>()[row] =
+        found ? static_cast<float>(paths[p].log_prob) : -std::numeric_limits<float>::infinity();
+    if (out.size() > 1) out[1].mutable_data<int32_t>()[row] = static_cast<int32_t>(path.size());
+    if (out.size() < 3) continue;
+    int32_t* labels = out[2].mutable_data<int32_t>() + row * time;  // zero-filled
+    for (size_t k = 0; k < path.size(); ++k) labels[k] = static_cast<int32_t>(path[k]);
+  }
+}
+
+absl::Status RunCtcBeamSearch(const OpContext& c, absl::Span<Tensor> out) {
+  IPUPOD_ASSIGN_OR_RETURN(kernels::CtcBeamSearchOptions o, CtcOptions(c));
+  const Shape& shape = c.shape(0);
+  const int64_t time = shape[0], batch = shape[1], classes = shape[2];
+  const Tensor& lengths = *c.values[1];
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t length = lengths.IntAt(b);
+    if (length < 0 || length > time) {
+      return absl::InvalidArgumentError(absl::StrCat("length ", length, " of sequence ", b,
+                                                     " is outside [0, ", time,
+                                                     "] (the input_length of log_probs)"));
+    }
+    IPUPOD_ASSIGN_OR_RETURN(std::vector<kernels::CtcPath> paths,
+                            kernels::CtcBeamSearch(c.values[0]->data<float>() + b * classes, length,
+                                                   classes, batch * classes, o));
+    WriteCtcPaths(paths, b, o.top_paths, time, out);
+  }
+  return absl::OkStatus();
+}
+
+// Every step extends every beam by every class.
+int64_t CtcFlops(const OpContext& c, absl::Span<const TensorType> outputs) {
+  const Shape& shape = c.shape(0);
+  const int64_t beam = c.Int("beam_width", 100).value_or(100);
+  return 4 * shape[0] * shape[1] * shape[2] * beam;
+}
+
 OpDef Graphcore(std::string op, int min_in, int max_in, InferFn infer, RunFn run,
                 std::vector<std::string> attrs) {
   return MakeOpDef(absl::StrCat(kGraphcoreDomain, ".", op), min_in, max_in, infer, run, NoFlops,
@@ -205,6 +295,11 @@ void RegisterPoptorchOps(std::vector<OpDef>& defs) {
                            {"axes", "sizes", "noOverlap"}));
   defs.push_back(Graphcore("DynamicUpdate", 3, 3, InferDynamicUpdate, RunDynamicUpdate,
                            {"axes", "sizes", "noOverlap"}));
+  defs.push_back(Graphcore("CtcBeamSearchDecoder", 2, 2, InferCtcBeamSearch, RunCtcBeamSearch,
+                           {"blank", "beam_width", "top_paths"}));
+  defs.back().flops = CtcFlops;
+  defs.back().min_outputs = 1;  // a model may use only the probabilities
+  defs.back().max_outputs = 3;
 }
 
 }  // namespace ipupod::graph

@@ -159,6 +159,15 @@ absl::StatusOr<ImportedModel> ImportForProgram(const Executable& e, const LoadOp
 SimulatedTime MicroBatchesTime(const compiler::Report& r, double m) {
   SimulatedTime t;
   if (r.ipus.empty()) return t;
+  if (compiler::IsPhased(r.strategy)) {  // phases in turn (compiler/phase_plan.h)
+    for (const compiler::PhasePlan& phase : r.phases) {
+      t.compute_s += m * phase.compute_s;
+      t.ipu_link_s += m * phase.ipu_link_s;
+      t.host_s += m * phase.streaming_s;
+    }
+    for (const compiler::IpuPlan& p : r.ipus) t.host_s += m * p.host_s;
+    return t;
+  }
   if (r.strategy == compiler::ExecutionStrategy::kPipelined && r.num_stages > 1) {
     const compiler::IpuPlan& slowest = SlowestIpu(r);
     t.compute_s = m * slowest.compute_s;

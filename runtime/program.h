@@ -26,7 +26,11 @@
 //     slowest IPU: compute/link/host = M x that IPU's figures, and
 //     pipeline_ramp_s = (S - 1) x its busy time (fill and drain);
 //   sharded (or one stage): M x the sum of the IPUs' times (one IPU works
-//     at a time), no ramp.
+//     at a time), no ramp;
+//   phased (compiler/phase_plan.h): M x the sum of the phases' times (each
+//     its slowest IPU's compute and cross-IPU copies, and the streaming
+//     memory transfers compute does not hide, counted as host time) plus
+//     every IPU's host transfers, no ramp.
 // total_s() equals the report's step_s. Replicas run at the same time, so
 // a step takes as long as one replica.
 //

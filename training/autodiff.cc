@@ -212,6 +212,26 @@ absl::Status Autodiff::PlanStep(const graph::Node& node) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A node on the gradient path without a backward rule; inference-only ops
+// say so.
+absl::Status NoRuleError(const graph::Node& node) {
+  if (node.op_type == "ai.graphcore.CtcBeamSearchDecoder") {
+    return graph::NodeError(
+        node, absl::InvalidArgumentError(
+                  "is inference only: poptorch.ctc_beam_search_decoder has no gradient (nor in "
+                  "PopTorch), but lies between a trainable weight and the loss; decode outside "
+                  "the loss's path (return its outputs beside the loss) or in an inferenceModel"));
+  }
+  return graph::NodeError(node, absl::InvalidArgumentError(absl::StrCat(
+                                    "has no gradient rule, but lies between a trainable weight "
+                                    "and the loss; differentiable ops: ",
+                                    absl::StrJoin(DifferentiableOps(), ", "))));
+}
+
+}  // namespace
+
 // Marks what depends on a weight (requires_grad_), then walks back from the
 // loss: a node is on the path if one of its outputs leads to the loss and
 // depends on a weight. Every such node needs a backward rule.
@@ -233,13 +253,7 @@ absl::Status Autodiff::PlanGradientPath() {
     for (int s : step.outputs) active = active || (s >= 0 && needed[s]);
     if (!active) continue;
     step.rule = FindGradRule(step.node->op_type);
-    if (step.rule == nullptr) {
-      return graph::NodeError(*step.node,
-                              absl::InvalidArgumentError(absl::StrCat(
-                                  "has no gradient rule, but lies between a trainable weight and "
-                                  "the loss; differentiable ops: ",
-                                  absl::StrJoin(DifferentiableOps(), ", "))));
-    }
+    if (step.rule == nullptr) return NoRuleError(*step.node);
     for (int s : step.inputs) {
       step.wants.push_back(s >= 0 && requires_grad_[s]);
       if (s >= 0 && requires_grad_[s]) needed[s] = true;

@@ -39,7 +39,8 @@
 // InferShapesAndFold, the loss is not a float value with one element, a
 // weight is not a float32 initializer (or is listed twice), or an op on a
 // path from a weight to the loss has no backward rule (naming op and node,
-// e.g. "Abs node '/Abs': has no gradient rule"). Run - INVALID_ARGUMENT for
+// e.g. "Exp node '/Exp': has no gradient rule"; an inference-only op such
+// as ai.graphcore.CtcBeamSearchDecoder says it is inference only). Run - INVALID_ARGUMENT for
 // inputs or weights of the wrong number, name, dtype or shape and data
 // errors kernels find (a label out of range), and buffers that are missing
 // or mis-shaped; RESOURCE_EXHAUSTED if memory

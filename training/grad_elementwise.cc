@@ -1,5 +1,5 @@
 // Backward rules of the elementwise ops: Add, Sub, Mul, Div, Pow (constant
-// exponent), Sqrt, Erf, Neg, Relu, Clip, HardSigmoid, HardSwish, Sigmoid, Tanh, Where, and the
+// exponent), Sqrt, Erf, Neg, Abs, Relu, Clip, HardSigmoid, HardSwish, Sigmoid, Tanh, Where, and the
 // identities Identity, Dropout (the mask in training mode) and Cast (float to float). Broadcast
 // operands get their gradient summed back to their own shape.
 #include <cmath>
@@ -116,6 +116,12 @@ absl::StatusOr<int64_t> NegGrad(const GradContext& c, Grads& grads) {
   return c.grad(0).num_elements();
 }
 
+// torch's abs backward: g * sign(x), 0 at 0 (L1Loss's gradient).
+absl::StatusOr<int64_t> AbsGrad(const GradContext& c, Grads& grads) {
+  return UnaryGrad<true>(c, grads,
+                         [](float g, float x) { return x > 0.0f ? g : (x < 0.0f ? -g : 0.0f); });
+}
+
 absl::StatusOr<int64_t> ReluGrad(const GradContext& c, Grads& grads) {
   return UnaryGrad<false>(c, grads, [](float g, float y) { return y > 0.0f ? g : 0.0f; });
 }
@@ -217,6 +223,7 @@ void RegisterElementwiseGrads(std::vector<GradRule>& rules) {
   rules.push_back(Rule("Sqrt", SqrtGrad, false, true));
   rules.push_back(Rule("Erf", ErfGrad, true, false));
   rules.push_back(Rule("Neg", NegGrad, false, false));
+  rules.push_back(Rule("Abs", AbsGrad, true, false));
   rules.push_back(Rule("Relu", ReluGrad, false, true));
   rules.push_back(Rule("Clip", ClipGrad, true, false));
   rules.push_back(Rule("HardSigmoid", HardSigmoidGrad, true, false));

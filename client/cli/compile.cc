@@ -470,6 +470,7 @@ Json InspectJson(const InspectArgs& args, const compiler::Executable& e, const W
     doc["gradient_accumulation_steps"] = e.training.gradient_accumulation_steps;
     doc["training"] = Json::parse(compiler::TrainingSpecJson(e.training));
   }
+  if (e.placement.phased()) doc["placement"]["stage_phases"] = e.placement.stage_phase;
   return doc;
 }
 
@@ -495,8 +496,11 @@ std::string InspectText(const InspectArgs& args, const compiler::Executable& e,
       "ipus: ", e.ipus.needed, " (", e.ipus.ipus_per_replica, " per replica x ",
       e.replication_factor, e.replication_factor == 1 ? " replica" : " replicas", "), reserves ",
       e.ipus.reserved, "; ", compiler::ExecutionStrategyName(e.strategy), ", stages on IPUs [",
-      absl::StrJoin(e.placement.stage_ipu, ","), "] (",
-      compiler::PlacementMethodName(e.placement.method), ")\n", "step: ", SamplesPerStep(e),
+      absl::StrJoin(e.placement.stage_ipu, ","), "]",
+      e.placement.phased()
+          ? absl::StrCat(" in phases [", absl::StrJoin(e.placement.stage_phase, ","), "]")
+          : "",
+      " (", compiler::PlacementMethodName(e.placement.method), ")\n", "step: ", SamplesPerStep(e),
       " samples (", runtime::StepSizeText(e), "); output mode ",
       compiler::OutputModeName(e.output_mode), "\n", "inputs per step:\n",
       LinesText(SpecLines(e, e.inputs, true)), "outputs per step:\n",

@@ -518,9 +518,6 @@ def test_4_4_3_what_ipupod_does_not_model_is_refused_clearly():
     wrapped = poptorch.trainingModel(ExampleModelWithLoss())
     with pytest.raises(AttributeError):
         wrapped.fc.weight.replicaGrouping(None, 2, None)
-    # Nor phased execution (4.4.1's ParallelPhasedExecution example, 4.4.2).
-    assert not hasattr(poptorch, "ParallelPhasedExecution")
-    assert not hasattr(poptorch, "SerialPhasedExecution")
 
 
 class ExampleModel(torch.nn.Module):

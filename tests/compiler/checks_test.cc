@@ -119,7 +119,43 @@ TEST(ChecksTest, EveryNMustDivideDeviceIterations) {
 TEST(ChecksTest, StrategyNames) {
   EXPECT_EQ(*ParseExecutionStrategy("sharded"), ExecutionStrategy::kSharded);
   EXPECT_EQ(*ParseExecutionStrategy("pipelined"), ExecutionStrategy::kPipelined);
+  EXPECT_EQ(*ParseExecutionStrategy("serial_phased"), ExecutionStrategy::kSerialPhased);
+  EXPECT_EQ(*ParseExecutionStrategy("parallel_phased"), ExecutionStrategy::kParallelPhased);
   EXPECT_EQ(ParseExecutionStrategy("phased").status().code(), kInvalid);
+  EXPECT_TRUE(IsPhased(ExecutionStrategy::kParallelPhased));
+  EXPECT_FALSE(IsPhased(ExecutionStrategy::kSharded));
+}
+
+TEST(ChecksTest, LivenessNames) {
+  for (Liveness l : {Liveness::kAlwaysLive, Liveness::kOffChipAfterFwd,
+                     Liveness::kOffChipAfterFwdNoOverlap, Liveness::kOffChipAfterEachPhase}) {
+    EXPECT_EQ(*ParseLiveness(LivenessName(l)), l);
+  }
+  EXPECT_EQ(ParseLiveness("OffChipAfterFwd").status().code(), kInvalid);
+}
+
+TEST(ChecksTest, ConfiguredStrategy) {
+  IpuConfig c;
+  EXPECT_EQ(*ConfiguredStrategy(c, true), ExecutionStrategy::kPipelined);
+  c.sharded_execution_for_inference = true;
+  EXPECT_EQ(*ConfiguredStrategy(c, true), ExecutionStrategy::kSharded);
+  EXPECT_EQ(*ConfiguredStrategy(c, false), ExecutionStrategy::kPipelined);
+  c.execution_strategy = "serial_phased";  // both modes, over optimum's key
+  EXPECT_EQ(*ConfiguredStrategy(c, true), ExecutionStrategy::kSerialPhased);
+  EXPECT_EQ(*ConfiguredStrategy(c, false), ExecutionStrategy::kSerialPhased);
+  c.execution_strategy = "interleaved";
+  EXPECT_EQ(ConfiguredStrategy(c, false).status().code(), kInvalid);
+  EXPECT_EQ(*ConfiguredLiveness(c), Liveness::kAlwaysLive);
+  c.tensors_liveness = "never";
+  EXPECT_EQ(ConfiguredLiveness(c).status().code(), kInvalid);
+}
+
+TEST(ChecksTest, PhasedAndShardedNeedNoPipelineDepth) {
+  ModeConfig m = Inference(1);
+  for (ExecutionStrategy s : {ExecutionStrategy::kSharded, ExecutionStrategy::kSerialPhased,
+                              ExecutionStrategy::kParallelPhased}) {
+    EXPECT_TRUE(CheckPipelineDepth(6, m, s).ok());
+  }
 }
 
 }  // namespace

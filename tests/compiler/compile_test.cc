@@ -172,6 +172,18 @@ TEST(CompileTest, TrainingOnlyKeysWarnOnlyForTraining) {
   EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/false), ::testing::IsEmpty());
 }
 
+TEST(CompileTest, StrategyKeysWarnWhenTheyDoNotApply) {
+  IpuConfig c = Config("tensors_liveness=off_chip_after_fwd,sharded_execution_for_inference=true");
+  EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/false),
+              ElementsAre(HasSubstr("'tensors_liveness' is ignored: it applies to the phased "
+                                    "strategies only")));
+  c.execution_strategy = "serial_phased";
+  EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/false), ::testing::IsEmpty());
+  EXPECT_THAT(IgnoredKeyWarnings(c, /*for_inference=*/true),
+              ElementsAre(HasSubstr("'sharded_execution_for_inference' is ignored: "
+                                    "execution_strategy=serial_phased chooses the strategy")));
+}
+
 TEST(CompileTest, ThreeIpusNeedAutoRound) {
   const std::string update = "layers_per_ipu=[2 1 1],inference_device_iterations=3";
   auto exe = Compile(Gpt4(), Config(update), {});
@@ -234,6 +246,79 @@ TEST(CompileTest, DescendingAttributesAreACompileError) {
   EXPECT_EQ(exe.status().code(), kInvalid);
   EXPECT_THAT(exe.status().message(),
               AllOf(HasSubstr("stages must ascend"), HasSubstr("'/h.1/attn/MatMul'")));
+}
+
+// Four layers in four phases, alternating IPUs 0-2 and 1-3 (two layers a
+// phase: h.0 on IPU 0 and h.1 on IPU 2 in phase 0, h.2 on 1 and h.3 on 3
+// in phase 1).
+GptBuilder PhasedGpt(bool with_loss = false, std::vector<int64_t> ipus = {0, 2, 1, 3}) {
+  GptBuilder gpt(GptSpec{.layers = 4, .with_loss = with_loss});
+  for (int l = 0; l < 4; ++l) {
+    onnx::NodeProto& n = gpt.NodeNamed(absl::StrCat("/h.", l, "/attn/MatMul"));
+    OnnxBuilder::AttrInt(n, "__ipu_number", ipus[l]);
+    OnnxBuilder::AttrInt(n, "__execution_phase", l / 2);
+  }
+  return gpt;
+}
+
+TEST(CompileTest, PhasedExecutionPlacesByPhase) {
+  GptBuilder gpt = PhasedGpt();
+  for (const char* strategy : {"serial_phased", "parallel_phased"}) {
+    Report report;
+    auto exe =
+        Compile(gpt.Bytes(), Config(absl::StrCat("execution_strategy=", strategy)), {}, &report);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    EXPECT_EQ(ExecutionStrategyName(exe->strategy), strategy);
+    EXPECT_THAT(exe->placement.stage_phase, ElementsAre(0, 0, 1, 1));
+    EXPECT_THAT(exe->placement.stage_ipu, ElementsAre(0, 2, 1, 3));
+    EXPECT_EQ(exe->ipus.needed, 4);
+    EXPECT_EQ(report.phases.size(), 2u);
+    EXPECT_EQ(report.liveness, "always_live");
+    auto back = ReadExecutable(*WriteExecutable(*exe));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->placement, exe->placement);
+  }
+  // Serially on IPUs 0 and 1, each IPU holds one of its two phases at a time.
+  Report live, off;
+  const std::string serial = PhasedGpt(false, {0, 1, 0, 1}).Bytes();
+  ASSERT_TRUE(Compile(serial, Config("execution_strategy=serial_phased"), {}, &live).ok());
+  auto exe = Compile(serial,
+                     Config("execution_strategy=serial_phased,"
+                            "tensors_liveness=off_chip_after_each_phase"),
+                     {}, &off);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(off.liveness, "off_chip_after_each_phase");
+  EXPECT_GT(off.ipus[0].streaming_memory_bytes, 0);
+  EXPECT_LT(off.ipus[0].total_bytes, live.ipus[0].total_bytes);
+  EXPECT_GT(off.step_s, live.step_s);
+}
+
+TEST(CompileTest, PhasedExecutionErrors) {
+  const std::string even = PhasedGpt(false, {0, 2, 2, 3}).Bytes();  // phase 1 on IPU 2
+  auto parity = Compile(even, Config("execution_strategy=parallel_phased"), {});
+  EXPECT_EQ(parity.status().code(), kInvalid);
+  EXPECT_THAT(parity.status().message(),
+              HasSubstr("even phases must run on even IPUs and odd phases on odd IPUs"));
+  // Without phases: the phased strategies need them, the others ignore them.
+  auto plain = Compile(Gpt4(), Config("execution_strategy=serial_phased"), {});
+  EXPECT_EQ(plain.status().code(), kInvalid);
+  EXPECT_THAT(plain.status().message(),
+              HasSubstr("serial_phased execution places the model by its __execution_phase and "
+                        "__ipu_number attributes"));
+  auto pipelined =
+      Compile(PhasedGpt(false, {0, 1, 2, 3}).Bytes(), Config("inference_device_iterations=4"), {});
+  ASSERT_TRUE(pipelined.ok()) << pipelined.status();
+  EXPECT_FALSE(pipelined->placement.phased());
+  EXPECT_THAT(pipelined->warnings,
+              Contains(HasSubstr("__execution_phase attributes are ignored: execution is "
+                                 "pipelined")));
+  // PopTorch runs the no-overlap livenesses serially only; a config says so at once.
+  IpuConfig parallel;
+  parallel.execution_strategy = "parallel_phased";
+  parallel.tensors_liveness = "off_chip_after_each_phase";
+  auto liveness = Compile(PhasedGpt().Bytes(), parallel, {});
+  EXPECT_EQ(liveness.status().code(), kInvalid);
+  EXPECT_THAT(liveness.status().message(), HasSubstr("only supported for serial phased"));
 }
 
 TEST(CompileTest, OutOfMemoryFailsWithTheReportFilled) {
@@ -305,6 +390,26 @@ CompileOptions Training(TrainingOptions t = {}) {
   o.for_inference = false;
   o.training = std::move(t);
   return o;
+}
+
+TEST(CompileTest, ShardedAndPhasedTrainingNeedNoAccumulation) {
+  const std::string gpt = GptBuilder(GptSpec{.layers = 4, .with_loss = true}).Bytes();
+  Report report;
+  auto sharded =
+      Compile(gpt, Config("layers_per_ipu=[2 2],execution_strategy=sharded"), Training(), &report);
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  EXPECT_EQ(sharded->strategy, ExecutionStrategy::kSharded);
+  EXPECT_EQ(report.ipus[0].micro_batches_in_flight, 1);
+  // Forward through the shards, then backward: one IPU at a time.
+  EXPECT_DOUBLE_EQ(report.step_s,
+                   report.ipus[0].busy_s() + report.ipus[1].busy_s() +
+                       std::max(report.ipus[0].update_s(), report.ipus[1].update_s()));
+  Report phased;
+  auto exe = Compile(PhasedGpt(true).Bytes(), Config("execution_strategy=parallel_phased"),
+                     Training(), &phased);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(phased.mode, "training");
+  EXPECT_GT(phased.phases[0].compute_s, 0);
 }
 
 TEST(CompileTest, TrainingExecutableCarriesItsSpecAndTrainingReport) {

@@ -87,6 +87,25 @@ TEST(ExecutableTest, RoundTripsEveryField) {
   EXPECT_EQ(Bytes(*back), bytes);  // deterministic
 }
 
+TEST(ExecutableTest, PhasedPlacementRoundTripsItsPhases) {
+  Executable e = Sample();
+  e.strategy = ExecutionStrategy::kParallelPhased;
+  e.config.execution_strategy = "parallel_phased";
+  e.placement.stage_phase = {0, 1};
+  auto back = ReadExecutable(Bytes(e));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->strategy, ExecutionStrategy::kParallelPhased);
+  EXPECT_THAT(back->placement.stage_phase, ::testing::ElementsAre(0, 1));
+  EXPECT_FALSE(ReadExecutable(Bytes(Sample()))->placement.phased());
+  Executable short_phases = e;
+  short_phases.placement.stage_phase = {0};
+  EXPECT_THAT(ReadExecutable(Bytes(short_phases)).status().message(),
+              HasSubstr("placement is inconsistent (stage, IPU or phase out of range)"));
+  Executable negative = e;
+  negative.placement.stage_phase = {0, -1};
+  EXPECT_EQ(ReadExecutable(Bytes(negative)).status().code(), kInvalid);
+}
+
 TEST(ExecutableTest, TrainingSectionRoundTripsWithInfiniteAttributes) {
   Executable e = Sample();
   e.mode = ExecutableMode::kTraining;

@@ -165,6 +165,15 @@ TEST(IpuConfigTest, RejectsOutOfRangeAndIncoherentValues) {
       {R"({"layers_per_ipu": [2, 2], "matmul_proportion": [0.1, 0.2, 0.3]})",
        "matmul_proportion has 3 values but ipus_per_replica is 2"},
       {R"({"replication_factor": 512})", "between 1 and 256"},
+      {R"({"execution_strategy": "phased"})",
+       "'execution_strategy': execution strategy 'phased' is not one of pipelined, sharded, "
+       "serial_phased, parallel_phased"},
+      {R"({"tensors_liveness": "sometimes"})", "'tensors_liveness': tensors liveness 'sometimes'"},
+      {R"({"execution_strategy": "parallel_phased", "tensors_liveness": "off_chip_after_each_phase"})",
+       "tensors_liveness=off_chip_after_each_phase is only supported for serial phased execution"},
+      {R"({"execution_strategy": "parallel_phased",
+           "tensors_liveness": "off_chip_after_fwd_no_overlap"})",
+       "with parallel_phased use always_live or off_chip_after_fwd"},
   };
   for (const Case& c : cases) {
     auto parsed = ParseIpuConfigJson(c.json);
@@ -179,7 +188,9 @@ TEST(IpuConfigTest, JsonRoundTripsEveryKey) {
   ASSERT_TRUE(UpdateFromString(c,
                                "layers_per_ipu=[1 2 3 2],replication_factor=2,seed=7,"
                                "matmul_proportion=[0.1 0.2 0.3 0.4],inference_output_mode=sum,"
-                               "executable_cache_dir=/tmp/x,auto_round_num_ipus=true")
+                               "executable_cache_dir=/tmp/x,auto_round_num_ipus=true,"
+                               "execution_strategy=serial_phased,"
+                               "tensors_liveness=off_chip_after_each_phase")
                   .ok());
   const std::string json = IpuConfigToJson(c);
   auto parsed = ParseIpuConfigJson(json);
@@ -187,7 +198,7 @@ TEST(IpuConfigTest, JsonRoundTripsEveryKey) {
   EXPECT_EQ(parsed->config, c);
   EXPECT_THAT(parsed->warnings, IsEmpty());
   EXPECT_EQ(ParseIpuConfigJson(IpuConfigToJson(IpuConfig()))->config, IpuConfig());
-  EXPECT_EQ(IpuConfigKeys().size(), 23u);
+  EXPECT_EQ(IpuConfigKeys().size(), 25u);
 }
 
 TEST(IpuConfigTest, UpdateFromStringParsesEveryType) {

@@ -409,6 +409,118 @@ TEST(MemoryPlanTest, MismatchedInputsAreRejected) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// GPT with two layers in two phases on IPU 0 (what precedes layer 1 in phase 0).
+struct PhasedGpt : public ::testing::Test {
+  void SetUp() override {
+    interp = Load(GptBuilder(GptSpec{.layers = 2}).Bytes());
+    NodeAnnotations a;
+    a["/wte/Gather"] = {.ipu = 0, .phase = 0};
+    a["/h.1/attn/MatMul"] = {.ipu = 0, .phase = 1};
+    auto p = PlaceByAnnotations(interp->graph(), a, ExecutionStrategy::kSerialPhased);
+    ASSERT_TRUE(p.ok()) << p.status();
+    placement = *p;
+  }
+  absl::StatusOr<Report> Plan(Liveness liveness, bool training = false) {
+    PlanOptions o = Options(ExecutionStrategy::kSerialPhased, 1, 2);
+    o.liveness = liveness;
+    if (training) {
+      o.training = TrainingPlan{};
+      for (const auto& [name, t] : interp->graph().initializers) {
+        o.training->state_element_bytes[name] = 4;  // one float slot (momentum)
+      }
+      o.training->optimizer_state_offchip = false;
+    }
+    return PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  }
+  std::unique_ptr<graph::Interpreter> interp;
+  Placement placement;
+};
+
+TEST_F(PhasedGpt, AlwaysLiveHoldsEveryPhaseAndPhasesRunInTurn) {
+  auto r = Plan(Liveness::kAlwaysLive);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->liveness, "always_live");
+  ASSERT_EQ(r->phases.size(), 2u);
+  EXPECT_THAT(r->phases[1].ipus, ElementsAre(0));
+  EXPECT_EQ(r->ipus[0].held_phase, -1);
+  // 16x8 table + 2 layers of 8x8, 8x32, 32x8 + 8 + 8x16, float.
+  EXPECT_EQ(r->ipus[0].weight_bytes, 4 * (128 + 2 * (64 + 256 + 256) + 8 + 128));
+  const double micro_batch = r->phases[0].time_s + r->phases[1].time_s + r->ipus[0].host_s;
+  EXPECT_DOUBLE_EQ(r->step_s, 2 * micro_batch);
+  EXPECT_EQ(r->phases[0].streaming_bytes, 0);
+}
+
+TEST_F(PhasedGpt, OffChipHoldsTheLargestPhaseAndStreamsTheRest) {
+  auto live = Plan(Liveness::kAlwaysLive, true);
+  auto off = Plan(Liveness::kOffChipAfterFwdNoOverlap, true);
+  ASSERT_TRUE(live.ok() && off.ok());
+  const IpuPlan& l = live->ipus[0];
+  const IpuPlan& o = off->ipus[0];
+  EXPECT_EQ(o.held_phase, 1);  // layer 1 with ln_f and lm_head
+  EXPECT_EQ(o.weight_bytes, 4 * (64 + 256 + 256 + 8 + 128));
+  EXPECT_EQ(o.gradient_bytes, o.weight_bytes);
+  EXPECT_EQ(o.optimizer_state_bytes, o.weight_bytes);
+  EXPECT_EQ(o.total_bytes + o.streaming_memory_bytes, l.total_bytes);
+  EXPECT_EQ(off->host_bytes(), live->host_bytes());  // the host holds every phase
+  EXPECT_GT(off->phases[0].streaming_bytes, 0);
+  EXPECT_GT(off->step_s, live->step_s);
+  auto overlapped = Plan(Liveness::kOffChipAfterFwd, true);
+  ASSERT_TRUE(overlapped.ok());
+  EXPECT_LT(overlapped->step_s, off->step_s);
+  EXPECT_GT(overlapped->ipus[0].weight_bytes, o.weight_bytes);  // the next phase prefetched
+}
+
+TEST_F(PhasedGpt, ReportTableAndJsonCarryThePhases) {
+  auto r = Plan(Liveness::kOffChipAfterEachPhase);
+  ASSERT_TRUE(r.ok());
+  const std::string table = r->Table();
+  EXPECT_THAT(table, AllOf(HasSubstr("serial_phased over 2 stages in 2 phases (liveness "
+                                     "off_chip_after_each_phase)"),
+                           HasSubstr("phase 1 on IPU 0: "),
+                           HasSubstr("IPU 0 holds one phase at a time: its largest, phase 1")));
+  auto back = ReportFromJson(r->Json());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->Table(), table);
+  EXPECT_EQ(back->phases.size(), 2u);
+  EXPECT_EQ(back->ipus[0].streaming_memory_bytes, r->ipus[0].streaming_memory_bytes);
+  nlohmann::json doc = nlohmann::json::parse(r->Json());
+  doc.erase("liveness");
+  EXPECT_THAT(ReportFromJson(doc.dump()).status().message(),
+              HasSubstr("a phased report needs its liveness and phases"));
+  doc["liveness"] = "sometimes";
+  EXPECT_EQ(ReportFromJson(doc.dump()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PhasedGpt, PlacementAndStrategyMustAgreeOnPhases) {
+  auto pipelined = PlanMemory(interp->graph(), interp->node_costs(), placement,
+                              Options(ExecutionStrategy::kPipelined, 1, 2));
+  EXPECT_EQ(pipelined.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(pipelined.status().message(),
+              HasSubstr("the placement has execution phases but the strategy is pipelined"));
+  auto layers = PlaceByLayers(interp->graph(), {-1}, 1);
+  ASSERT_TRUE(layers.ok());
+  auto phased = PlanMemory(interp->graph(), interp->node_costs(), *layers,
+                           Options(ExecutionStrategy::kParallelPhased, 1, 2));
+  EXPECT_THAT(phased.status().message(),
+              HasSubstr("the placement has no execution phases but the strategy is "
+                        "parallel_phased"));
+}
+
+TEST(MemoryPlanTest, OutOfMemoryAlwaysLiveSuggestsSendingPhasesOffChip) {
+  auto interp = Load(testing::HugeActivationBytes({16, 4096, 4096}));
+  NodeAnnotations a;
+  a["/blocks.0/Relu"] = {.ipu = 0, .phase = 0};
+  a["/blocks.1/Relu"] = {.ipu = 0, .phase = 1};
+  auto p = PlaceByAnnotations(interp->graph(), a, ExecutionStrategy::kSerialPhased);
+  ASSERT_TRUE(p.ok());
+  auto r = PlanMemory(interp->graph(), interp->node_costs(), *p,
+                      Options(ExecutionStrategy::kSerialPhased, 1, 1));
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(CheckMemoryFits(*r).message(),
+              HasSubstr("tensors_liveness=off_chip_after_fwd: PopTorch's "
+                        "Liveness.OffChipAfterFwd"));
+}
+
 TEST(MemoryPlanTest, FormatCountUsesDecimalPrefixes) {
   EXPECT_EQ(FormatCount(950), "950");
   EXPECT_EQ(FormatCount(436'288), "436.3 k");

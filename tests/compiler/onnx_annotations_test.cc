@@ -30,13 +30,16 @@ TEST(OnnxAnnotationsTest, GraphImportRejectsThemSoTheyAreStripped) {
   OnnxBuilder::AttrInt(gpt.NodeNamed("/h.1/attn/MatMul"), "__ipu_number", 1);
   OnnxBuilder::AttrInt(gpt.NodeNamed("/lm_head/MatMul"), "__ipu_number", 1);
   OnnxBuilder::AttrInt(gpt.NodeNamed("/lm_head/MatMul"), "__pipeline_stage", 2);
+  OnnxBuilder::AttrInt(gpt.NodeNamed("/ln_f/Mul"), "__execution_phase", 3);
   const std::string bytes = gpt.Bytes();
   auto direct = graph::ImportOnnx(bytes);
   EXPECT_THAT(direct.status().message(), HasSubstr("'__ipu_number' is not supported"));
 
   auto out = ExtractPlacementAttributes(bytes);
   ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ(out->annotations.size(), 2u);
+  ASSERT_EQ(out->annotations.size(), 3u);
+  EXPECT_EQ(out->annotations.at("/ln_f/Mul").phase, 3);
+  EXPECT_FALSE(out->annotations.at("/ln_f/Mul").ipu.has_value());
   EXPECT_EQ(out->annotations.at("/h.1/attn/MatMul").ipu, 1);
   EXPECT_FALSE(out->annotations.at("/h.1/attn/MatMul").stage.has_value());
   EXPECT_EQ(out->annotations.at("/lm_head/MatMul").stage, 2);

@@ -183,6 +183,88 @@ TEST(PlacementTest, AscendingCheckFollowsDataNotOrder) {
   EXPECT_THAT(p.status().message(), HasSubstr("reads 'v1' from node 'n1'"));
 }
 
+// n0-n2 phase 0 (IPU 0, then IPU 2 from n2), n3-n8 phase 1 (IPU 1, IPU 3
+// from n5, IPU 1 again from n7: an intra-phase copy back).
+NodeAnnotations TwoPhases() {
+  NodeAnnotations a;
+  a["n0"] = {.ipu = 0, .phase = 0};
+  a["n2"] = {.ipu = 2, .phase = 0};
+  a["n3"] = {.ipu = 1, .phase = 1};
+  a["n5"] = {.ipu = 3};
+  a["n7"] = {.ipu = 1};
+  return a;
+}
+
+TEST(PlacementTest, PhasedStagesArePhaseAndIpuPairs) {
+  for (ExecutionStrategy s :
+       {ExecutionStrategy::kSerialPhased, ExecutionStrategy::kParallelPhased}) {
+    auto p = PlaceByAnnotations(Gpt(), TwoPhases(), s);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_TRUE(p->phased());
+    EXPECT_THAT(p->stage_phase, ElementsAre(0, 0, 1, 1));
+    EXPECT_THAT(p->stage_ipu, ElementsAre(0, 2, 1, 3));
+    EXPECT_THAT(p->node_stage, ElementsAre(0, 0, 1, 2, 2, 3, 3, 2, 2));
+    EXPECT_EQ(p->ipus_per_replica, 4);
+    EXPECT_THAT(p->notes, Contains("execution phases (2): phase 0: IPU 0, 2; phase 1: IPU 1, 3"));
+    EXPECT_THAT(p->notes, Contains(HasSubstr("3 of 9 nodes carry __execution_phase")));
+    EXPECT_TRUE(CheckPlacementMatchesGraph(*p, Gpt()).ok());
+  }
+}
+
+TEST(PlacementTest, PhasesThatDescendAreRejected) {
+  NodeAnnotations a = TwoPhases();
+  a["n5"].phase = 0;
+  auto p = PlaceByAnnotations(Gpt(), a, ExecutionStrategy::kSerialPhased);
+  EXPECT_EQ(p.status().code(), kInvalid);
+  EXPECT_THAT(p.status().message(),
+              AllOf(HasSubstr("execution phases must ascend"),
+                    HasSubstr("node 'n5' (module h.1.attn) on phase 0 (IPU 3)"),
+                    HasSubstr("on later phase 1 (IPU 1)")));
+}
+
+TEST(PlacementTest, ParallelPhasesRunEvenPhasesOnEvenIpus) {
+  NodeAnnotations a = TwoPhases();
+  a["n5"].ipu = 2;  // phase 1 on an even IPU
+  EXPECT_TRUE(PlaceByAnnotations(Gpt(), a, ExecutionStrategy::kSerialPhased).ok());
+  auto p = PlaceByAnnotations(Gpt(), a, ExecutionStrategy::kParallelPhased);
+  EXPECT_EQ(p.status().code(), kInvalid);
+  EXPECT_THAT(p.status().message(),
+              AllOf(HasSubstr("even phases must run on even IPUs and odd phases on odd IPUs"),
+                    HasSubstr("node 'n5' (module h.1.attn) is in phase 1 on IPU 2"),
+                    HasSubstr("on odd IPUs")));
+}
+
+TEST(PlacementTest, PhasedPlacementNeedsPhases) {
+  NodeAnnotations a;
+  a["n3"].ipu = 1;
+  auto p = PlaceByAnnotations(Gpt(), a, ExecutionStrategy::kParallelPhased);
+  EXPECT_EQ(p.status().code(), kInvalid);
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("parallel_phased execution runs the model's execution phases, but no "
+                        "node carries __execution_phase"));
+  // The other strategies ignore phases.
+  a["n3"].phase = 1;
+  auto pipelined = PlaceByAnnotations(Gpt(), a);
+  ASSERT_TRUE(pipelined.ok()) << pipelined.status().message();
+  EXPECT_FALSE(pipelined->phased());
+}
+
+TEST(PlacementTest, CheckPhasedPlacementMatchesGraph) {
+  auto p = PlaceByAnnotations(Gpt(), TwoPhases(), ExecutionStrategy::kSerialPhased);
+  ASSERT_TRUE(p.ok());
+  Placement short_phases = *p;
+  short_phases.stage_phase.pop_back();
+  EXPECT_THAT(CheckPlacementMatchesGraph(short_phases, Gpt()).message(),
+              HasSubstr("gives 3 stage phases for 4 stages"));
+  Placement negative = *p;
+  negative.stage_phase[0] = -1;
+  EXPECT_EQ(CheckPlacementMatchesGraph(negative, Gpt()).code(), kInvalid);
+  Placement descending = *p;
+  descending.stage_phase = {1, 1, 0, 0};
+  EXPECT_THAT(CheckPlacementMatchesGraph(descending, Gpt()).message(),
+              HasSubstr("execution phases must ascend"));
+}
+
 TEST(PlacementTest, ParseModuleMapJson) {
   auto map = ParseModuleMapJson(R"({"": 0, "layers.2": 1, "head": 3})");
   ASSERT_TRUE(map.ok()) << map.status();

@@ -94,12 +94,12 @@ TEST(PoptorchOpsTest, NopOfAConstantIsKept) {
 TEST(PoptorchOpsTest, UnsupportedGraphcoreOpAndForeignDomainsFailNamingTheNode) {
   OnnxBuilder b = Builder();
   b.Input("x", kFloat, {2});
-  Graphcore(b, "CtcBeamSearchDecoder", {"x"}, "y");
+  Graphcore(b, "Ctc", {"x"}, "y");
   b.Output("y", kFloat);
   auto g = ImportOnnx(b.Bytes());
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(g.status().message(), HasSubstr("ai.graphcore.CtcBeamSearchDecoder"));
-  EXPECT_THAT(g.status().message(), HasSubstr("/m/CtcBeamSearchDecoder"));
+  EXPECT_THAT(g.status().message(), HasSubstr("ai.graphcore.Ctc"));
+  EXPECT_THAT(g.status().message(), HasSubstr("/m/Ctc"));
 
   OnnxBuilder other = Builder();
   other.Input("x", kFloat, {2});
@@ -108,6 +108,70 @@ TEST(PoptorchOpsTest, UnsupportedGraphcoreOpAndForeignDomainsFailNamingTheNode) 
   g = ImportOnnx(other.Bytes());
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(g.status().message(), HasSubstr("op domain 'com.microsoft' is not supported"));
+}
+
+constexpr int kInt32 = onnx::TensorProto::INT32;
+
+// log_probs [2 steps, 2 sequences, 2 classes] and lengths [2] -> the decoder's three outputs.
+OnnxBuilder CtcModel(int64_t top_paths = 1, int64_t beam_width = 4) {
+  OnnxBuilder b = Builder();
+  b.Input("log_probs", kFloat, {2, 2, 2}).Input("lengths", kInt32, {2});
+  onnx::NodeProto& n = b.Node("CtcBeamSearchDecoder", {"log_probs", "lengths"},
+                              {"probs", "path_lengths", "paths"}, "/m/CtcBeamSearchDecoder");
+  n.set_domain("ai.graphcore");
+  OnnxBuilder::AttrInt(n, "blank", 0);
+  OnnxBuilder::AttrInt(n, "beam_width", beam_width);
+  OnnxBuilder::AttrInt(n, "top_paths", top_paths);
+  b.Output("probs", kFloat).Output("path_lengths", kInt32).Output("paths", kInt32);
+  return b;
+}
+
+// Sequence 0: (0.6, 0.4) then (0.3, 0.7); sequence 1: (0.2, 0.8) then anything.
+Tensor CtcLogProbs() {
+  const std::vector<double> p = {0.6, 0.4, 0.2, 0.8, 0.3, 0.7, 0.5, 0.5};
+  std::vector<float> logs;
+  for (double v : p) logs.push_back(static_cast<float>(std::log(v)));
+  return *Tensor::FromValues<float>({2, 2, 2}, logs);
+}
+
+Tensor Lengths(int32_t a, int32_t b) {
+  return *Tensor::FromValues<int32_t>({2}, std::vector<int32_t>{a, b});
+}
+
+TEST(PoptorchOpsTest, CtcBeamSearchDecoderDecodesEverySequenceToItsLength) {
+  auto interpreter = Load(CtcModel(2));
+  ASSERT_NE(interpreter, nullptr);
+  auto out = interpreter->Run({CtcLogProbs(), Lengths(2, 1)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor& probs = (*out)[0];
+  EXPECT_EQ(probs.shape(), (Shape{2, 2}));
+  EXPECT_NEAR(probs.data<float>()[0], std::log(0.82), 1e-6);  // [1]: 1 1, 1 _, _ 1
+  EXPECT_NEAR(probs.data<float>()[1], std::log(0.18), 1e-6);  // []: _ _
+  EXPECT_NEAR(probs.data<float>()[2], std::log(0.8), 1e-6);   // one step only
+  EXPECT_EQ((*out)[1].dtype(), tensor::DType::kInt32);
+  const int32_t* lengths = (*out)[1].data<int32_t>();
+  EXPECT_EQ(std::vector<int32_t>(lengths, lengths + 4), (std::vector<int32_t>{1, 0, 1, 0}));
+  EXPECT_EQ((*out)[2].shape(), (Shape{2, 2, 2}));
+  const int32_t* paths = (*out)[2].data<int32_t>();
+  EXPECT_EQ(std::vector<int32_t>(paths, paths + 8), (std::vector<int32_t>{1, 0, 0, 0, 1, 0, 0, 0}));
+}
+
+TEST(PoptorchOpsTest, CtcBeamSearchDecoderRefusesBadLengthsAndOptions) {
+  auto interpreter = Load(CtcModel());
+  ASSERT_NE(interpreter, nullptr);
+  auto out = interpreter->Run({CtcLogProbs(), Lengths(3, 1)});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status().message(), HasSubstr("length 3 of sequence 0 is outside [0, 2]"));
+  auto g = ImportOnnx(CtcModel(/*top_paths=*/3, /*beam_width=*/2).Bytes());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(), HasSubstr("top_paths <= beam_width"));
+  OnnxBuilder b = Builder();
+  b.Input("log_probs", kFloat, {2, 2}).Input("lengths", kInt32, {2});
+  b.Node("CtcBeamSearchDecoder", {"log_probs", "lengths"}, {"p"}, "/m/Ctc")
+      .set_domain("ai.graphcore");
+  b.Output("p", kFloat);
+  EXPECT_THAT(ImportOnnx(b.Bytes()).status().message(),
+              HasSubstr("must be float [input_length, batch_size, num_classes]"));
 }
 
 TEST(PoptorchOpsTest, DynamicSliceReadsTheRuntimeStart) {

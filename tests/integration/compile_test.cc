@@ -220,6 +220,46 @@ TEST_F(CompileTest, InspectShowsWhatAnExecutableTakesAndMakes) {
   EXPECT_EQ(doc["sha256"].get<std::string>().size(), 64u);
 }
 
+// GPT with layer l on IPU ipus[l] in phase l / 2, as PopART annotates it.
+std::string PhasedGpt(const std::vector<int64_t>& ipus) {
+  compiler::testing::GptBuilder gpt(compiler::testing::GptSpec{.layers = 4});
+  for (int l = 0; l < 4; ++l) {
+    onnx::NodeProto& n = gpt.NodeNamed(absl::StrCat("/h.", l, "/attn/MatMul"));
+    compiler::testing::OnnxBuilder::AttrInt(n, "__ipu_number", ipus[l]);
+    compiler::testing::OnnxBuilder::AttrInt(n, "__execution_phase", l / 2);
+  }
+  return gpt.Bytes();
+}
+
+TEST_F(CompileTest, PhasedExecutionCompilesFromPopartPhaseAttributes) {
+  const std::string model = dir_.path() + "/phased.onnx";
+  const std::string ipx = dir_.path() + "/phased.ipx";
+  WriteFile(model, PhasedGpt({0, 2, 1, 3}));
+  CliResult r = Compile({model, "-o", ipx, "--report", "--set",
+                         "execution_strategy=parallel_phased,tensors_liveness=off_chip_after_fwd"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line :
+       {"parallel_phased over 4 stages", "in 2 phases (liveness off_chip_after_fwd)",
+        "phase 0 on IPU 0,2: ", "phase 1 on IPU 1,3: "}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << " in\n" << r.out;
+  }
+  CliResult text = RunCli(kNoServer, "alice", {"inspect", ipx});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("stages on IPUs [0,2,1,3] in phases [0,0,1,1]"), std::string::npos)
+      << text.out;
+  CliResult json = RunCli(kNoServer, "alice", {"--json", "inspect", ipx});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.json()["placement"]["stage_phases"], nlohmann::json({0, 0, 1, 1}));
+  EXPECT_EQ(json.json()["execution"], "parallel_phased");
+  // Phase 1 on an even IPU: a compile error in parallel, fine serially.
+  const std::string even = dir_.path() + "/even.onnx";
+  WriteFile(even, PhasedGpt({0, 2, 2, 3}));
+  CliResult wrong = Compile({even, "--set", "execution_strategy=parallel_phased"});
+  EXPECT_EQ(wrong.exit_code, 12) << wrong.err;
+  EXPECT_NE(wrong.err.find("even phases must run on even IPUs"), std::string::npos) << wrong.err;
+  EXPECT_EQ(Compile({even, "--set", "execution_strategy=serial_phased"}).exit_code, 0);
+}
+
 TEST_F(CompileTest, InspectShowsTheTrainingSpec) {
   WriteFile(dir_.path() + "/loss.onnx", compiler::testing::MlpWithLossBytes(4));
   const std::string ipx = dir_.path() + "/train.ipx";

@@ -11,6 +11,7 @@
 #include "compiler/report.h"
 #include "graph/onnx_import.h"
 #include "runtime/program.h"
+#include "tests/compiler/test_models.h"
 #include "tests/support/models.h"
 #include "tests/support/tensors.h"
 #include "training/trainer.h"
@@ -98,6 +99,50 @@ TEST(TrainingProgramTest, SimulatedTimeIsTheReportsStepTime) {
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_GT(step->simulated.total_s(), 0);
   EXPECT_NEAR(step->simulated.total_s(), report->step_s, 1e-9 * report->step_s);
+}
+
+// A GPT of 4 layers with a loss, trained by `strategy` (sharded over two
+// IPUs by layers, or phased: layer l in phase l on IPU l % 2).
+std::unique_ptr<Program> GptProgram(const std::string& update, bool phases) {
+  compiler::testing::GptBuilder gpt(compiler::testing::GptSpec{.layers = 4, .with_loss = true});
+  for (int l = 0; phases && l < 4; ++l) {
+    onnx::NodeProto& n = gpt.NodeNamed(absl::StrCat("/h.", l, "/attn/MatMul"));
+    compiler::testing::OnnxBuilder::AttrInt(n, "__ipu_number", l % 2);
+    compiler::testing::OnnxBuilder::AttrInt(n, "__execution_phase", l);
+  }
+  compiler::IpuConfig config;
+  const absl::Status set = compiler::UpdateFromString(config, update);
+  EXPECT_TRUE(set.ok()) << set;
+  compiler::CompileOptions options;
+  options.for_inference = false;
+  auto e = compiler::Compile(gpt.Bytes(), config, options);
+  EXPECT_TRUE(e.ok()) << e.status();
+  auto p = Program::Create(std::make_shared<const compiler::Executable>(*std::move(e)));
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *std::move(p);
+}
+
+TEST(TrainingProgramTest, ShardedAndPhasedTrainingTimeIsTheReportsAndLossesAgree) {
+  const std::string common = "gradient_accumulation_steps=2,device_iterations=2";
+  std::unique_ptr<Program> one = GptProgram(common, false);
+  std::unique_ptr<Program> sharded =
+      GptProgram(common + ",layers_per_ipu=[2 2],execution_strategy=sharded", false);
+  std::unique_ptr<Program> phased = GptProgram(
+      common + ",execution_strategy=parallel_phased,tensors_liveness=off_chip_after_fwd", true);
+  std::vector<int64_t> ids(8 * 4);
+  for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>((k * 7) % 16);
+  const tensor::NamedTensors in = {{"ids", *Tensor::FromValues<int64_t>({8, 4}, ids)}};
+  auto want = one->RunStep(in);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (Program* p : {sharded.get(), phased.get()}) {
+    auto step = p->RunStep(in);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(step->losses, want->losses);
+    auto report = compiler::ReportFromJson(p->executable().report_json);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(step->simulated.pipeline_ramp_s, 0);
+    EXPECT_NEAR(step->simulated.total_s(), report->step_s, 1e-9 * report->step_s);
+  }
 }
 
 TEST(TrainingProgramTest, OutputModesCountAccumulation) {

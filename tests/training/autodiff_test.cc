@@ -144,6 +144,14 @@ TEST(AutodiffTest, ReluAwayFromTheKink) {
   ExpectGradientsMatch(c);
 }
 
+TEST(AutodiffTest, AbsAwayFromTheKink) {  // L1Loss as torch exports it: Sub, Abs, ReduceMean
+  GradCase c(14);
+  auto x = c.Weight("x", {2, 3}, {-1.0f, 0.5f, -0.3f, 2.0f, 0.7f, -2.0f});
+  c.builder().Node("Abs", {x}, {"y"});
+  c.Finish("y", {2, 3});
+  ExpectGradientsMatch(c);
+}
+
 TEST(AutodiffTest, GeluAsTorchExportsIt) {
   // x * 0.5 * (1 + erf(x / sqrt(2))): Div, Erf, Add, Mul, Mul.
   GradCase c(14);
@@ -439,13 +447,31 @@ absl::StatusOr<std::unique_ptr<Autodiff>> Build(GradCase& c) {
 TEST(AutodiffTest, OpWithoutRuleOnThePathIsAnError) {
   GradCase c(14);
   auto x = c.RandomWeight("x", {2, 3});
-  c.builder().Node("Abs", {x}, {"y"}, "/head/Abs");
+  c.builder().Node("Exp", {x}, {"y"}, "/head/Exp");
   c.Finish("y", {2, 3});
   auto ad = Build(c);
   ASSERT_FALSE(ad.ok());
   EXPECT_EQ(ad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(ad.status().message(), HasSubstr("Abs node '/head/Abs'"));
+  EXPECT_THAT(ad.status().message(), HasSubstr("Exp node '/head/Exp'"));
   EXPECT_THAT(ad.status().message(), HasSubstr("no gradient rule"));
+}
+
+TEST(AutodiffTest, CtcBeamSearchDecoderIsInferenceOnly) {
+  GradCase c(14);
+  auto x = c.RandomWeight("x", {3, 1, 4});
+  c.IntInput("lengths", {1}, {3});
+  onnx::NodeProto& n =
+      c.builder().Node("CtcBeamSearchDecoder", {x, "lengths"}, {"y"}, "/head/Decoder");
+  n.set_domain("ai.graphcore");
+  auto* o = c.builder().model().add_opset_import();
+  o->set_domain("ai.graphcore");
+  o->set_version(1);
+  c.Finish("y", {1, 1});
+  auto ad = Build(c);
+  EXPECT_EQ(ad.status().code(), absl::StatusCode::kInvalidArgument) << ad.status().ToString();
+  EXPECT_THAT(ad.status().message(),
+              AllOf(HasSubstr("'/head/Decoder'"), HasSubstr("is inference only"),
+                    HasSubstr("poptorch.ctc_beam_search_decoder has no gradient")));
 }
 
 TEST(AutodiffTest, OpWithoutRuleOffThePathIsFine) {

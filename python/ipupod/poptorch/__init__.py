@@ -29,17 +29,21 @@ from ipupod.errors import Error, RecoverableError, UnrecoverableError
 from ipupod.poptorch import enums, optim
 from ipupod.poptorch._support import PoptorchWarning, not_modelled, setLogLevel
 from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
-                                    PipelinedExecution, ShardedExecution, Stage)
+                                    ParallelPhasedExecution, Phase, PipelinedExecution,
+                                    SerialPhasedExecution, ShardedExecution, Stage)
 from ipupod.poptorch.data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from ipupod.poptorch.enums import (CommGroupType, ConnectionType, HalfFloatCastingBehavior,
-                                   MeanReductionStrategy, OverlapMode, ReductionType,
-                                   SharingStrategy, SyncPattern, VariableRetrievalMode)
+                                   Liveness, MeanReductionStrategy, MultiConvPlanType,
+                                   OverlapMode, ReductionType, SharingStrategy, SyncPattern,
+                                   VariableRetrievalMode)
 from ipupod.poptorch.executor import (PoplarExecutor, inferenceModel, load,
                                       registerPostCompileHook, registerPreCompileHook,
                                       trainingModel)
 from ipupod.poptorch.export import identity_loss, isRunningOnIpu
 from ipupod.poptorch.memory import MatMulSerializationMode, serializedMatMul, set_available_memory
-from ipupod.poptorch.ops import dynamic_slice, dynamic_update, ipu_print_tensor, nop
+from ipupod.poptorch.multiconv import MultiConv
+from ipupod.poptorch.ops import (ctc_beam_search_decoder, dynamic_slice, dynamic_update,
+                                 ipu_print_tensor, nop)
 from ipupod.poptorch.options import ConfigFileError, Options, OutputMode, TensorLocationSettings
 
 #: The IPU version ipupod simulates: the GC200 is a Mk2 IPU (PopTorch answers 2 for it).
@@ -84,16 +88,8 @@ _NOT_MODELLED = {
                                f"recompute_checkpoint_every_layer (Options.ipuConfig) "
                                f"recomputes per layer",
     "Attribute": f"{_NOT_YET}; remove the context manager (its attributes only tune PopART)",
-    "MultiConv": f"{_NOT_YET}; call the convolutions one after another",
-    "MultiConvPlanType": f"{_NOT_YET}; call the convolutions one after another",
-    "ctc_beam_search_decoder": f"{_NOT_YET}; decode on the host (torchaudio's CTC decoders)",
     "custom_op": f"{_NOT_YET}: ipupod cannot load PopART custom op libraries; write the op in "
                  f"torch ops that torch.onnx exports",
-    "SerialPhasedExecution": f"{_NOT_YET}; use PipelinedExecution or ShardedExecution",
-    "ParallelPhasedExecution": f"{_NOT_YET}; use PipelinedExecution or ShardedExecution",
-    "Phase": f"{_NOT_YET}; phases belong to the phased execution strategies: use Stage with "
-             f"PipelinedExecution or ShardedExecution",
-    "Liveness": f"{_NOT_YET}; phases belong to the phased execution strategies",
     "for_loop": "is not modelled: ONNX Loop is not among the ops ipupod compiles; unroll the "
                 "loop in Python (the export traces it)",
     "cond": "is not modelled: ONNX If is not among the ops ipupod compiles; compute both "
@@ -145,16 +141,22 @@ __all__ = [
     "DataLoaderMode",
     "Error",
     "HalfFloatCastingBehavior",
+    "Liveness",
     "MatMulSerializationMode",
     "MeanReductionStrategy",
+    "MultiConv",
+    "MultiConvPlanType",
     "Options",
     "OutputMode",
     "OverlapMode",
+    "ParallelPhasedExecution",
+    "Phase",
     "PipelinedExecution",
     "PoplarExecutor",
     "PoptorchWarning",
     "RecoverableError",
     "ReductionType",
+    "SerialPhasedExecution",
     "ShardedExecution",
     "SharingStrategy",
     "Stage",
@@ -163,6 +165,7 @@ __all__ = [
     "UnrecoverableError",
     "VariableRetrievalMode",
     "createPoptorchError",
+    "ctc_beam_search_decoder",
     "dynamic_slice",
     "dynamic_update",
     "enums",

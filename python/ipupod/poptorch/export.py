@@ -613,7 +613,9 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
             buffer = io.BytesIO()
             mode = torch.onnx.TrainingMode.TRAINING if training else \
                 torch.onnx.TrainingMode.EVAL
-            with blocks.recording() as recorder, _keeping_every_weight():
+            from ipupod.poptorch import multiconv  # imports _support only
+            with blocks.recording() as recorder, multiconv.recording() as convs, \
+                    _keeping_every_weight():
                 torch.onnx.export(model, example, buffer, input_names=names,
                                   output_names=outputs + list(updated.values()),
                                   opset_version=OPSET, do_constant_folding=False,
@@ -624,6 +626,7 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
     proto = onnx.load_from_string(buffer.getvalue())
     from ipupod.poptorch import memory  # imports this module
     memory.apply_markers(proto)
+    multiconv.apply(proto, convs)
     if half:
         _float16_from_stand_ins(proto)
     _hold_overwritten_buffers(proto, updated, saved)

@@ -1,10 +1,13 @@
 """PopTorch's ops that a model carries through ONNX (PopTorch user guide 4.6):
-``ipu_print_tensor``, ``nop``, ``dynamic_slice`` and ``dynamic_update``.
+``ipu_print_tensor``, ``nop``, ``dynamic_slice``, ``dynamic_update`` and
+``ctc_beam_search_decoder``.
 
-On the CPU each computes its result with torch. Exported by ``inferenceModel`` or
-``trainingModel``, each becomes one node in domain ``ai.graphcore``, as PopART names them
-(``IpuPrint``, ``Nop``, ``DynamicSlice``, ``DynamicUpdate``), which ipupod's compiler runs
-(graph/ops_poptorch.cc) and differentiates (training/grad_tensor.cc).
+On the CPU each computes its result with torch (the decoder in Python, as the server does it).
+Exported by ``inferenceModel`` or ``trainingModel``, each becomes one node in domain
+``ai.graphcore``, as PopART names them (``IpuPrint``, ``Nop``, ``DynamicSlice``,
+``DynamicUpdate``, ``CtcBeamSearchDecoder``), which ipupod's compiler runs
+(graph/ops_poptorch.cc) and differentiates (training/grad_tensor.cc; the decoder has no
+gradient, as in PopTorch).
 
 A runtime ``start`` out of range (negative, or the slice running past the dimension) is
 refused, on the CPU with ``ValueError`` and on the IPU with ``poptorch.Error``
@@ -14,12 +17,14 @@ PopTorch's documentation does not say what happens then (docs/differences.md).
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Dict, List, Tuple
 
 import torch
 
 DOMAIN = "ai.graphcore"
 _INT64 = 7  # onnx.TensorProto.INT64
+_INT32 = 6  # onnx.TensorProto.INT32
 
 
 def _require_tensor(value: Any, what: str) -> None:
@@ -145,6 +150,120 @@ class _DynamicUpdate(torch.autograd.Function):
                    sizes_i=[size], noOverlap_i=0)
         out.setType(x.type())
         return out
+
+
+def _log_add(a: float, b: float) -> float:
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    hi = max(a, b)
+    return hi + math.log1p(math.exp(min(a, b) - hi))
+
+
+def _ctc_decode(steps: List[List[float]], blank: int, beam_width: int, top_paths: int
+                ) -> List[Tuple[Tuple[int, ...], float]]:
+    """CTC prefix beam search over one sequence's log probabilities (kernels/ctc.h): the
+    ``top_paths`` best labellings with their log probabilities, best first, ties to the
+    smaller labelling."""
+    beams: Dict[Tuple[int, ...], List[float]] = {(): [0.0, -math.inf]}  # [blank, label]
+    for step in steps:
+        extended: Dict[Tuple[int, ...], List[float]] = {}
+        for prefix, (p_blank, p_label) in beams.items():
+            total = _log_add(p_blank, p_label)
+            same = extended.setdefault(prefix, [-math.inf, -math.inf])
+            same[0] = _log_add(same[0], total + step[blank])
+            for c, p in enumerate(step):
+                if c == blank:
+                    continue
+                longer = extended.setdefault(prefix + (c,), [-math.inf, -math.inf])
+                if prefix and prefix[-1] == c:
+                    same[1] = _log_add(same[1], p_label + p)
+                    longer[1] = _log_add(longer[1], p_blank + p)
+                else:
+                    longer[1] = _log_add(longer[1], total + p)
+        beams = dict(_best(extended, beam_width))
+    return [(prefix, _log_add(*probs)) for prefix, probs in _best(beams, top_paths)]
+
+
+def _best(beams: Dict[Tuple[int, ...], List[float]], keep: int
+          ) -> List[Tuple[Tuple[int, ...], List[float]]]:
+    return sorted(beams.items(), key=lambda kv: (-_log_add(*kv[1]), kv[0]))[:keep]
+
+
+class _CtcBeamSearch(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, probs: torch.Tensor, lengths: torch.Tensor, blank: int,  # type: ignore[override]
+                beam_width: int, top_paths: int) -> Tuple[torch.Tensor, ...]:
+        time, batch, _ = probs.shape
+        label_probs = torch.full((batch, top_paths), -math.inf, dtype=probs.dtype)
+        label_lengths = torch.zeros((batch, top_paths), dtype=torch.int32)
+        decoded = torch.zeros((batch, top_paths, time), dtype=torch.int32)
+        values = probs.detach().double()
+        for b in range(batch):
+            length = int(lengths[b])
+            if not 0 <= length <= time:
+                raise ValueError(f"length {length} of sequence {b} is outside [0, {time}] (the "
+                                 f"input_length of probs)")
+            steps = values[:length, b].tolist()
+            for p, (path, log_prob) in enumerate(_ctc_decode(steps, blank, beam_width,
+                                                             top_paths)):
+                label_probs[b, p] = log_prob
+                label_lengths[b, p] = len(path)
+                decoded[b, p, :len(path)] = torch.tensor(path, dtype=torch.int32)
+        ctx.mark_non_differentiable(label_probs, label_lengths, decoded)
+        return label_probs, label_lengths, decoded
+
+    @staticmethod
+    def symbolic(g: Any, probs: Any, lengths: Any, blank: int, beam_width: int,
+                 top_paths: int) -> Any:
+        outs = g.op(f"{DOMAIN}::CtcBeamSearchDecoder", probs, g.op("Cast", lengths, to_i=_INT32),
+                    blank_i=blank, beam_width_i=beam_width, top_paths_i=top_paths, outputs=3)
+        sizes = probs.type().sizes()
+        if sizes is not None:
+            time, batch = sizes[0], sizes[1]
+            outs[0].setType(probs.type().with_sizes([batch, top_paths]))
+            ints = probs.type().with_dtype(torch.int32)
+            outs[1].setType(ints.with_sizes([batch, top_paths]))
+            outs[2].setType(ints.with_sizes([batch, top_paths, time]))
+        return tuple(outs)
+
+
+def ctc_beam_search_decoder(probs: torch.Tensor, lengths: torch.Tensor, blank: int = 0,
+                            beam_width: int = 100, top_paths: int = 1
+                            ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PopTorch's CTC beam search decoder: ``probs`` are log probabilities
+    ``[input_length, batch_size, num_classes]`` and ``lengths`` ``[batch_size]`` the steps
+    of each sequence. Returns the ``top_paths`` most probable labellings of each sequence:
+    their log probabilities ``[batch_size, top_paths]`` (float), their lengths
+    ``[batch_size, top_paths]`` and the labels ``[batch_size, top_paths, input_length]``
+    (int32, 0 after each labelling's end). Inference only: it has no gradient."""
+    if not isinstance(probs, torch.Tensor):
+        raise _poptorch_error(f"ctc_beam_search_decoder: probs must be a torch.tensor "
+                              f"argument. {type(probs)} is not supported.")
+    if not isinstance(lengths, torch.Tensor):
+        raise _poptorch_error(f"ctc_beam_search_decoder: lengths must be a torch.tensor "
+                              f"argument. {type(lengths)} is not supported.")
+    for name, value in (("blank", blank), ("beam_width", beam_width), ("top_paths", top_paths)):
+        _require_int(value, name)
+    if probs.dim() != 3 or not probs.is_floating_point():
+        raise ValueError(f"probs must be float [input_length, batch_size, num_classes], not "
+                         f"{probs.dtype} {list(probs.shape)}")
+    if lengths.shape != (probs.shape[1],) or lengths.is_floating_point():
+        raise ValueError(f"lengths must be integers [batch_size] = [{probs.shape[1]}], not "
+                         f"{lengths.dtype} {list(lengths.shape)}")
+    if not 0 <= blank < probs.shape[2]:
+        raise ValueError(f"blank class {blank} is not one of the {probs.shape[2]} classes")
+    if beam_width < 1 or not 1 <= top_paths <= beam_width:
+        raise ValueError(f"beam_width ({beam_width}) and top_paths ({top_paths}) must be at "
+                         f"least 1, with top_paths <= beam_width")
+    return _CtcBeamSearch.apply(probs, lengths, blank, beam_width, top_paths)
+
+
+def _poptorch_error(message: str) -> Exception:
+    """``poptorch.Error`` as PopTorch raises it for a bad argument of one of its ops."""
+    from ipupod.errors import Error
+    return Error(message, type="client.application", location="ctc_beam_search_decoder")
 
 
 def ipu_print_tensor(tensor: torch.Tensor, title: str = "") -> torch.Tensor:

@@ -22,7 +22,7 @@ import grpc
 from ipupod.errors import Error
 from ipupod.poptorch import enums
 from ipupod.poptorch._support import OptionError, logger, not_modelled, option_error, warn
-from ipupod.poptorch.blocks import ExecutionStrategy, PipelinedExecution, ShardedExecution
+from ipupod.poptorch.blocks import ExecutionStrategy, PipelinedExecution
 
 
 class OutputMode(enum.Enum):
@@ -631,10 +631,12 @@ class Options:
         return self
 
     def setExecutionStrategy(self, strategy: ExecutionStrategy) -> "Options":
-        """``PipelinedExecution`` (the default) or ``ShardedExecution``, with their stages."""
+        """``PipelinedExecution`` (the default), ``ShardedExecution``,
+        ``SerialPhasedExecution`` or ``ParallelPhasedExecution``, with their stages."""
         if not isinstance(strategy, ExecutionStrategy):
-            raise ValueError(f"setExecutionStrategy takes PipelinedExecution or "
-                             f"ShardedExecution, not {strategy!r}")
+            raise ValueError(f"setExecutionStrategy takes PipelinedExecution, "
+                             f"ShardedExecution, SerialPhasedExecution or "
+                             f"ParallelPhasedExecution, not {strategy!r}")
         self.execution_strategy = strategy
         return self
 
@@ -751,11 +753,7 @@ class Options:
         half = self.Precision.half_partials
         if half is not None or "enable_half_partials" not in self.ipu_config:
             sets.append(f"enable_half_partials={'true' if half else 'false'}")
-        if isinstance(self.execution_strategy, ShardedExecution):
-            if training:
-                _not_modelled("ShardedExecution for training",
-                              "ipupod trains pipelined; use PipelinedExecution")
-            sets.append("sharded_execution_for_inference=true")
+        sets += self.execution_strategy.compile_sets(training)
         sets += self._memory_proportion_sets(prefix)
         if training:
             sets += self._optimizer_location_sets()

@@ -126,6 +126,9 @@ struct Graph {
 // torch names each scope by the module's attribute name plus trailing
 // numeric atoms ("mlp.0" for h.0.mlp.0), so a scope that repeats its
 // parent's name with a numeric suffix is a child of a called container.
+// Scopes ipupod.poptorch pushes while exporting (a block, an Attribute:
+// "/transformer/__ipupod_block_3/h.0/attn/MatMul") are not modules and are
+// skipped: that node's path is "transformer.h.0.attn".
 // Limitation: torch renames the second call of a shared module "fc_1",
 // which cannot be told apart from a module named fc_1; it stays "fc_1".
 std::string ModulePathFromNodeName(absl::string_view node_name);

@@ -224,6 +224,31 @@ TEST(AnnotationTest, CheckpointAndPopartAttributesAreCarriedAndChangeNothing) {
   EXPECT_EQ(Values((*y)[0]), (std::vector<float>{4, 6}));
 }
 
+TEST(AnnotationTest, AnAnnotatedConstantKeepsItsValue) {
+  OnnxBuilder b = Builder();
+  b.Input("x", kFloat, {2}).Output("y", kFloat);
+  onnx::NodeProto& c = b.Node("Constant", {}, {"c"}, "/ln_f/Constant");
+  OnnxBuilder::AttrFloatTensor(c, "value", {2}, {3, 4});
+  OnnxBuilder::AttrString(c, "__outline", "layer");
+  OnnxBuilder::AttrInt(c, "recompute_checkpoint", 1);
+  b.Node("Add", {"x", "c"}, {"y"}, "/ln_f/Add");
+  auto g = ImportOnnx(b.Bytes());
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto interpreter = Interpreter::Create(*std::move(g));
+  ASSERT_TRUE(interpreter.ok()) << interpreter.status();
+  auto y = (*interpreter)->Run({*Tensor::FromValues<float>({2}, std::vector<float>{1, 2})});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Values((*y)[0]), (std::vector<float>{4, 6}));
+  // A Constant whose only attribute is an annotation has no value.
+  OnnxBuilder empty = Builder();
+  empty.Input("x", kFloat, {2}).Output("y", kFloat);
+  OnnxBuilder::AttrString(empty.Node("Constant", {}, {"c"}, "/c"), "__outline", "layer");
+  empty.Node("Add", {"x", "c"}, {"y"});
+  auto bad = ImportOnnx(empty.Bytes());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("needs exactly one value attribute"));
+}
+
 TEST(AnnotationTest, OnlyDoubleUnderscoreNamesArePopartAttributes) {
   EXPECT_TRUE(IsPopartBuilderAttribute("__outline"));
   EXPECT_TRUE(IsPlanningAttribute("Softmax", kRecomputeCheckpoint));

@@ -85,9 +85,11 @@ struct Node {
 // are the module's parameters and buffers, by their PyTorch names, and which
 // PyTorch names are one tensor with an initializer (tied weights, e.g. GPT-2's
 // LM head and its token embedding). Each value is one name per line;
-// aliases are "alias=initializer" lines. A model without these keys has
-// declared == false and is read by the older rules (float initializers of
-// rank >= 1 are weights).
+// aliases are "alias=initializer" lines. A model without
+// ipupod.parameters has declared == false and is read by the older rules
+// (float initializers of rank >= 1 are weights and are trained); buffers
+// and aliases it has still count (the compiler infers them for a torch
+// export: compiler/onnx_state.h).
 inline constexpr char kParametersMetadataKey[] = "ipupod.parameters";
 inline constexpr char kBuffersMetadataKey[] = "ipupod.buffers";
 inline constexpr char kAliasesMetadataKey[] = "ipupod.aliases";

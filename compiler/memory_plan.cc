@@ -506,7 +506,15 @@ absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
   IPUPOD_RETURN_IF_ERROR(CheckPlanningAttributes(graph));
   IPUPOD_ASSIGN_OR_RETURN(std::optional<SerializedEmbedding> embedding,
                           FindSerializedEmbedding(graph, options.embedding_serialization_factor));
-  if (embedding.has_value()) r.notes.push_back(EmbeddingNote(*embedding));
+  if (embedding.has_value()) {
+    r.notes.push_back(EmbeddingNote(*embedding));
+  } else if (options.embedding_serialization_factor > 1) {
+    r.notes.push_back(absl::StrCat(
+        "embedding_serialization_factor ", options.embedding_serialization_factor,
+        " changes nothing: the model looks up no embedding on a weight with ids from its inputs "
+        "(a model that serializes its own lookup, as optimum's SerializedEmbedding does, runs "
+        "its slices as exported)"));
+  }
   for (std::string& note : PopartAttributeNotes(graph)) r.notes.push_back(std::move(note));
   r.ipus.resize(placement.ipus_per_replica);
   for (size_t i = 0; i < r.ipus.size(); ++i) r.ipus[i].ipu = static_cast<int64_t>(i);

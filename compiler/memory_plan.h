@@ -23,7 +23,9 @@
 //    also sets how many serial passes each op runs in
 //    (compiler/temporaries.h); embedding_serialization_factor pads the
 //    word embedding's table (its padding counts as weight) and slices its
-//    lookup. Passes beyond each op's first add to compute_s;
+//    lookup (a model without such a lookup - one that serializes its own -
+//    gets a note that the factor changes nothing). Passes beyond each op's
+//    first add to compute_s;
 //  * code: kCodeBytesPerTile on every tile plus kCodeBytesPerNode per node
 //    (a model of Poplar's control and exchange programs and each op's
 //    codelets, not a measurement); an IPU with no nodes holds none.

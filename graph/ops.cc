@@ -156,6 +156,8 @@ bool IsPlanningAttribute(absl::string_view op_type, absl::string_view attr) {
 }
 
 bool IsPopartBuilderAttribute(absl::string_view attr) {
+  // Placement is the compiler's to read and strip: one that reaches a graph went unread.
+  if (attr == "__ipu_number" || attr == "__pipeline_stage") return false;
   return attr.size() > 2 && absl::StartsWith(attr, "__");
 }
 

@@ -151,8 +151,9 @@ bool IsPlanningAttribute(absl::string_view op_type, absl::string_view attr);
 // __outline, a list of key, value strings). Carried with the model and
 // changing nothing: the compiler names them in the report's notes
 // (docs/differences.md). The placement attributes __ipu_number and
-// __pipeline_stage never reach a graph: the compiler reads and strips them
-// first (compiler/onnx_annotations.h).
+// __pipeline_stage are not among them: the compiler reads and strips them
+// first (compiler/onnx_annotations.h), so one that reaches a graph is
+// refused as an unsupported attribute.
 bool IsPopartBuilderAttribute(absl::string_view attr);
 
 // Checks a node against its OpDef: supported op, available at `opset`,

@@ -252,7 +252,7 @@ TEST(AnnotationTest, AnAnnotatedConstantKeepsItsValue) {
 TEST(AnnotationTest, OnlyDoubleUnderscoreNamesArePopartAttributes) {
   EXPECT_TRUE(IsPopartBuilderAttribute("__outline"));
   EXPECT_TRUE(IsPlanningAttribute("Softmax", kRecomputeCheckpoint));
-  for (const char* name : {"_outline", "__", "outline"}) {
+  for (const char* name : {"_outline", "__", "outline", "__ipu_number", "__pipeline_stage"}) {
     SCOPED_TRACE(name);
     EXPECT_FALSE(IsPopartBuilderAttribute(name));
     OnnxBuilder b = AnnotatedModel();

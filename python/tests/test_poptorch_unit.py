@@ -399,6 +399,8 @@ def test_attributes_refuse_what_popart_would_not_take():
         poptorch.Attribute(__outline={"layer": 3})
     with pytest.raises(ValueError, match="must be a dict of strings to strings"):
         poptorch.Attribute(__outline="layer")
+    with pytest.raises(ValueError, match="__ipu_number is placement"):
+        poptorch.Attribute(__ipu_number={"ipu": "1"})
 
 
 class SharedMemory(torch.nn.Module):

@@ -58,6 +58,9 @@ def _checked(attributes: Dict[str, Any]) -> Attributes:
                 isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
             raise ValueError(f"poptorch.Attribute: {name} must be a dict of strings to strings "
                              f"(PopART's key and value), not {values!r}")
+        if name in ("__ipu_number", "__pipeline_stage"):
+            raise ValueError(f"poptorch.Attribute: {name} is placement, which ipupod reads "
+                             f"from blocks: use poptorch.BeginBlock, Block or Stage")
         out[name] = dict(values)
     return out
 

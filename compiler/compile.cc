@@ -293,6 +293,10 @@ absl::StatusOr<Executable> Compile(absl::string_view onnx_bytes, const IpuConfig
   IPUPOD_RETURN_IF_ERROR(CheckPipelineDepth(placement.num_stages(), mode, options.strategy));
   IPUPOD_RETURN_IF_ERROR(CheckOutputMode(mode));
   const PlanOptions plan = MakePlanOptions(g, config, mode, options, count, training);
+  if (plan.training.has_value()) {
+    for (std::string& w : CheckpointWarnings(*plan.training, plan.strategy, placement.num_stages()))
+      warnings.push_back(std::move(w));
+  }
   IPUPOD_ASSIGN_OR_RETURN(Report report,
                           PlanMemory(g, imported.interpreter->node_costs(), placement, plan));
   report.notes.insert(report.notes.begin(), placement.notes.begin(), placement.notes.end());

@@ -65,19 +65,26 @@ struct StageBytes {
   int64_t segment_all = 0;  // recomputing: the largest segment's `all`
 };
 
+// Where recomputation segments end: layer changes (empty: none) and
+// checkpoint nodes (empty: none).
+struct SegmentBounds {
+  const std::vector<int64_t>& node_layer;
+  const std::vector<bool>& node_checkpoint;
+};
+
 // The recompute segment of each node of `stage` (its position order): a new
-// segment starts where the node's layer changes; one segment without layers.
-std::vector<int64_t> Segments(const Placement& p, int64_t stage,
-                              const std::vector<int64_t>& node_layer) {
+// segment starts where the node's layer changes and after a checkpoint node;
+// one segment without either.
+std::vector<int64_t> Segments(const Placement& p, int64_t stage, const SegmentBounds& bounds) {
   std::vector<int64_t> segment(p.node_stage.size(), -1);
   int64_t current = -1;
-  bool first = true;
+  bool boundary = true;  // the stage's first node starts a segment
   int64_t previous_layer = 0;
   for (size_t i = 0; i < p.node_stage.size(); ++i) {
     if (p.node_stage[i] != stage) continue;
-    const int64_t layer = node_layer.empty() ? 0 : node_layer[i];
-    if (first || layer != previous_layer) ++current;
-    first = false;
+    const int64_t layer = bounds.node_layer.empty() ? 0 : bounds.node_layer[i];
+    if (boundary || layer != previous_layer) ++current;
+    boundary = !bounds.node_checkpoint.empty() && bounds.node_checkpoint[i];
     previous_layer = layer;
     segment[i] = current;
   }
@@ -103,9 +110,9 @@ void AddToSegments(const ValueUse& use, const std::vector<int64_t>& segment,
 
 StageBytes MeasureStage(const Placement& p, int64_t stage,
                         const std::map<std::string, ValueUse>& values,
-                        const std::vector<int64_t>& node_layer) {
+                        const SegmentBounds& bounds) {
   StageBytes out;
-  const std::vector<int64_t> segment = Segments(p, stage, node_layer);
+  const std::vector<int64_t> segment = Segments(p, stage, bounds);
   std::vector<int64_t> position(p.node_stage.size(), -1);
   int64_t n = 0;
   for (size_t i = 0; i < p.node_stage.size(); ++i) {
@@ -211,14 +218,19 @@ int64_t InFlight(const PlanOptions& o, int64_t stages, int64_t s) {
   return o.training.has_value() ? 2 * (stages - s) - 1 : stages - s;
 }
 
+bool Pipelined(ExecutionStrategy strategy, int64_t stages) {
+  return strategy == ExecutionStrategy::kPipelined && stages > 1;
+}
+
 // Whether stage `s` recomputes its forward in the backward pass: with
-// checkpoints per layer every stage does; per stage, all but the last of a
+// checkpoints per layer every stage does; otherwise all but the last of a
 // pipeline (PopART's RecomputationType::Pipeline: the last stage's backward
 // follows its forward at once).
-bool Recomputes(const PlanOptions& o, int64_t stages, int64_t s) {
-  if (!o.training.has_value() || !o.training->recompute_checkpoint_every_layer) return false;
-  if (!o.training->node_layer.empty()) return true;
-  return o.strategy != ExecutionStrategy::kPipelined || stages <= 1 || s < stages - 1;
+bool StageRecomputes(const PlanOptions& o, int64_t stages, int64_t s) {
+  if (!o.training.has_value() || !Recomputes(*o.training, o.strategy, stages)) return false;
+  const TrainingPlan& t = *o.training;
+  if (t.recompute_checkpoint_every_layer && !t.node_layer.empty()) return true;
+  return !Pipelined(o.strategy, stages) || s < stages - 1;
 }
 
 // What one micro-batch of a stage keeps (see the header): inference its
@@ -229,9 +241,9 @@ int64_t KeptPerMicroBatch(const PlanOptions& o, const StageBytes& b, bool recomp
 }
 
 // Forward FLOPs x 3 for training (backward ~ 2x forward), x 4 recomputing.
-int64_t FlopsFactor(const PlanOptions& o) {
+int64_t FlopsFactor(const PlanOptions& o, int64_t stages) {
   if (!o.training.has_value()) return 1;
-  return o.training->recompute_checkpoint_every_layer ? 4 : 3;
+  return Recomputes(*o.training, o.strategy, stages) ? 4 : 3;
 }
 
 void AddStages(const graph::Graph& g, absl::Span<const graph::NodeCost> costs, const Placement& p,
@@ -239,11 +251,13 @@ void AddStages(const graph::Graph& g, absl::Span<const graph::NodeCost> costs, c
                std::vector<IpuPlan>& ipus) {
   const int64_t stages = p.num_stages();
   static const std::vector<int64_t> kNoLayers;
-  const std::vector<int64_t>& layers = o.training.has_value() ? o.training->node_layer : kNoLayers;
+  static const std::vector<bool> kNoCheckpoints;
+  const SegmentBounds bounds{o.training.has_value() ? o.training->node_layer : kNoLayers,
+                             o.training.has_value() ? o.training->node_checkpoint : kNoCheckpoints};
   for (int64_t s = 0; s < stages; ++s) {
     IpuPlan& plan = ipus[p.stage_ipu[s]];
-    const StageBytes bytes = MeasureStage(p, s, values, layers);
-    const bool recomputes = Recomputes(o, stages, s);
+    const StageBytes bytes = MeasureStage(p, s, values, bounds);
+    const bool recomputes = StageRecomputes(o, stages, s);
     const int64_t kept = KeptPerMicroBatch(o, bytes, recomputes);
     const int64_t in_flight = InFlight(o, stages, s);
     plan.stages.push_back(s);
@@ -256,7 +270,7 @@ void AddStages(const graph::Graph& g, absl::Span<const graph::NodeCost> costs, c
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     IpuPlan& plan = ipus[p.NodeIpu(i)];
     ++plan.nodes;
-    plan.flops += costs[i].flops * FlopsFactor(o);
+    plan.flops += costs[i].flops * FlopsFactor(o, stages);
   }
 }
 
@@ -283,7 +297,7 @@ void AddTemporaries(const graph::Graph& g, const Placement& p, const PlanOptions
     const NodeTemporary t = PlanNodeTemporary(g, g.nodes[i], Proportion(g.nodes[i], o, ipu),
                                               static_cast<int64_t>(kIpu.memory_bytes), embedding);
     IpuPlan& plan = ipus[ipu];
-    plan.serial_passes += (t.passes - 1) * FlopsFactor(o);
+    plan.serial_passes += (t.passes - 1) * FlopsFactor(o, p.num_stages());
     if (t.bytes > plan.temporary_bytes) {
       plan.temporary_bytes = t.bytes;
       plan.temporary_node = g.nodes[i].name;
@@ -531,6 +545,18 @@ std::string Advice(const Report& r, const IpuPlan& p) {
   return out;
 }
 
+// The report's recompute_checkpoints: "layer" or "stage" boundaries
+// (recompute_checkpoint_every_layer), "checkpoint" (the model's own), or
+// both joined by '+'.
+std::string CheckpointKinds(const TrainingPlan& t) {
+  std::string out;
+  if (t.recompute_checkpoint_every_layer) out = t.node_layer.empty() ? "stage" : "layer";
+  if (!t.node_checkpoint.empty()) {
+    out = out.empty() ? "checkpoint" : absl::StrCat(out, "+checkpoint");
+  }
+  return out;
+}
+
 // "24.4 MB (24412160 bytes)": close figures can round alike.
 std::string ExactBytes(int64_t bytes) {
   return absl::StrCat(FormatBytesFixed(bytes), " (", bytes, " bytes)");
@@ -549,6 +575,27 @@ std::string EmbeddingNote(const SerializedEmbedding& e) {
                          " passes over its output channels"));
 }
 
+// One note per PopART builder attribute name the model's nodes carry
+// (graph::IsPopartBuilderAttribute): none changes the plan.
+std::vector<std::string> PopartAttributeNotes(const graph::Graph& g) {
+  std::map<std::string, int64_t> nodes_with;
+  for (const graph::Node& node : g.nodes) {
+    for (const auto& [name, value] : node.attributes) {
+      if (graph::IsPopartBuilderAttribute(name)) ++nodes_with[name];
+    }
+  }
+  std::vector<std::string> notes;
+  for (const auto& [name, count] : nodes_with) {
+    notes.push_back(absl::StrCat(
+        "PopART attribute '", name, "' (poptorch.Attribute) on ", count,
+        count == 1 ? " node" : " nodes", " changes nothing: ",
+        name == "__outline" ? "it only steers PopART's outlining, and ipupod's code model charges "
+                              "every node without outlining"
+                            : "ipupod carries PopART's builder attributes without effect"));
+  }
+  return notes;
+}
+
 // The run shape of the report (PlanMemory fills in the rest).
 Report StartReport(const Placement& placement, const PlanOptions& options) {
   Report r;
@@ -562,9 +609,8 @@ Report StartReport(const Placement& placement, const PlanOptions& options) {
   if (options.training.has_value()) {
     r.mode = "training";
     r.gradient_accumulation_steps = options.training->gradient_accumulation_steps;
-    r.recompute = options.training->recompute_checkpoint_every_layer;
-    if (r.recompute)
-      r.recompute_checkpoints = options.training->node_layer.empty() ? "stage" : "layer";
+    r.recompute = Recomputes(*options.training, options.strategy, placement.num_stages());
+    if (r.recompute) r.recompute_checkpoints = CheckpointKinds(*options.training);
     r.replicated_tensor_sharding =
         options.training->replicated_tensor_sharding && options.count.replication_factor > 1;
   }
@@ -586,7 +632,16 @@ absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
   IPUPOD_RETURN_IF_ERROR(CheckPlanningAttributes(graph));
   IPUPOD_ASSIGN_OR_RETURN(std::optional<SerializedEmbedding> embedding,
                           FindSerializedEmbedding(graph, options.embedding_serialization_factor));
-  if (embedding.has_value()) r.notes.push_back(EmbeddingNote(*embedding));
+  if (embedding.has_value()) {
+    r.notes.push_back(EmbeddingNote(*embedding));
+  } else if (options.embedding_serialization_factor > 1) {
+    r.notes.push_back(absl::StrCat(
+        "embedding_serialization_factor ", options.embedding_serialization_factor,
+        " changes nothing: the model looks up no embedding on a weight with ids from its inputs "
+        "(a model that serializes its own lookup, as optimum's SerializedEmbedding does, runs "
+        "its slices as exported)"));
+  }
+  for (std::string& note : PopartAttributeNotes(graph)) r.notes.push_back(std::move(note));
   r.ipus.resize(placement.ipus_per_replica);
   for (size_t i = 0; i < r.ipus.size(); ++i) r.ipus[i].ipu = static_cast<int64_t>(i);
   std::vector<std::vector<TensorUse>> tensors(r.ipus.size());
@@ -623,7 +678,38 @@ TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config,
     absl::StatusOr<LayerBlocks> layers = FindLayerBlocks(graph);
     if (layers.ok()) t.node_layer = std::move(layers->node_layer);  // else: per stage
   }
+  t.node_checkpoint = NodeCheckpoints(graph);
   return t;
+}
+
+std::vector<bool> NodeCheckpoints(const graph::Graph& graph) {
+  std::vector<bool> out(graph.nodes.size(), false);
+  bool any = false;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const graph::AttributeValue* a = graph.nodes[i].FindAttribute(graph::kRecomputeCheckpoint);
+    const int64_t* on = a == nullptr ? nullptr : std::get_if<int64_t>(a);
+    out[i] = on != nullptr && *on != 0;
+    any = any || out[i];
+  }
+  if (!any) out.clear();
+  return out;
+}
+
+bool Recomputes(const TrainingPlan& t, ExecutionStrategy strategy, int64_t stages) {
+  if (t.recompute_checkpoint_every_layer) return true;
+  return !t.node_checkpoint.empty() && Pipelined(strategy, stages);
+}
+
+std::vector<std::string> CheckpointWarnings(const TrainingPlan& t, ExecutionStrategy strategy,
+                                            int64_t stages) {
+  if (t.node_checkpoint.empty() || Recomputes(t, strategy, stages)) return {};
+  const int64_t count = std::count(t.node_checkpoint.begin(), t.node_checkpoint.end(), true);
+  return {absl::StrCat(
+      "the model's ", count,
+      count == 1 ? " recomputation checkpoint" : " recomputation checkpoints",
+      " (poptorch.recomputationCheckpoint) change nothing: a model of one pipeline stage is not "
+      "recomputed (PopTorch recomputes pipelines of several IPUs); set "
+      "recompute_checkpoint_every_layer=true to recompute it")};
 }
 
 absl::Status CheckReportCoversModel(const Executable& executable, const Report& report,

@@ -23,7 +23,9 @@
 //    also sets how many serial passes each op runs in
 //    (compiler/temporaries.h); embedding_serialization_factor pads the
 //    word embedding's table (its padding counts as weight) and slices its
-//    lookup. Passes beyond each op's first add to compute_s;
+//    lookup (a model without such a lookup - one that serializes its own -
+//    gets a note that the factor changes nothing). Passes beyond each op's
+//    first add to compute_s;
 //  * code: kCodeBytesPerTile on every tile plus kCodeBytesPerNode per node
 //    (a model of Poplar's control and exchange programs and each op's
 //    codelets, not a measurement); an IPU with no nodes holds none.
@@ -49,18 +51,27 @@
 //    1/R of it;
 //  * activations: the backward pass needs the forward's values. Without
 //    recompute one micro-batch of a stage keeps every value the stage makes
-//    or reads (their sum, not the peak) until its backward; with
-//    recompute_checkpoint_every_layer it keeps only its checkpoints - the
-//    values that cross a layer boundary (TrainingPlan::node_layer) or come
-//    from the host or other stages - and the IPU also holds one layer's
-//    values (every value it makes or reads, its largest layer's) to
-//    recompute the forward in. A model without layers checkpoints at stage
-//    boundaries (its "layer" is the stage) and, pipelined, does not
-//    recompute its last stage (PopART's RecomputationType::Pipeline).
+//    or reads (their sum, not the peak) until its backward; recomputing, it
+//    keeps only its checkpoints - the values that cross a segment boundary
+//    or come from the host or other stages - and the IPU also holds one
+//    segment's values (every value it makes or reads, its largest
+//    segment's) to recompute the forward in. Segments end where
+//    recompute_checkpoint_every_layer puts a boundary, at every layer
+//    boundary (TrainingPlan::node_layer; a model without layers at stage
+//    boundaries), and after every node the model marks as a recomputation
+//    checkpoint (TrainingPlan::node_checkpoint, poptorch.recomputationCheckpoint
+//    on one of its outputs: graph::kRecomputeCheckpoint). Training
+//    recomputes with recompute_checkpoint_every_layer, or with the model's
+//    own checkpoints in a pipeline of several stages (PopTorch turns on
+//    PopART's RecomputationType::Pipeline whenever it pipelines over
+//    several IPUs: Recomputes); then, unless layers set the segments, the
+//    last pipeline stage is not recomputed (its backward follows its
+//    forward at once). Checkpoints in a single-stage model change nothing
+//    (CheckpointWarnings says so).
 //    In flight: pipelined over S stages, stage s stashes 2(S - s) - 1
 //    micro-batches (PopART's stash); sharded or one stage, 1;
 //  * FLOPs: backward ~ 2x forward, so a micro-batch costs 3x the forward's
-//    FLOPs, 4x with recompute (the forward runs again during backward);
+//    FLOPs, 4x recomputing (the forward runs again during backward);
 //    IPU-Link: each float value that crosses IPUs forward sends its
 //    gradient back, charged to the reading IPU;
 //  * outputs: every micro-batch of a step for "all", device_iterations / N
@@ -136,8 +147,26 @@ struct TrainingPlan {
   // layer; empty when the model has no layers: recomputation then
   // checkpoints at stage boundaries only.
   std::vector<int64_t> node_layer;
+  // Per graph node whether it carries graph::kRecomputeCheckpoint; empty
+  // when none does (NodeCheckpoints).
+  std::vector<bool> node_checkpoint;
   bool replicated_tensor_sharding = false;
 };
+
+// Per node of `graph` whether it is a recomputation checkpoint (a non-zero
+// int graph::kRecomputeCheckpoint attribute); empty when none is.
+std::vector<bool> NodeCheckpoints(const graph::Graph& graph);
+
+// Whether a training compile recomputes (see the header): with
+// recompute_checkpoint_every_layer, or with checkpoints in a pipeline of
+// more than one stage.
+bool Recomputes(const TrainingPlan& t, ExecutionStrategy strategy, int64_t stages);
+
+// The compile warning for checkpoints that change nothing: a training
+// compile of a model with recomputation checkpoints that does not recompute
+// (one stage, no recompute_checkpoint_every_layer); otherwise none.
+std::vector<std::string> CheckpointWarnings(const TrainingPlan& t, ExecutionStrategy strategy,
+                                            int64_t stages);
 
 struct PlanOptions {
   ExecutionStrategy strategy = ExecutionStrategy::kPipelined;
@@ -154,7 +183,7 @@ struct PlanOptions {
 // The TrainingPlan of a training compile: `spec`'s weights and accumulation,
 // its optimizer's state slots, the config's optimizer_state_offchip,
 // recompute_checkpoint_every_layer and replicated_tensor_sharding, and
-// `graph`'s layers.
+// `graph`'s layers and recomputation checkpoints.
 TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config,
                               const graph::Graph& graph);
 

@@ -71,6 +71,79 @@ std::vector<std::string> FoldedInitializers(const onnx::GraphProto& g) {
   return folded;
 }
 
+bool ExportedByTorch(const onnx::ModelProto& model) { return model.producer_name() == "pytorch"; }
+
+// The torch module a node belongs to ("lm_head" for "/lm_head/MatMul").
+std::string ModuleOf(const onnx::NodeProto& node) {
+  return graph::ModulePathFromNodeName(node.name());
+}
+
+// The rank-2 float initializer a node reads as a Linear's or Embedding's
+// weight (a Transpose's input, a Gemm's B with transB=1, a Gather's table),
+// or "".
+std::string WeightRead(const onnx::NodeProto& node, const std::set<std::string>& tables) {
+  int64_t trans_b = 0;
+  for (const onnx::AttributeProto& a : node.attribute()) {
+    if (a.name() == "transB") trans_b = a.i();
+  }
+  const bool reads = (node.op_type() == "Transpose" && node.input_size() == 1) ||
+                     (node.op_type() == "Gemm" && node.input_size() >= 2 && trans_b == 1) ||
+                     (node.op_type() == "Gather" && node.input_size() == 2);
+  if (!reads || !node.domain().empty()) return "";
+  const std::string& weight = node.input(node.op_type() == "Gemm" ? 1 : 0);
+  return tables.contains(weight) ? weight : "";
+}
+
+// Tied weights: a Linear or Embedding in module P that reads another
+// module's weight W has the PyTorch name P.weight for W ("lm_head.weight=
+// transformer.wte.weight"), when P.weight is no initializer of its own.
+std::vector<std::string> TiedNames(const onnx::GraphProto& g) {
+  std::set<std::string> initializers, tables;
+  for (const onnx::TensorProto& t : g.initializer()) {
+    initializers.insert(t.name());
+    if (IsFloatProto(t) && t.dims_size() == 2) tables.insert(t.name());
+  }
+  std::map<std::string, std::string> aliases;
+  for (const onnx::NodeProto& node : g.node()) {
+    const std::string weight = WeightRead(node, tables);
+    const std::string module = ModuleOf(node);
+    if (weight.empty() || module.empty()) continue;
+    const std::string name = absl::StrCat(module, ".weight");
+    if (name != weight && !initializers.contains(name)) aliases.emplace(name, weight);
+  }
+  std::vector<std::string> lines;
+  for (const auto& [alias, weight] : aliases) lines.push_back(absl::StrCat(alias, "=", weight));
+  return lines;
+}
+
+// Float scalars torch named as module state (not "onnx::..." constants).
+std::vector<std::string> ScalarState(const onnx::GraphProto& g) {
+  std::vector<std::string> names;
+  for (const onnx::TensorProto& t : g.initializer()) {
+    if (IsFloatProto(t) && t.dims_size() == 0 && !absl::StartsWith(t.name(), "onnx::")) {
+      names.push_back(t.name());
+    }
+  }
+  return names;
+}
+
+// Writes what a torch export without a declared module state implies of one
+// (see the header); true if it wrote anything.
+bool InferTorchState(onnx::ModelProto& model) {
+  if (!ExportedByTorch(model) || DeclaresModuleState(model)) return false;
+  bool wrote = false;
+  for (const auto& [key, lines] :
+       {std::pair(graph::kAliasesMetadataKey, TiedNames(model.graph())),
+        std::pair(graph::kBuffersMetadataKey, ScalarState(model.graph()))}) {
+    if (lines.empty()) continue;
+    onnx::StringStringEntryProto* entry = model.add_metadata_props();
+    entry->set_key(key);
+    entry->set_value(absl::StrJoin(lines, "\n"));
+    wrote = true;
+  }
+  return wrote;
+}
+
 }  // namespace
 
 absl::StatusOr<WritableModel> KeepModuleStateWritable(absl::string_view onnx_bytes) {
@@ -94,7 +167,8 @@ absl::StatusOr<WritableModel> KeepModuleStateWritable(absl::string_view onnx_byt
         "keep every parameter writable"));
   }
   out.split = SplitMergedInitializers(*model.mutable_graph());
-  if (out.split.empty()) {
+  const bool inferred = InferTorchState(model);
+  if (out.split.empty() && !inferred) {
     out.onnx_bytes = std::string(onnx_bytes);
     return out;
   }

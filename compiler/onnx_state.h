@@ -11,6 +11,17 @@
 //     Each such Identity of a float initializer becomes an initializer of
 //     its own, a copy of the merged value under the parameter's name, so a
 //     later write reaches it alone;
+//   * a torch export (producer "pytorch") without a declared module state
+//     gets the part of one its names imply, in its metadata (graph/graph.h
+//     ModuleState): tied weights as aliases - a Linear or Embedding in
+//     module P reading another module's rank-2 weight W (through a
+//     Transpose, a Gemm with transB=1 or a Gather) makes "P.weight" a name
+//     of W when no initializer has that name (GPT-2's lm_head.weight is
+//     transformer.wte.weight; torch.onnx exports the one tensor once) - and
+//     its float scalars named as module state (not "onnx::...") as buffers,
+//     so they stay writable weights (GPT-2's attn.masked_bias) rather than
+//     constants folded away; without a declared state they are not trained,
+//     as before;
 // and says what it cannot undo, as compile warnings:
 //   * initializers the exporter computed by constant folding (torch names
 //     them "onnx::<Op>_<n>": a Linear's transposed weight, a Conv with its
@@ -35,7 +46,7 @@
 namespace ipupod::compiler {
 
 struct WritableModel {
-  std::string onnx_bytes;             // the input unchanged when nothing was split
+  std::string onnx_bytes;             // the input unchanged when nothing was rewritten
   std::vector<std::string> split;     // parameters given their own initializer
   std::vector<std::string> warnings;  // what the exporter folded, one warning
 };

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -332,6 +333,29 @@ std::string Report::RunShapeLine() const {
   return line;
 }
 
+namespace {
+
+// What a training step keeps for the backward pass (recompute_checkpoints:
+// "layer", "stage", "checkpoint", or one of the first two + "+checkpoint").
+std::string CheckpointLine(bool recompute, const std::string& kinds) {
+  if (!recompute) return "every value of a stage per micro-batch in flight";
+  if (kinds == "layer") {
+    return "checkpoints at every layer boundary per micro-batch in flight + one layer's values "
+           "to recompute in";
+  }
+  if (kinds == "stage") {
+    return "each stage's inputs per micro-batch in flight + one stage's values to recompute in "
+           "(the last pipeline stage keeps its values)";
+  }
+  return absl::StrCat(
+      "the model's recomputation checkpoints",
+      absl::StartsWith(kinds, "layer") ? ", every layer boundary" : "",
+      " and each stage's inputs per micro-batch in flight + one segment's values to recompute in",
+      absl::StartsWith(kinds, "layer") ? "" : " (the last pipeline stage keeps its values)");
+}
+
+}  // namespace
+
 std::string Report::TrainingLines() const {
   int64_t offchip = 0, all_reduce = 0;
   double update = 0;
@@ -346,13 +370,7 @@ std::string Report::TrainingLines() const {
       " per step; a micro-batch costs ",
       recompute ? "4x its forward FLOPs (forward, recomputed forward, backward)\n"
                 : "3x its forward FLOPs (forward and backward)\n",
-      !recompute ? "activations for the backward pass: every value of a stage per micro-batch in "
-                   "flight"
-      : recompute_checkpoints == "layer"
-          ? "activations for the backward pass: checkpoints at every layer boundary per "
-            "micro-batch in flight + one layer's values to recompute in"
-          : "activations for the backward pass: each stage's inputs per micro-batch in flight + "
-            "one stage's values to recompute in (the last pipeline stage keeps its values)",
+      "activations for the backward pass: ", CheckpointLine(recompute, recompute_checkpoints),
       "\n");
   if (replicated_tensor_sharding) {
     absl::StrAppend(&out, "optimizer state sharded over ", count.replication_factor,

@@ -102,8 +102,11 @@ struct Report {
   std::string output_mode = "all";
   std::string mode = "inference";           // or "training"
   int64_t gradient_accumulation_steps = 1;  // training: micro-batches per weight update
-  bool recompute = false;                   // training: recompute_checkpoint_every_layer
-  std::string recompute_checkpoints;        // recomputing: "layer" or "stage" boundaries
+  bool recompute = false;                   // training recomputes (compiler/memory_plan.h)
+  // recomputing: "layer" or "stage" boundaries (recompute_checkpoint_every_layer),
+  // "checkpoint" (the model's poptorch.recomputationCheckpoint), or either
+  // boundary + "+checkpoint"
+  std::string recompute_checkpoints;
   bool replicated_tensor_sharding = false;  // training: state sharded over the replicas
   std::string liveness;                     // phased strategies: LivenessName
   std::vector<PhasePlan> phases;            // phased strategies, in phase order

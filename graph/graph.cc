@@ -55,7 +55,7 @@ std::string ModulePathFromNodeName(absl::string_view node_name) {
   std::string path;
   std::string parent;  // the parent scope's own component
   for (absl::string_view scope : scopes) {
-    if (scope.empty()) continue;
+    if (scope.empty() || absl::StartsWith(scope, "__ipupod_")) continue;  // not a module
     const bool numbered_child = !parent.empty() && absl::StartsWith(scope, parent) &&
                                 scope.size() > parent.size() + 1 && scope[parent.size()] == '.' &&
                                 IsNumericPath(scope.substr(parent.size() + 1));

@@ -85,9 +85,11 @@ struct Node {
 // are the module's parameters and buffers, by their PyTorch names, and which
 // PyTorch names are one tensor with an initializer (tied weights, e.g. GPT-2's
 // LM head and its token embedding). Each value is one name per line;
-// aliases are "alias=initializer" lines. A model without these keys has
-// declared == false and is read by the older rules (float initializers of
-// rank >= 1 are weights).
+// aliases are "alias=initializer" lines. A model without
+// ipupod.parameters has declared == false and is read by the older rules
+// (float initializers of rank >= 1 are weights and are trained); buffers
+// and aliases it has still count (the compiler infers them for a torch
+// export: compiler/onnx_state.h).
 inline constexpr char kParametersMetadataKey[] = "ipupod.parameters";
 inline constexpr char kBuffersMetadataKey[] = "ipupod.buffers";
 inline constexpr char kAliasesMetadataKey[] = "ipupod.aliases";
@@ -126,6 +128,9 @@ struct Graph {
 // torch names each scope by the module's attribute name plus trailing
 // numeric atoms ("mlp.0" for h.0.mlp.0), so a scope that repeats its
 // parent's name with a numeric suffix is a child of a called container.
+// Scopes ipupod.poptorch pushes while exporting (a block, an Attribute:
+// "/transformer/__ipupod_block_3/h.0/attn/MatMul") are not modules and are
+// skipped: that node's path is "transformer.h.0.attn".
 // Limitation: torch renames the second call of a shared module "fc_1",
 // which cannot be told apart from a module named fc_1; it stays "fc_1".
 std::string ModulePathFromNodeName(absl::string_view node_name);

@@ -239,7 +239,9 @@ absl::StatusOr<ModuleState> ReadModuleState(const onnx::ModelProto& model, const
     if (key != kParametersMetadataKey && key != kBuffersMetadataKey && key != kAliasesMetadataKey) {
       continue;
     }
-    state.declared = true;
+    // The parameters declare the state; buffers and aliases alone (what the
+    // compiler infers for a torch export, compiler/onnx_state.h) do not.
+    state.declared = state.declared || key == kParametersMetadataKey;
     for (const std::string& line : MetadataLines(entry.value())) {
       if (key == kAliasesMetadataKey) {
         std::pair<std::string, std::string> alias = absl::StrSplit(line, absl::MaxSplits('=', 1));

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -147,10 +148,17 @@ std::vector<std::string> SupportedOps() {
 }
 
 bool IsPlanningAttribute(absl::string_view op_type, absl::string_view attr) {
+  if (attr == kRecomputeCheckpoint) return true;
   if (attr == kAvailableMemoryProportion) {
     return op_type == "MatMul" || op_type == "Gemm" || op_type == "Conv" || op_type == "Gather";
   }
   return op_type == "MatMul" && (attr == kSerializationMode || attr == kSerializationFactor);
+}
+
+bool IsPopartBuilderAttribute(absl::string_view attr) {
+  // Placement is the compiler's to read and strip: one that reaches a graph went unread.
+  if (attr == "__ipu_number" || attr == "__pipeline_stage") return false;
+  return attr.size() > 2 && absl::StartsWith(attr, "__");
 }
 
 absl::Status CheckNodeSignature(const Node& node, int64_t opset) {
@@ -180,7 +188,7 @@ absl::Status CheckNodeSignature(const Node& node, int64_t opset) {
     }
   }
   for (const auto& [attr, value] : node.attributes) {
-    if (IsPlanningAttribute(node.op_type, attr)) continue;
+    if (IsPlanningAttribute(node.op_type, attr) || IsPopartBuilderAttribute(attr)) continue;
     if (std::find(def->attributes.begin(), def->attributes.end(), attr) == def->attributes.end()) {
       return NodeError(node, absl::InvalidArgumentError(
                                  absl::StrCat("attribute '", attr, "' is not supported")));

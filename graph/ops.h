@@ -134,14 +134,27 @@ const OpDef* FindOp(absl::string_view op_type);
 std::vector<std::string> SupportedOps();
 
 // Node attributes that change no numerics, only the compiler's memory plan
-// (compiler/temporaries.h): ipupod.poptorch's set_available_memory puts
-// available_memory_proportion (float) on a MatMul, Gemm, Conv or Gather,
-// and serializedMatMul serialization_mode (string) and
-// serialization_factor (int) on a MatMul.
+// (compiler/temporaries.h, compiler/memory_plan.h): ipupod.poptorch's
+// set_available_memory puts available_memory_proportion (float) on a
+// MatMul, Gemm, Conv or Gather, serializedMatMul serialization_mode
+// (string) and serialization_factor (int) on a MatMul, and
+// recomputationCheckpoint recompute_checkpoint (int 1: the node's outputs
+// are kept for the backward pass) on any op.
 inline constexpr absl::string_view kAvailableMemoryProportion = "available_memory_proportion";
 inline constexpr absl::string_view kSerializationMode = "serialization_mode";
 inline constexpr absl::string_view kSerializationFactor = "serialization_factor";
+inline constexpr absl::string_view kRecomputeCheckpoint = "recompute_checkpoint";
 bool IsPlanningAttribute(absl::string_view op_type, absl::string_view attr);
+
+// PopART's builder attributes, named "__<name>", on any op: those
+// poptorch.Attribute sets (optimum-graphcore's outline_attribute writes
+// __outline, a list of key, value strings). Carried with the model and
+// changing nothing: the compiler names them in the report's notes
+// (docs/differences.md). The placement attributes __ipu_number and
+// __pipeline_stage are not among them: the compiler reads and strips them
+// first (compiler/onnx_annotations.h), so one that reaches a graph is
+// refused as an unsupported attribute.
+bool IsPopartBuilderAttribute(absl::string_view attr);
 
 // Checks a node against its OpDef: supported op, available at `opset`,
 // operand counts, attribute names (and the planning attributes above).

@@ -1,5 +1,5 @@
-// Elementwise ops: arithmetic, comparisons, Where, Not, unary math and
-// activations. All broadcast per numpy rules (ONNX opset >= 7).
+// Elementwise ops: arithmetic, comparisons, logical And/Or/Not, Where, unary
+// math and activations. All broadcast per numpy rules (ONNX opset >= 7).
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -81,7 +81,7 @@ absl::Status RunArith(const OpContext& c, absl::Span<Tensor> out) {
   });
 }
 
-// ---- Equal, Less, Greater ----
+// ---- Equal, Less, Greater, LessOrEqual, GreaterOrEqual ----
 
 absl::StatusOr<std::vector<TensorType>> InferCompare(const OpContext& c) {
   IPUPOD_RETURN_IF_ERROR(RequireDType("input 0", c.dtype(0), kAll));
@@ -97,6 +97,21 @@ absl::Status RunCompare(const OpContext& c, absl::Span<Tensor> out) {
     return kernels::Compare(kOp, ViewOf<T>(*c.values[0]), ViewOf<T>(*c.values[1]),
                             MutableViewOf<bool>(out[0]));
   });
+}
+
+// ---- And, Or (bool operands, broadcasting) ----
+
+absl::StatusOr<std::vector<TensorType>> InferLogical(const OpContext& c) {
+  IPUPOD_RETURN_IF_ERROR(RequireDType("input 0", c.dtype(0), {DType::kBool}));
+  IPUPOD_RETURN_IF_ERROR(RequireDType("input 1", c.dtype(1), {DType::kBool}));
+  IPUPOD_ASSIGN_OR_RETURN(Shape shape, BroadcastInputs(c));
+  return std::vector<TensorType>{{DType::kBool, shape}};
+}
+
+template <kernels::LogicalOp kOp>
+absl::Status RunLogical(const OpContext& c, absl::Span<Tensor> out) {
+  return kernels::Logical(kOp, ViewOf<bool>(*c.values[0]), ViewOf<bool>(*c.values[1]),
+                          MutableViewOf<bool>(out[0]));
 }
 
 // ---- Where, Not ----
@@ -248,6 +263,15 @@ void RegisterElementwiseOps(std::vector<OpDef>& defs) {
   defs.push_back(Def("Equal", 2, InferCompare, RunCompare<CompareOp::kEqual>));
   defs.push_back(Def("Less", 2, InferCompare, RunCompare<CompareOp::kLess>));
   defs.push_back(Def("Greater", 2, InferCompare, RunCompare<CompareOp::kGreater>));
+  defs.push_back(Def("LessOrEqual", 2, InferCompare, RunCompare<CompareOp::kLessOrEqual>));
+  defs.back().since_opset = 12;
+  defs.push_back(Def("GreaterOrEqual", 2, InferCompare, RunCompare<CompareOp::kGreaterOrEqual>));
+  defs.back().since_opset = 12;
+  // And and Or broadcast from opset 7; ipupod has no opset-1 `broadcast` attribute.
+  defs.push_back(Def("And", 2, InferLogical, RunLogical<kernels::LogicalOp::kAnd>));
+  defs.back().since_opset = 7;
+  defs.push_back(Def("Or", 2, InferLogical, RunLogical<kernels::LogicalOp::kOr>));
+  defs.back().since_opset = 7;
   defs.push_back(Def("Where", 3, InferWhere, RunWhere));
   defs.back().since_opset = 9;
   defs.push_back(Def("Not", 1, InferNot, RunNot));

@@ -8,6 +8,9 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -685,10 +688,16 @@ absl::Status RunScatterND(const OpContext& c, absl::Span<Tensor> out) {
 // ---- Constant, ConstantOfShape, Range ----
 
 absl::StatusOr<Tensor> ConstantValue(const OpContext& c) {
-  if (c.node.attributes.size() != 1) {
-    return absl::InvalidArgumentError("needs exactly one value attribute");
+  // Annotations (a checkpoint, PopART's __outline: graph/ops.h) are not values.
+  std::vector<std::pair<std::string, const AttributeValue*>> values;
+  for (const auto& [name, value] : c.node.attributes) {
+    if (!IsPlanningAttribute(c.node.op_type, name) && !IsPopartBuilderAttribute(name)) {
+      values.emplace_back(name, &value);
+    }
   }
-  const auto& [name, value] = *c.node.attributes.begin();
+  if (values.size() != 1) return absl::InvalidArgumentError("needs exactly one value attribute");
+  const std::string& name = values[0].first;
+  const AttributeValue& value = *values[0].second;
   if (const auto* t = std::get_if<Tensor>(&value); t && name == "value") return *t;
   if (const auto* f = std::get_if<float>(&value); f && name == "value_float")
     return Tensor::Scalar(*f);

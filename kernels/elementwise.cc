@@ -257,6 +257,10 @@ absl::Status Compare(CompareOp op, View<T> a, View<T> b, MutableView<bool> out) 
       return BroadcastBinary(a, b, out, [](T x, T y) { return x < y; });
     case CompareOp::kGreater:
       return BroadcastBinary(a, b, out, [](T x, T y) { return x > y; });
+    case CompareOp::kLessOrEqual:
+      return BroadcastBinary(a, b, out, [](T x, T y) { return x <= y; });
+    case CompareOp::kGreaterOrEqual:
+      return BroadcastBinary(a, b, out, [](T x, T y) { return x >= y; });
   }
   return absl::InvalidArgumentError("unknown compare op");
 }
@@ -297,6 +301,16 @@ absl::Status Unary(UnaryOp op, View<T> in, MutableView<T> out) {
 
 absl::Status LogicalNot(View<bool> in, MutableView<bool> out) {
   return SameShapeUnary(in, out, [](bool x) { return !x; });
+}
+
+absl::Status Logical(LogicalOp op, View<bool> a, View<bool> b, MutableView<bool> out) {
+  switch (op) {
+    case LogicalOp::kAnd:
+      return BroadcastBinary(a, b, out, [](bool x, bool y) { return x && y; });
+    case LogicalOp::kOr:
+      return BroadcastBinary(a, b, out, [](bool x, bool y) { return x || y; });
+  }
+  return absl::InvalidArgumentError("unknown logical op");
 }
 
 absl::Status LeakyRelu(float alpha, View<float> in, MutableView<float> out) {

@@ -23,7 +23,8 @@ namespace ipupod::kernels {
 // kMod: the remainder with the divisor's sign (ONNX Mod, fmod 0; Python's %),
 // integers only; kFmod: with the dividend's sign (C fmod; ONNX Mod, fmod 1).
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kMod, kFmod };
-enum class CompareOp { kEqual, kLess, kGreater };
+enum class CompareOp { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };
+enum class LogicalOp { kAnd, kOr };
 enum class UnaryOp {
   kNeg,
   kAbs,
@@ -60,6 +61,9 @@ absl::Status Unary(UnaryOp op, View<T> in, MutableView<T> out);
 
 // out = !in, same shape.
 absl::Status LogicalNot(View<bool> in, MutableView<bool> out);
+
+// out = a && b (kAnd) or a || b (kOr), broadcasting.
+absl::Status Logical(LogicalOp op, View<bool> a, View<bool> b, MutableView<bool> out);
 
 // out = x >= 0 ? x : alpha * x, same shape.
 absl::Status LeakyRelu(float alpha, View<float> in, MutableView<float> out);

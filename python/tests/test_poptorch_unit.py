@@ -388,6 +388,130 @@ def test_memory_controls_refuse_what_they_cannot_apply_to():
                       poptorch.PipelinedExecution())
 
 
+class Checkpointed(torch.nn.Module):
+    """Checkpoints a product whose memory is also set, a Relu, a tuple and the input."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4, bias=False)
+
+    def forward(self, x):
+        x = poptorch.recomputationCheckpoint(x)  # a model input: nothing to mark
+        h = poptorch.recomputationCheckpoint(poptorch.set_available_memory(self.fc(x), 0.2))
+        a, b = poptorch.recomputationCheckpoint(torch.relu(h), torch.sigmoid(h))
+        (c,) = poptorch.recomputationCheckpoint([a + b])
+        return c
+
+
+def test_recomputation_checkpoints_become_attributes_of_their_ops():
+    model, x = Checkpointed(), torch.randn(2, 4)
+    exported = export.export(model, (x,), ["x"], True, poptorch.PipelinedExecution())
+    marked = {op: attrs for op, attrs in attributes(exported) if "recompute_checkpoint" in attrs}
+    assert sorted(marked) == ["Add", "MatMul", "Relu", "Sigmoid"]
+    assert marked["MatMul"]["available_memory_proportion"] == pytest.approx(0.2)
+    assert all(attrs["recompute_checkpoint"] == 1 for attrs in marked.values())
+    # On the CPU the checkpoints are the tensors themselves; PopTorch's return shapes.
+    t = torch.ones(2)
+    assert poptorch.recomputationCheckpoint(t) is t
+    assert isinstance(poptorch.recomputationCheckpoint(t, t), tuple)
+    assert isinstance(poptorch.recomputationCheckpoint([t]), list)
+    assert torch.equal(model(x), torch.relu(model.fc(x)) + torch.sigmoid(model.fc(x)))
+    with pytest.raises(ValueError, match="recomputationCheckpoint takes tensors"):
+        poptorch.recomputationCheckpoint(t, 3)
+
+
+def test_a_checkpointed_input_returned_as_it_came_stays_an_output():
+    class Echo(torch.nn.Module):
+        def forward(self, x):
+            return poptorch.recomputationCheckpoint(x)
+
+    exported = export.export(Echo(), (torch.ones(2),), ["x"], False,
+                             poptorch.PipelinedExecution())
+    assert [op for op, _ in attributes(exported)] == ["Identity"]
+
+
+class Outlined(torch.nn.Module):
+    """optimum's outline_attribute on ``norm``, an explicit Attribute around ``fc``."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.norm = torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)
+        context = poptorch.Attribute(__outline={"layer": "LayerNorm"})
+        self.norm.register_forward_pre_hook(lambda *args: context.__enter__())
+        self.norm.register_forward_hook(lambda *args: context.__exit__(None, None, None))
+
+    def forward(self, x):
+        with poptorch.Attribute(__outline={"layer": "Linear", "kind": "fc"}):
+            with poptorch.Attribute(__outline={"layer": "Inner"}):
+                y = self.fc(x)
+        return self.norm(y)
+
+
+def test_attributes_are_written_on_the_ops_inside_them():
+    model, x = Outlined(), torch.randn(2, 4)
+    exported = export.export(model, (x,), ["x"], False, poptorch.PipelinedExecution())
+    nodes = onnx.load_from_string(exported.onnx).graph.node
+    outline = {n.name: onnx.helper.get_attribute_value(a) for n in nodes for a in n.attribute
+               if a.name == "__outline"}
+    fc = [v for name, v in outline.items() if "/fc/" in name]
+    norm = [v for name, v in outline.items() if "/norm/" in name]
+    assert fc and all(v == [b"kind", b"fc", b"layer", b"Inner"] for v in fc)  # inner key wins
+    assert norm and all(v == [b"layer", b"LayerNorm"] for v in norm)
+    assert len(outline) == len(nodes)  # every op is inside one
+    with torch.no_grad():
+        assert torch.equal(model(x), model.norm(model.fc(x)))  # nothing on the CPU
+
+
+def test_attributes_refuse_what_popart_would_not_take():
+    with pytest.raises(ValueError, match="'outline' is not one of PopART's builder attributes"):
+        poptorch.Attribute(outline={"layer": "A"})
+    with pytest.raises(ValueError, match="must be a dict of strings to strings"):
+        poptorch.Attribute(__outline={"layer": 3})
+    with pytest.raises(ValueError, match="must be a dict of strings to strings"):
+        poptorch.Attribute(__outline="layer")
+    with pytest.raises(ValueError, match="__ipu_number is placement"):
+        poptorch.Attribute(__ipu_number={"ipu": "1"})
+
+
+class SharedMemory(torch.nn.Module):
+    """Parameters that are views of another's memory, as optimum's SerializedEmbedding's."""
+
+    def __init__(self, view):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(6, 3))
+        self.part = torch.nn.Parameter(view(self.table).detach())
+
+    def forward(self, ids):
+        return self.table[ids].sum() + self.part.sum()
+
+
+def test_a_parameter_in_another_ones_memory_is_exported_as_its_slice():
+    rows = SharedMemory(lambda t: t[2:4])
+    assert export.parameter_views(rows) == [
+        export.ParameterView("part", "table", 2, 4, True, (2, 3))]
+    flat = SharedMemory(lambda t: t.view(-1)[4:8])
+    assert export.parameter_views(flat) == [
+        export.ParameterView("part", "table", 4, 8, False, (4,))]
+    ids = torch.tensor([0, 3])
+    exported = export.export(rows, (ids,), ["ids"], True, poptorch.PipelinedExecution())
+    assert exported.weights == ["table"]
+    assert ("Slice", {}) in attributes(exported)
+    assert isinstance(rows.part, torch.nn.Parameter)  # the module is as it was
+    assert "part" in dict(rows.named_parameters())
+    torch.testing.assert_close(rows(ids), rows.table[ids].sum() + rows.table[2:4].sum())
+
+
+def test_parameters_that_overlap_without_one_holding_the_other_are_refused():
+    model = SharedMemory(lambda t: t[2:4])
+    model.other = torch.nn.Parameter(model.table.detach().view(-1)[7:14])  # rows 2-4, ragged
+    model.table = torch.nn.Parameter(model.table.detach()[:3])  # rows 0-2 only
+    with pytest.raises(ValueError, match="share memory and neither is a contiguous block"):
+        export.parameter_views(model)
+    transposed = SharedMemory(lambda t: t.t())
+    with pytest.raises(ValueError, match="share memory and neither is a contiguous block"):
+        export.parameter_views(transposed)
+
+
 def test_errors_are_ipupods_under_poptorchs_names():
     assert poptorch.Error is ipupod.Error
     assert poptorch.RecoverableError is ipupod.RecoverableError

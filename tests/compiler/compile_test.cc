@@ -460,6 +460,55 @@ TEST(CompileTest, RecomputeConfigLowersTrainingActivations) {
   EXPECT_GT(recompute.ipus[0].flops, keep.ipus[0].flops);
 }
 
+// The GPT with loss, h.0's last Add a recomputation checkpoint and ln_f
+// carrying PopART's __outline (as optimum's parallelize() leaves GPT-2).
+std::string AnnotatedGpt() {
+  GptBuilder gpt(GptSpec{.layers = 4, .with_loss = true});
+  OnnxBuilder::AttrInt(gpt.NodeNamed("/h.0/Add_1"), "recompute_checkpoint", 1);
+  onnx::AttributeProto* outline = gpt.NodeNamed("/ln_f/Mul").add_attribute();
+  outline->set_name("__outline");
+  outline->set_type(onnx::AttributeProto::STRINGS);
+  outline->add_strings("layer");
+  outline->add_strings("LayerNorm");
+  return gpt.Bytes();
+}
+
+TEST(CompileTest, CheckpointsRecomputeAPipelineAndAttributesAreNoted) {
+  Report report;
+  auto exe = Compile(AnnotatedGpt(), Config("layers_per_ipu=[2 2],gradient_accumulation_steps=4"),
+                     Training(), &report);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_TRUE(report.recompute);
+  EXPECT_EQ(report.recompute_checkpoints, "checkpoint");
+  EXPECT_THAT(exe->warnings, Not(Contains(HasSubstr("recomputation checkpoint"))));
+  EXPECT_THAT(report.notes, Contains(HasSubstr("PopART attribute '__outline' (poptorch.Attribute) "
+                                               "on 1 node changes nothing")));
+  // Inference has no backward pass: checkpoints are not mentioned.
+  CompileOptions inference;
+  auto infer = Compile(AnnotatedGpt(), Config("layers_per_ipu=[2 2],inference_device_iterations=2"),
+                       inference);
+  ASSERT_TRUE(infer.ok()) << infer.status();
+  EXPECT_THAT(infer->warnings, Not(Contains(HasSubstr("recomputation checkpoint"))));
+}
+
+TEST(CompileTest, CheckpointsOfOneStageWarnThatTheyChangeNothing) {
+  Report report;
+  auto exe = Compile(AnnotatedGpt(), IpuConfig(), Training(), &report);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_FALSE(report.recompute);
+  EXPECT_THAT(exe->warnings,
+              Contains(AllOf(HasSubstr("the model's 1 recomputation checkpoint "),
+                             HasSubstr("change nothing: a model of one pipeline stage is not "
+                                       "recomputed"))));
+  EXPECT_THAT(report.notes, Contains(HasSubstr("recomputation checkpoint")));
+  Report layers;
+  auto re =
+      Compile(AnnotatedGpt(), Config("recompute_checkpoint_every_layer=true"), Training(), &layers);
+  ASSERT_TRUE(re.ok()) << re.status();
+  EXPECT_EQ(layers.recompute_checkpoints, "layer+checkpoint");
+  EXPECT_THAT(re->warnings, Not(Contains(HasSubstr("recomputation checkpoint"))));
+}
+
 TEST(CompileTest, PipelinedTrainingNeedsAccumulation) {
   const std::string gpt = GptBuilder(GptSpec{.layers = 4, .with_loss = true}).Bytes();
   auto shallow =

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "compiler/layer_blocks.h"
 #include "device/hardware.h"
 #include "graph/interpreter.h"
 #include "graph/onnx_import.h"
+#include "graph/ops.h"
 #include "tests/compiler/test_models.h"
 
 namespace ipupod::compiler {
@@ -308,6 +310,135 @@ TEST_F(TwoIpuGpt, TrainingReportTableAndJsonRoundTrip) {
   EXPECT_THAT(inference->Table(), Not(HasSubstr("gradients")));
   old["mode"] = "testing";
   EXPECT_THAT(ReportFromJson(old.dump()).status().message(), HasSubstr("mode is 'testing'"));
+}
+
+// The TwoIpuGpt model with h.0's first residual Add marked as a
+// recomputation checkpoint (poptorch.recomputationCheckpoint on its output).
+struct CheckpointedGpt : public TwoIpuGpt {
+  void SetUp() override {
+    GptBuilder gpt(GptSpec{.layers = 2});
+    OnnxBuilder::AttrInt(gpt.NodeNamed("/h.0/Add"), std::string(graph::kRecomputeCheckpoint), 1);
+    interp = Load(gpt.Bytes());
+    auto p = PlaceByLayers(interp->graph(), {1, 1}, 2);
+    ASSERT_TRUE(p.ok()) << p.status();
+    placement = *p;
+  }
+  PlanOptions Training() {
+    PlanOptions o = TrainingOptions(ExecutionStrategy::kPipelined, interp->graph(), 0, 3);
+    o.training->node_checkpoint = NodeCheckpoints(interp->graph());
+    return o;
+  }
+};
+
+TEST_F(CheckpointedGpt, NodeCheckpointsListsTheMarkedNode) {
+  const std::vector<bool> marks = NodeCheckpoints(interp->graph());
+  ASSERT_EQ(marks.size(), interp->graph().nodes.size());
+  for (size_t i = 0; i < marks.size(); ++i) {
+    EXPECT_EQ(marks[i], interp->graph().nodes[i].name == "/h.0/Add") << i;
+  }
+  auto plain = Load(GptBuilder(GptSpec{.layers = 2}).Bytes());
+  EXPECT_TRUE(NodeCheckpoints(plain->graph()).empty());
+}
+
+TEST_F(CheckpointedGpt, CheckpointsRecomputeAPipelineWithoutTheConfigKey) {
+  auto r = PlanMemory(interp->graph(), interp->node_costs(), placement, Training());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->recompute);
+  EXPECT_EQ(r->recompute_checkpoints, "checkpoint");
+  // Stage 0 is [wte Gather, attn MatMul, Add*] | [fc MatMul, Relu, proj
+  // MatMul, Add_1]: it keeps the ids (64 B, from the host) and the
+  // checkpoint r (256 B) per micro-batch in flight, and recomputes in its
+  // larger segment: r, m and g (1024 B each), o and y (256 B each).
+  EXPECT_EQ(r->ipus[0].recompute_bytes, 256 + 2 * 1024 + 2 * 256);
+  EXPECT_EQ(r->ipus[0].activation_bytes, 3 * (64 + 256) + r->ipus[0].recompute_bytes);
+  // The last stage of the pipeline is not recomputed.
+  EXPECT_EQ(r->ipus[1].recompute_bytes, 0);
+  EXPECT_EQ(r->ipus[1].activation_bytes, 256 + 5 * 256 + 2 * 1024 + 512);
+  // A recomputed micro-batch costs 4x its forward FLOPs.
+  auto inference = PlanMemory(interp->graph(), interp->node_costs(), placement,
+                              Options(ExecutionStrategy::kPipelined, 2, 2));
+  ASSERT_TRUE(inference.ok());
+  EXPECT_EQ(r->ipus[0].flops, 4 * inference->ipus[0].flops);
+  EXPECT_THAT(r->Table(), HasSubstr("the model's recomputation checkpoints and each stage's "
+                                    "inputs per micro-batch in flight + one segment's values"));
+  EXPECT_TRUE(CheckpointWarnings(*Training().training, ExecutionStrategy::kPipelined, 2).empty());
+}
+
+TEST_F(CheckpointedGpt, CheckpointsSplitTheStageSegmentsOfTheConfigKey) {
+  PlanOptions o = Training();
+  o.training->recompute_checkpoint_every_layer = true;
+  auto r = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recompute_checkpoints, "stage+checkpoint");
+  // Without the checkpoint the whole stage is one segment (64 + 5 x 256 + 2 x 1024).
+  EXPECT_EQ(r->ipus[0].recompute_bytes, 256 + 2 * 1024 + 2 * 256);
+  auto back = ReportFromJson(r->Json());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->recompute_checkpoints, "stage+checkpoint");
+  EXPECT_EQ(back->Table(), r->Table());
+}
+
+TEST_F(CheckpointedGpt, CheckpointsSplitLayers) {
+  PlanOptions o = Training();
+  o.training->recompute_checkpoint_every_layer = true;
+  o.training->node_layer = FindLayerBlocks(interp->graph())->node_layer;
+  auto r = PlanMemory(interp->graph(), interp->node_costs(), placement, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recompute_checkpoints, "layer+checkpoint");
+  // Stage 0: [Gather] | [attn MatMul, Add*] | [fc, Relu, proj, Add_1]; its
+  // largest segment is the last, as above.
+  EXPECT_EQ(r->ipus[0].recompute_bytes, 256 + 2 * 1024 + 2 * 256);
+  // With layers every stage recomputes, the last one too.
+  EXPECT_GT(r->ipus[1].recompute_bytes, 0);
+  EXPECT_THAT(r->Table(), HasSubstr("the model's recomputation checkpoints, every layer boundary "
+                                    "and each stage's inputs"));
+}
+
+TEST_F(CheckpointedGpt, CheckpointsOfOneStageChangeNothingAndSaySo) {
+  auto one = PlaceByLayers(interp->graph(), {2}, 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  PlanOptions o = Training();
+  o.count = {1, 1, 1, 1};
+  auto r = PlanMemory(interp->graph(), interp->node_costs(), *one, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->recompute);
+  EXPECT_EQ(r->ipus[0].recompute_bytes, 0);
+  const std::vector<std::string> warnings =
+      CheckpointWarnings(*o.training, ExecutionStrategy::kPipelined, 1);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], AllOf(HasSubstr("the model's 1 recomputation checkpoint "),
+                                 HasSubstr("set recompute_checkpoint_every_layer=true")));
+  o.training->recompute_checkpoint_every_layer = true;
+  EXPECT_TRUE(CheckpointWarnings(*o.training, ExecutionStrategy::kPipelined, 1).empty());
+  EXPECT_TRUE(Recomputes(*o.training, ExecutionStrategy::kPipelined, 1));
+}
+
+TEST(MemoryPlanTest, PopartAttributesAreNotedAndChangeNothing) {
+  GptBuilder plain(GptSpec{.layers = 2});
+  GptBuilder outlined(GptSpec{.layers = 2});
+  for (const char* name : {"/ln_f/Mul", "/h.1/Add"}) {
+    onnx::AttributeProto* a = outlined.NodeNamed(name).add_attribute();
+    a->set_name("__outline");
+    a->set_type(onnx::AttributeProto::STRINGS);
+    a->add_strings("layer");
+    a->add_strings("LayerNorm");
+  }
+  auto a = Load(plain.Bytes());
+  auto b = Load(outlined.Bytes());
+  auto pa = PlaceByLayers(a->graph(), {1, 1}, 2);
+  auto pb = PlaceByLayers(b->graph(), {1, 1}, 2);
+  ASSERT_TRUE(pa.ok() && pb.ok());
+  auto ra =
+      PlanMemory(a->graph(), a->node_costs(), *pa, Options(ExecutionStrategy::kPipelined, 2, 2));
+  auto rb =
+      PlanMemory(b->graph(), b->node_costs(), *pb, Options(ExecutionStrategy::kPipelined, 2, 2));
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(ra->ipus[i].total_bytes, rb->ipus[i].total_bytes);
+  EXPECT_THAT(rb->notes, ::testing::Contains(AllOf(
+                             HasSubstr("PopART attribute '__outline' (poptorch.Attribute) on 2 "
+                                       "nodes changes nothing"),
+                             HasSubstr("code model charges every node without outlining"))));
+  EXPECT_TRUE(ra->notes.empty());
 }
 
 TEST(MemoryPlanTest, TrainingOutOfMemoryNamesGradientsStateAndTheTrainingFixes) {

@@ -22,6 +22,8 @@
 namespace ipupod::compiler {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::ElementsAre;
 using testing::GptBuilder;
 using testing::GptSpec;
 using ::testing::HasSubstr;
@@ -259,6 +261,21 @@ TEST(TemporariesTest, EmbeddingSerializationInThePlan) {
   o.embedding_serialization_factor = 17;
   EXPECT_EQ(PlanMemory(g, interp->node_costs(), p, o).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TemporariesTest, EmbeddingSerializationWithoutALookupSaysItChangesNothing) {
+  auto interp = Load(testing::MlpBytes());
+  const graph::Graph& g = interp->graph();
+  const Placement p = Place(g, {-1}, 1);
+  PlanOptions o = Options(1);
+  auto plain = PlanMemory(g, interp->node_costs(), p, o);
+  o.embedding_serialization_factor = 2;
+  auto factor = PlanMemory(g, interp->node_costs(), p, o);
+  ASSERT_TRUE(plain.ok() && factor.ok());
+  EXPECT_EQ(factor->ipus[0].total_bytes, plain->ipus[0].total_bytes);
+  EXPECT_THAT(factor->notes,
+              ElementsAre(AllOf(HasSubstr("embedding_serialization_factor 2 changes nothing"),
+                                HasSubstr("SerializedEmbedding"))));
 }
 
 // GPT-2 ties its LM head to the word embedding: lm_head reads wte.weight

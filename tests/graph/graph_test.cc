@@ -24,6 +24,10 @@ TEST(GraphTest, ModulePathFromTorchNodeNames) {
   EXPECT_EQ(ModulePathFromNodeName(""), "");
   // A child whose name merely starts like its parent's is not an index.
   EXPECT_EQ(ModulePathFromNodeName("/mlp/mlp.proj/MatMul"), "mlp.mlp.proj");
+  // ipupod.poptorch's export scopes (blocks, attributes) are not modules.
+  EXPECT_EQ(ModulePathFromNodeName("/transformer/__ipupod_block_3/h.0/attn/MatMul"),
+            "transformer.h.0.attn");
+  EXPECT_EQ(ModulePathFromNodeName("/__ipupod_block_0/h/__ipupod_attr_1/h.2/Add"), "h.2");
 }
 
 TEST(GraphTest, Lookups) {

@@ -112,6 +112,9 @@ TEST_F(OnnxParityTest, SmallCnnConvPoolClip) { CheckModel("small_cnn"); }
 TEST_F(OnnxParityTest, ConvVarietyGroupsDilationsPadsPooling) { CheckModel("conv_variety"); }
 TEST_F(OnnxParityTest, HardswishAndHardsigmoid) { CheckModel("hard_activations"); }
 TEST_F(OnnxParityTest, FmodByScalarAndElementwise) { CheckModel("fmod"); }
+TEST_F(OnnxParityTest, SerializedLookupMasksGreaterOrEqualLessAndOr) {
+  CheckModel("serialized_lookup");
+}
 
 TEST_F(OnnxParityTest, ManifestListsEveryModel) {
   std::ifstream manifest(Path("manifest.txt"));
@@ -125,7 +128,7 @@ TEST_F(OnnxParityTest, ManifestListsEveryModel) {
     EXPECT_EQ(static_cast<int>(graph->outputs.size()), n_out) << name;
     ++count;
   }
-  EXPECT_EQ(count, 10);
+  EXPECT_EQ(count, 11);
 }
 
 TEST_F(OnnxParityTest, ShapeChainsFoldAway) {

@@ -1,5 +1,6 @@
-// PopTorch's ops in domain ai.graphcore (graph/ops_poptorch.cc) and
-// training-mode Dropout's random stream (graph/run_context.h), through
+// PopTorch's ops in domain ai.graphcore (graph/ops_poptorch.cc), the node
+// attributes PopTorch's annotations become (graph/ops.h) and training-mode
+// Dropout's random stream (graph/run_context.h), through
 // ImportOnnx and the Interpreter. Numerics against torch are in
 // python/tests/test_poptorch.py (the same ops exported by ipupod.poptorch).
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "graph/interpreter.h"
 #include "graph/onnx_import.h"
+#include "graph/ops.h"
 #include "graph/run_context.h"
 #include "tests/graph/onnx_builder.h"
 
@@ -249,6 +251,81 @@ TEST(PoptorchOpsTest, IpuPrintLogsEveryRunEvenOfAConstant) {
       log, ::testing::ElementsAre("x: float32[2] [1.5, -2]", "/m/c/IpuPrint: float32[2] [7, 8]"));
   ASSERT_TRUE(interpreter->Run({Iota({2})}).ok()) << "without a context the lines go nowhere";
   EXPECT_EQ(log.size(), 2u);
+}
+
+// ---- PopTorch's annotations as node attributes (graph/ops.h) ----
+
+// y = (x + 1) * 2 with the Add annotated as optimum's GPT-2 annotates a layer's
+// output (recomputation checkpoint) and its ln_f (an outlining attribute).
+OnnxBuilder AnnotatedModel() {
+  OnnxBuilder b = Builder();
+  b.Input("x", kFloat, {2}).Floats("one", {}, {1}).Floats("two", {}, {2}).Output("y", kFloat);
+  onnx::NodeProto& add = b.Node("Add", {"x", "one"}, {"h"}, "/h.0/Add");
+  OnnxBuilder::AttrInt(add, "recompute_checkpoint", 1);
+  onnx::AttributeProto* outline = add.add_attribute();
+  outline->set_name("__outline");
+  outline->set_type(onnx::AttributeProto::STRINGS);
+  outline->add_strings("layer");
+  outline->add_strings("LayerNorm");
+  b.Node("Mul", {"h", "two"}, {"y"}, "/ln_f/Mul");
+  return b;
+}
+
+TEST(AnnotationTest, CheckpointAndPopartAttributesAreCarriedAndChangeNothing) {
+  auto g = ImportOnnx(AnnotatedModel().Bytes());
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->nodes.size(), 2u);
+  const Node& add = g->nodes[0];
+  ASSERT_NE(add.FindAttribute(kRecomputeCheckpoint), nullptr);
+  EXPECT_EQ(std::get<int64_t>(*add.FindAttribute(kRecomputeCheckpoint)), 1);
+  ASSERT_NE(add.FindAttribute("__outline"), nullptr);
+  EXPECT_THAT(std::get<std::vector<std::string>>(*add.FindAttribute("__outline")),
+              ::testing::ElementsAre("layer", "LayerNorm"));
+  auto interpreter = Interpreter::Create(*std::move(g));
+  ASSERT_TRUE(interpreter.ok()) << interpreter.status();
+  auto y = (*interpreter)->Run({*Tensor::FromValues<float>({2}, std::vector<float>{1, 2})});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Values((*y)[0]), (std::vector<float>{4, 6}));
+}
+
+TEST(AnnotationTest, AnAnnotatedConstantKeepsItsValue) {
+  OnnxBuilder b = Builder();
+  b.Input("x", kFloat, {2}).Output("y", kFloat);
+  onnx::NodeProto& c = b.Node("Constant", {}, {"c"}, "/ln_f/Constant");
+  OnnxBuilder::AttrFloatTensor(c, "value", {2}, {3, 4});
+  OnnxBuilder::AttrString(c, "__outline", "layer");
+  OnnxBuilder::AttrInt(c, "recompute_checkpoint", 1);
+  b.Node("Add", {"x", "c"}, {"y"}, "/ln_f/Add");
+  auto g = ImportOnnx(b.Bytes());
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto interpreter = Interpreter::Create(*std::move(g));
+  ASSERT_TRUE(interpreter.ok()) << interpreter.status();
+  auto y = (*interpreter)->Run({*Tensor::FromValues<float>({2}, std::vector<float>{1, 2})});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Values((*y)[0]), (std::vector<float>{4, 6}));
+  // A Constant whose only attribute is an annotation has no value.
+  OnnxBuilder empty = Builder();
+  empty.Input("x", kFloat, {2}).Output("y", kFloat);
+  OnnxBuilder::AttrString(empty.Node("Constant", {}, {"c"}, "/c"), "__outline", "layer");
+  empty.Node("Add", {"x", "c"}, {"y"});
+  auto bad = ImportOnnx(empty.Bytes());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("needs exactly one value attribute"));
+}
+
+TEST(AnnotationTest, OnlyDoubleUnderscoreNamesArePopartAttributes) {
+  EXPECT_TRUE(IsPopartBuilderAttribute("__outline"));
+  EXPECT_TRUE(IsPlanningAttribute("Softmax", kRecomputeCheckpoint));
+  for (const char* name : {"_outline", "__", "outline", "__ipu_number", "__pipeline_stage"}) {
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(IsPopartBuilderAttribute(name));
+    OnnxBuilder b = AnnotatedModel();
+    OnnxBuilder::AttrString(*b.model().mutable_graph()->mutable_node(1), name, "x");
+    auto g = ImportOnnx(b.Bytes());
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(g.status().message()),
+                HasSubstr(std::string("attribute '") + name + "' is not supported"));
+  }
 }
 
 // ---- training-mode Dropout ----

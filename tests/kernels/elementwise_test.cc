@@ -144,6 +144,41 @@ TEST(ElementwiseTest, CompareAndWhere) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ElementwiseTest, OrderedComparisonsIncludeEqualValues) {
+  const std::vector<float> a = {1.0f, 2.0f, 3.0f};
+  const std::vector<float> b = {2.0f};
+  BoolBuffer ge(3), le(3);
+  ASSERT_TRUE(Compare(CompareOp::kGreaterOrEqual, In(a, {3}), In(b, {}),
+                      MutableView<bool>{ge.data.get(), std::vector<int64_t>{3}})
+                  .ok());
+  EXPECT_THAT(ge.ToInts(), ElementsAre(0, 1, 1));
+  ASSERT_TRUE(Compare(CompareOp::kLessOrEqual, In(a, {3}), In(b, {}),
+                      MutableView<bool>{le.data.get(), std::vector<int64_t>{3}})
+                  .ok());
+  EXPECT_THAT(le.ToInts(), ElementsAre(1, 1, 0));
+}
+
+TEST(ElementwiseTest, LogicalAndOrBroadcast) {
+  BoolBuffer a({1, 0, 1, 0});  // [2, 2]
+  BoolBuffer b({1, 0});        // [2, 1]
+  BoolBuffer both(4), either(4);
+  const std::vector<int64_t> a_shape = {2, 2}, b_shape = {2, 1};  // views do not own shapes
+  const View<bool> va{a.data.get(), a_shape};
+  const View<bool> vb{b.data.get(), b_shape};
+  ASSERT_TRUE(Logical(LogicalOp::kAnd, va, vb,
+                      MutableView<bool>{both.data.get(), std::vector<int64_t>{2, 2}})
+                  .ok());
+  EXPECT_THAT(both.ToInts(), ElementsAre(1, 0, 0, 0));
+  ASSERT_TRUE(Logical(LogicalOp::kOr, va, vb,
+                      MutableView<bool>{either.data.get(), std::vector<int64_t>{2, 2}})
+                  .ok());
+  EXPECT_THAT(either.ToInts(), ElementsAre(1, 1, 1, 0));
+  EXPECT_EQ(
+      Logical(LogicalOp::kOr, va, vb, MutableView<bool>{either.data.get(), std::vector<int64_t>{4}})
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ElementwiseTest, UnaryMath) {
   const std::vector<float> x = {-1.0f, 0.0f, 0.5f, 2.0f};
   std::vector<float> out(4);

@@ -236,6 +236,28 @@ class Fmod(nn.Module):
         return torch.fmod(x * 5, 1.5), torch.fmod(x * 5, y + 1.5)
 
 
+class SerializedLookup(nn.Module):
+    """A word embedding looked up in two vocabulary slices with masked ids, as
+    optimum-graphcore's SerializedEmbedding does (GreaterOrEqual, Less, And, Cast, Mul),
+    plus LessOrEqual and Or on the same ids and a float comparison."""
+
+    def __init__(self):
+        super().__init__()
+        self.vocab, self.slices = 50, 2
+        self.rows = self.vocab // self.slices
+        self.tables = nn.ModuleList(nn.Embedding(self.rows, 8) for _ in range(self.slices))
+
+    def forward(self, ids):
+        total = None
+        for i, table in enumerate(self.tables):
+            local = ids - i * self.rows
+            mask = (local >= 0) * (local < self.rows)
+            x = table(local * mask) * mask.unsqueeze(-1)
+            total = x if total is None else total + x
+        edges = ((ids <= 3) | (ids >= self.vocab - 3)).float()
+        return total, edges, (total >= 0.5).float()
+
+
 def models():
     """(name, module, example inputs, opset) for every parity model."""
     torch.manual_seed(1)
@@ -258,6 +280,9 @@ def models():
     yield "hard_activations", HardActivations(), (torch.randn(8, 16),), 14
     torch.manual_seed(1)
     yield "fmod", Fmod(), (torch.randn(4, 5), torch.rand(4, 5)), 13
+    torch.manual_seed(1)
+    ids = torch.tensor([[0, 3, 24, 25, 26, 47, 49, 12]])
+    yield "serialized_lookup", SerializedLookup(), (ids.repeat(2, 1),), 14
 
 
 def run(module, inputs):

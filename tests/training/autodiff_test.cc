@@ -364,6 +364,39 @@ TEST(AutodiffTest, GatherScatterAddsRepeatedIndices) {
   }
 }
 
+// optimum's SerializedEmbedding of a table tied to an LM head, as
+// ipupod.poptorch exports it: each slice is a Slice of the one table, looked up
+// with ids masked by GreaterOrEqual/Less/And (bool: off the gradient path),
+// and the head reads the whole table. The table's gradient sums both uses.
+TEST(AutodiffTest, SerializedLookupOfATiedTable) {
+  GradCase c(14);
+  auto table = c.RandomWeight("table", {4, 3});
+  c.IntInput("ids", {5}, {0, 2, 3, 1, 3});
+  OnnxBuilder& b = c.builder();
+  b.Ints("zero", {}, {0}).Ints("rows", {}, {2}).Ints("axis0", {1}, {0}).Ints("last", {1}, {-1});
+  for (int i = 0; i < 2; ++i) {
+    const std::string s = std::to_string(i);
+    b.Ints("start" + s, {1}, {2 * i}).Ints("end" + s, {1}, {2 * i + 2});
+    b.Ints("offset" + s, {}, {2 * i});
+    b.Node("Slice", {table, "start" + s, "end" + s, "axis0"}, {"part" + s});
+    b.Node("Sub", {"ids", "offset" + s}, {"local" + s});
+    b.Node("GreaterOrEqual", {"local" + s, "zero"}, {"above" + s});
+    b.Node("Less", {"local" + s, "rows"}, {"below" + s});
+    b.Node("And", {"above" + s, "below" + s}, {"mask" + s});
+    OnnxBuilder::AttrInt(b.Node("Cast", {"mask" + s}, {"mask_i" + s}), "to", testing::kInt64);
+    b.Node("Mul", {"local" + s, "mask_i" + s}, {"safe" + s});
+    b.Node("Gather", {"part" + s, "safe" + s}, {"found" + s});
+    b.Node("Unsqueeze", {"mask" + s, "last"}, {"mask_col" + s});
+    OnnxBuilder::AttrInt(b.Node("Cast", {"mask_col" + s}, {"mask_f" + s}), "to", testing::kFloat);
+    b.Node("Mul", {"found" + s, "mask_f" + s}, {"x" + s});
+  }
+  b.Node("Add", {"x0", "x1"}, {"embedded"});
+  b.Node("Transpose", {table}, {"head"});
+  b.Node("MatMul", {"embedded", "head"}, {"y"});
+  c.Finish("y", {5, 4});
+  ExpectGradientsMatch(c);
+}
+
 TEST(AutodiffTest, ExpandSumsBroadcastCopies) {
   GradCase c(14);
   auto x = c.RandomWeight("x", {3, 1});

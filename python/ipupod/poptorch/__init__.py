@@ -28,6 +28,7 @@ from ipupod import __version__ as _ipupod_version
 from ipupod.errors import Error, RecoverableError, UnrecoverableError
 from ipupod.poptorch import enums, optim
 from ipupod.poptorch._support import PoptorchWarning, not_modelled, setLogLevel
+from ipupod.poptorch.attributes import Attribute
 from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
                                     ParallelPhasedExecution, Phase, PipelinedExecution,
                                     SerialPhasedExecution, ShardedExecution, Stage)
@@ -40,7 +41,8 @@ from ipupod.poptorch.executor import (PoplarExecutor, inferenceModel, load,
                                       registerPostCompileHook, registerPreCompileHook,
                                       trainingModel)
 from ipupod.poptorch.export import identity_loss, isRunningOnIpu
-from ipupod.poptorch.memory import MatMulSerializationMode, serializedMatMul, set_available_memory
+from ipupod.poptorch.memory import (MatMulSerializationMode, recomputationCheckpoint,
+                                    serializedMatMul, set_available_memory)
 from ipupod.poptorch.multiconv import MultiConv
 from ipupod.poptorch.ops import (ctc_beam_search_decoder, dynamic_slice, dynamic_update,
                                  ipu_print_tensor, nop)
@@ -84,10 +86,6 @@ def createPoptorchError(message: str) -> Error:  # noqa: N802 - PopTorch's name
 _NOT_YET = "is not modelled yet (another part of issue 28 adds it)"
 #: PopTorch's public names ipupod.poptorch does not provide: why, and what to use instead.
 _NOT_MODELLED = {
-    "recomputationCheckpoint": f"{_NOT_YET}; the IPUConfig's "
-                               f"recompute_checkpoint_every_layer (Options.ipuConfig) "
-                               f"recomputes per layer",
-    "Attribute": f"{_NOT_YET}; remove the context manager (its attributes only tune PopART)",
     "custom_op": f"{_NOT_YET}: ipupod cannot load PopART custom op libraries; write the op in "
                  f"torch ops that torch.onnx exports",
     "for_loop": "is not modelled: ONNX Loop is not among the ops ipupod compiles; unroll the "
@@ -130,6 +128,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AsynchronousDataAccessor",
+    "Attribute",
     "AutoStage",
     "BeginBlock",
     "Block",
@@ -178,6 +177,7 @@ __all__ = [
     "load",
     "nop",
     "optim",
+    "recomputationCheckpoint",
     "registerPostCompileHook",
     "registerPreCompileHook",
     "serializedMatMul",

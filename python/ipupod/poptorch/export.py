@@ -10,6 +10,14 @@ statistics on the server), inference models in eval mode.
 
 torch 1.13 exports neither ``mse_loss`` nor ``l1_loss``; :func:`register_symbolics` adds
 both, as the ops their definitions are made of.
+
+A parameter that is a block of another parameter's memory (optimum-graphcore's
+``SerializedEmbedding`` makes its slices of a word embedding tied to the LM head so) is one
+tensor with it on the CPU: what either is trained by lands in the same memory. torch.onnx
+would export the two as separate weights, which the device would train apart; so while
+exporting, such a view is computed from its base (:func:`parameter_views`), and the exported
+graph reads the base alone through a ``Slice``: one weight on the device, trained by the sum
+of both gradients, as the tied model is.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ipupod.poptorch import blocks
+from ipupod.poptorch import attributes, blocks
+from ipupod.poptorch._support import logger
 
 OPSET = 14
 _REDUCTIONS = {0: None, 1: "ReduceMean", 2: "ReduceSum"}
@@ -138,6 +147,91 @@ class ModuleState:
     buffers: List[str]
     aliases: Dict[str, str]
     unused: List[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class ParameterView:
+    """A parameter that is a contiguous block of another's memory: ``base[start:stop]``
+    along the base's rows (``rows``), else of its flattened elements, shaped as ``shape``."""
+
+    name: str
+    base: str
+    start: int
+    stop: int
+    rows: bool
+    shape: Tuple[int, ...]
+
+
+def _span(tensor: torch.Tensor) -> Tuple[int, int, int]:
+    """(storage address, first element, one past the last) of a tensor's elements."""
+    offset = tensor.storage_offset()
+    return tensor.storage().data_ptr(), offset, offset + tensor.numel()
+
+
+def _view_of(name: str, tensor: torch.Tensor, base_name: str, base: torch.Tensor
+             ) -> ParameterView:
+    start = tensor.storage_offset() - base.storage_offset()
+    row = base[0].numel() if base.dim() >= 1 else 0
+    if tensor.dim() >= 1 and row and tuple(tensor.shape[1:]) == tuple(base.shape[1:]) \
+            and start % row == 0:
+        return ParameterView(name, base_name, start // row, start // row + tensor.shape[0], True,
+                             tuple(tensor.shape))
+    return ParameterView(name, base_name, start, start + tensor.numel(), False,
+                         tuple(tensor.shape))
+
+
+def parameter_views(model: torch.nn.Module) -> List[ParameterView]:
+    """The module's parameters that lie inside a larger parameter's memory. ValueError for
+    two that share memory when neither is a contiguous block of the other (the device could
+    not keep them one tensor)."""
+    parameters = {n: t for n, t in model.named_parameters() if t.numel() > 0}
+    spans = {n: _span(t) for n, t in parameters.items()}
+    views: Dict[str, ParameterView] = {}
+    for name, tensor in parameters.items():
+        address, first, last = spans[name]
+        bases = [(n, t) for n, t in parameters.items() if n != name
+                 and t.numel() > tensor.numel() and t.is_contiguous() and t.dtype == tensor.dtype
+                 and spans[n][0] == address and spans[n][1] <= first and last <= spans[n][2]]
+        if bases and tensor.is_contiguous():
+            base_name, base = max(bases, key=lambda b: b[1].numel())
+            views[name] = _view_of(name, tensor, base_name, base)
+    kept = [n for n in parameters if n not in views]
+    for i, name in enumerate(kept):
+        address, first, last = spans[name]
+        for other in kept[i + 1:]:
+            if spans[other][0] == address and spans[other][1] < last and first < spans[other][2]:
+                raise ValueError(f"parameters {name} and {other} share memory and neither is a "
+                                 f"contiguous block of the other; ipupod keeps parameters one "
+                                 f"tensor on the device only when one is a block of the other "
+                                 f"(a row slice, as optimum's SerializedEmbedding makes)")
+    return list(views.values())
+
+
+@contextlib.contextmanager
+def _views_as_slices(model: torch.nn.Module, views: List[ParameterView]) -> Iterator[None]:
+    """While exporting, each view is no parameter of its module but computed from its base
+    when the module runs, so the trace reads the base through a Slice."""
+    restored, handles = [], []
+    for view in views:
+        module_name, _, attribute = view.name.rpartition(".")
+        module = model.get_submodule(module_name)
+        base = model.get_parameter(view.base)
+        restored.append((module, attribute, module._parameters.pop(attribute)))
+
+        def compute(owner: torch.nn.Module, inputs: Any, attribute: str = attribute,
+                    base: torch.Tensor = base, view: ParameterView = view) -> None:
+            value = base[view.start:view.stop] if view.rows else \
+                base.reshape(-1)[view.start:view.stop].view(view.shape)
+            object.__setattr__(owner, attribute, value)
+        handles.append(module.register_forward_pre_hook(compute))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        for module, attribute, parameter in reversed(restored):
+            module.__dict__.pop(attribute, None)
+            module._parameters[attribute] = parameter
 
 
 def _storage_key(tensor: torch.Tensor) -> Tuple[Any, ...]:
@@ -590,6 +684,10 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
     half = _uses_float16(model, example)
     if half:
         example = tuple(t.to(_stand_in(t.dtype)) for t in example)
+    views = parameter_views(model)
+    for view in views:
+        logger.info("%s is a block of %s's memory: exported as a slice of it (one weight)",
+                    view.name, view.base)
     saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
     plain = _PlainTensors(model)
     try:
@@ -615,7 +713,8 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
                 torch.onnx.TrainingMode.EVAL
             from ipupod.poptorch import multiconv  # imports _support only
             with blocks.recording() as recorder, multiconv.recording() as convs, \
-                    _keeping_every_weight():
+                    attributes.recording() as attributed, _keeping_every_weight(), \
+                    _views_as_slices(model, views):
                 torch.onnx.export(model, example, buffer, input_names=names,
                                   output_names=outputs + list(updated.values()),
                                   opset_version=OPSET, do_constant_folding=False,
@@ -627,6 +726,7 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
     from ipupod.poptorch import memory  # imports this module
     memory.apply_markers(proto)
     multiconv.apply(proto, convs)
+    attributes.annotate(proto, attributed.scopes)
     if half:
         _float16_from_stand_ins(proto)
     _hold_overwritten_buffers(proto, updated, saved)

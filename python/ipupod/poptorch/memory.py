@@ -1,14 +1,19 @@
-"""PopTorch's memory controls for one op: ``set_available_memory`` and ``serializedMatMul``.
+"""PopTorch's memory controls for one op: ``set_available_memory``, ``serializedMatMul`` and
+``recomputationCheckpoint``.
 
-Neither changes what a model computes; both change how much temporary memory an op may use
-on the IPU, and so the compiler's memory plan and simulated time (docs/differences.md).
-ipupod keeps the graph torch exports and carries them as attributes of the op they apply to:
+None changes what a model computes; each changes how much memory an op may use on the IPU,
+and so the compiler's memory plan and simulated time (docs/differences.md). ipupod keeps the
+graph torch exports and carries them as attributes of the op they apply to:
 
 * ``set_available_memory(t, p)``: ``available_memory_proportion`` (float) on the matrix
   product, convolution or embedding lookup that made ``t``;
 * ``serializedMatMul(lhs, rhs, mode, factor)``: the product ``lhs @ rhs``, with
   ``serialization_mode`` (``input_channels``, ``reducing_dim`` or ``output_channels``) and
-  ``serialization_factor`` on its MatMul.
+  ``serialization_factor`` on its MatMul;
+* ``recomputationCheckpoint(t, ...)``: ``recompute_checkpoint`` (int 1) on the op that made
+  each ``t`` (any op): training keeps its outputs for the backward pass and recomputes the
+  values between checkpoints (compiler/memory_plan.h). A checkpoint of a model input changes
+  nothing (inputs are kept anyway) and leaves no attribute.
 
 While a model is exported each call leaves a marker node in the ``ai.graphcore`` domain
 (as PopTorch's own custom ops are); :func:`apply_markers` moves its attributes onto the op
@@ -28,9 +33,14 @@ from ipupod.poptorch import export as _export
 DOMAIN = "ai.graphcore"
 _AVAILABLE_MEMORY = "SetAvailableMemory"
 _SERIALIZED_MATMUL = "SerializedMatMul"
-# The ops each marker may follow (as the compiler plans them, compiler/temporaries.h).
+_CHECKPOINT = "RecomputationCheckpoint"
+# The ops each marker may follow (as the compiler plans them, compiler/temporaries.h);
+# None: any op.
 _TARGETS = {_AVAILABLE_MEMORY: ("MatMul", "Gemm", "Conv", "Gather"),
-            _SERIALIZED_MATMUL: ("MatMul",)}
+            _SERIALIZED_MATMUL: ("MatMul",),
+            _CHECKPOINT: None}
+_NAMES = {_AVAILABLE_MEMORY: "set_available_memory", _SERIALIZED_MATMUL: "serializedMatMul",
+          _CHECKPOINT: "recomputationCheckpoint"}
 
 
 class MatMulSerializationMode(enum.Enum):
@@ -66,6 +76,45 @@ class _Serialized(torch.autograd.Function):
                    serialization_factor_i=int(factor))
         out.setType(x.type())
         return out
+
+
+class _Checkpoint(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return grad
+
+    @staticmethod
+    def symbolic(g: Any, x: Any) -> Any:
+        out = g.op(f"{DOMAIN}::{_CHECKPOINT}", x, recompute_checkpoint_i=1)
+        out.setType(x.type())
+        return out
+
+
+def _checkpoint(tensor: Any) -> Any:
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(f"recomputationCheckpoint takes tensors (or one tuple or list of "
+                         f"them), not {type(tensor).__name__}")
+    if not _export.isRunningOnIpu():
+        return tensor
+    return _Checkpoint.apply(tensor)
+
+
+def recomputationCheckpoint(*tensors: Any) -> Any:  # noqa: N802 - PopTorch's name
+    """PopTorch's ``poptorch.recomputationCheckpoint``: marks each tensor as a recomputation
+    checkpoint - kept from the forward pass for the backward pass, where the values between
+    checkpoints are recomputed - and returns it (one tensor for one, a tuple for several,
+    and a tuple or list for one tuple or list). Training recomputes with the IPUConfig's
+    ``recompute_checkpoint_every_layer`` or when the model is pipelined over several IPUs,
+    as PopTorch does; elsewhere a compile warning says the checkpoints change nothing. The
+    values are unchanged."""
+    if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+        return type(tensors[0])(_checkpoint(t) for t in tensors[0])
+    out = tuple(_checkpoint(t) for t in tensors)
+    return out[0] if len(out) == 1 else out
 
 
 def set_available_memory(tensor: torch.Tensor, available_memory_proportion: float
@@ -108,25 +157,19 @@ def apply_markers(proto: Any) -> None:
     marker (see the module's docstring). ValueError naming the op when a marker follows
     an op it cannot apply to."""
     graph = proto.graph
-    producers: Dict[str, Any] = {o: n for n in graph.node for o in n.output}
     outputs = {o.name for o in graph.output}
     for marker in [n for n in graph.node if n.domain == DOMAIN and n.op_type in _TARGETS]:
         source = marker.input[0]
-        producer = producers.get(source)
-        allowed = _TARGETS[marker.op_type]
-        if producer is None or producer.domain not in ("", "ai.onnx") or \
-                producer.op_type not in allowed:
-            made_by = "an input of the model" if producer is None else \
-                f"{producer.op_type} node '{producer.name}'"
-            what = ("set_available_memory" if marker.op_type == _AVAILABLE_MEMORY
-                    else "serializedMatMul")
-            raise ValueError(f"{what} applies to the output of a {' or '.join(allowed)}; its "
-                             f"tensor is made by {made_by}")
-        for attribute in list(marker.attribute):
-            kept = [a for a in producer.attribute if a.name != attribute.name]
-            del producer.attribute[:]
-            producer.attribute.extend(kept + [attribute])
+        # looked up again for each marker: one marker may follow another
+        producer = next((n for n in graph.node if source in n.output), None)
         result = marker.output[0]
+        if producer is None and marker.op_type == _CHECKPOINT:  # an input: nothing to mark
+            if result in outputs:  # returned as it came: an Identity keeps both names
+                marker.domain, marker.op_type = "", "Identity"
+                del marker.attribute[:]
+                continue
+        else:
+            _move_attributes(marker, producer)
         graph.node.remove(marker)
         if result in outputs:  # the marker's name is the model's: the product takes it
             _rename(graph, source, result)
@@ -136,6 +179,20 @@ def apply_markers(proto: Any) -> None:
         kept = [o for o in proto.opset_import if o.domain != DOMAIN]
         del proto.opset_import[:]
         proto.opset_import.extend(kept)
+
+
+def _move_attributes(marker: Any, producer: Any) -> None:
+    allowed = _TARGETS[marker.op_type]
+    if producer is None or (allowed is not None and (
+            producer.domain not in ("", "ai.onnx") or producer.op_type not in allowed)):
+        made_by = "an input of the model" if producer is None else \
+            f"{producer.op_type} node '{producer.name}'"
+        raise ValueError(f"{_NAMES[marker.op_type]} applies to the output of a "
+                         f"{' or '.join(allowed or ())}; its tensor is made by {made_by}")
+    for attribute in list(marker.attribute):
+        kept = [a for a in producer.attribute if a.name != attribute.name]
+        del producer.attribute[:]
+        producer.attribute.extend(kept + [attribute])
 
 
 def _rename(graph: Any, old: str, new: str) -> None:

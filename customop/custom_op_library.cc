@@ -13,7 +13,7 @@ absl::Status HostBudget::Acquire(absl::string_view library) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "custom op library '", library, "' cannot start: ", running_,
         " custom op host processes run already, the most this server allows (config key "
-        "custom_op_max_hosts); unload a program that uses custom ops, or try again later"));
+        "custom_ops.max_hosts); unload a program that uses custom ops, or try again later"));
   }
   ++running_;
   return absl::OkStatus();

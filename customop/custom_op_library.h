@@ -11,7 +11,7 @@
 // FAILED_PRECONDITION: load the program again (after fixing the library).
 //
 // HostBudget bounds how many libraries run at once server-wide (config
-// custom_op_max_hosts): starting one more is RESOURCE_EXHAUSTED.
+// custom_ops.max_hosts): starting one more is RESOURCE_EXHAUSTED.
 //
 // Thread safety: every method of both classes may be called from any thread.
 // Ownership: shared by the CustomOps bound to a graph's nodes (customop/remote_custom_op.h);

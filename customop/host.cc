@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -15,10 +16,12 @@
 #include "customop/custom_op_abi.h"
 #include "customop/host_calls.h"
 #include <dlfcn.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace ipupod::customop {
@@ -103,12 +106,24 @@ absl::StatusOr<OpInfo> CheckOp(const IpupodCustomOp& op, int index) {
   return info;
 }
 
+// Ends the process when ipupodd ends, whatever the library is doing: a thread that waits
+// on a pidfd of the parent (PR_SET_PDEATHSIG would follow the *thread* that started the
+// host, and ipupodd's request threads come and go).
+absl::Status WatchParent(pid_t parent) {
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, parent, 0));
+  if (pidfd < 0 || getppid() != parent) return absl::AbortedError("the parent is gone");
+  std::thread([pidfd] {
+    pollfd fd{pidfd, POLLIN, 0};
+    while (poll(&fd, 1, -1) < 0 && errno == EINTR) {
+    }
+    _exit(3);
+  }).detach();
+  return absl::OkStatus();
+}
+
 // Confines the process before the library is loaded (host.h).
 absl::Status Confine(const HostOptions& options) {
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return absl::InternalError("PR_SET_PDEATHSIG");
-  if (options.parent != 0 && getppid() != options.parent) {
-    return absl::AbortedError("the parent is gone");
-  }
+  if (options.parent != 0) IPUPOD_RETURN_IF_ERROR(WatchParent(options.parent));
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     return absl::InternalError("PR_SET_NO_NEW_PRIVS");
   }

@@ -4,8 +4,9 @@
 // ipupodd (customop/host_process.h starts it; docs/operations.md, "Custom op libraries").
 // ipupodd never loads a user's library into its own address space: this process does,
 // confined as far as an unprivileged process can confine itself before it loads anything:
-//   - it dies with its parent (PR_SET_PDEATHSIG; and exits at once if the parent is
-//     already gone), and can gain no privileges (PR_SET_NO_NEW_PRIVS);
+//   - it dies with its parent (a thread waits on a pidfd of ipupodd and ends the
+//     process when ipupodd ends, even mid-call; it exits at once if the parent is already
+//     gone), and can gain no privileges (PR_SET_NO_NEW_PRIVS);
 //   - its address space is limited (RLIMIT_AS, --address-space-mb), so a huge allocation
 //     fails inside the library instead of taking the machine's memory;
 //   - each call may use --cpu-seconds CPU seconds (RLIMIT_CPU re-armed before each call:

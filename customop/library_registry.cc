@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kDirsKey[] = "custom_op_library_dirs";
+constexpr char kDirsKey[] = "custom_ops.library_dirs";
 
 bool Inside(const std::string& path, const std::string& dir) {
   if (dir == "/") return path.size() > 1 && path[0] == '/';
@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<LibraryRegistry>> LibraryRegistry::Create(Registr
         "custom op libraries are allowed (", kDirsKey, ") but their helper '",
         options.limits.host_binary.empty() ? kHostBinaryName : options.limits.host_binary,
         "' is not an executable file; install ", kHostBinaryName,
-        " beside ipupodd or name it with the config key custom_op_host"));
+        " beside ipupodd or name it with the config key custom_ops.host"));
   }
   options.library_dirs = std::move(dirs);
   return std::unique_ptr<LibraryRegistry>(new LibraryRegistry(std::move(options)));

@@ -1,7 +1,7 @@
 // File: customop/library_registry.h
 //
 // LibraryRegistry: ipupodd's graph::CustomOpResolver (graph/custom_ops.h). The admin lists
-// the directories custom op libraries may come from (config custom_op_library_dirs); a
+// the directories custom op libraries may come from (config custom_ops.library_dirs); a
 // model names the library of each custom domain it uses (its metadata, ipupod.poptorch
 // writes it). At every compile and every load, for each library:
 //   1. the path is checked before the file system is asked anything: absolute, and
@@ -9,7 +9,7 @@
 //      then resolved (symlinks, "..") and checked again, and it must be a regular file:
 //      PERMISSION_DENIED naming the path and the config key, NOT_FOUND when missing;
 //   2. its own host process starts (customop/custom_op_library.h: one per library per
-//      compile or loaded program, within custom_op_max_hosts);
+//      compile or loaded program, within custom_ops.max_hosts);
 //   3. each op the model uses is found in its table for the model's version of the
 //      domain (the highest since_version <= the version whose end_version allows it):
 //      INVALID_ARGUMENT naming what the library has instead.

@@ -144,7 +144,7 @@ absl::Status RemoteCustomOp::FromFailure(const Failure& failure, absl::string_vi
     case ReplyStatus::kOutOfMemory:
       return absl::ResourceExhaustedError(absl::StrCat(
           "custom op ", name_, ": ", failure.message, " of ",
-          library_->limits().address_space_bytes >> 20, " MiB (config key custom_op_memory_mb)"));
+          library_->limits().address_space_bytes >> 20, " MiB (config key custom_ops.memory_mb)"));
     default:
       return absl::InternalError(absl::StrCat("custom op ", name_, " misbehaved in its ", function,
                                               ": ", failure.message,

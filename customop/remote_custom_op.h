@@ -13,7 +13,7 @@
 //   INTERNAL             the library misbehaved: crashed, hung, used up its CPU time, wrote
 //                        past an output, threw, returned a malformed shape or result (the
 //                        host process is ended; the next call starts another);
-//   RESOURCE_EXHAUSTED   operands past what the host may hold (custom_op_memory_mb);
+//   RESOURCE_EXHAUSTED   operands past what the host may hold (custom_ops.memory_mb);
 //   FAILED_PRECONDITION, UNAVAILABLE  as CustomOpLibrary::Call.
 // Thread safety: thread-safe (calls serialise in the library).
 #ifndef IPUPOD_CUSTOMOP_REMOTE_CUSTOM_OP_H_

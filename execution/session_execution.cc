@@ -76,6 +76,7 @@ absl::StatusOr<LoadedState> SessionExecution::Load(Operation& op, const schedule
   runtime::LoadOptions load;
   load.cancelled = cancelled;
   load.max_folded_bytes = host_memory->bytes();  // folding past the charge is refused
+  load.custom_ops = r_.custom_ops;
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Program> program,
                           runtime::Program::Create(cached.executable, load));
   if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the load");

@@ -276,13 +276,18 @@ std::string ReadProc(pid_t pid, const std::string& file) {
 TEST(HostProcessTest, TheHostHasNoneOfItsParentsDescriptorsOrEnvironment) {
   std::shared_ptr<CustomOpLibrary> library = Start();
   const pid_t pid = library->pid();
-  std::vector<std::string> fds;
+  // /dev/null as 0-2, the socket as 3, and only the host's own watch of its parent
+  // (a pidfd, host.h) besides.
+  std::map<int, std::string> fds;
   for (const auto& entry :
        std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
-    fds.push_back(entry.path().filename().string());
+    fds[std::stoi(entry.path().filename().string())] =
+        std::filesystem::read_symlink(entry.path()).string();
   }
-  std::sort(fds.begin(), fds.end());
-  EXPECT_EQ(fds, (std::vector<std::string>{"0", "1", "2", "3"}));
+  ASSERT_EQ(fds.size(), 5u);
+  for (int fd : {0, 1, 2}) EXPECT_EQ(fds[fd], "/dev/null");
+  EXPECT_THAT(fds[3], HasSubstr("socket:"));
+  EXPECT_EQ(fds[4], "anon_inode:[pidfd]");
   EXPECT_EQ(ReadProc(pid, "environ"), "");
   const std::string limits = ReadProc(pid, "limits");
   EXPECT_THAT(limits, HasSubstr("Max core file size        0"));
@@ -299,7 +304,7 @@ TEST(HostProcessTest, TheBudgetBoundsHowManyLibrariesRun) {
   ASSERT_TRUE(first.ok()) << first.status();
   absl::Status second = CustomOpLibrary::Start(TestOpsLibrary(), TestLimits(), budget).status();
   EXPECT_EQ(second.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(second.message(), HasSubstr("custom_op_max_hosts"));
+  EXPECT_THAT(second.message(), HasSubstr("custom_ops.max_hosts"));
   first->reset();
   EXPECT_TRUE(CustomOpLibrary::Start(TestOpsLibrary(), TestLimits(), budget).ok());
   EXPECT_EQ(budget->running(), 0);

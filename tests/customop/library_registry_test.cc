@@ -46,7 +46,7 @@ TEST(LibraryRegistryTest, CreateRefusesADirectoryThatIsNotOne) {
   absl::Status status =
       LibraryRegistry::Create(RegistryOptions{{"/nonexistent/ops"}, TestLimits(), 4}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(), HasSubstr("config key custom_op_library_dirs lists "
+  EXPECT_THAT(status.message(), HasSubstr("config key custom_ops.library_dirs lists "
                                           "'/nonexistent/ops'"));
   status = LibraryRegistry::Create(RegistryOptions{{"relative/ops"}, TestLimits(), 4}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
@@ -58,7 +58,7 @@ TEST(LibraryRegistryTest, CreateRefusesAHelperThatIsNotThere) {
   absl::Status status =
       LibraryRegistry::Create(RegistryOptions{{TestOpsDir()}, limits, 4}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(), HasSubstr("custom_op_host"));
+  EXPECT_THAT(status.message(), HasSubstr("custom_ops.host"));
   // Without directories nothing runs, so nothing is needed.
   EXPECT_TRUE(LibraryRegistry::Create(RegistryOptions{{}, limits, 4}).ok());
 }
@@ -67,7 +67,7 @@ TEST(LibraryRegistryTest, WithoutDirectoriesEveryLibraryIsRefused) {
   absl::Status status = Registry({})->Resolve({Use(TestOpsLibrary())}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(status.message(), HasSubstr("custom op library '" + TestOpsLibrary() + "'"));
-  EXPECT_THAT(status.message(), HasSubstr("custom_op_library_dirs lists no directory"));
+  EXPECT_THAT(status.message(), HasSubstr("custom_ops.library_dirs lists no directory"));
 }
 
 TEST(LibraryRegistryTest, ALibraryOutsideTheDirectoriesIsRefusedNamingPathAndKey) {
@@ -77,7 +77,7 @@ TEST(LibraryRegistryTest, ALibraryOutsideTheDirectoriesIsRefusedNamingPathAndKey
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(status.message(), HasSubstr("custom op library '" + TestOpsLibrary() +
                                           "' is not in a directory this ipupodd allows (config key "
-                                          "custom_op_library_dirs: " +
+                                          "custom_ops.library_dirs: " +
                                           other.path()));
   // ".." cannot climb out, and a missing file outside is not even looked at.
   EXPECT_EQ(registry->CheckLibraryPath(other.path() + "/../x/lib.so").status().code(),

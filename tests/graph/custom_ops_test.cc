@@ -29,7 +29,7 @@ TEST(CustomOpsTest, ImportWithoutAResolverRefusesACustomDomain) {
   absl::StatusOr<Graph> g = ImportOnnx(CubeModel(false));
   ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(g.status().message(), HasSubstr("op domain 'com.acme' is a custom op's"));
-  EXPECT_THAT(g.status().message(), HasSubstr("custom_op_library_dirs"));
+  EXPECT_THAT(g.status().message(), HasSubstr("custom_ops.library_dirs"));
 }
 
 TEST(CustomOpsTest, TheResolverIsAskedForEachDomainWithItsVersionAndLibrary) {
@@ -93,7 +93,7 @@ TEST(CustomOpsTest, WhatTheOpRefusesInANodeFailsTheImportNamingTheNode) {
 }
 
 TEST(CustomOpsTest, TheResolversErrorKeepsItsCode) {
-  FakeResolver resolver(nullptr, absl::PermissionDeniedError("not in custom_op_library_dirs"));
+  FakeResolver resolver(nullptr, absl::PermissionDeniedError("not in custom_ops.library_dirs"));
   absl::StatusOr<Graph> g = ImportOnnx(CubeModel(false), {}, &resolver);
   EXPECT_EQ(g.status().code(), absl::StatusCode::kPermissionDenied);
 }

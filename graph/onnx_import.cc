@@ -293,7 +293,7 @@ absl::StatusOr<CustomOpMap> ResolveCustomOps(const onnx::ModelProto& model,
     return absl::InvalidArgumentError(absl::StrCat(
         node.op_type(), " node '", node.name(), "': op domain '", node.domain(),
         "' is a custom op's (PopTorch's custom_op); custom ops run only on ipupodd, from a "
-        "library in a directory its admin allows (custom_op_library_dirs): compile the model "
+        "library in a directory its admin allows (custom_ops.library_dirs): compile the model "
         "on the server (poptorch, or ipupod compile --remote)"));
   }
   if (uses.empty()) return CustomOpMap{};

@@ -16,7 +16,7 @@ The server is ``$IPUPOD_SERVER`` (else 127.0.0.1:50051) with ``$IPUPOD_TOKEN``, 
 CLI, unless ``Options.server(...)`` names one. Errors are ipupod's, under PopTorch's names:
 ``poptorch.Error``, ``poptorch.RecoverableError`` (``recovery_action``),
 ``poptorch.UnrecoverableError``. PopTorch's names ipupod does not provide raise
-``poptorch.Error`` saying why and what to use instead (``poptorch.custom_op``, ...). Compile
+``poptorch.Error`` saying why and what to use instead (``poptorch.for_loop``, ...). Compile
 warnings of the server reach the script as :class:`PoptorchWarning`; the ``poptorch`` logger
 (``setLogLevel``, ``$POPTORCH_LOG_LEVEL``) says what the front end does. docs/python.md
 ("PopTorch scripts") is the guide and docs/differences.md lists what differs from PopTorch.
@@ -30,6 +30,7 @@ from ipupod.poptorch import enums, optim
 from ipupod.poptorch._support import PoptorchWarning, not_modelled, setLogLevel
 from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
                                     PipelinedExecution, ShardedExecution, Stage)
+from ipupod.poptorch.custom_ops import custom_op
 from ipupod.poptorch.data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from ipupod.poptorch.enums import (CommGroupType, ConnectionType, HalfFloatCastingBehavior,
                                    MeanReductionStrategy, OverlapMode, ReductionType,
@@ -87,8 +88,6 @@ _NOT_MODELLED = {
     "MultiConv": f"{_NOT_YET}; call the convolutions one after another",
     "MultiConvPlanType": f"{_NOT_YET}; call the convolutions one after another",
     "ctc_beam_search_decoder": f"{_NOT_YET}; decode on the host (torchaudio's CTC decoders)",
-    "custom_op": f"{_NOT_YET}: ipupod cannot load PopART custom op libraries; write the op in "
-                 f"torch ops that torch.onnx exports",
     "SerialPhasedExecution": f"{_NOT_YET}; use PipelinedExecution or ShardedExecution",
     "ParallelPhasedExecution": f"{_NOT_YET}; use PipelinedExecution or ShardedExecution",
     "Phase": f"{_NOT_YET}; phases belong to the phased execution strategies: use Stage with "
@@ -163,6 +162,7 @@ __all__ = [
     "UnrecoverableError",
     "VariableRetrievalMode",
     "createPoptorchError",
+    "custom_op",
     "dynamic_slice",
     "dynamic_update",
     "enums",

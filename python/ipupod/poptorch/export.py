@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import torch
 
-from ipupod.poptorch import blocks
+from ipupod.poptorch import blocks, custom_ops
 
 OPSET = 14
 _REDUCTIONS = {0: None, 1: "ReduceMean", 2: "ReduceSum"}
@@ -303,6 +303,8 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
         # the memory controls' markers (memory.py) and PopTorch's ops (ops.py) are
         # custom-domain nodes torch.onnx cannot infer; their symbolics set the types
         warnings.filterwarnings("ignore", "The shape inference of ai.graphcore")
+        # ... and so are custom ops (custom_ops.py), whose symbolic sets the types too
+        warnings.filterwarnings("ignore", "The shape inference of .* type is missing")
         warnings.filterwarnings("ignore", ".*_graph_op' is deprecated", FutureWarning)
         # a model without inputs (PopTorch's CounterModel) is exported as it is
         warnings.filterwarnings("ignore", "No input args, skipping _decide_input_format")
@@ -311,13 +313,14 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
         updated = {} if training else _updated_buffers(model, saved)
         buffer = io.BytesIO()
         mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
-        with blocks.recording() as recorder, _returning_buffers(model, list(updated)), \
-                _keeping_every_weight():
+        with blocks.recording() as recorder, custom_ops.recording() as custom, \
+                _returning_buffers(model, list(updated)), _keeping_every_weight():
             torch.onnx.export(model, example, buffer, input_names=names,
                               output_names=outputs + list(updated.values()),
                               opset_version=OPSET, do_constant_folding=False, training=mode)
         model.load_state_dict(saved)
     proto = onnx.load_from_string(buffer.getvalue())
+    custom_ops.declare(proto, custom)
     from ipupod.poptorch import memory  # imports this module
     memory.apply_markers(proto)
     if half:

@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "customop/custom_op_abi.h"
 #include "customop/host_calls.h"
+#include "customop/host_sandbox.h"
 #include <dlfcn.h>
 #include <poll.h>
 #include <signal.h>
@@ -298,6 +299,14 @@ int RunHost(const HostOptions& options) {
     return 0;
   }
   absl::StatusOr<Loaded> loaded = LoadLibrary(options.library);
+  if (loaded.ok() && !kSanitized) {  // a sanitizer's runtime opens files and forks itself
+    const absl::Status sandboxed = DenyEscapes();
+    if (!sandboxed.ok()) {
+      loaded = absl::FailedPreconditionError(
+          absl::StrCat("the helper cannot take system calls away from it (", sandboxed.message(),
+                       "), and ipupod does not run a library it cannot contain"));
+    }
+  }
   if (!loaded.ok()) {
     return WriteFrame(kHostSocketFd, EncodeHelloError(loaded.status().message())) ? 0 : 5;
   }

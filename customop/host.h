@@ -14,8 +14,11 @@
 //   - no core dumps (RLIMIT_CORE 0: a crash leaves no copy of anyone's tensors on disk);
 //   - it starts with an empty environment, /dev/null as stdin, stdout and stderr, and no
 //     file descriptor of ipupodd's but its end of the socket (fd 3).
-// It then loads the library (dlopen RTLD_NOW), checks its table (customop/custom_op_abi.h),
-// sends it as Hello and serves requests (customop/protocol.h) until ipupodd closes the
+// It then loads the library (dlopen RTLD_NOW: the library's own load-time code runs here,
+// before anything below), checks its table (customop/custom_op_abi.h), takes away the
+// system calls that reach outside the process (customop/host_sandbox.h: files, sockets,
+// programs, other processes; a host that cannot do so refuses the library), sends the
+// table as Hello and serves requests (customop/protocol.h) until ipupodd closes the
 // socket. Every call into the library is guarded: its outputs are zero-filled buffers
 // with a guard band behind each (writing past an output is reported and the process
 // exits: its memory can no longer be trusted), an escaping C++ exception is reported, and

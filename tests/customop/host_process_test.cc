@@ -298,6 +298,26 @@ TEST(HostProcessTest, TheHostHasNoneOfItsParentsDescriptorsOrEnvironment) {
   EXPECT_NE(kill(pid, 0), 0);  // the library's end is the process's
 }
 
+// What a loaded library tries beyond its operands (host_sandbox.h).
+std::string Escape(std::shared_ptr<CustomOpLibrary> library, const std::string& what) {
+  std::unique_ptr<RemoteCustomOp> op = Op(library, "test.bad", "Escape");
+  graph::Node node = NodeFor("test.bad::Escape", 1, 1);
+  node.attributes["what"] = what;
+  return std::string(RunOp(*op, node, {Floats({1})}).status().message());
+}
+
+TEST(HostProcessTest, ALoadedLibraryCannotOpenFilesSpawnOrReachOtherProcesses) {
+  if (kSanitized) GTEST_SKIP() << "a sanitized host runs without its system call filter";
+  std::shared_ptr<CustomOpLibrary> library = Start();
+  EXPECT_THAT(Escape(library, "open"), HasSubstr("open: Permission denied"));
+  EXPECT_THAT(Escape(library, "socket"), HasSubstr("socket: Operation not permitted"));
+  EXPECT_THAT(Escape(library, "fork"), HasSubstr("fork: Operation not permitted"));
+  EXPECT_THAT(Escape(library, "exec"), HasSubstr("exec: Operation not permitted"));
+  EXPECT_THAT(Escape(library, "parent"), HasSubstr("parent: Operation not permitted"));
+  EXPECT_THAT(Escape(library, "thread"), HasSubstr("thread: done"));  // threads stay
+  EXPECT_NE(library->pid(), 0);  // refusals are errors the library sees, not crashes
+}
+
 TEST(HostProcessTest, TheBudgetBoundsHowManyLibrariesRun) {
   auto budget = std::make_shared<HostBudget>(1);
   auto first = CustomOpLibrary::Start(TestOpsLibrary(), TestLimits(), budget);

@@ -19,10 +19,23 @@
  *   BadShape   its shape function returns rank 9
  *   Fails      returns an error: "x must not be empty" style
  *   Abort      calls abort()
+ *   Escape     tries what its attribute `what` names - "open" a file, make a "socket",
+ *              "fork", "exec" a program, signal its "parent" (signal 0: only the
+ *              permission is checked), start a "thread" - and fails saying how it went
+ *              ("open: Permission denied", "thread: done")
  */
+#define _POSIX_C_SOURCE 200809L /* fork, kill, getppid: the Escape op */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "customop/custom_op_abi.h"
 
@@ -279,11 +292,69 @@ static int AbortCompute(const IpupodAttributes* attributes, const IpupodTensor* 
   abort();
 }
 
+static void* Nothing(void* arg) { return arg; }
+
+/* The outcome of trying `what`: 0 or -1 with errno. */
+static int Try(const char* what) {
+  if (strcmp(what, "open") == 0) {
+    int fd = open("/etc/hostname", O_RDONLY);
+    if (fd >= 0) close(fd);
+    return fd >= 0 ? 0 : -1;
+  }
+  if (strcmp(what, "socket") == 0) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0) close(fd);
+    return fd >= 0 ? 0 : -1;
+  }
+  if (strcmp(what, "fork") == 0) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    if (pid > 0) waitpid(pid, NULL, 0);
+    return pid > 0 ? 0 : -1;
+  }
+  if (strcmp(what, "exec") == 0) {
+    char* const argv[] = {NULL};
+    execv("/nonexistent/program", argv); /* ENOENT if it were allowed */
+    return -1;
+  }
+  if (strcmp(what, "parent") == 0) return kill(getppid(), 0);
+  if (strcmp(what, "thread") == 0) {
+    pthread_t thread;
+    int rc = pthread_create(&thread, NULL, Nothing, NULL);
+    if (rc != 0) {
+      errno = rc;
+      return -1;
+    }
+    pthread_join(thread, NULL);
+    return 0;
+  }
+  errno = EINVAL;
+  return -1;
+}
+
+static int EscapeCompute(const IpupodAttributes* attributes, const IpupodTensor* inputs,
+                         int32_t num_inputs, IpupodMutableTensor* outputs, int32_t num_outputs,
+                         char* error, size_t error_size) {
+  const IpupodAttribute* a = IpupodFindAttribute(attributes, "what");
+  char what[32] = "";
+  (void)inputs, (void)num_inputs, (void)outputs, (void)num_outputs;
+  if (a != NULL && a->type == IPUPOD_ATTRIBUTE_STRING && a->count < (int64_t)sizeof(what)) {
+    memcpy(what, a->string, (size_t)a->count);
+  }
+  if (Try(what) == 0) {
+    snprintf(error, error_size, "%s: done", what);
+  } else {
+    snprintf(error, error_size, "%s: %s", what, strerror(errno));
+  }
+  return 1;
+}
+
 /* ---- the table ---- */
 
 static const int32_t kFloat[] = {IPUPOD_DTYPE_FLOAT32, IPUPOD_DTYPE_FLOAT32};
 static const char* const kAlpha[] = {"alpha", NULL};
 static const char* const kNone[] = {NULL};
+static const char* const kWhat[] = {"what", NULL};
 static const char* const kMany[] = {"float_one",
                                     "float_minus_two",
                                     "int_zero",
@@ -313,6 +384,7 @@ static const IpupodCustomOp kOps[] = {
     BAD_OP("BadShape", BadShape, CopyCompute),
     BAD_OP("Fails", SameAsInput0, FailsCompute),
     BAD_OP("Abort", SameAsInput0, AbortCompute),
+    {"test.bad", "Escape", 1, 0, 1, 1, kFloat, kWhat, SameAsInput0, EscapeCompute, NULL},
 };
 
 static const IpupodCustomOpLibrary kLibrary = {IPUPOD_CUSTOM_OP_ABI_VERSION,

@@ -244,7 +244,7 @@ def _check_call(inputs: Any, name: Any, domain: Any, domain_version: Any,
             not all(isinstance(t, torch.Tensor) for t in example_outputs):
         raise TypeError("custom_op's example_outputs must be a non-empty list of torch.Tensor")
     if not isinstance(name, str) or not name or not isinstance(domain, str) or \
-            domain in _RESERVED_DOMAINS:
+            domain in _RESERVED_DOMAINS or "=" in domain or "\n" in domain:
         raise ValueError(f"custom_op needs an op name and a domain of its own (not "
                          f"{domain!r}: ONNX's and PopTorch's are taken)")
     if isinstance(domain_version, bool) or not isinstance(domain_version, int) or \
@@ -265,7 +265,8 @@ def custom_op(inputs: Sequence[torch.Tensor], name: str, domain: str, domain_ver
     from ipupod.poptorch import export
     _check_call(inputs, name, domain, domain_version, example_outputs)
     arguments = _attribute_arguments(attributes)
-    if library is not None and (not isinstance(library, str) or not os.path.isabs(library)):
+    if library is not None and (not isinstance(library, str) or not os.path.isabs(library) or
+                                "\n" in library):
         raise ValueError(f"custom_op's library must be an absolute path on the server, not "
                          f"{library!r}")
     examples = [torch.zeros_like(e) for e in example_outputs]

@@ -10,6 +10,7 @@ import ctypes
 import os
 import pathlib
 import random
+import time
 
 import pytest
 
@@ -338,3 +339,50 @@ def test_library_names_the_servers_copy_and_an_unknown_op_is_not_found(server):
     with pytest.raises(ValueError, match="absolute path on the server"):
         poptorch.custom_op([x], "Cube", "com.acme", 1, example_outputs=[x, x],
                            library="libacme.so")
+
+
+def helpers_of(pid):
+    """The ipupod-custom-op-host processes ipupodd ``pid`` started."""
+    children = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as file:
+            children += [int(c) for c in file.read().split()]
+    helpers = []
+    for child in children:
+        try:
+            with open(f"/proc/{child}/comm") as file:
+                if file.read().startswith("ipupod-custom"):
+                    helpers.append(child)
+        except FileNotFoundError:
+            pass
+    return helpers
+
+
+def ended(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            return file.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")  # a zombie has ended
+    except FileNotFoundError:
+        return True
+
+
+def wait_until(condition, seconds=20.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.mark.ipupod(pod="POD4", config=ALLOWED)
+def test_a_programs_helper_ends_with_the_program_and_every_helper_with_ipupodd(server):
+    x, bias = torch.randn(1, 8), torch.randn(1, 8)
+    model = poptorch.inferenceModel(BasicNetwork())
+    model(x, bias)
+    [helper] = helpers_of(server.process.pid)  # one for the loaded program
+    model.destroy()  # the session ends, its program is unloaded
+    wait_until(lambda: ended(helper))
+    model = poptorch.inferenceModel(BasicNetwork())
+    model(x, bias)
+    [helper] = helpers_of(server.process.pid)
+    server.kill()  # SIGKILL: ipupodd cannot stop its helpers itself
+    wait_until(lambda: ended(helper))

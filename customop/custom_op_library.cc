@@ -4,11 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/sync.h"
 
 namespace ipupod::customop {
 
 absl::Status HostBudget::Acquire(absl::string_view library) {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   if (running_ >= max_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "custom op library '", library, "' cannot start: ", running_,
@@ -20,12 +21,12 @@ absl::Status HostBudget::Acquire(absl::string_view library) {
 }
 
 void HostBudget::Release() {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   --running_;
 }
 
 int HostBudget::running() const {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   return running_;
 }
 
@@ -40,7 +41,7 @@ CustomOpLibrary::CustomOpLibrary(std::string path, HostLimits limits,
 
 CustomOpLibrary::~CustomOpLibrary() {
   {
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     process_.reset();  // kills and reaps
   }
   budget_->Release();
@@ -59,14 +60,14 @@ absl::StatusOr<std::shared_ptr<CustomOpLibrary>> CustomOpLibrary::Start(
 }
 
 pid_t CustomOpLibrary::pid() const {
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   return process_ != nullptr ? process_->pid() : 0;
 }
 
 absl::StatusOr<std::unique_ptr<HostProcess>> CustomOpLibrary::TakeProcess(const CallSite& site) {
   int restart = 0;
   {
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     if (process_ != nullptr) return std::move(process_);
     if (restarts_ >= kRestartsMax) {
       return absl::FailedPreconditionError(
@@ -87,9 +88,9 @@ absl::StatusOr<std::unique_ptr<HostProcess>> CustomOpLibrary::TakeProcess(const 
 absl::Status CustomOpLibrary::Call(absl::string_view request, uint64_t reply_bytes_max,
                                    const CallSite& site, const Decode& decode) {
   {
-    absl::MutexLock lock(&mu_);
+    sync::MutexLock lock(&mu_);
     const absl::Duration wait = limits_.call_timeout + limits_.start_timeout;
-    if (!mu_.AwaitWithTimeout(absl::Condition(this, &CustomOpLibrary::Idle), wait)) {
+    if (!sync::AwaitWithTimeout(&mu_, absl::Condition(this, &CustomOpLibrary::Idle), wait)) {
       return absl::UnavailableError(absl::StrCat(site.who, ": its library '", path_,
                                                  "' was busy with another call for ",
                                                  absl::FormatDuration(wait), "; try again"));
@@ -103,7 +104,7 @@ absl::Status CustomOpLibrary::Call(absl::string_view request, uint64_t reply_byt
     status = reply.ok() ? decode(*reply) : reply.status();
     if (absl::IsInternal(status)) (*process)->Kill();  // malformed or misbehaving: never again
   }
-  absl::MutexLock lock(&mu_);
+  sync::MutexLock lock(&mu_);
   busy_ = false;
   if (process.ok() && (*process)->alive()) process_ = *std::move(process);
   return status;

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/sync.h"
 #include "customop/host_process.h"
 #include "customop/protocol.h"
 
@@ -83,7 +84,14 @@ class CustomOpLibrary {
  private:
   CustomOpLibrary(std::string path, HostLimits limits, std::shared_ptr<HostBudget> budget,
                   std::unique_ptr<HostProcess> process);
-  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_; }
+  // Evaluated inside libabsl with mu_ held, between a re-acquisition and a release TSan
+  // does not see (common/sync.h): both are said here.
+  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    sync::Acquired(&mu_);
+    const bool idle = !busy_;
+    sync::Released(&mu_);
+    return idle;
+  }
   // The process to call: the idle one, or a new one when the last failed.
   absl::StatusOr<std::unique_ptr<HostProcess>> TakeProcess(const CallSite& site);
 

@@ -7,6 +7,7 @@
 #include "customop/host_process.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -247,9 +248,11 @@ TEST(HostProcessTest, TheLibrarysOwnErrorIsInvalidArgument) {
 }
 
 TEST(HostProcessTest, ALibraryThatDoesNotLoadSaysWhy) {
-  Dl_info libc{};
-  ASSERT_NE(dladdr(reinterpret_cast<void*>(&std::fopen), &libc), 0);
-  absl::Status status = HostProcess::Start(libc.dli_fname, TestLimits()).status();
+  // libm: a shared library without the entry point (a sanitizer intercepts libc's
+  // functions, whose address would then be the test's own).
+  Dl_info libm{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(static_cast<double (*)(double)>(&::cos)), &libm), 0);
+  absl::Status status = HostProcess::Start(libm.dli_fname, TestLimits()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(), HasSubstr("exports no IpupodCustomOpLibraryGet"));
   status = HostProcess::Start("/nonexistent/libx.so", TestLimits()).status();

@@ -2,6 +2,7 @@
 # (deploy/package.sh; docs/operations.md, "Installing as a service").
 #
 # Component `ipupod` (the .deb `ipupod`): ipupodd, ipupod and ipupod-replay in bin/, the
+# custom op helper in libexec/ipupod/ and its C header in include/ipupod/, the
 # systemd unit in lib/systemd/system/, its system user in lib/sysusers.d/, a default config
 # in ETC/ipupod/ipupodd.json, the README and docs/ in share/doc/ipupod/.
 # Component `python` (the .deb `python3-ipupod`): the Python package in
@@ -17,6 +18,12 @@ set(IPUPOD_DEPLOY_DIR ${PROJECT_SOURCE_DIR}/deploy)
 
 install(TARGETS ipupodd ipupod ipupod-replay
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ipupod)
+# ipupodd's helper for custom op libraries (customop/host.h), where ipupodd looks for it
+# (BINDIR/../libexec/ipupod), and the C header library authors build against.
+install(TARGETS ipupod-custom-op-host
+  RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/ipupod COMPONENT ipupod)
+install(FILES ${PROJECT_SOURCE_DIR}/customop/custom_op_abi.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ipupod COMPONENT ipupod)
 install(FILES ${IPUPOD_DEPLOY_DIR}/ipupod.sysusers
   DESTINATION lib/sysusers.d RENAME ipupod.conf COMPONENT ipupod)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md

@@ -136,7 +136,8 @@ absl::StatusOr<Imported> Import(absl::string_view onnx_bytes, const IpuConfig& c
       graph::ImportOnnx(out.model.onnx_bytes,
                         graph::FoldOptions{.keep_weights = true,
                                            .cancelled = options.cancelled,
-                                           .half_partials = config.enable_half_partials}));
+                                           .half_partials = config.enable_half_partials},
+                        options.custom_ops));
   IPUPOD_ASSIGN_OR_RETURN(out.interpreter, graph::Interpreter::Create(std::move(graph)));
   return out;
 }

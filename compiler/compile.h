@@ -46,6 +46,7 @@
 #include "compiler/placement.h"
 #include "compiler/report.h"
 #include "compiler/training_spec.h"
+#include "graph/custom_ops.h"
 
 namespace ipupod::compiler {
 
@@ -61,6 +62,10 @@ struct CompileOptions {
   // the compile with CANCELLED (a server's compile whose client went away or
   // whose time limit passed). Not part of the cache key. Empty: never.
   std::function<bool()> cancelled;
+  // Resolves the model's custom ops (graph/custom_ops.h; ipupodd's, customop/): their
+  // shape functions run during the compile. Null: a model with custom ops is refused (a
+  // compile on the user's machine). Not part of the cache key. Must outlive the call.
+  const graph::CustomOpResolver* custom_ops = nullptr;
 };
 
 // `report` (optional) is filled whenever planning ran - also when the

@@ -59,6 +59,7 @@ absl::StatusOr<RemoteCompileResult> RemoteCompiler::Compile(
       memory_->Reserve(CompileMemoryBytes(static_cast<int64_t>(onnx.size())),
                        absl::StrCat("compiling ", request.model_name, " for ", request.user)));
   const absl::Time deadline = start + limits_.time_limit;
+  prepared.options.custom_ops = custom_ops_;
   prepared.options.cancelled = [&] {
     return absl::Now() > deadline || (cancelled != nullptr && cancelled());
   };

@@ -24,8 +24,13 @@
 // the server keeps executables in its own cache, never in a path a client
 // names.
 //
-// Thread safety: Compile may be called concurrently; the cache and the
-// budget must outlive the RemoteCompiler.
+// Custom ops (PopTorch 4.9) compile through the server's resolver: their libraries' shape
+// functions run in helper processes of their own for the compile's duration
+// (customop/library_registry.h); PERMISSION_DENIED for a library outside the directories
+// the server allows.
+//
+// Thread safety: Compile may be called concurrently; the cache, the
+// budget and the resolver must outlive the RemoteCompiler.
 // Errors: as compiler::Compile (INVALID_ARGUMENT: the model does not compile
 // with this config, and what to change), plus the bounds above.
 #ifndef IPUPOD_EXECUTION_REMOTE_COMPILE_H_
@@ -42,6 +47,7 @@
 #include "compiler/report.h"
 #include "execution/memory_budget.h"
 #include "execution/session_execution.h"
+#include "graph/custom_ops.h"
 #include "runtime/executable_cache.h"
 
 namespace ipupod::execution {
@@ -74,8 +80,11 @@ struct RemoteCompileResult {
 
 class RemoteCompiler {
  public:
-  RemoteCompiler(RemoteCompileLimits limits, runtime::ExecutableCache* cache, MemoryBudget* memory)
-      : limits_(limits), cache_(cache), memory_(memory) {}
+  // `custom_ops` (may be null: custom ops are refused) runs the models' custom ops'
+  // shape functions (graph/custom_ops.h).
+  RemoteCompiler(RemoteCompileLimits limits, runtime::ExecutableCache* cache, MemoryBudget* memory,
+                 const graph::CustomOpResolver* custom_ops = nullptr)
+      : limits_(limits), cache_(cache), memory_(memory), custom_ops_(custom_ops) {}
   RemoteCompiler(const RemoteCompiler&) = delete;
   RemoteCompiler& operator=(const RemoteCompiler&) = delete;
 
@@ -94,6 +103,7 @@ class RemoteCompiler {
   const RemoteCompileLimits limits_;
   runtime::ExecutableCache* const cache_;
   MemoryBudget* const memory_;
+  const graph::CustomOpResolver* const custom_ops_;
 };
 
 }  // namespace ipupod::execution

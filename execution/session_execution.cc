@@ -83,6 +83,7 @@ absl::StatusOr<LoadedState> SessionExecution::Load(Operation& op, const schedule
   // the compile folded too: without it the load would keep nodes the
   // compile's placement does not have.
   load.max_folded_bytes = host_memory->bytes() + kFoldSlackBytes;
+  load.custom_ops = r_.custom_ops;
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Program> program,
                           runtime::Program::Create(cached.executable, load));
   if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the load");

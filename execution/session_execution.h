@@ -49,6 +49,7 @@
 #include "execution/execution_counters.h"
 #include "execution/loaded_programs.h"
 #include "execution/memory_budget.h"
+#include "graph/custom_ops.h"
 #include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
 #include "runtime/program.h"
@@ -69,6 +70,9 @@ struct ExecutionResources {
   LoadedPrograms* programs = nullptr;
   MemoryBudget* load_memory = nullptr;
   runtime::ComputeGate* compute = nullptr;
+  // Resolves custom ops at Load (runtime::LoadOptions::custom_ops); null: models with
+  // custom ops do not load. The only resource that may be null.
+  const graph::CustomOpResolver* custom_ops = nullptr;
 };
 
 class SessionExecution {
@@ -97,7 +101,7 @@ class SessionExecution {
     scheduler::SessionOperation op_;
   };
 
-  // REQUIRES: every resource is set.
+  // REQUIRES: every resource but custom_ops is set.
   explicit SessionExecution(ExecutionResources resources) : r_(resources) {}
   SessionExecution(const SessionExecution&) = delete;
   SessionExecution& operator=(const SessionExecution&) = delete;

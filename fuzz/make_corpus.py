@@ -176,6 +176,37 @@ def tensor_streams():
     put("fuzz_tensor_stream", "empty_tensor.bin", message(0, header("e", "float32", [0, 3], 0)))
 
 
+def custom_op_messages():
+    """Messages of the custom op protocol (customop/protocol.h), as the helper and ipupodd
+    write them: little-endian numbers, strings and byte runs with a u64 length."""
+    def text(b):
+        return struct.pack("<Q", len(b)) + b
+
+    def wire_type(dtype, dims):
+        return struct.pack("<iI", dtype, len(dims)) + b"".join(struct.pack("<q", d) for d in dims)
+
+    def tensor(dtype, dims, raw):
+        return wire_type(dtype, dims) + text(raw)
+
+    op = (text(b"com.acme") + text(b"Cube") + struct.pack("<iiiiI", 1, 0, 2, 2, 2) +
+          struct.pack("<ii", 1, 1) + struct.pack("<BI", 0, 1) + text(b"alpha") +
+          struct.pack("<B", 1))
+    put("fuzz_custom_op_protocol", "hello.bin",
+        struct.pack("<BI", 0, 1) + text(b"acme ops") + struct.pack("<I", 1) + op)
+    put("fuzz_custom_op_protocol", "hello_error.bin", struct.pack("<B", 1) + text(b"dlopen"))
+    put("fuzz_custom_op_protocol", "types_reply.bin",
+        struct.pack("<BI", 0, 1) + wire_type(1, [2, 3]))
+    x = struct.pack("<ff", 1.5, -2.0)
+    put("fuzz_custom_op_protocol", "tensors_reply.bin",
+        struct.pack("<BI", 0, 1) + tensor(1, [2], x))
+    put("fuzz_custom_op_protocol", "gradient_reply.bin",
+        struct.pack("<BIB", 0, 2, 1) + tensor(1, [2], x) + struct.pack("<B", 0))
+    alpha = (text(b"alpha") + struct.pack("<iIf", 1, 1, 0.02) + struct.pack("<II", 0, 0))
+    put("fuzz_custom_op_protocol", "compute_request.bin",
+        struct.pack("<BII", 2, 0, 1) + alpha + struct.pack("<I", 1) + tensor(1, [2], x) +
+        struct.pack("<I", 1) + wire_type(1, [2]))
+
+
 def clear_seeds():
     """Removes the seeds this script wrote before; regression inputs (regression-*), the
     findings of earlier runs, are kept."""
@@ -194,6 +225,7 @@ def main():
     onnx_and_ipx(sys.argv[1])
     configs()
     tensor_streams()
+    custom_op_messages()
     for target in sorted(os.listdir(CORPUS)):
         print(target, len(os.listdir(os.path.join(CORPUS, target))), "seeds")
 

@@ -17,7 +17,7 @@ dir=${IPUPOD_FUZZ_BUILD_DIR:-build-fuzz}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(fuzz_npz fuzz_npy fuzz_safetensors fuzz_tensor_stream fuzz_ipu_config
-           fuzz_server_config fuzz_executable fuzz_onnx_compile)
+           fuzz_server_config fuzz_executable fuzz_onnx_compile fuzz_custom_op_protocol)
 fi
 if grep -q '^IPUPOD_FUZZ:BOOL=ON' "$dir/CMakeCache.txt" 2>/dev/null; then
   # Already configured for fuzzing (CI's ASan stage builds them with the tests).

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <variant>
@@ -69,13 +70,19 @@ struct ValueInfo {
 using AttributeValue = std::variant<int64_t, float, std::string, std::vector<int64_t>,
                                     std::vector<float>, std::vector<std::string>, Tensor>;
 
+class CustomOp;  // graph/custom_ops.h
+
 struct Node {
-  std::string name;         // unique within the graph; "<op>_<index>" if the model had none
-  std::string op_type;      // ONNX op type in the default domain, e.g. "MatMul"
+  std::string name;  // unique within the graph; "<op>_<index>" if the model had none
+  // ONNX op type in the default domain, e.g. "MatMul"; "ai.graphcore.<Op>" for PopTorch's
+  // ops; "<domain>::<Op>" for a custom op (graph/custom_ops.h)
+  std::string op_type;
   std::string module_path;  // torch module path, e.g. "h.0.mlp.0"; "" at the root
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::map<std::string, AttributeValue> attributes;
+  // A custom op's implementation (ImportOnnx binds it); null for every other node.
+  std::shared_ptr<const CustomOp> custom_op;
 
   const AttributeValue* FindAttribute(absl::string_view attr) const;
 };

@@ -59,7 +59,7 @@ absl::StatusOr<int> Interpreter::AddSlot(const std::string& name, SlotMap& slot_
 
 absl::Status Interpreter::PlanStep(const Node& node, SlotMap& slot_of) {
   IPUPOD_RETURN_IF_ERROR(CheckNodeSignature(node, graph_.opset));
-  Step step{&node, FindOp(node.op_type), {}, {}, {}, {}};
+  Step step{&node, FindNodeOp(node), {}, {}, {}, {}};
   for (const std::string& in : node.inputs) {
     if (in.empty()) {
       step.inputs.push_back(-1);

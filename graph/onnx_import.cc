@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "graph/custom_ops.h"
 #include "graph/ops.h"
 #include "graph/shape_inference.h"
 #include "kernels/shape_util.h"
@@ -103,7 +104,7 @@ absl::StatusOr<AttributeValue> AttributeFromProto(const onnx::AttributeProto& a)
   }
 }
 
-absl::StatusOr<Node> NodeFromProto(const onnx::NodeProto& p, int index) {
+absl::StatusOr<Node> NodeFromProto(const onnx::NodeProto& p, int index, const CustomOpMap& custom) {
   Node node;
   node.op_type = p.op_type();
   node.name = p.name().empty() ? absl::StrCat(p.op_type(), "_", index) : p.name();
@@ -112,11 +113,13 @@ absl::StatusOr<Node> NodeFromProto(const onnx::NodeProto& p, int index) {
     // PopTorch's own ops (ipupod.poptorch exports them as PopART names them); the domain
     // stays in the op type so they never collide with a default-domain op.
     node.op_type = absl::StrCat(kGraphcoreDomain, ".", p.op_type());
-  } else if (!p.domain().empty() && p.domain() != "ai.onnx") {
-    return Invalid(
-        absl::StrCat(node.op_type, " node '", node.name, "'"),
-        absl::StrCat("op domain '", p.domain(), "' is not supported; only default-domain ",
-                     "ONNX ops and PopTorch's ops in domain '", kGraphcoreDomain, "' are"));
+  } else if (IsCustomDomain(p.domain())) {
+    node.op_type = CustomOpName(p.domain(), p.op_type());
+    auto it = custom.find(node.op_type);
+    if (it == custom.end() || it->second == nullptr) {
+      return absl::InternalError(absl::StrCat("custom op ", node.op_type, " was not resolved"));
+    }
+    node.custom_op = it->second;
   }
   node.inputs.assign(p.input().begin(), p.input().end());
   node.outputs.assign(p.output().begin(), p.output().end());
@@ -194,7 +197,7 @@ absl::Status ReadInitializers(const onnx::GraphProto& g, Graph& out) {
   return absl::OkStatus();
 }
 
-absl::Status ReadGraph(const onnx::GraphProto& g, Graph& out) {
+absl::Status ReadGraph(const onnx::GraphProto& g, const CustomOpMap& custom, Graph& out) {
   IPUPOD_RETURN_IF_ERROR(ReadInitializers(g, out));
   for (const onnx::ValueInfoProto& in : g.input()) {
     if (out.initializers.count(in.name()) > 0) continue;  // a constant, not a runtime input
@@ -208,7 +211,7 @@ absl::Status ReadGraph(const onnx::GraphProto& g, Graph& out) {
   if (out.outputs.empty()) return absl::InvalidArgumentError("model graph has no outputs");
   std::set<std::string> names;
   for (int i = 0; i < g.node_size(); ++i) {
-    IPUPOD_ASSIGN_OR_RETURN(Node node, NodeFromProto(g.node(i), i));
+    IPUPOD_ASSIGN_OR_RETURN(Node node, NodeFromProto(g.node(i), i, custom));
     if (!names.insert(node.name).second) node.name = absl::StrCat(node.name, "_", i);
     out.nodes.push_back(std::move(node));
   }
@@ -260,7 +263,58 @@ absl::StatusOr<ModuleState> ReadModuleState(const onnx::ModelProto& model, const
   return state;
 }
 
-absl::StatusOr<Graph> Import(absl::string_view bytes, const FoldOptions& fold) {
+// "domain=path" lines of the custom op libraries' metadata, by domain.
+absl::StatusOr<std::map<std::string, std::string>> CustomOpLibraries(
+    const onnx::ModelProto& model) {
+  std::map<std::string, std::string> libraries;
+  for (const onnx::StringStringEntryProto& entry : model.metadata_props()) {
+    if (entry.key() != kCustomOpLibrariesMetadataKey) continue;
+    for (const std::string& line : MetadataLines(entry.value())) {
+      std::pair<std::string, std::string> pair = absl::StrSplit(line, absl::MaxSplits('=', 1));
+      if (pair.first.empty() || pair.second.empty() || !libraries.insert(std::move(pair)).second) {
+        return MetadataError(
+            kCustomOpLibrariesMetadataKey,
+            absl::StrCat("has the line '", line, "', not one domain=library per custom domain"));
+      }
+    }
+  }
+  return libraries;
+}
+
+// The custom domains the model's nodes use, with its version of each and the library
+// its metadata names, resolved to their ops (graph/custom_ops.h).
+absl::StatusOr<CustomOpMap> ResolveCustomOps(const onnx::ModelProto& model,
+                                             const CustomOpResolver* resolver) {
+  std::map<std::string, CustomDomainUse> uses;
+  for (const onnx::NodeProto& node : model.graph().node()) {
+    if (!IsCustomDomain(node.domain())) continue;
+    CustomDomainUse& use = uses[node.domain()];
+    use.domain = node.domain();
+    use.ops.insert(node.op_type());
+    if (resolver != nullptr) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        node.op_type(), " node '", node.name(), "': op domain '", node.domain(),
+        "' is a custom op's (PopTorch's custom_op); custom ops run only on ipupodd, from a "
+        "library in a directory its admin allows (custom_ops.library_dirs): compile the model "
+        "on the server (poptorch, or ipupod compile --remote)"));
+  }
+  if (uses.empty()) return CustomOpMap{};
+  for (const auto& o : model.opset_import()) {
+    auto it = uses.find(o.domain());
+    if (it != uses.end()) it->second.version = o.version();
+  }
+  IPUPOD_ASSIGN_OR_RETURN(auto libraries, CustomOpLibraries(model));
+  std::vector<CustomDomainUse> list;
+  for (auto& [domain, use] : uses) {
+    auto it = libraries.find(domain);
+    if (it != libraries.end()) use.library = it->second;
+    list.push_back(std::move(use));
+  }
+  return resolver->Resolve(list);
+}
+
+absl::StatusOr<Graph> Import(absl::string_view bytes, const FoldOptions& fold,
+                             const CustomOpResolver* resolver) {
   if (static_cast<int64_t>(bytes.size()) > kOnnxBytesMax) {
     return absl::InvalidArgumentError("model is larger than 2 GiB, protobuf's limit");
   }
@@ -279,7 +333,8 @@ absl::StatusOr<Graph> Import(absl::string_view bytes, const FoldOptions& fold) {
   Graph graph;
   IPUPOD_ASSIGN_OR_RETURN(graph.opset, DefaultOpset(model));
   graph.producer = absl::StrCat(model.producer_name(), " ", model.producer_version());
-  IPUPOD_RETURN_IF_ERROR(ReadGraph(model.graph(), graph));
+  IPUPOD_ASSIGN_OR_RETURN(CustomOpMap custom, ResolveCustomOps(model, resolver));
+  IPUPOD_RETURN_IF_ERROR(ReadGraph(model.graph(), custom, graph));
   IPUPOD_ASSIGN_OR_RETURN(graph.module_state, ReadModuleState(model, graph));
   IPUPOD_RETURN_IF_ERROR(InferShapesAndFold(graph, fold));
   return graph;
@@ -303,15 +358,17 @@ absl::StatusOr<std::string> ReadFile(absl::string_view path) {
 
 }  // namespace
 
-absl::StatusOr<Graph> ImportOnnx(absl::string_view bytes, const FoldOptions& fold) {
+absl::StatusOr<Graph> ImportOnnx(absl::string_view bytes, const FoldOptions& fold,
+                                 const CustomOpResolver* custom_ops) {
   try {
-    return Import(bytes, fold);
+    return Import(bytes, fold, custom_ops);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory while importing the ONNX model");
   }
 }
 
-absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path, const FoldOptions& fold) {
+absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path, const FoldOptions& fold,
+                                     const CustomOpResolver* custom_ops) {
   absl::StatusOr<std::string> bytes;
   try {
     bytes = ReadFile(path);
@@ -319,7 +376,7 @@ absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path, const FoldOptions& 
     return absl::ResourceExhaustedError("out of memory while reading the ONNX file");
   }
   if (!bytes.ok()) return bytes.status();
-  return ImportOnnx(*bytes, fold);
+  return ImportOnnx(*bytes, fold, custom_ops);
 }
 
 }  // namespace ipupod::graph

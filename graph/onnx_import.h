@@ -12,9 +12,10 @@
 //
 // Rejected with INVALID_ARGUMENT (message names the problem and what to do):
 // bytes that are not a ModelProto (garbage, truncated files), a missing or
-// unsupported opset, ops outside the default domain (but for PopTorch's ops
-// in kGraphcoreDomain, imported with op type "ai.graphcore.<Op>",
-// graph/ops_poptorch.cc), unsupported ops or
+// unsupported opset, unsupported ops (PopTorch's ops in kGraphcoreDomain are
+// imported with op type "ai.graphcore.<Op>", graph/ops_poptorch.cc), custom
+// domains without a `custom_ops` resolver (with one, whatever it returns:
+// graph/custom_ops.h; custom nodes get op type "<domain>::<Op>"), or
 // attributes (naming op and node), symbolic/unknown input dims
 // (dynamic_axes), external-data or sparse initializers, unsupported element
 // types, subgraph attributes (If/Loop), and anything shape inference rejects.
@@ -26,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "graph/custom_ops.h"
 #include "graph/graph.h"
 #include "graph/shape_inference.h"
 
@@ -37,9 +39,12 @@ inline constexpr char kGraphcoreDomain[] = "ai.graphcore";
 // Largest serialized model accepted: protobuf's 2 GiB message limit.
 inline constexpr int64_t kOnnxBytesMax = (int64_t{1} << 31) - 1;
 
-// `fold` goes to InferShapesAndFold (training imports keep weights).
-absl::StatusOr<Graph> ImportOnnx(absl::string_view bytes, const FoldOptions& fold = {});
-absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path, const FoldOptions& fold = {});
+// `fold` goes to InferShapesAndFold (training imports keep weights);
+// `custom_ops` resolves the model's custom domains (null: refused).
+absl::StatusOr<Graph> ImportOnnx(absl::string_view bytes, const FoldOptions& fold = {},
+                                 const CustomOpResolver* custom_ops = nullptr);
+absl::StatusOr<Graph> ImportOnnxFile(absl::string_view path, const FoldOptions& fold = {},
+                                     const CustomOpResolver* custom_ops = nullptr);
 
 }  // namespace ipupod::graph
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "graph/custom_ops.h"
 
 namespace ipupod::graph {
 namespace {
@@ -140,6 +141,10 @@ const OpDef* FindOp(absl::string_view op_type) {
   return it == r.end() ? nullptr : &it->second;
 }
 
+const OpDef* FindNodeOp(const Node& node) {
+  return node.custom_op != nullptr ? &CustomOpDef() : FindOp(node.op_type);
+}
+
 std::vector<std::string> SupportedOps() {
   std::vector<std::string> ops;
   for (const auto& [name, def] : GetRegistry()) ops.push_back(name);
@@ -162,6 +167,7 @@ bool IsPopartBuilderAttribute(absl::string_view attr) {
 }
 
 absl::Status CheckNodeSignature(const Node& node, int64_t opset) {
+  if (node.custom_op != nullptr) return NodeError(node, node.custom_op->CheckNode(node));
   const OpDef* def = FindOp(node.op_type);
   if (def == nullptr) {
     return NodeError(node, absl::InvalidArgumentError(absl::StrCat(

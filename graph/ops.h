@@ -130,6 +130,15 @@ absl::Status RunOp(const OpDef& def, const OpContext& c, absl::Span<Tensor> outp
 // The definition of `op_type`, or nullptr if ipupod does not support it.
 const OpDef* FindOp(absl::string_view op_type);
 
+// The definition of `node`'s op: CustomOpDef() for a custom node (graph/custom_ops.h),
+// else FindOp(node.op_type).
+const OpDef* FindNodeOp(const Node& node);
+
+// The one definition every custom node shares (graph/custom_ops.cc): infer and run call
+// the node's CustomOp; FLOPs are one per output element (a library says nothing of its
+// cost); never folded, so a custom op computes only when the model runs.
+const OpDef& CustomOpDef();
+
 // Every supported op type, sorted.
 std::vector<std::string> SupportedOps();
 
@@ -157,7 +166,8 @@ bool IsPlanningAttribute(absl::string_view op_type, absl::string_view attr);
 bool IsPopartBuilderAttribute(absl::string_view attr);
 
 // Checks a node against its OpDef: supported op, available at `opset`,
-// operand counts, attribute names (and the planning attributes above).
+// operand counts, attribute names (and the planning attributes above); a custom
+// node against what its op declares (CustomOp::CheckNode).
 // INVALID_ARGUMENT naming op and node.
 absl::Status CheckNodeSignature(const Node& node, int64_t opset);
 

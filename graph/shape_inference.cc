@@ -97,7 +97,7 @@ bool CanFold(const OpDef& def, const OpContext& ctx) {
 // Infers (and maybe folds) one node into the pass state.
 // REQUIRES: CheckNodeSignature(node, opset) is OK.
 absl::Status VisitNode(const Node& node, int64_t opset, PassState& s) {
-  const OpDef& def = *FindOp(node.op_type);
+  const OpDef& def = *FindNodeOp(node);
   IPUPOD_ASSIGN_OR_RETURN(OpContext ctx, MakeContext(node, opset, s));
   IPUPOD_ASSIGN_OR_RETURN(std::vector<TensorType> types, InferOp(def, ctx));
   if (types.size() != node.outputs.size()) {

@@ -127,11 +127,13 @@ absl::Status BadExecutable(absl::string_view what) {
 absl::StatusOr<ImportedModel> ImportForProgram(const Executable& e, const LoadOptions& options,
                                                bool keep_weights, int64_t accumulation,
                                                absl::string_view accumulation_name) {
-  auto imported = graph::ImportOnnx(
-      e.model_bytes, graph::FoldOptions{.keep_weights = keep_weights,
-                                        .max_folded_bytes = options.max_folded_bytes,
-                                        .cancelled = options.cancelled,
-                                        .half_partials = e.config.enable_half_partials});
+  auto imported =
+      graph::ImportOnnx(e.model_bytes,
+                        graph::FoldOptions{.keep_weights = keep_weights,
+                                           .max_folded_bytes = options.max_folded_bytes,
+                                           .cancelled = options.cancelled,
+                                           .half_partials = e.config.enable_half_partials},
+                        options.custom_ops);
   if (!imported.ok() && imported.status().code() != absl::StatusCode::kInvalidArgument) {
     return imported.status();  // CANCELLED, RESOURCE_EXHAUSTED: not the executable's fault
   }

@@ -75,6 +75,7 @@
 #include "absl/types/span.h"
 #include "compiler/executable.h"
 #include "compiler/report.h"
+#include "graph/custom_ops.h"
 #include "tensor/tensor.h"
 #include "tensor/tensor_files.h"
 
@@ -133,6 +134,10 @@ struct LoadOptions {
   // server passes what it reserved for the program, so a model whose report
   // understates its folded constants is refused before it allocates them.
   int64_t max_folded_bytes = -1;
+  // Resolves the model's custom ops (graph/custom_ops.h): the program holds their library
+  // processes until it is destroyed. Null: a model with custom ops does not load. Must
+  // outlive Create (the ops it returns hold what they need).
+  const graph::CustomOpResolver* custom_ops = nullptr;
 };
 
 // The host memory a Program of this report holds: one replica's weights,

@@ -281,6 +281,47 @@ absl::Status ParseTls(const Json& v, const JsonPath& at, ServerConfig& config) {
   return absl::OkStatus();
 }
 
+// "custom_ops": {"library_dirs": [absolute paths], "host", "memory_mb",
+// "call_timeout_seconds", "max_hosts"}; the directories are checked to exist when the
+// server starts (customop/library_registry.h).
+absl::Status ParseCustomOpDirs(const Json& v, const JsonPath& at, CustomOpsConfig& config) {
+  IPUPOD_RETURN_IF_ERROR(json::ExpectArray(v, at, kCustomOpLibraryDirsMax));
+  config.library_dirs.clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    IPUPOD_ASSIGN_OR_RETURN(std::string dir, GetString(v[i], at.Index(i), kStringLengthMax));
+    if (dir.empty() || dir[0] != '/') {
+      return at.Index(i).Error("must be an absolute path to a directory of custom op libraries");
+    }
+    config.library_dirs.push_back(std::move(dir));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseCustomOps(const Json& v, const JsonPath& at, ServerConfig& server) {
+  IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(v, at));
+  CustomOpsConfig& config = server.custom_ops;
+  IPUPOD_RETURN_IF_ERROR(reader.IfPresent("library_dirs", [&](const Json& x, const JsonPath& k) {
+    return ParseCustomOpDirs(x, k, config);
+  }));
+  IPUPOD_RETURN_IF_ERROR(reader.IfPresent("host", [&](const Json& x, const JsonPath& k) {
+    IPUPOD_ASSIGN_OR_RETURN(config.host, GetString(x, k, kStringLengthMax));
+    return absl::OkStatus();
+  }));
+  const auto integer = [&](absl::string_view key, auto& out, int64_t min, int64_t max) {
+    return reader.IfPresent(key, [&](const Json& x, const JsonPath& k) -> absl::Status {
+      IPUPOD_ASSIGN_OR_RETURN(int64_t n, json::ReadInt(x, k, min, max));
+      out = static_cast<std::remove_reference_t<decltype(out)>>(n);
+      return absl::OkStatus();
+    });
+  };
+  IPUPOD_RETURN_IF_ERROR(
+      integer("memory_mb", config.memory_mb, kCustomOpMemoryMbMin, kCustomOpMemoryMbMax));
+  IPUPOD_RETURN_IF_ERROR(integer("call_timeout_seconds", config.call_timeout_seconds, 1,
+                                 kCustomOpCallTimeoutSecondsMax));
+  IPUPOD_RETURN_IF_ERROR(integer("max_hosts", config.max_hosts, 1, kCustomOpMaxHostsMax));
+  return reader.RejectUnknownKeys();
+}
+
 // The top-level keys, each read by its own parser; unknown keys are errors.
 absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
   if (!root.is_object()) {
@@ -340,6 +381,7 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
       {"log_format", ParseLogFormatKey},
       {"tls", ParseTls},
       {"metrics_listen", ParseMetricsListen},
+      {"custom_ops", ParseCustomOps},
   };
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
   for (const auto& entry : kKeys) {  // (clang 14 cannot capture a structured binding)

@@ -41,9 +41,18 @@
 //     "log_format": "text",                 text|json: one JSON object per log line
 //     "tls": {"cert": "server.pem", "key": "server.key", "client_ca": "clients.pem"},
 //                                           TLS for the listeners; client_ca = mutual TLS
-//     "metrics_listen": "127.0.0.1:9464"    HTTP: /metrics (Prometheus), /healthz; "off" =
+//     "metrics_listen": "127.0.0.1:9464",   HTTP: /metrics (Prometheus), /healthz; "off" =
 //                                           none; unset: 127.0.0.1:9464, or port 0 when
 //                                           listen's port is 0 (MetricsListenAddress)
+//     "custom_ops": {                       custom op libraries (PopTorch 4.9;
+//                                           customop/library_registry.h)
+//       "library_dirs": ["/opt/ipupod/custom-ops"],  where they may come from; empty (the
+//                                           default): none is run
+//       "host": "/usr/libexec/ipupod/ipupod-custom-op-host",  the helper that runs them;
+//                                           unset: the one beside ipupodd
+//       "memory_mb": 4096,                  address space of one helper (64-1048576)
+//       "call_timeout_seconds": 60,         one call of a library (1-3600)
+//       "max_hosts": 64}                    helpers running at once (1-4096)
 //   }
 //
 // Without tokens the server runs in open mode: callers name themselves, so it
@@ -84,6 +93,19 @@ struct TlsFiles {
   std::string key;        // PEM private key matching `cert`
   std::string client_ca;  // PEM CA bundle; non-empty = mutual TLS on the gRPC listener
   bool enabled() const { return !cert.empty(); }
+};
+
+// Custom op libraries ("custom_ops"; customop/library_registry.h, docs/operations.md): the
+// directories they may come from (absolute; empty: none is run), the helper that runs
+// them ("": customop::DefaultHostBinary, beside ipupodd), and each helper's limits:
+// address space, wall time of one call (its CPU time is bounded at that times the host's
+// CPUs), and how many run at once.
+struct CustomOpsConfig {
+  std::vector<std::string> library_dirs;
+  std::string host;
+  int64_t memory_mb = 4096;
+  int call_timeout_seconds = 60;
+  int max_hosts = 64;
 };
 
 struct ServerConfig {
@@ -144,6 +166,7 @@ struct ServerConfig {
   // The HTTP listener of metrics and health (http/, metrics/): host:port,
   // "off", or "" = the default (MetricsListenAddress).
   std::string metrics_listen;
+  CustomOpsConfig custom_ops;
   // ipupodd --reinitialise only (never a config key: a config file is read
   // at every start): discard the state in state_dir and start a new pod.
   bool reinitialise = false;
@@ -182,6 +205,11 @@ inline constexpr int64_t kAuditMaxRecordsMax = 1'000'000'000;
 inline constexpr size_t kStringLengthMax = 4096;  // paths, addresses
 inline constexpr size_t kTokenLengthMax = 512;
 inline constexpr size_t kTokensMax = 1024;
+inline constexpr int64_t kCustomOpMemoryMbMin = 64;
+inline constexpr int64_t kCustomOpMemoryMbMax = int64_t{1} << 20;  // 1 TiB
+inline constexpr int kCustomOpCallTimeoutSecondsMax = 3600;
+inline constexpr int kCustomOpMaxHostsMax = 4096;
+inline constexpr size_t kCustomOpLibraryDirsMax = 64;
 
 // Parses a JSON document (an object). Missing keys keep their defaults.
 absl::StatusOr<ServerConfig> ParseConfigJson(absl::string_view json_text);

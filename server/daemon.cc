@@ -19,6 +19,7 @@
 #include "server/shutdown_signals.h"
 #include <malloc.h>
 #include <signal.h>
+#include <sys/prctl.h>
 
 namespace ipupod::server {
 namespace {
@@ -107,6 +108,11 @@ int RunDaemon(int argc, const char* const* argv) {
     return 0;
   }
   InstallLogFormat(command_line->config->log_format);
+  // Custom op libraries run as ipupodd's own user (in helpers that cannot open files or
+  // trace: customop/host_sandbox.h). Non-dumpable, ipupodd's memory - every session's
+  // tensors - cannot be read through ptrace or /proc/PID/mem by any other process of that
+  // user either, a library's load-time code included; no core dump holds it either.
+  if (!command_line->config->custom_ops.library_dirs.empty()) ::prctl(PR_SET_DUMPABLE, 0);
   auto server = PodServer::Start(*std::move(command_line->config));
   if (!server.ok()) return Fail(server.status());
   std::cout << (*server)->ReadyLine() << std::endl;  // endl flushes: tests wait for it

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "audit/audit_log.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
@@ -28,6 +30,25 @@
 
 namespace ipupod::server {
 namespace {
+
+// The custom op resolver of the config's "custom_ops" (customop/library_registry.h): a
+// call's CPU time is bounded at its wall time on every CPU.
+absl::StatusOr<std::unique_ptr<customop::LibraryRegistry>> CustomOpRegistry(
+    const CustomOpsConfig& config) {
+  customop::RegistryOptions options;
+  options.library_dirs = config.library_dirs;
+  options.limits.host_binary = config.host.empty() ? customop::DefaultHostBinary() : config.host;
+  options.limits.address_space_bytes = config.memory_mb << 20;
+  options.limits.call_timeout = absl::Seconds(config.call_timeout_seconds);
+  options.limits.cpu_seconds_per_call =
+      int64_t{config.call_timeout_seconds} * std::max(1u, std::thread::hardware_concurrency());
+  options.max_hosts = config.max_hosts;
+  if (!config.library_dirs.empty()) {
+    spdlog::info("custom op libraries from {} run in {}", absl::StrJoin(config.library_dirs, ", "),
+                 options.limits.host_binary);
+  }
+  return customop::LibraryRegistry::Create(std::move(options));
+}
 
 // How often the ticker visits attach streams: fine enough for heartbeats
 // every lease/2 and stall checks against the lease.
@@ -179,6 +200,7 @@ absl::Status PodServer::Init() {
   compute_ = std::make_unique<runtime::ComputeGate>(
       std::max(1, kernels::MaxBlasThreads() / threads), config_.max_execution_threads,
       [metrics = metrics_.get()](absl::Duration waited) { metrics->ObserveComputeWait(waited); });
+  IPUPOD_ASSIGN_OR_RETURN(custom_ops_, CustomOpRegistry(config_.custom_ops));
   IPUPOD_RETURN_IF_ERROR(StartStarting());  // NOT_SERVING until the state is restored
   IPUPOD_ASSIGN_OR_RETURN(store_, OpenStore(config_));
   audit_ = std::make_unique<AuditTrail>(store_.get());
@@ -208,8 +230,9 @@ absl::Status PodServer::Init() {
   options.events = events_.get();
   IPUPOD_ASSIGN_OR_RETURN(scheduler_,
                           scheduler::Scheduler::Create(std::move(options), store_.get()));
-  execution_ = std::make_unique<execution::SessionExecution>(execution::ExecutionResources{
-      scheduler_.get(), cache_.get(), programs_.get(), load_memory_.get(), compute_.get()});
+  execution_ = std::make_unique<execution::SessionExecution>(
+      execution::ExecutionResources{scheduler_.get(), cache_.get(), programs_.get(),
+                                    load_memory_.get(), compute_.get(), custom_ops_.get()});
   absl::Status jobs = StartJobs();
   if (!jobs.ok()) {
     scheduler_->Shutdown();
@@ -255,7 +278,7 @@ void PodServer::CreateServices() {
       execution::RemoteCompileLimits{
           .max_model_bytes = config_.compile_max_model_mb << 20,
           .time_limit = absl::Seconds(config_.compile_time_limit_seconds)},
-      cache_.get(), load_memory_.get());
+      cache_.get(), load_memory_.get(), custom_ops_.get());
   compile_service_ = std::make_unique<CompileServiceImpl>(env_, blobs_.get(), compiler_.get(),
                                                           config_.compile_max_concurrent);
 }

@@ -69,6 +69,7 @@
 #include "absl/time/time.h"
 #include "accounting/background_ledger.h"
 #include "batch/job_manager.h"
+#include "customop/library_registry.h"
 #include "execution/loaded_programs.h"
 #include "execution/memory_budget.h"
 #include "execution/remote_compile.h"
@@ -173,6 +174,9 @@ class PodServer {
   std::unique_ptr<runtime::ExecutableCache> cache_;
   // outlives programs_, whose states hold charges
   std::unique_ptr<execution::MemoryBudget> load_memory_;
+  // Runs custom op libraries in helper processes (customop/library_registry.h); before
+  // programs_, which may hold its libraries' processes.
+  std::unique_ptr<customop::LibraryRegistry> custom_ops_;
   std::unique_ptr<execution::LoadedPrograms> programs_;
   std::unique_ptr<runtime::ComputeGate> compute_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;

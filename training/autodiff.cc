@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "graph/custom_ops.h"
 #include "graph/ops.h"
 #include "kernels/shape_util.h"
 #include "training/grad_rules.h"
@@ -17,6 +18,18 @@ namespace ipupod::training {
 
 using graph::TensorType;
 using tensor::Tensor;
+
+namespace {
+
+absl::Status NoCustomGradient(const graph::CustomOp& op) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "custom op ", op.name(), " (", op.origin(),
+      ") has no gradient function, but lies between a trainable weight and the loss; give "
+      "the op a gradient in its library (IpupodCustomOp.gradient), or keep it off the "
+      "gradient's path (detach its inputs, or freeze the weights before it)"));
+}
+
+}  // namespace
 
 // One node resolved to slots (-1: omitted operand).
 struct Autodiff::Step {
@@ -183,7 +196,7 @@ absl::Status Autodiff::PlanStep(const graph::Node& node) {
   IPUPOD_RETURN_IF_ERROR(graph::CheckNodeSignature(node, graph_.opset));
   Step step;
   step.node = &node;
-  step.def = graph::FindOp(node.op_type);
+  step.def = graph::FindNodeOp(node);
   graph::OpContext ctx{node, graph_.opset, {}, {}, graph_.half_partials};
   for (const std::string& in : node.inputs) {
     if (in.empty()) {
@@ -252,7 +265,10 @@ absl::Status Autodiff::PlanGradientPath() {
     bool active = false;
     for (int s : step.outputs) active = active || (s >= 0 && needed[s]);
     if (!active) continue;
-    step.rule = FindGradRule(step.node->op_type);
+    step.rule = FindNodeGradRule(*step.node);
+    if (step.rule == nullptr && step.node->custom_op != nullptr) {
+      return graph::NodeError(*step.node, NoCustomGradient(*step.node->custom_op));
+    }
     if (step.rule == nullptr) return NoRuleError(*step.node);
     for (int s : step.inputs) {
       step.wants.push_back(s >= 0 && requires_grad_[s]);

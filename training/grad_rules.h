@@ -99,6 +99,10 @@ struct GradRule {
 // The rule for `op_type`, or nullptr if ipupod cannot differentiate it.
 const GradRule* FindGradRule(absl::string_view op_type);
 
+// The rule for `node`: its custom op's gradient function (grad_custom.cc) when it is a
+// custom node whose op has one, else FindGradRule(node.op_type); nullptr if none.
+const GradRule* FindNodeGradRule(const graph::Node& node);
+
 // Every op type with a rule, sorted.
 std::vector<std::string> DifferentiableOps();
 

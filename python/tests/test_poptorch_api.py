@@ -255,7 +255,7 @@ def test_poptorch_cache_dir_enables_caching(monkeypatch, tmp_path):
 # ---------------------------------------------------------------------- module names
 
 def test_poptorch_names_ipupod_lacks_raise_poptorch_error_not_attribute_error():
-    for name in ["custom_op", "for_loop", "cond", "set_overlap_for_input", "CPU",
+    for name in ["for_loop", "cond", "set_overlap_for_input", "CPU",
                  "ICustomArgParser", "profiling", "NameScope"]:
         if name in vars(poptorch):  # provided since
             continue

@@ -157,7 +157,9 @@ def test_server_package_contents(packages):
     listing = run(["dpkg-deb", "--contents", str(deb)]).stdout
     for path in ("./usr/bin/ipupodd", "./usr/bin/ipupod", "./usr/lib/systemd/system/ipupodd.service",
                  "./usr/lib/sysusers.d/ipupod.conf", "./etc/ipupod/ipupodd.json",
-                 "./usr/share/doc/ipupod/README.md"):
+                 "./usr/share/doc/ipupod/README.md",
+                 "./usr/libexec/ipupod/ipupod-custom-op-host",
+                 "./usr/include/ipupod/custom_op_abi.h"):
         assert path in listing, path
     depends = deb_field(deb, "Depends")
     for library in ("libgrpc++", "libsqlite3", "libopenblas", "libsystemd0", "adduser"):

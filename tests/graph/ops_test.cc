@@ -74,7 +74,7 @@ TEST(OpsTest, WritesEveryOutputOpsOverwriteEveryElement) {
     SCOPED_TRACE(op);
     auto it = OverwritingOpInputs().find(op);
     ASSERT_NE(it, OverwritingOpInputs().end()) << "add input shapes for " << op;
-    Node node{op + "_0", op, "", {}, {"y"}, OverwritingOpAttributes(op)};
+    Node node{op + "_0", op, "", {}, {"y"}, OverwritingOpAttributes(op), nullptr};
     std::vector<Tensor> inputs;
     std::vector<TensorType> types;
     for (size_t i = 0; i < it->second.size(); ++i) {

@@ -382,6 +382,32 @@ TEST(ConfigTest, TheTlsSectionIsStrict) {
   EXPECT_FALSE(empty->tls.enabled());
 }
 
+TEST(ConfigTest, TheCustomOpsSectionIsReadAndChecked) {
+  auto defaults = ParseConfigJson("{}");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_TRUE(defaults->custom_ops.library_dirs.empty());  // no custom op runs by default
+  EXPECT_EQ(defaults->custom_ops.memory_mb, 4096);
+  EXPECT_EQ(defaults->custom_ops.call_timeout_seconds, 60);
+  EXPECT_EQ(defaults->custom_ops.max_hosts, 64);
+  auto config = ParseConfigJson(R"({"custom_ops": {"library_dirs": ["/opt/ops", "/srv/ops"],
+      "host": "/usr/libexec/ipupod/ipupod-custom-op-host", "memory_mb": 512,
+      "call_timeout_seconds": 5, "max_hosts": 2}})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->custom_ops.library_dirs, (std::vector<std::string>{"/opt/ops", "/srv/ops"}));
+  EXPECT_EQ(config->custom_ops.host, "/usr/libexec/ipupod/ipupod-custom-op-host");
+  EXPECT_EQ(config->custom_ops.memory_mb, 512);
+  EXPECT_EQ(config->custom_ops.call_timeout_seconds, 5);
+  EXPECT_EQ(config->custom_ops.max_hosts, 2);
+  ExpectInvalid(R"({"custom_ops": {"library_dirs": ["ops"]}})",
+                {"'custom_ops.library_dirs[0]'", "absolute path"});
+  ExpectInvalid(R"({"custom_ops": {"library_dirs": "/opt/ops"}})", {"'custom_ops.library_dirs'"});
+  ExpectInvalid(R"({"custom_ops": {"memory_mb": 1}})", {"'custom_ops.memory_mb'"});
+  ExpectInvalid(R"({"custom_ops": {"call_timeout_seconds": 0}})",
+                {"'custom_ops.call_timeout_seconds'"});
+  ExpectInvalid(R"({"custom_ops": {"max_hosts": 5000}})", {"'custom_ops.max_hosts'"});
+  ExpectInvalid(R"({"custom_ops": {"dirs": []}})", {"'custom_ops.dirs'"});
+}
+
 TEST(ConfigTest, UserNames) {
   for (const char* ok : {"a", "alice", "A.b_c-d@e", "0123456789"}) {
     EXPECT_TRUE(IsValidUserName(ok)) << ok;

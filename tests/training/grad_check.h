@@ -108,8 +108,10 @@ inline double WeightedSum(const Autodiff& ad, const std::vector<tensor::Tensor>&
 
 // Compares every weight's gradient (up to 48 elements each) with central
 // differences; eps 1e-2 in fp32, tolerance |ad - fd| <= 3e-3 + 1e-2 |fd|.
-inline void ExpectGradientsMatch(GradCase& c, double eps = 1e-2) {
-  auto graph = graph::ImportOnnx(c.builder().Bytes());
+// `custom_ops` resolves the model's custom ops (graph/custom_ops.h), if it has any.
+inline void ExpectGradientsMatch(GradCase& c, double eps = 1e-2,
+                                 const graph::CustomOpResolver* custom_ops = nullptr) {
+  auto graph = graph::ImportOnnx(c.builder().Bytes(), {}, custom_ops);
   ASSERT_TRUE(graph.ok()) << graph.status();
   auto ad = Autodiff::Create(*graph, "loss", c.weights());
   ASSERT_TRUE(ad.ok()) << ad.status();

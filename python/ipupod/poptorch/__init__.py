@@ -16,7 +16,7 @@ The server is ``$IPUPOD_SERVER`` (else 127.0.0.1:50051) with ``$IPUPOD_TOKEN``, 
 CLI, unless ``Options.server(...)`` names one. Errors are ipupod's, under PopTorch's names:
 ``poptorch.Error``, ``poptorch.RecoverableError`` (``recovery_action``),
 ``poptorch.UnrecoverableError``. PopTorch's names ipupod does not provide raise
-``poptorch.Error`` saying why and what to use instead (``poptorch.custom_op``, ...). Compile
+``poptorch.Error`` saying why and what to use instead (``poptorch.for_loop``, ...). Compile
 warnings of the server reach the script as :class:`PoptorchWarning`; the ``poptorch`` logger
 (``setLogLevel``, ``$POPTORCH_LOG_LEVEL``) says what the front end does. docs/python.md
 ("PopTorch scripts") is the guide and docs/differences.md lists what differs from PopTorch.
@@ -32,6 +32,7 @@ from ipupod.poptorch.attributes import Attribute
 from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
                                     ParallelPhasedExecution, Phase, PipelinedExecution,
                                     SerialPhasedExecution, ShardedExecution, Stage)
+from ipupod.poptorch.custom_ops import custom_op
 from ipupod.poptorch.data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from ipupod.poptorch.enums import (CommGroupType, ConnectionType, HalfFloatCastingBehavior,
                                    Liveness, MeanReductionStrategy, MultiConvPlanType,
@@ -86,8 +87,6 @@ def createPoptorchError(message: str) -> Error:  # noqa: N802 - PopTorch's name
 _NOT_YET = "is not modelled yet (another part of issue 28 adds it)"
 #: PopTorch's public names ipupod.poptorch does not provide: why, and what to use instead.
 _NOT_MODELLED = {
-    "custom_op": f"{_NOT_YET}: ipupod cannot load PopART custom op libraries; write the op in "
-                 f"torch ops that torch.onnx exports",
     "for_loop": "is not modelled: ONNX Loop is not among the ops ipupod compiles; unroll the "
                 "loop in Python (the export traces it)",
     "cond": "is not modelled: ONNX If is not among the ops ipupod compiles; compute both "
@@ -165,6 +164,7 @@ __all__ = [
     "VariableRetrievalMode",
     "createPoptorchError",
     "ctc_beam_search_decoder",
+    "custom_op",
     "dynamic_slice",
     "dynamic_update",
     "enums",

@@ -59,7 +59,7 @@ def option_error(message: str, where: str, *, not_modelled: bool = False) -> Opt
 
 
 class NotModelledError(Error, AttributeError):
-    """``poptorch.Error`` for a PopTorch name ipupod does not provide (``poptorch.custom_op``,
+    """``poptorch.Error`` for a PopTorch name ipupod does not provide (``poptorch.for_loop``,
     ``Options.anchorTensor``, ``PoplarExecutor.rng_state``): says why and what to use
     instead. Also an ``AttributeError``, so ``hasattr`` and ``getattr(..., default)`` answer
     as for any missing name."""

@@ -33,7 +33,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ipupod.poptorch import attributes, blocks
+from ipupod.poptorch import attributes, blocks, custom_ops
 from ipupod.poptorch._support import logger
 
 OPSET = 14
@@ -702,6 +702,8 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
             # custom-domain nodes torch.onnx cannot infer; their symbolics set the types
             warnings.filterwarnings("ignore", "The shape inference of ai.graphcore")
             warnings.filterwarnings("ignore", ".*_graph_op' is deprecated", FutureWarning)
+            # ... and so are custom ops (custom_ops.py), whose symbolic sets the types too
+            warnings.filterwarnings("ignore", "The shape inference of .* type is missing")
             # a model without inputs (PopTorch's CounterModel) is exported as it is
             warnings.filterwarnings("ignore", "No input args, skipping _decide_input_format")
             outputs: List[str] = []
@@ -713,8 +715,8 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
                 torch.onnx.TrainingMode.EVAL
             from ipupod.poptorch import multiconv  # imports _support only
             with blocks.recording() as recorder, multiconv.recording() as convs, \
-                    attributes.recording() as attributed, _keeping_every_weight(), \
-                    _views_as_slices(model, views):
+                    attributes.recording() as attributed, custom_ops.recording() as custom, \
+                    _keeping_every_weight(), _views_as_slices(model, views):
                 torch.onnx.export(model, example, buffer, input_names=names,
                                   output_names=outputs + list(updated.values()),
                                   opset_version=OPSET, do_constant_folding=False,
@@ -723,6 +725,7 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
         plain.restore()
         model.load_state_dict(saved)
     proto = onnx.load_from_string(buffer.getvalue())
+    custom_ops.declare(proto, custom)
     from ipupod.poptorch import memory  # imports this module
     memory.apply_markers(proto)
     multiconv.apply(proto, convs)

@@ -567,3 +567,18 @@ def test_float16_optimizer_attributes_reach_the_compiler():
     assert optim.describe(sgd).attrs["velocity_scaling"] == 64.0
     with pytest.raises(ValueError, match="torch.half or torch.float"):
         optim.describe(poptorch.optim.Adam(TwoLayers().parameters(), accum_type=torch.int8))
+
+
+def test_an_ipu_config_gives_the_options_its_run_shape_and_setters_override_it():
+    config = {"device_iterations": 4, "replication_factor": 2, "gradient_accumulation_steps": 8,
+              "inference_device_iterations": 6, "inference_replication_factor": 1}
+    opts = poptorch.Options().ipuConfig(config)
+    training, inference = opts.for_mode(True), opts.for_mode(False)
+    assert (training.device_iterations, training.replication_factor,
+            training.Training.gradient_accumulation) == (4, 2, 8)
+    assert (inference.device_iterations, inference.replication_factor) == (6, 1)
+    assert "gradient_accumulation_steps=8" in training.compile_settings(True).sets
+    assert "inference_device_iterations=6" in inference.compile_settings(False).sets
+    opts.deviceIterations(3)  # a setter after the config wins, in both modes
+    assert opts.for_mode(False).device_iterations == 3
+    assert opts.for_mode(False).replication_factor == 1

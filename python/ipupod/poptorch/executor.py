@@ -135,7 +135,7 @@ class PoplarExecutor:
         if not isinstance(model, torch.nn.Module):
             raise ValueError(f"expected a torch.nn.Module, not {type(model).__name__}")
         self._model = model
-        self._options = (options or Options()).clone()
+        self._options = (options or Options()).for_mode(training)
         self._training = training
         if training and optimizer is None:
             optimizer = torch.optim.SGD(model.parameters(), lr=0.01)  # PopTorch's default

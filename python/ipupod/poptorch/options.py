@@ -15,7 +15,7 @@ import copy
 import enum
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Set, Union
 
 import grpc
 
@@ -439,6 +439,8 @@ class Options:
         self.relax_optimizer_attributes_checks = False
         self.device_iterations = 1
         self.replication_factor = 1
+        # the run shape's attributes an IPUConfig set and no setter has changed since
+        self._from_config: Set[str] = set()
         self.output_mode: Optional[OutputMode] = None
         self.output_return_period = 1
         self.auto_round_num_ipus = False
@@ -459,11 +461,13 @@ class Options:
     def deviceIterations(self, iterations: int) -> "Options":
         """Micro-batches (training: weight updates) per call of the model."""
         self.device_iterations = _positive(iterations, "deviceIterations")
+        self._from_config.discard("device_iterations")
         return self
 
     def replicationFactor(self, replicas: int) -> "Options":
         """Copies of the model, each on its own IPUs, each taking its own micro-batches."""
         self.replication_factor = _positive(replicas, "replicationFactor")
+        self._from_config.discard("replication_factor")
         return self
 
     def inputReplicaGrouping(self, input_group_size: int,  # noqa: N802
@@ -714,8 +718,12 @@ class Options:
     # ------------------------------------------------------------------ ipupod's own
 
     def ipuConfig(self, config: Union[str, "os.PathLike[str]", Mapping[str, Any]]) -> "Options":
-        """An optimum-graphcore IPUConfig (a dict, JSON text or an ipu_config.json path);
-        PopTorch's setters override its keys."""
+        """An optimum-graphcore IPUConfig (a dict, JSON text or an ipu_config.json path).
+        Its run shape becomes the options' as optimum's ``to_options()`` makes it:
+        ``device_iterations``, ``replication_factor`` and ``gradient_accumulation_steps``
+        (an inference model takes ``inference_device_iterations`` and
+        ``inference_replication_factor`` where given); setters called afterwards override
+        them, and every other key."""
         if isinstance(config, Mapping):
             self.ipu_config = dict(config)
         elif os.fspath(config).lstrip().startswith("{"):
@@ -723,7 +731,24 @@ class Options:
         else:
             with open(config, encoding="utf-8") as file:
                 self.ipu_config = json.load(file)
+        for attribute in ("device_iterations", "replication_factor"):
+            if attribute in self.ipu_config:
+                setattr(self, attribute, _positive(int(self.ipu_config[attribute]), attribute))
+                self._from_config.add(attribute)
+        if "gradient_accumulation_steps" in self.ipu_config:
+            self.Training.gradientAccumulation(int(self.ipu_config["gradient_accumulation_steps"]))
         return self
+
+    def for_mode(self, training: bool) -> "Options":
+        """A copy for a training or an inference model: an inference model takes the
+        IPUConfig's ``inference_`` run shape where no setter overrode it."""
+        options = self.clone()
+        if not training:
+            for attribute in options._from_config:
+                key = f"inference_{attribute}"
+                if key in options.ipu_config:
+                    setattr(options, attribute, _positive(int(options.ipu_config[key]), key))
+        return options
 
     def server(self, address: Optional[str] = None, token: Optional[str] = None,
                user: Optional[str] = None) -> "Options":

@@ -516,7 +516,7 @@ def test_4_4_3_what_ipupod_does_not_model_is_refused_clearly():
     with pytest.raises(poptorch.Error):
         poptorch.Options().inputReplicaGrouping(4, None)
     wrapped = poptorch.trainingModel(ExampleModelWithLoss())
-    with pytest.raises(AttributeError):
+    with pytest.raises(poptorch.Error, match="replicaGrouping is not available"):
         wrapped.fc.weight.replicaGrouping(None, 2, None)
 
 

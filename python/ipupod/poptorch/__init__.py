@@ -24,6 +24,8 @@ warnings of the server reach the script as :class:`PoptorchWarning`; the ``popto
 
 from typing import Any
 
+import torch
+
 from ipupod import __version__ as _ipupod_version
 from ipupod.errors import Error, RecoverableError, UnrecoverableError
 from ipupod.poptorch import enums, optim
@@ -83,6 +85,17 @@ def createPoptorchError(message: str) -> Error:  # noqa: N802 - PopTorch's name
     """A ``poptorch.Error`` with this message (for code that raises PopTorch's errors)."""
     return Error(message, type="client.application", location="python")
 
+
+def _replica_grouping(self: Any, *args: Any, **kwargs: Any) -> None:
+    """PopTorch's ``Parameter.replicaGrouping`` (4.4.3), which ipupod does not model."""
+    raise not_modelled("replicaGrouping", "ipupod's replicas hold one copy of every weight "
+                       "and apply the same all-reduced update to it, so a weight cannot take a "
+                       "different value per group of replicas; keep one parameter per group "
+                       "in the model instead", owner="Parameter")
+
+
+if not hasattr(torch.nn.Parameter, "replicaGrouping"):
+    torch.nn.Parameter.replicaGrouping = _replica_grouping  # as PopTorch adds it
 
 _NOT_YET = "is not modelled yet (another part of issue 28 adds it)"
 #: PopTorch's public names ipupod.poptorch does not provide: why, and what to use instead.

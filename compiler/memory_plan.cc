@@ -340,11 +340,13 @@ void AddStageWork(const graph::Graph& g, absl::Span<const graph::NodeCost> costs
                   const std::optional<SerializedEmbedding>& embedding,
                   std::vector<StageNeeds>& needs) {
   static const std::vector<int64_t> kNoLayers;
-  const std::vector<int64_t>& layers = o.training.has_value() ? o.training->node_layer : kNoLayers;
+  static const std::vector<bool> kNoCheckpoints;
+  const SegmentBounds bounds{o.training.has_value() ? o.training->node_layer : kNoLayers,
+                             o.training.has_value() ? o.training->node_checkpoint : kNoCheckpoints};
   const int64_t stages = p.num_stages();
   for (int64_t s = 0; s < stages; ++s) {
-    const StageBytes bytes = MeasureStage(p, s, values, layers);
-    const bool recomputes = Recomputes(o, stages, s);
+    const StageBytes bytes = MeasureStage(p, s, values, bounds);
+    const bool recomputes = StageRecomputes(o, stages, s);
     needs[s].kept_bytes = KeptPerMicroBatch(o, bytes, recomputes);
     needs[s].recompute_bytes = recomputes ? bytes.segment_all : 0;
   }

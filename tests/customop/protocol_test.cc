@@ -74,7 +74,8 @@ TEST(ProtocolTest, RequestsRoundTrip) {
   gradient.outputs = compute.inputs;
   gradient.output_grads = compute.inputs;
   gradient.wants = {true};
-  absl::StatusOr<GradientRequest> g = DecodeGradient(EncodeGradient(gradient));
+  const std::string gradient_bytes = EncodeGradient(gradient);  // the decoded views point in
+  absl::StatusOr<GradientRequest> g = DecodeGradient(gradient_bytes);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->wants, std::vector<bool>{true});
   EXPECT_EQ(g->output_grads[0].bytes, compute.inputs[0].bytes);

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import logging
 import os
+import contextlib
 import sys
 import warnings
-from typing import Union
+from typing import Callable, Generic, Iterator, Optional, TypeVar, Union
 
 import grpc
 
 from ipupod.errors import Error
+
+R = TypeVar("R")
 
 logger = logging.getLogger("poptorch")
 #: Frames of files under this directory are the library's, not the user's.
@@ -115,6 +118,26 @@ def _install() -> None:
         setLogLevel(DEFAULT_LEVEL)
         warnings.warn(f"$POPTORCH_LOG_LEVEL: {error.message}; logging at {DEFAULT_LEVEL}",
                       PoptorchWarning, stacklevel=2)
+
+
+
+class ExportRecording(Generic[R]):
+    """What one export records (blocks, attribute scopes, multi-convolutions, custom ops):
+    ``current`` is the recorder while a model is exported, None otherwise. The export
+    enters ``recording()`` (not reentrant); the annotations read ``current``."""
+
+    def __init__(self, make: Callable[[], R]) -> None:
+        self._make = make
+        self.current: Optional[R] = None
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[R]:
+        """A fresh recorder for the duration of one export."""
+        self.current = self._make()
+        try:
+            yield self.current
+        finally:
+            self.current = None
 
 
 _install()

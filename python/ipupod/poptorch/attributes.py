@@ -21,6 +21,7 @@ import re
 from typing import Any, Dict, Iterator, List, Optional
 
 import torch
+from ipupod.poptorch._support import ExportRecording
 
 _MARKER = re.compile(r"/__ipupod_attr_(\d+)(?=/)")
 Attributes = Dict[str, Dict[str, str]]
@@ -33,18 +34,9 @@ class _Recorder:
         self.scopes: List[Attributes] = []
 
 
-_recorder: Optional[_Recorder] = None
-
-
-@contextlib.contextmanager
-def recording() -> Iterator[_Recorder]:
-    """Records the Attributes entered while a model is exported (not reentrant)."""
-    global _recorder
-    _recorder = _Recorder()
-    try:
-        yield _recorder
-    finally:
-        _recorder = None
+_recording = ExportRecording(_Recorder)
+#: Records the Attributes entered while a model is exported (not reentrant).
+recording = _recording.recording
 
 
 def _checked(attributes: Dict[str, Any]) -> Attributes:
@@ -77,10 +69,10 @@ class Attribute:
     def __enter__(self) -> None:
         # None, as PopTorch's (a forward pre-hook may return what __enter__ does)
         state = torch._C._get_tracing_state()
-        pushed = _recorder is not None and state is not None
+        pushed = _recording.current is not None and state is not None
         if pushed:
-            _recorder.scopes.append(self._attributes)
-            state.push_scope(f"IpupodAttr::__ipupod_attr_{len(_recorder.scopes) - 1}")
+            _recording.current.scopes.append(self._attributes)
+            state.push_scope(f"IpupodAttr::__ipupod_attr_{len(_recording.current.scopes) - 1}")
         self._pushed.append(pushed)
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 import torch
 
 from ipupod.poptorch.enums import Liveness
-from ipupod.poptorch._support import option_error
+from ipupod.poptorch._support import ExportRecording, option_error
 
 _MARKER = re.compile(r"/__ipupod_block_(\d+)(?=/)")
 _PLACEMENT_ATTRIBUTES = ("__ipu_number", "__pipeline_stage", "__execution_phase")
@@ -57,30 +57,21 @@ class _Recorder:
         self.next_auto_id = 0
 
 
-_recorder: Optional[_Recorder] = None
-
-
-@contextlib.contextmanager
-def recording() -> Iterator[_Recorder]:
-    """Records the blocks entered while a model is exported (not reentrant)."""
-    global _recorder
-    _recorder = _Recorder()
-    try:
-        yield _recorder
-    finally:
-        _recorder = None
+_recording = ExportRecording(_Recorder)
+#: Records the blocks entered while a model is exported (not reentrant).
+recording = _recording.recording
 
 
 def _enter(info: BlockInfo) -> bool:
     """Pushes the block's tracing scope when exporting; True when it did."""
     state = torch._C._get_tracing_state()
-    if _recorder is None or state is None:
+    if _recording.current is None or state is None:
         return False
     if info.user_id is None:
-        info = BlockInfo(str(_recorder.next_auto_id), info.ipu_id)
-        _recorder.next_auto_id += 1
-    _recorder.blocks.append(info)
-    state.push_scope(f"IpupodBlock::__ipupod_block_{len(_recorder.blocks) - 1}")
+        info = BlockInfo(str(_recording.current.next_auto_id), info.ipu_id)
+        _recording.current.next_auto_id += 1
+    _recording.current.blocks.append(info)
+    state.push_scope(f"IpupodBlock::__ipupod_block_{len(_recording.current.blocks) - 1}")
     return True
 
 
@@ -110,9 +101,9 @@ class Block:
     def useAutoId() -> None:
         """Blocks without a ``user_id`` are named "0", "1", ... in the order they run, from
         here on ("0" again)."""
-        if _recorder is not None:
-            _recorder.auto_id = True
-            _recorder.next_auto_id = 0
+        if _recording.current is not None:
+            _recording.current.auto_id = True
+            _recording.current.next_auto_id = 0
 
     def __enter__(self) -> "Block":
         self._pushed.append(_enter(self._info))

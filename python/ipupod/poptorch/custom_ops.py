@@ -35,6 +35,7 @@ import grpc
 import torch
 
 from ipupod.errors import Error
+from ipupod.poptorch._support import ExportRecording
 
 #: The entry point and ABI version of custom_op_abi.h.
 ENTRY_POINT = "IpupodCustomOpLibraryGet"
@@ -185,18 +186,9 @@ class _Recorder:
                          f"per domain")
 
 
-_recorder: Optional[_Recorder] = None
-
-
-@contextlib.contextmanager
-def recording() -> Iterator[_Recorder]:
-    """Records the custom ops of a model while it is exported (not reentrant)."""
-    global _recorder
-    _recorder = _Recorder()
-    try:
-        yield _recorder
-    finally:
-        _recorder = None
+_recording = ExportRecording(_Recorder)
+#: Records the custom ops of a model while it is exported (not reentrant).
+recording = _recording.recording
 
 
 def declare(proto: Any, recorder: _Recorder) -> None:
@@ -270,9 +262,9 @@ def custom_op(inputs: Sequence[torch.Tensor], name: str, domain: str, domain_ver
         raise ValueError(f"custom_op's library must be an absolute path on the server, not "
                          f"{library!r}")
     examples = [torch.zeros_like(e) for e in example_outputs]
-    if not export.isRunningOnIpu() or _recorder is None:
+    if not export.isRunningOnIpu() or _recording.current is None:
         return examples
     path = library if library is not None else loaded_library_for(domain, name)
-    _recorder.add(domain, domain_version, path)
+    _recording.current.add(domain, domain_version, path)
     outputs = _function(name, domain, arguments, examples).apply(*inputs)
     return list(outputs) if isinstance(outputs, tuple) else [outputs]

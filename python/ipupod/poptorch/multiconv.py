@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import torch
 
-from ipupod.poptorch._support import option_error
+from ipupod.poptorch._support import ExportRecording, option_error
 from ipupod.poptorch.enums import MultiConvPlanType
 
 _MARKER = re.compile(r"/__ipupod_multiconv_(\d+)(?=/)")
@@ -37,18 +37,9 @@ class _Recorder:
         self.depth = 0
 
 
-_recorder: Optional[_Recorder] = None
-
-
-@contextlib.contextmanager
-def recording() -> Iterator[_Recorder]:
-    """Records the MultiConvs entered while a model is exported (not reentrant)."""
-    global _recorder
-    _recorder = _Recorder()
-    try:
-        yield _recorder
-    finally:
-        _recorder = None
+_recording = ExportRecording(_Recorder)
+#: Records the MultiConvs entered while a model is exported (not reentrant).
+recording = _recording.recording
 
 
 def _per_conv(name: str, value: Any, kind: Union[type, tuple]) -> Optional[tuple]:
@@ -136,14 +127,14 @@ class MultiConv:
 
     def __enter__(self) -> "MultiConv":
         state = torch._C._get_tracing_state()
-        if _recorder is None or state is None:
+        if _recording.current is None or state is None:
             self._pushed.append(False)
             return self
-        if _recorder.depth > 0:
+        if _recording.current.depth > 0:
             raise option_error("Nested poptorch.MultiConv is not supported", "MultiConv")
-        _recorder.entered.append(self)
-        _recorder.depth += 1
-        state.push_scope(f"IpupodMultiConv::__ipupod_multiconv_{len(_recorder.entered) - 1}")
+        _recording.current.entered.append(self)
+        _recording.current.depth += 1
+        state.push_scope(f"IpupodMultiConv::__ipupod_multiconv_{len(_recording.current.entered) - 1}")
         self._pushed.append(True)
         return self
 
@@ -153,8 +144,8 @@ class MultiConv:
         state = torch._C._get_tracing_state()
         if state is not None:
             state.pop_scope()
-        if _recorder is not None:
-            _recorder.depth -= 1
+        if _recording.current is not None:
+            _recording.current.depth -= 1
 
 
 def apply(model: Any, recorder: _Recorder) -> None:

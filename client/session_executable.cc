@@ -75,16 +75,17 @@ absl::Status RemoteSessionExecutable::RunSteps(
   // One step has nothing to overlap: Client::Run sends it as one RunInline
   // round trip when it is small, which a stream cannot beat.
   if (last - first <= 1) return driver::SessionExecutable::RunSteps(plan, first, last, on_result);
-  // Rows [step x samples_per_step, +samples_per_step) of every input: views
+  // Rows [step x rows, +rows) of every input (driver::RowsPerStep): views
   // into the plan, which outlives the call.
   auto inputs = [&plan, first](int64_t k) {
     std::vector<TensorSlice> slices;
-    for (const auto& [name, t] : plan.inputs) {
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      const auto& [name, t] = plan.inputs[i];
       TensorSlice slice{name, t.dtype(), t.shape(), {}};
       const size_t row_bytes =
           t.shape()[0] == 0 ? 0 : t.byte_size() / static_cast<size_t>(t.shape()[0]);
-      slice.shape[0] = plan.samples_per_step;
-      const size_t count = static_cast<size_t>(plan.samples_per_step) * row_bytes;
+      slice.shape[0] = driver::RowsPerStep(plan, i);
+      const size_t count = static_cast<size_t>(slice.shape[0]) * row_bytes;
       slice.bytes = t.bytes().substr(static_cast<size_t>(first + k) * count, count);
       slices.push_back(std::move(slice));
     }

@@ -17,11 +17,16 @@ absl::StatusOr<tensor::Tensor> SliceRows(const tensor::Tensor& tensor, int64_t b
                                                          static_cast<size_t>(count) * row_bytes));
 }
 
+int64_t RowsPerStep(const StepPlan& plan, size_t input) {
+  return input < plan.rows_per_step.size() ? plan.rows_per_step[input] : plan.samples_per_step;
+}
+
 absl::StatusOr<tensor::NamedTensors> StepInputs(const StepPlan& plan, int64_t step) {
   tensor::NamedTensors out;
-  for (const auto& [name, tensor] : plan.inputs) {
-    absl::StatusOr<tensor::Tensor> slice =
-        SliceRows(tensor, step * plan.samples_per_step, plan.samples_per_step);
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const auto& [name, tensor] = plan.inputs[i];
+    const int64_t rows = RowsPerStep(plan, i);
+    absl::StatusOr<tensor::Tensor> slice = SliceRows(tensor, step * rows, rows);
     if (!slice.ok()) return slice.status();
     out.emplace_back(name, *std::move(slice));
   }

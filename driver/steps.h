@@ -2,10 +2,12 @@
 //
 // Data in steps, the host-side half of every run, pure so it is
 // unit-testable and shared by every driver (the CLI's and the server's):
-//   * a StepPlan holds a data set whose inputs all have `samples` rows
-//     (dim 0), split into `steps` steps of `samples_per_step` rows (the
-//     checks against an executable that make one live where the executable
-//     is known: runtime/run_steps.h PlanSteps);
+//   * a StepPlan holds a data set split into `steps` steps: each input
+//     gives each step its own number of rows (dim 0), its micro-batch's
+//     dim 0 times the step's micro-batches, so a [4, 8] batch may go with a
+//     [1, 8] mask; `samples` counts the rows of the executable's batch input
+//     (the checks against an executable that make one live where the
+//     executable is known: runtime/run_steps.h PlanSteps);
 //   * StepInputs cuts one step out of every input (dim 0);
 //   * OutputAccumulator concatenates the outputs of consecutive steps along
 //     dim 0, keyed by output name.
@@ -29,10 +31,15 @@ namespace ipupod::driver {
 
 struct StepPlan {
   tensor::NamedTensors inputs;  // in the executable's input order
-  int64_t samples = 0;          // dim 0 of every input
+  int64_t samples = 0;          // samples_per_step x steps
   int64_t samples_per_step = 1;
   int64_t steps = 0;
+  // The rows of inputs[i] one step takes; empty: samples_per_step each.
+  std::vector<int64_t> rows_per_step;
 };
+
+// The rows of plan.inputs[input] one step takes.
+int64_t RowsPerStep(const StepPlan& plan, size_t input);
 
 // Rows [begin, begin + count) of dim 0. REQUIRES: rank >= 1.
 absl::StatusOr<tensor::Tensor> SliceRows(const tensor::Tensor& tensor, int64_t begin,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace ipupod::runtime {
 namespace {
@@ -44,15 +45,38 @@ absl::Status CheckInput(const compiler::Executable& e, const compiler::TensorSpe
       " (N samples, ", want.empty() ? 1 : want[0], " per step); save it with that shape"));
 }
 
-}  // namespace
-
-std::string StepSizeText(const compiler::Executable& e) {
+std::string StepSizeText(const compiler::Executable& e, int64_t micro_batch_rows) {
   const std::string accumulation =
       e.mode == compiler::ExecutableMode::kTraining
           ? absl::StrCat(" x gradient_accumulation_steps ", e.training.gradient_accumulation_steps)
           : "";
-  return absl::StrCat("micro-batch ", e.micro_batch_size, accumulation, " x device_iterations ",
+  return absl::StrCat("micro-batch ", micro_batch_rows, accumulation, " x device_iterations ",
                       e.device_iterations, " x replication ", e.replication_factor);
+}
+
+// An input's rows must make whole steps of its own rows per step.
+absl::Status CheckRows(const compiler::Executable& e, const compiler::TensorSpec& spec,
+                       int64_t rows, int64_t per_step, absl::string_view file) {
+  if (rows != 0 && rows % per_step == 0) return absl::OkStatus();
+  const std::string what =
+      per_step == e.micro_batch_size * e.batch_size_factor
+          ? absl::StrCat(file, " has ", rows, " samples (dim 0), not a positive multiple of the ",
+                         per_step, " samples of one step")
+          : absl::StrCat("input '", spec.name, "' in ", file, " has ", rows,
+                         " rows (dim 0), not a positive multiple of the ", per_step,
+                         " rows one step takes of it");
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " (", StepSizeText(e, per_step / e.batch_size_factor), "); pass ",
+                   per_step, " x N, or recompile with other ",
+                   e.mode == compiler::ExecutableMode::kTraining
+                       ? "device_iterations, gradient_accumulation_steps or replication_factor"
+                       : "inference_device_iterations or inference_replication_factor"));
+}
+
+}  // namespace
+
+std::string StepSizeText(const compiler::Executable& e) {
+  return StepSizeText(e, e.micro_batch_size);
 }
 
 absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, tensor::NamedTensors inputs,
@@ -87,27 +111,24 @@ absl::StatusOr<StepPlan> PlanSteps(const compiler::Executable& e, tensor::NamedT
                                                      file, " (it holds: ", Names(inputs), ")"));
     }
     if (absl::Status ok = CheckInput(e, spec, *tensor, file); !ok.ok()) return ok;
-    const int64_t samples = tensor->shape()[0];
-    if (!plan.inputs.empty() && samples != plan.samples) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "inputs in ", file, " disagree on the number of samples: '", plan.inputs.front().first,
-          "' has ", plan.samples, ", '", spec.name, "' has ", samples, " (dim 0)"));
+    const int64_t rows = tensor->shape()[0];
+    const int64_t per_step = compiler::HostInputShape(e, spec)[0];
+    IPUPOD_RETURN_IF_ERROR(CheckRows(e, spec, rows, per_step, file));
+    if (!plan.inputs.empty() && rows / per_step != plan.steps) {
+      const std::string& first = plan.inputs.front().first;
+      return absl::InvalidArgumentError(
+          absl::StrCat("inputs in ", file, " disagree on the number of steps: '", first, "' has ",
+                       plan.inputs.front().second.shape()[0], " rows (dim 0), ",
+                       plan.rows_per_step.front(), " per step, '", spec.name, "' has ", rows, ", ",
+                       per_step, " per step; give every input the same number of steps"));
     }
-    plan.samples = samples;
+    plan.steps = rows / per_step;
+    plan.rows_per_step.push_back(per_step);
     // Moved, not copied: a data set can be gigabytes (`inputs` is ours), and
     // each fresh copy pays a page fault per 4 KiB on top of the bytes.
     plan.inputs.emplace_back(spec.name, std::move(*tensor));
   }
-  if (plan.samples == 0 || plan.samples % plan.samples_per_step != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file, " has ", plan.samples, " samples (dim 0), not a positive multiple of the ",
-        plan.samples_per_step, " samples of one step (", StepSizeText(e), "); pass ",
-        plan.samples_per_step, " x N samples, or recompile with other ",
-        e.mode == compiler::ExecutableMode::kTraining
-            ? "device_iterations, gradient_accumulation_steps or replication_factor"
-            : "inference_device_iterations or inference_replication_factor"));
-  }
-  plan.steps = plan.samples / plan.samples_per_step;
+  plan.samples = plan.steps * plan.samples_per_step;
   return plan;
 }
 

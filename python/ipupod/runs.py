@@ -65,16 +65,18 @@ class RunResult:
 
 @dataclasses.dataclass
 class StepPlan:
-    """A data set cut into steps: inputs in the program's order, ``steps`` of ``rows``."""
+    """A data set cut into steps: inputs in the program's order, ``steps`` steps, each
+    taking ``rows[name]`` rows of input ``name`` (inputs whose dim 0 differ, a [4, 8] batch
+    beside a [1, 8] mask, give a step different numbers of rows)."""
 
     inputs: Dict[str, np.ndarray]
     samples: int
-    rows: int
+    rows: Dict[str, int]
     steps: int
 
     def step(self, index: int) -> Dict[str, np.ndarray]:
-        begin = index * self.rows
-        return {name: array[begin:begin + self.rows] for name, array in self.inputs.items()}
+        return {name: array[index * self.rows[name]:(index + 1) * self.rows[name]]
+                for name, array in self.inputs.items()}
 
 
 @dataclasses.dataclass
@@ -142,7 +144,8 @@ def plan_steps(program: execution_pb2.LoadedProgram, inputs: Mapping[str, Any],
                 f"'{name}' is not an input of the model (inputs: {', '.join(names)}); remove "
                 f"it or rename it", grpc.StatusCode.INVALID_ARGUMENT, location)
     ordered: Dict[str, np.ndarray] = {}
-    samples = None
+    rows: Dict[str, int] = {}
+    steps = None
     for spec in program.inputs:
         if spec.name not in arrays:
             raise errors.local_error(
@@ -150,20 +153,34 @@ def plan_steps(program: execution_pb2.LoadedProgram, inputs: Mapping[str, Any],
                 grpc.StatusCode.INVALID_ARGUMENT, location)
         array = arrays[spec.name]
         _check_input(spec, array, location)
-        if samples is not None and array.shape[0] != samples:
+        per_step = spec.shape[0] if spec.shape else 1
+        _check_rows(program, spec.name, array.shape[0], per_step, location)
+        if steps is not None and array.shape[0] // per_step != steps:
+            first = names[0]
             raise errors.local_error(
-                f"inputs disagree on the number of samples: '{names[0]}' has {samples}, "
-                f"'{spec.name}' has {array.shape[0]} (dim 0)", grpc.StatusCode.INVALID_ARGUMENT,
-                location)
-        samples = array.shape[0]
-        ordered[spec.name] = array
-    rows = program.inputs[0].shape[0] if program.inputs[0].shape else 1
-    if samples == 0 or samples % rows != 0:
-        raise errors.local_error(
-            f"the inputs have {samples} samples (dim 0), not a positive multiple of the {rows} "
-            f"samples of one step ({_step_size_text(program)}); pass {rows} x N samples, or "
-            f"recompile", grpc.StatusCode.INVALID_ARGUMENT, location)
-    return StepPlan(inputs=ordered, samples=samples, rows=rows, steps=samples // rows)
+                f"inputs disagree on the number of steps: '{first}' has "
+                f"{ordered[first].shape[0]} rows (dim 0), {rows[first]} per step, "
+                f"'{spec.name}' has {array.shape[0]}, {per_step} per step; give every input "
+                f"the same number of steps", grpc.StatusCode.INVALID_ARGUMENT, location)
+        steps = array.shape[0] // per_step
+        ordered[spec.name], rows[spec.name] = array, per_step
+    samples_per_step = program.run_shape.samples_per_step or rows[names[0]]
+    return StepPlan(inputs=ordered, samples=steps * samples_per_step, rows=rows, steps=steps)
+
+
+def _check_rows(program: execution_pb2.LoadedProgram, name: str, count: int, per_step: int,
+                location: str) -> None:
+    """An input's rows make whole steps of its own rows per step."""
+    if count and count % per_step == 0:
+        return
+    what = (f"the inputs have {count} samples (dim 0), not a positive multiple of the "
+            f"{per_step} samples of one step"
+            if per_step == program.run_shape.samples_per_step else
+            f"input '{name}' has {count} rows (dim 0), not a positive multiple of the "
+            f"{per_step} rows one step takes of it")
+    raise errors.local_error(
+        f"{what} ({_step_size_text(program)}); pass {per_step} x N, or recompile",
+        grpc.StatusCode.INVALID_ARGUMENT, location)
 
 
 class _Concatenation:

@@ -74,7 +74,7 @@ absl::Status Fault(RecoveryAction action);
 inline StepPlan Data(int64_t steps) {
   std::vector<float> values;
   for (int64_t k = 0; k < steps; ++k) values.push_back(static_cast<float>(k));
-  return {{{"x", *tensor::Tensor::FromValues<float>({steps, 1}, values)}}, steps, 1, steps};
+  return {{{"x", *tensor::Tensor::FromValues<float>({steps, 1}, values)}}, steps, 1, steps, {}};
 }
 
 }  // namespace ipupod::driver::testing

@@ -12,7 +12,7 @@ namespace {
 using test_support::Iota;
 
 TEST(StepInputsTest, CutsOneStepOfEveryInput) {
-  StepPlan plan{{{"a", Iota({6, 2})}, {"b", Iota({6})}}, 6, 2, 3};
+  StepPlan plan{{{"a", Iota({6, 2})}, {"b", Iota({6})}}, 6, 2, 3, {}};
   auto step = StepInputs(plan, 1);
   ASSERT_TRUE(step.ok()) << step.status();
   ASSERT_EQ(step->size(), 2u);

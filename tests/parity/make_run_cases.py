@@ -64,6 +64,23 @@ def cases():
            lambda n: (torch.randint(0, 50, (n, 8)),),
            {"layers_per_ipu": [1, 1, 1, 1], "inference_replication_factor": 2,
             "inference_device_iterations": 4}, 2)
+    torch.manual_seed(12)
+    # x: 4 rows per micro-batch, mask: 1; a step of 2 x 2 micro-batches takes 16 and 4.
+    yield ("masked_rows_differ_x2", MaskedFeatures(), (torch.randn(4, 16), torch.rand(1, 16)),
+           lambda n: (torch.randn(n, 16), torch.rand(n // 4, 16)),
+           {"inference_device_iterations": 2, "inference_replication_factor": 2}, 3)
+
+
+class MaskedFeatures(torch.nn.Module):
+    """A batch beside a per-micro-batch mask: inputs whose dim 0 differ (PopTorch's features
+    chapter, 4.3), which `ipupod run` cuts into steps input by input."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 8)
+
+    def forward(self, x, mask):
+        return self.fc(x * mask)
 
 
 def vision_model(name):
@@ -98,12 +115,13 @@ def samples_per_step(micro_batch, config):
             * config.get("inference_replication_factor", 1))
 
 
-def reference(module, samples, micro_batch):
-    """Outputs of every micro-batch in order, concatenated along dim 0."""
+def reference(module, samples, micro_batches):
+    """Outputs of every micro-batch in order, concatenated along dim 0; input i gives each
+    micro-batch micro_batches[i] rows."""
     chunks = None
     with torch.no_grad():
-        for b in range(0, samples[0].shape[0], micro_batch):
-            outputs = module(*[s[b:b + micro_batch] for s in samples])
+        for k in range(samples[0].shape[0] // micro_batches[0]):
+            outputs = module(*[s[k * m:(k + 1) * m] for s, m in zip(samples, micro_batches)])
             if isinstance(outputs, torch.Tensor):
                 outputs = (outputs,)
             if chunks is None:
@@ -136,7 +154,7 @@ def write_case(out_dir, name, module, example, make_samples, config, steps,
     samples = make_samples(step * steps)
     np.savez(os.path.join(case_dir, "inputs.npz"),
              **{"in%d" % i: s.numpy() for i, s in enumerate(samples)})
-    expected = reference(module, samples, micro_batch)
+    expected = reference(module, samples, [e.shape[0] for e in example])
     np.savez(os.path.join(case_dir, "expected.npz"),
              **{"out%d" % i: t for i, t in enumerate(expected)})
     return "%s %d %d %g %g\n" % (name, step, steps, tolerance[0], tolerance[1])

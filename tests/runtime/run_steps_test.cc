@@ -58,6 +58,33 @@ TEST(PlanStepsTest, ErrorsNameTheInputAndTheStepSize) {
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A [2, 3] batch beside a [1, 3] mask: each input gives a step its own
+// micro-batch's rows (PopTorch's inputs whose dim 0 differ).
+TEST(PlanStepsTest, InputsWhoseDimZeroDiffersEachGiveAStepTheirOwnRows) {
+  compiler::Executable e = TwoInputs();
+  e.inputs[1] = {"mask", tensor::DType::kFloat32, {1, 3}};
+  auto plan = PlanSteps(e, {{"a", Iota({16, 3})}, {"mask", Iota({8, 3})}}, "in.npz");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->steps, 2);
+  EXPECT_EQ(plan->samples, 16);
+  auto step = StepInputs(*plan, 1);
+  ASSERT_TRUE(step.ok());
+  EXPECT_EQ((*step)[0].second.shape(), (tensor::Shape{8, 3}));
+  EXPECT_EQ((*step)[1].second.shape(), (tensor::Shape{4, 3}));
+  EXPECT_EQ((*step)[1].second.values<float>()[0], 12.0f);  // row 4 of mask
+  auto rows = PlanSteps(e, {{"a", Iota({16, 3})}, {"mask", Iota({6, 3})}}, "in.npz");
+  EXPECT_NE(rows.status().message().find(
+                "input 'mask' in in.npz has 6 rows (dim 0), not a positive multiple of the 4 rows "
+                "one step takes of it (micro-batch 1 x device_iterations 2 x replication 2)"),
+            std::string::npos)
+      << rows.status();
+  auto steps = PlanSteps(e, {{"a", Iota({16, 3})}, {"mask", Iota({12, 3})}}, "in.npz");
+  EXPECT_NE(steps.status().message().find("disagree on the number of steps: 'a' has 16 rows "
+                                          "(dim 0), 8 per step, 'mask' has 12, 4 per step"),
+            std::string::npos)
+      << steps.status();
+}
+
 TEST(PlanStepsTest, AModelWithoutInputsIsRefusedSayingWhy) {
   compiler::Executable counter = TwoInputs();
   counter.inputs.clear();

@@ -178,6 +178,7 @@ PlanOptions MakePlanOptions(const graph::Graph& g, const IpuConfig& config, cons
   plan.output_mode = mode.output_mode;
   plan.matmul_proportion = mode.matmul_proportion;
   plan.embedding_serialization_factor = config.embedding_serialization_factor;
+  plan.synthetic_data = config.synthetic_data;
   if (!options.for_inference) plan.training = MakeTrainingPlan(training, config, g);
   return plan;
 }
@@ -219,17 +220,17 @@ std::string TrainingKey(const CompileOptions& options) {
       doc.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace), buffers);
 }
 
-// An inference program's buffers (PopTorch 4.8): each a float32 initializer
-// of the model, each replaced by a value the model computes, of its dtype
+// An inference program's buffers (PopTorch 4.8): each a float initializer
+// of the model (float32 or float16), each replaced by a value the model computes, of its dtype
 // and shape.
 absl::Status CheckInferenceBuffers(const graph::Graph& g,
                                    const std::map<std::string, std::string>& buffers) {
   for (const auto& [buffer, value] : buffers) {
     const tensor::Tensor* t = g.FindInitializer(buffer);
-    if (t == nullptr || t->dtype() != tensor::DType::kFloat32) {
+    if (t == nullptr || !tensor::IsFloat(t->dtype())) {
       return absl::InvalidArgumentError(
           absl::StrCat("--buffer '", buffer,
-                       "' is not a float32 initializer of the model; name "
+                       "' is not a float initializer of the model; name "
                        "a buffer it updates in place (torch's register_buffer)"));
     }
     const graph::TensorType* type = g.FindType(value);

@@ -349,6 +349,10 @@ std::vector<std::string> IgnoredKeyWarnings(const IpuConfig& config, bool for_in
           "sharded_execution_for_inference",
           absl::StrCat("execution_strategy=", config.execution_strategy.value_or(""),
                        " chooses the strategy"));
+  const int64_t replicas =
+      for_inference ? config.inference_replication_factor : config.replication_factor;
+  ignored(!config.broadcast_buffers && replicas == 1, "broadcast_buffers",
+          "with one replica there is one copy of each buffer either way");
   if (!for_inference) {
     ignored(config.replicated_tensor_sharding && config.replication_factor == 1,
             "replicated_tensor_sharding",

@@ -40,6 +40,16 @@
 //                                     optimum-graphcore always returns all
 //                                     results for inference
 //   seed = null, auto_loss_scaling = false, executable_cache_dir = "".
+//   synthetic_data = false            ipupod extension (PopTorch's
+//                                     enableSyntheticData): host I/O is disabled;
+//                                     each step runs on random normal inputs made on
+//                                     the device (integer inputs zero) and returns
+//                                     zeros, and the simulated time has no host
+//                                     transfers of inputs and outputs (benchmarking)
+//   broadcast_buffers = true          ipupod extension (PopTorch's
+//                                     broadcastBuffers): false gives each replica
+//                                     its own copy of the buffers the model updates,
+//                                     each updated by that replica's micro-batches
 // seed keys the random stream of training-mode Dropout (graph/run_context.h);
 // unset, Compile chooses one for a model with random ops and records it.
 // replicated_tensor_sharding without replicas is accepted but changes
@@ -121,6 +131,8 @@ struct IpuConfig {
   std::optional<int64_t> seed;
   bool auto_loss_scaling = false;
   std::string executable_cache_dir;
+  bool synthetic_data = false;
+  bool broadcast_buffers = true;
 
   bool operator==(const IpuConfig& other) const = default;
 };

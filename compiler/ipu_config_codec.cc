@@ -160,6 +160,8 @@ const std::vector<Field>& Fields() {
       {"seed", &IpuConfig::seed},
       {"auto_loss_scaling", &IpuConfig::auto_loss_scaling},
       {"executable_cache_dir", &IpuConfig::executable_cache_dir},
+      {"synthetic_data", &IpuConfig::synthetic_data},
+      {"broadcast_buffers", &IpuConfig::broadcast_buffers},
   };
   return *kFields;
 }

@@ -451,9 +451,11 @@ void Finish(IpuPlan& plan, const PlanOptions& o, std::vector<TensorUse> tensors)
   plan.compute_s = static_cast<double>(plan.flops) / kIpu.fp32_flops +
                    static_cast<double>(plan.serial_passes) * kSerialPassSeconds;
   plan.ipu_link_s = static_cast<double>(plan.ipu_link_bytes) / kIpu.ipu_link_bytes_per_s;
-  plan.host_s = (static_cast<double>(plan.host_in_bytes) +
-                 static_cast<double>(plan.host_out_bytes) * OutputFraction(o)) /
-                kIpu.host_link_bytes_per_s;
+  // Synthetic data (PopTorch's enableSyntheticData): no host I/O.
+  plan.host_s = o.synthetic_data ? 0.0
+                                 : (static_cast<double>(plan.host_in_bytes) +
+                                    static_cast<double>(plan.host_out_bytes) * OutputFraction(o)) /
+                                       kIpu.host_link_bytes_per_s;
   std::stable_sort(tensors.begin(), tensors.end(),
                    [](const TensorUse& a, const TensorUse& b) { return a.bytes > b.bytes; });
   if (tensors.size() > kLargestTensorsReported) tensors.resize(kLargestTensorsReported);

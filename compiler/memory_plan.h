@@ -178,6 +178,7 @@ struct PlanOptions {
   std::optional<TrainingPlan> training;  // nullopt: inference
   PerIpuFloat matmul_proportion;         // compiler/temporaries.h
   int64_t embedding_serialization_factor = 1;
+  bool synthetic_data = false;  // no host transfers of inputs and outputs
 };
 
 // The TrainingPlan of a training compile: `spec`'s weights and accumulation,

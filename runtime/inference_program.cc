@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -57,16 +58,38 @@ class InferenceProgram final : public Program {
       : Program(std::move(executable), report, std::move(weights), InferenceStepTime(report),
                 interpreter->graph().module_state.aliases),
         interpreter_(std::move(interpreter)),
-        buffers_(std::move(buffers)) {}
+        buffers_(std::move(buffers)) {
+    const Executable& e = this->executable();
+    if (e.config.broadcast_buffers || e.replication_factor == 1 || buffers_.empty()) return;
+    NamedBuffers values;
+    for (const std::string& name : buffers_)
+      values.emplace_back(name, *interpreter_->graph().FindInitializer(name));
+    copies_.assign(static_cast<size_t>(e.replication_factor - 1), values);
+  }
 
   int64_t max_set_weights_bytes() const override {
     return weight_bytes() + alias_bytes() + kWeightSlackBytes;
   }
 
+  // A buffer written reaches every replica's copy.
   absl::Status SetWeights(tensor::NamedTensors weights) override {
     IPUPOD_RETURN_IF_ERROR(ResolveAliases(weights));
     IPUPOD_RETURN_IF_ERROR(CheckWeights(weights));
-    return interpreter_->ReplaceInitializers(weights);
+    std::map<std::string, tensor::Tensor> written;
+    if (!copies_.empty()) {
+      for (const auto& [name, t] : weights) {
+        if (std::find(buffers_.begin(), buffers_.end(), name) != buffers_.end())
+          written.emplace(name, t);
+      }
+    }
+    IPUPOD_RETURN_IF_ERROR(interpreter_->ReplaceInitializers(weights));
+    for (NamedBuffers& copy : copies_) {
+      for (auto& [name, t] : copy) {
+        auto it = written.find(name);
+        if (it != written.end()) t = it->second;
+      }
+    }
+    return absl::OkStatus();
   }
 
   bool is_training() const override { return false; }
@@ -78,39 +101,66 @@ class InferenceProgram final : public Program {
   }
   absl::StatusOr<OptimizerState> GetOptimizer() const override { return NotTraining("optimizers"); }
 
- private:
-  const tensor::Tensor* FindWeight(const std::string& name) const override {
-    return interpreter_->graph().FindInitializer(name);
-  }
-
   // Without buffers, only the micro-batches whose outputs the mode returns:
   // nothing else carries state from one micro-batch to the next. With
   // buffers, every micro-batch in data order, each replacing them with its
-  // update (one copy, as training's buffers); a failed step leaves them as
-  // they were.
+  // update (one copy, as training's buffers); with each replica's own copy
+  // (broadcast_buffers false), replica by replica, each replica's
+  // micro-batches in data order on its own copy. A failed step leaves the
+  // buffers as they were.
   absl::StatusOr<StepResult> Step(const std::vector<const tensor::Tensor*>& inputs) override {
     const Executable& e = executable();
     const uint64_t run = runs_.fetch_add(1, std::memory_order_relaxed);
     const std::vector<int64_t> returned = ReturnedMicroBatches(e);
     std::vector<bool> keep(static_cast<size_t>(e.batch_size_factor), false);
     for (int64_t j : returned) keep[static_cast<size_t>(j)] = true;
-    std::vector<std::pair<std::string, tensor::Tensor>> before;  // the buffers' old values
-    std::vector<std::vector<tensor::Tensor>> results;
-    for (int64_t j = 0; j < e.batch_size_factor; ++j) {
-      if (buffers_.empty() && !keep[static_cast<size_t>(j)]) continue;
-      absl::StatusOr<std::vector<tensor::Tensor>> outputs = RunMicroBatch(inputs, run, j);
-      if (outputs.ok() && !buffers_.empty()) outputs = UpdateBuffers(*std::move(outputs), before);
-      if (!outputs.ok()) {
-        if (!before.empty()) interpreter_->ReplaceInitializers(before).IgnoreError();
-        return outputs.status();
-      }
-      if (keep[static_cast<size_t>(j)]) results.push_back(*std::move(outputs));
+    NamedBuffers before;                         // replica 0's old values
+    std::vector<NamedBuffers> copies = copies_;  // replicas 1..R-1's, updated by the step
+    std::map<int64_t, std::vector<tensor::Tensor>> by_index;
+    const absl::Status status = RunMicroBatches(inputs, run, keep, before, copies, by_index);
+    if (!status.ok()) {
+      if (!before.empty()) interpreter_->ReplaceInitializers(before).IgnoreError();
+      return status;
     }
+    copies_ = std::move(copies);
+    std::vector<std::vector<tensor::Tensor>> results;
+    for (auto& [j, outputs] : by_index) results.push_back(std::move(outputs));
     results = ReduceForOutputMode(e, std::move(results));
     StepResult step;
     IPUPOD_ASSIGN_OR_RETURN(step.outputs, Concatenate(e, results));
     step.flops = interpreter_->total_flops() * e.batch_size_factor;
     return step;
+  }
+
+ private:
+  using NamedBuffers = std::vector<std::pair<std::string, tensor::Tensor>>;
+
+  const tensor::Tensor* FindWeight(const std::string& name) const override {
+    return interpreter_->graph().FindInitializer(name);
+  }
+
+  // Replica r > 0's copy is swapped into the interpreter for its
+  // micro-batches and out again after them, so the interpreter holds replica
+  // 0's between groups (and between steps).
+  absl::Status RunMicroBatches(const std::vector<const tensor::Tensor*>& inputs, uint64_t run,
+                               const std::vector<bool>& keep, NamedBuffers& before,
+                               std::vector<NamedBuffers>& copies,
+                               std::map<int64_t, std::vector<tensor::Tensor>>& by_index) {
+    const Executable& e = executable();
+    const int64_t groups = copies.empty() ? 1 : e.replication_factor;
+    for (int64_t r = 0; r < groups; ++r) {
+      if (r > 0) IPUPOD_RETURN_IF_ERROR(interpreter_->ReplaceInitializers(copies[r - 1]));
+      for (int64_t j = r; j < e.batch_size_factor; j += groups) {
+        if (buffers_.empty() && !keep[static_cast<size_t>(j)]) continue;
+        IPUPOD_ASSIGN_OR_RETURN(std::vector<tensor::Tensor> outputs, RunMicroBatch(inputs, run, j));
+        if (!buffers_.empty()) {
+          IPUPOD_ASSIGN_OR_RETURN(outputs, UpdateBuffers(std::move(outputs), before));
+        }
+        if (keep[static_cast<size_t>(j)]) by_index.emplace(j, std::move(outputs));
+      }
+      if (r > 0) IPUPOD_RETURN_IF_ERROR(interpreter_->ReplaceInitializers(copies[r - 1]));
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<std::vector<tensor::Tensor>> RunMicroBatch(
@@ -146,6 +196,9 @@ class InferenceProgram final : public Program {
 
   const std::unique_ptr<graph::Interpreter> interpreter_;
   const std::vector<std::string> buffers_;  // executable().inference_buffers' keys, in order
+  // broadcast_buffers false with R > 1 replicas: replicas 1..R-1's buffers
+  // (buffers_ order); the interpreter holds replica 0's, which reads return.
+  std::vector<NamedBuffers> copies_;
   // Steps run since the load: the random stream's step. Atomic: steps of a
   // model without buffers change nothing else and may overlap.
   std::atomic<uint64_t> runs_{0};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <random>
 #include <set>
 #include <utility>
 
@@ -382,10 +383,53 @@ absl::StatusOr<tensor::NamedTensors> Program::GetWeights(
   return out;
 }
 
+namespace {
+
+// Synthetic data (IpuConfig synthetic_data, PopTorch's enableSyntheticData
+// with PopART's RandomNormal mode): the device makes each step's inputs,
+// floats from a standard normal (drawn from the executable's seed and the
+// step) and integers zero, whatever the host sent; nothing goes back but
+// zeros of the outputs' shapes.
+absl::StatusOr<std::vector<tensor::Tensor>> SyntheticInputs(
+    const std::vector<const tensor::Tensor*>& given, uint64_t seed) {
+  std::mt19937_64 bits(seed);
+  std::normal_distribution<float> normal;
+  std::vector<tensor::Tensor> made;
+  for (const tensor::Tensor* t : given) {
+    IPUPOD_ASSIGN_OR_RETURN(tensor::Tensor m, tensor::Tensor::Create(t->dtype(), t->shape()));
+    if (m.dtype() == tensor::DType::kFloat32) {
+      for (float& v : absl::Span<float>(m.mutable_data<float>(), m.num_elements()))
+        v = normal(bits);
+    } else if (m.dtype() == tensor::DType::kFloat16) {
+      tensor::Float16* p = m.mutable_data<tensor::Float16>();
+      for (int64_t i = 0; i < m.num_elements(); ++i) p[i] = tensor::ToFloat16(normal(bits));
+    }
+    made.push_back(std::move(m));
+  }
+  return made;
+}
+
+absl::Status ZeroOutputs(tensor::NamedTensors& outputs) {
+  for (auto& [name, t] : outputs) {
+    IPUPOD_ASSIGN_OR_RETURN(t, tensor::Tensor::Create(t.dtype(), t.shape()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<StepResult> Program::RunStep(const tensor::NamedTensors& inputs) {
   const absl::Time start = absl::Now();
   IPUPOD_ASSIGN_OR_RETURN(std::vector<const tensor::Tensor*> arranged,
                           ArrangeInputs(*executable_, inputs));
+  const bool synthetic = executable_->config.synthetic_data;
+  std::vector<tensor::Tensor> made;
+  if (synthetic) {
+    const uint64_t seed = static_cast<uint64_t>(executable_->config.seed.value_or(0)) ^
+                          (synthetic_steps_.fetch_add(1) * 0x9e3779b97f4a7c15ull);
+    IPUPOD_ASSIGN_OR_RETURN(made, SyntheticInputs(arranged, seed));
+    for (size_t i = 0; i < made.size(); ++i) arranged[i] = &made[i];
+  }
   // The step's random ops draw from the executable's seed; its IpuPrint
   // lines come back in step.log (graph/run_context.h).
   std::vector<std::string> log;
@@ -401,6 +445,7 @@ absl::StatusOr<StepResult> Program::RunStep(const tensor::NamedTensors& inputs) 
   }();
   if (!result.ok()) return result.status();
   StepResult step = *std::move(result);
+  if (synthetic) IPUPOD_RETURN_IF_ERROR(ZeroOutputs(step.outputs));
   step.log = std::move(log);
   if (dropped > 0) step.log.push_back(absl::StrCat("... ", dropped, " more lines not kept"));
   step.simulated = step_time_;

@@ -42,6 +42,11 @@
 // micro-batches, so the others cannot change the result (nor report data
 // errors).
 //
+// Synthetic data (the config's synthetic_data, PopTorch's
+// enableSyntheticData): RunStep still checks the inputs' names and shapes,
+// then runs on inputs made on the device (random normal floats, zero
+// integers) and returns zeros of the outputs' shapes (losses and stats stay).
+//
 // Training executables (mode training) hold a training::Trainer instead of
 // an interpreter: RunStep updates the weights (runtime/training_step.h),
 // the weights are the trainable ones plus the buffers the model updates in
@@ -63,6 +68,7 @@
 #ifndef IPUPOD_RUNTIME_PROGRAM_H_
 #define IPUPOD_RUNTIME_PROGRAM_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -249,6 +255,7 @@ class Program {
   const std::vector<compiler::TensorSpec> weights_;
   const SimulatedTime step_time_;
   std::map<std::string, std::string> aliases_;  // alias -> weight in weights_
+  std::atomic<uint64_t> synthetic_steps_{0};    // steps run on synthetic data
 };
 
 }  // namespace ipupod::runtime

@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<training::Trainer>> CreateTrainer(const Executabl
   options.gradient_accumulation_steps = e.training.gradient_accumulation_steps;
   options.replicas = e.replication_factor;
   options.buffers = e.training.buffers;
+  options.replica_buffers = !e.config.broadcast_buffers;
   options.auto_loss_scaling = e.config.auto_loss_scaling;
   IPUPOD_ASSIGN_OR_RETURN(options.optimizer, OptimizerSpecOf(e.training));
   return training::Trainer::Create(std::move(graph), std::move(options));

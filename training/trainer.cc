@@ -14,6 +14,7 @@ namespace ipupod::training {
 namespace {
 
 constexpr absl::string_view kOptimizerPrefix = "optimizer/";
+constexpr absl::string_view kReplicaPrefix = "replica/";
 
 // Every "<weight>/<slot>" tensor must be shaped like its weight ("step" and
 // "<weight>/step" are scalars).
@@ -53,7 +54,10 @@ Trainer::Trainer(TrainerOptions options, std::unique_ptr<Autodiff> autodiff,
       autodiff_(std::move(autodiff)),
       optimizer_(std::move(optimizer)),
       weights_(autodiff_->InitialWeights()),
-      buffers_(autodiff_->InitialBuffers()) {}
+      buffers_(autodiff_->InitialBuffers()) {
+  if (options_.replica_buffers && options_.replicas > 1)
+    replica_buffers_.assign(static_cast<size_t>(options_.replicas - 1), buffers_);
+}
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(graph::Graph graph,
                                                          TrainerOptions options) {
@@ -74,8 +78,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(graph::Graph graph,
 }
 
 absl::StatusOr<TensorMap> Trainer::MeanGradients(
-    absl::Span<const std::vector<tensor::Tensor>> micro_batches, TensorMap& buffers,
-    StepResult& result) const {
+    absl::Span<const std::vector<tensor::Tensor>> micro_batches,
+    std::vector<TensorMap>& all_buffers, StepResult& result) const {
   std::map<std::string, std::vector<double>> sums;
   result.losses.resize(micro_batches.size());
   result.outputs.resize(micro_batches.size());
@@ -88,6 +92,7 @@ absl::StatusOr<TensorMap> Trainer::MeanGradients(
     const graph::RunContext context = graph::MicroBatchRunContext(
         static_cast<uint64_t>(optimizer_->step()), i / accumulation, i % accumulation, true);
     graph::ScopedRunContext scope(&context);
+    TensorMap& buffers = all_buffers[all_buffers.size() == 1 ? 0 : i / accumulation];
     auto run = autodiff_->Run(micro_batches[i], weights_, buffers, optimizer_->loss_scale());
     if (!run.ok()) {
       return absl::Status(run.status().code(),
@@ -144,11 +149,15 @@ absl::StatusOr<StepResult> Trainer::Step(
   }
   StepResult result;
   result.loss_scale = optimizer_->loss_scale();
-  TensorMap buffers = buffers_;
+  std::vector<TensorMap> buffers{buffers_};
+  buffers.insert(buffers.end(), replica_buffers_.begin(), replica_buffers_.end());
   IPUPOD_ASSIGN_OR_RETURN(TensorMap gradients, MeanGradients(micro_batches, buffers, result));
   IPUPOD_RETURN_IF_ERROR(optimizer_->Step(weights_, gradients));
   result.skipped = optimizer_->last_step_skipped();
-  if (!result.skipped) buffers_ = std::move(buffers);  // a skipped step changes nothing
+  if (!result.skipped) {  // a skipped step changes nothing
+    buffers_ = std::move(buffers[0]);
+    for (size_t r = 1; r < buffers.size(); ++r) replica_buffers_[r - 1] = std::move(buffers[r]);
+  }
   result.step = optimizer_->step();
   return result;
 }
@@ -201,7 +210,12 @@ absl::Status Trainer::SetWeights(const TensorMap& weights) {
     }
   }
   for (const auto& [name, t] : weights) {
-    (weights_.contains(name) ? weights_ : buffers_).at(name) = t;
+    if (weights_.contains(name)) {
+      weights_.at(name) = t;
+      continue;
+    }
+    buffers_.at(name) = t;
+    for (TensorMap& copy : replica_buffers_) copy.at(name) = t;
   }
   return absl::OkStatus();
 }
@@ -209,6 +223,10 @@ absl::Status Trainer::SetWeights(const TensorMap& weights) {
 TensorMap Trainer::ExportState() const {
   TensorMap out = weights_;
   for (const auto& [name, t] : buffers_) out.emplace(name, t);
+  for (size_t r = 0; r < replica_buffers_.size(); ++r) {
+    for (const auto& [name, t] : replica_buffers_[r])
+      out.emplace(absl::StrCat(kReplicaPrefix, r + 1, "/", name), t);
+  }
   for (auto& [name, t] : optimizer_->ExportState()) {
     out.emplace(absl::StrCat(kOptimizerPrefix, name), std::move(t));
   }
@@ -226,6 +244,8 @@ absl::Status Trainer::ImportState(const TensorMap& state) {
     }
   }
   IPUPOD_ASSIGN_OR_RETURN(TensorMap buffers, TakeBuffers(weights));
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<TensorMap> replica_buffers,
+                          TakeReplicaBuffers(weights, buffers));
   for (const auto& [name, t] : weights_) {
     auto it = weights.find(name);
     if (it == weights.end() || it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) {
@@ -246,6 +266,7 @@ absl::Status Trainer::ImportState(const TensorMap& state) {
   IPUPOD_RETURN_IF_ERROR(optimizer_->ImportState(opt_state));
   weights_ = std::move(weights);
   buffers_ = std::move(buffers);
+  replica_buffers_ = std::move(replica_buffers);
   return absl::OkStatus();
 }
 
@@ -261,6 +282,33 @@ absl::StatusOr<TensorMap> Trainer::TakeBuffers(TensorMap& state) const {
     buffers.insert(state.extract(it));
   }
   return buffers;
+}
+
+absl::StatusOr<std::vector<TensorMap>> Trainer::TakeReplicaBuffers(
+    TensorMap& state, const TensorMap& replica0) const {
+  std::vector<TensorMap> copies(replica_buffers_.size(), replica0);
+  for (size_t r = 0; r < copies.size(); ++r) {
+    for (auto& [name, t] : copies[r]) {
+      auto it = state.find(absl::StrCat(kReplicaPrefix, r + 1, "/", name));
+      if (it == state.end()) continue;
+      if (it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("checkpoint tensor '", it->first, "' is ", DTypeName(it->second.dtype()),
+                         kernels::ShapeString(it->second.shape()), " but the buffer is ",
+                         DTypeName(t.dtype()), kernels::ShapeString(t.shape())));
+      }
+      t = std::move(state.extract(it).mapped());
+    }
+  }
+  for (const auto& [name, t] : state) {
+    if (absl::StartsWith(name, kReplicaPrefix)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint tensor '", name, "' is a replica's own buffer, which this executable ",
+          copies.empty() ? "does not keep (compiled with broadcast_buffers=true or one replica)"
+                         : "does not have"));
+    }
+  }
+  return copies;
 }
 
 }  // namespace ipupod::training

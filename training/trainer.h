@@ -24,12 +24,17 @@
 // Buffers (autodiff.h, buffers.h) are updated by every micro-batch in turn,
 // in data order (micro-batch m of every replica before m+1), exactly as
 // PyTorch running those micro-batches one after another would; each
-// micro-batch sees the buffers its predecessor left.
+// micro-batch sees the buffers its predecessor left. With replica_buffers
+// (PopTorch's broadcastBuffers(False)) each replica keeps its own copy,
+// updated by its own micro-batches in their order; buffers() and FindState
+// give replica 0's, SetWeights writes every replica's.
 //
-// Checkpoints: ExportState() returns the weights and buffers under their own names, the
+// Checkpoints: ExportState() returns the weights and buffers under their own names
+// (replica r > 0's own buffers under "replica/<r>/<name>"), the
 // optimizer state under "optimizer/<name>" (see optimizer.h; the update
 // count is "optimizer/step", int64); ImportState() takes that back, so
-// training resumes exactly.
+// training resumes exactly (a checkpoint without replica r's copies gives
+// replica r replica 0's).
 //
 // Thread safety: not thread-safe; one owner serialises calls.
 // Errors: Create - INVALID_ARGUMENT for gradient_accumulation_steps or
@@ -62,8 +67,9 @@ struct TrainerOptions {
   std::vector<std::string> weights;  // trainable initializers; empty: see Autodiff::Create
   int64_t gradient_accumulation_steps = 1;
   int64_t replicas = 1;
-  OptimizerSpec optimizer;  // default: SGD, lr 0.01
-  BufferUpdates buffers;    // see buffers.h (AllBufferUpdates)
+  OptimizerSpec optimizer;       // default: SGD, lr 0.01
+  BufferUpdates buffers;         // see buffers.h (AllBufferUpdates)
+  bool replica_buffers = false;  // each replica its own buffers (broadcastBuffers(False))
   // IPUConfig auto_loss_scaling: Optimizer::EnableAutomaticLossScaling.
   bool auto_loss_scaling = false;
 };
@@ -119,9 +125,10 @@ class Trainer {
  private:
   Trainer(TrainerOptions options, std::unique_ptr<Autodiff> autodiff,
           std::unique_ptr<Optimizer> optimizer);
-  // Runs every micro-batch, leaving the buffers' new values in `buffers`.
+  // Runs every micro-batch, leaving the buffers' new values in `buffers`
+  // (one map, or one per replica with replica_buffers).
   absl::StatusOr<TensorMap> MeanGradients(
-      absl::Span<const std::vector<tensor::Tensor>> micro_batches, TensorMap& buffers,
+      absl::Span<const std::vector<tensor::Tensor>> micro_batches, std::vector<TensorMap>& buffers,
       StepResult& result) const;
 
   // Step for one micro-batch with plain SGD at `lr`, fused.
@@ -129,12 +136,17 @@ class Trainer {
 
   // Moves the buffers out of a checkpoint's `state`.
   absl::StatusOr<TensorMap> TakeBuffers(TensorMap& state) const;
+  // Moves replicas 1..R-1's buffers ("replica/<r>/<name>") out of `state`;
+  // those missing are copies of `replica0`.
+  absl::StatusOr<std::vector<TensorMap>> TakeReplicaBuffers(TensorMap& state,
+                                                            const TensorMap& replica0) const;
 
   TrainerOptions options_;
   std::unique_ptr<Autodiff> autodiff_;
   std::unique_ptr<Optimizer> optimizer_;
   TensorMap weights_;
-  TensorMap buffers_;
+  TensorMap buffers_;                       // replica 0's (every replica's without replica_buffers)
+  std::vector<TensorMap> replica_buffers_;  // replica_buffers: replicas 1..R-1's
 };
 
 }  // namespace ipupod::training

@@ -5,6 +5,7 @@ the hardware queries, the executor's counters; compile warnings reach the script
 ``PoptorchWarning``; the client-side executable cache. Unit tests first, then tests through
 a private ipupodd (``$IPUPOD_SERVER``), checked against torch."""
 
+import copy
 import logging
 import os
 import subprocess
@@ -212,8 +213,7 @@ def test_device_and_target_options():
     assert opts.useIpuId(16).ipu_id == 16
     caught(lambda: opts.connectionType("Never"))
     caught(lambda: opts.syncPattern(1))
-    assert "every run takes the call's inputs" in caught(
-        lambda: opts.enableSyntheticData(True)).message
+    assert opts.enableSyntheticData(True).synthetic_data
 
 
 def test_poptorch_option_methods_ipupod_lacks_raise_poptorch_error():
@@ -526,6 +526,38 @@ def test_perf_counters_cycle_count_and_latency_follow_the_simulated_time(server)
 
 
 @pytest.mark.ipupod(pod="POD4")
+def test_4_1_1_the_config_files_synthetic_data_runs_without_host_io(server, tmp_path):
+    path = tmp_path / "poptorch.conf"
+    # seed 003, 4.1.1: the config file, line for line
+    path.write_text("deviceIterations(1)\n"
+                    "setExecutionStrategy(poptorch.ShardedExecution())\n"
+                    "replicationFactor(1)\n"
+                    "enableSyntheticData(True)\n")
+    opts = poptorch.Options()
+    opts.loadFromFile(str(path))
+    torch.manual_seed(13)
+    module = Net().eval()
+    x = torch.randn(64, 6)
+    runs = {}
+    for synthetic in (False, True):
+        model = poptorch.inferenceModel(module, opts.clone().enableSyntheticData(synthetic))
+        recorded = []
+        real_record = model._record_run
+        model._record_run = lambda result, arrays: (recorded.append(result.stats),
+                                                    real_record(result, arrays))
+        runs[synthetic] = (model(x), recorded[-1], model.getPerfCounters())
+        model.destroy()
+    real, synthetic = runs[False], runs[True]
+    torch.testing.assert_close(real[0], module(x), rtol=1e-5, atol=1e-6)
+    assert synthetic[0].shape == real[0].shape and not synthetic[0].any()  # nothing comes back
+    assert real[1].simulated_host_seconds > 0
+    assert synthetic[1].simulated_host_seconds == 0  # no host I/O in the simulated time
+    assert synthetic[1].simulated_seconds < real[1].simulated_seconds
+    counters = synthetic[2]
+    assert counters["input_complete"][0][0] == counters["input"][0][0]
+
+
+@pytest.mark.ipupod(pod="POD4")
 def test_input_replica_grouping_sends_each_group_its_data(server):
     torch.manual_seed(7)
     module = Net().eval()
@@ -600,7 +632,7 @@ def test_use_ipu_id_attaches_in_the_partition_of_that_device_id(server):
 
 
 @pytest.mark.ipupod(pod="POD4")
-def test_broadcast_buffers_false_with_replicas_and_changing_buffers_raises(server):
+def test_broadcast_buffers_false_trains_with_each_replicas_own_batchnorm_statistics(server):
     class Normed(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -611,13 +643,41 @@ def test_broadcast_buffers_false_with_replicas_and_changing_buffers_raises(serve
             y = self.norm(self.fc(x))
             return y, torch.nn.functional.mse_loss(y, target)
 
+    torch.manual_seed(11)
+    model = Normed()
+    reference = copy.deepcopy(model)
+    def buffers():
+        return {name: b.clone() for name, b in reference.norm.named_buffers()}
+
+    stats = [buffers(), buffers()]  # each replica's running statistics
     opts = poptorch.Options().replicationFactor(2).broadcastBuffers(False)
-    error = caught(lambda: poptorch.trainingModel(Normed(), opts)(
-        torch.randn(4, 6), torch.randn(4, 4)))
-    assert "one copy of each buffer" in error.message
-    plain = poptorch.trainingModel(Net(), opts)  # no buffers: nothing differs
-    plain(torch.randn(4, 6), torch.randn(4, 4))
-    plain.destroy()
+    opts.Training.gradientAccumulation(2)
+    poptorch_model = poptorch.trainingModel(model, opts,
+                                            torch.optim.SGD(model.parameters(), lr=0.1))
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(2):
+        x, target = torch.randn(16, 6), torch.randn(16, 4)  # micro-batch 4 x 2 x 2
+        poptorch_model(x, target)
+        optimizer.zero_grad()
+        for m in range(2):
+            for replica in range(2):  # host micro-batch m * replicas + replica
+                j = m * 2 + replica
+                with torch.no_grad():
+                    for name, b in reference.norm.named_buffers():
+                        b.copy_(stats[replica][name])
+                loss = reference(x[4 * j:4 * j + 4], target[4 * j:4 * j + 4])[1]
+                (loss / 4).backward()
+                stats[replica] = buffers()
+        optimizer.step()
+    poptorch_model.copyWeightsToHost()
+    for name, value in reference.named_parameters():
+        torch.testing.assert_close(model.get_parameter(name), value, rtol=1e-5, atol=1e-6,
+                                   msg=name)
+    for name in ("running_mean", "running_var"):  # replica 0's
+        torch.testing.assert_close(model.norm.get_buffer(name), stats[0][name], rtol=1e-5,
+                                   atol=1e-6, msg=name)
+    assert not torch.allclose(stats[0]["running_mean"], stats[1]["running_mean"])
+    poptorch_model.destroy()
 
 
 @pytest.mark.ipupod(pod="POD4")

@@ -203,13 +203,37 @@ def test_4_8_replicas_update_one_copy_of_the_buffers_in_data_order(server):
 
 
 @pytest.mark.ipupod(pod="POD4")
-def test_4_8_broadcast_buffers_false_is_refused_when_replicas_would_update_buffers(server):
-    # PopTorch gives each replica its own buffers; ipupodd keeps one copy per executable
-    # (docs/differences.md, "Buffers"), so per-replica buffers are refused, saying so.
-    opts = poptorch.Options().replicationFactor(2).broadcastBuffers(False)
-    with pytest.raises(poptorch.Error, match="broadcastBuffers\\(False\\).*not modelled"):
-        poptorch.inferenceModel(Stats(), opts)(torch.randn(2, 32))
+def test_4_8_broadcast_buffers_false_gives_each_replica_its_own_buffers(server):
+    # seed 003, 4.8: "You can make each replica use its own buffer by setting the PopTorch
+    # option broadcastBuffers() to False". Replica r runs micro-batches r, r + 2, ... (replicas
+    # vary fastest in the host batch), each on its own copy of the buffers.
+    torch.manual_seed(9)
+    model = Stats()
+    replicas = [copy.deepcopy(model), copy.deepcopy(model)]
+    opts = poptorch.Options().replicationFactor(2).deviceIterations(2).broadcastBuffers(False)
+    poptorch_model = poptorch.inferenceModel(model, opts)
+    for call in range(2):  # the copies persist from call to call
+        x = torch.randn(12, 32)  # micro-batch 3 x replicas 2 x iterations 2
+        out = poptorch_model(x)
+        with torch.no_grad():
+            want = torch.cat([replicas[j % 2](x[3 * j:3 * j + 3]) for j in range(4)])
+        torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5, msg=f"call {call}")
+    poptorch_model.copyWeightsToHost()  # replica 0's copy comes back
+    assert_buffers_equal(model, replicas[0])
+    assert model.count.item() == 4.0  # one copy would have counted all 8 micro-batches
+    # A write reaches every replica's copy.
+    with torch.no_grad():
+        model.count.fill_(10.0)
+        for r in replicas:
+            r.load_state_dict(model.state_dict())
+    poptorch_model.copyWeightsToDevice()
+    x = torch.randn(12, 32)
+    with torch.no_grad():
+        want = torch.cat([replicas[j % 2](x[3 * j:3 * j + 3]) for j in range(4)])
+    torch.testing.assert_close(poptorch_model(x), want, rtol=1e-5, atol=1e-5)
+    poptorch_model.destroy()
 
+    opts = poptorch.Options().replicationFactor(2).broadcastBuffers(False)
     class ConstantBuffer(torch.nn.Module):  # PopTorch's test_constant_buffer_with_replicas
         def __init__(self):
             super().__init__()
@@ -227,7 +251,7 @@ def test_4_8_broadcast_buffers_false_is_refused_when_replicas_would_update_buffe
 
 
 @pytest.mark.ipupod(pod="POD4")
-def test_4_8_an_inference_models_float16_buffer_is_refused_clearly(server):
+def test_4_8_an_inference_models_float16_buffer_is_carried_in_float16(server):
     class HalfCounter(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -235,10 +259,26 @@ def test_4_8_an_inference_models_float16_buffer_is_refused_clearly(server):
 
         def forward(self, x):
             self.acc += x.sum(0)
-            return x * 2
+            return x * 2 + self.acc
 
-    with pytest.raises(poptorch.Error, match="float16 buffer 'acc'.*float32"):
-        poptorch.inferenceModel(HalfCounter())(torch.ones(2, 4).half())
+    torch.manual_seed(3)
+    model = HalfCounter()
+    reference = copy.deepcopy(model)
+    poptorch_model = poptorch.inferenceModel(model)
+    for _ in range(3):  # small integers: every sum exact in float16, so equality is exact
+        x = torch.randint(-4, 5, (2, 4)).half()
+        out = poptorch_model(x)
+        assert out.dtype == torch.half
+        assert torch.equal(out, reference(x))
+    poptorch_model.copyWeightsToHost()
+    assert model.acc.dtype == torch.half and torch.equal(model.acc, reference.acc)
+    with torch.no_grad():  # 2049 is not a float16: the buffer really is float16 on the device
+        model.acc.fill_(2048.0)
+        reference.acc.fill_(2048.0)
+    poptorch_model.copyWeightsToDevice()
+    x = torch.ones(2, 4).half() * 0.5
+    assert torch.equal(poptorch_model(x), reference(x))
+    poptorch_model.destroy()
 
 
 # ---------------------------------------------------------------------- 4.7 float16

@@ -85,8 +85,8 @@ def test_bad_and_unmodelled_options_say_what_to_do():
         poptorch.Options().outputMode(poptorch.OutputMode.EveryN)
     with pytest.raises(AttributeError):
         poptorch.Options().Precision.setStochasticRounding(True)
-    with pytest.raises(ValueError, match="enableSyntheticData.*not modelled"):
-        poptorch.Options().enableSyntheticData(True)
+    assert "synthetic_data=true" in poptorch.Options().enableSyntheticData(
+        True).compile_settings(True).sets
     sharded = poptorch.Options().setExecutionStrategy(poptorch.ShardedExecution())
     assert "execution_strategy=sharded" in sharded.compile_settings(True).sets
     opts = poptorch.Options()

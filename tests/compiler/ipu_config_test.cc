@@ -190,7 +190,8 @@ TEST(IpuConfigTest, JsonRoundTripsEveryKey) {
                                "matmul_proportion=[0.1 0.2 0.3 0.4],inference_output_mode=sum,"
                                "executable_cache_dir=/tmp/x,auto_round_num_ipus=true,"
                                "execution_strategy=serial_phased,"
-                               "tensors_liveness=off_chip_after_each_phase")
+                               "tensors_liveness=off_chip_after_each_phase,"
+                               "synthetic_data=true,broadcast_buffers=false")
                   .ok());
   const std::string json = IpuConfigToJson(c);
   auto parsed = ParseIpuConfigJson(json);
@@ -198,7 +199,7 @@ TEST(IpuConfigTest, JsonRoundTripsEveryKey) {
   EXPECT_EQ(parsed->config, c);
   EXPECT_THAT(parsed->warnings, IsEmpty());
   EXPECT_EQ(ParseIpuConfigJson(IpuConfigToJson(IpuConfig()))->config, IpuConfig());
-  EXPECT_EQ(IpuConfigKeys().size(), 25u);
+  EXPECT_EQ(IpuConfigKeys().size(), 27u);
 }
 
 TEST(IpuConfigTest, UpdateFromStringParsesEveryType) {

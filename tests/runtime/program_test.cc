@@ -345,6 +345,31 @@ TEST(ProgramTest, ASessionIsChargedEachReplicasPlanAndNothingOnIdleIpus) {
   EXPECT_EQ(p->MemoryChargePerIpu(2), std::vector<uint64_t>(want.begin(), want.begin() + 2));
 }
 
+// PopTorch's enableSyntheticData: host I/O off, inputs made on the device,
+// zeros back, no host transfers in the simulated time; inputs still checked.
+TEST(ProgramTest, SyntheticDataRunsWithoutHostIo) {
+  compiler::IpuConfig c;
+  ASSERT_TRUE(
+      compiler::UpdateFromString(c, "inference_device_iterations=8,synthetic_data=true").ok());
+  auto e = compiler::Compile(Gpt4(), c, compiler::CompileOptions{});
+  ASSERT_TRUE(e.ok()) << e.status();
+  auto synthetic = Program::Create(std::make_shared<const Executable>(*std::move(e)));
+  ASSERT_TRUE(synthetic.ok()) << synthetic.status();
+  ASSERT_TRUE((*synthetic)->SetWeights(RandomWeights(**synthetic, 1)).ok());
+  auto step = (*synthetic)->RunStep(StepInputs());
+  ASSERT_TRUE(step.ok()) << step.status();
+  auto real = Loaded("all")->RunStep(StepInputs());
+  ASSERT_TRUE(real.ok()) << real.status();
+  EXPECT_EQ(step->outputs.at(0).second.shape(), real->outputs.at(0).second.shape());
+  for (float v : Values(*step)) ASSERT_EQ(v, 0.0f) << "nothing comes back to the host";
+  EXPECT_GT(step->flops, 0) << "the device still computes";
+  EXPECT_EQ(step->simulated.host_s, 0.0);
+  EXPECT_GT(real->simulated.host_s, 0.0);
+  tensor::NamedTensors bad;
+  bad.emplace_back("ids", *Tensor::Create(tensor::DType::kInt64, {3, 4}));
+  EXPECT_EQ((*synthetic)->RunStep(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ProgramTest, SetWeightsTakesAtMostTheWeightsPlusSlack) {
   auto p = Loaded("all");
   EXPECT_EQ(p->max_set_weights_bytes(), p->weight_bytes() + kWeightSlackBytes);

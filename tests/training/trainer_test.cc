@@ -262,5 +262,39 @@ TEST(TrainerTest, BuffersTravelWithCheckpointsAndWeightsAndSurviveFailedSteps) {
   EXPECT_EQ(Count(**b), 12.0f);
 }
 
+TEST(TrainerTest, ReplicaBuffersAdvanceOnlyWithTheirOwnReplicasMicroBatches) {
+  TrainerOptions options = CounterOptions(2, 2);
+  options.replica_buffers = true;  // PopTorch's broadcastBuffers(False)
+  auto tr = Trainer::Create(Counter(), options);
+  ASSERT_TRUE(tr.ok()) << tr.status();
+  for (int step = 0; step < 2; ++step) {
+    auto result = (*tr)->Step(CounterBatches(4));
+    ASSERT_TRUE(result.ok()) << result.status();
+    for (int r = 0; r < 2; ++r) {  // each replica counts its own 2 micro-batches per update
+      for (int m = 0; m < 2; ++m) {
+        EXPECT_EQ(result->outputs[r * 2 + m][0].data<float>()[0], 2 * step + m + 1)
+            << "replica " << r << ", micro-batch " << m;
+      }
+    }
+  }
+  EXPECT_EQ(Count(**tr), 4.0f);  // replica 0's
+  TensorMap state = (*tr)->ExportState();
+  ASSERT_TRUE(state.contains("replica/1/count"));
+  auto ten = Tensor::FromValues<float>({1}, std::vector<float>{10.0f});
+  ASSERT_TRUE((*tr)->SetWeights({{"count", *ten}}).ok());  // every replica's copy
+  EXPECT_EQ((*tr)->ExportState().at("replica/1/count").data<float>()[0], 10.0f);
+
+  state.at("replica/1/count").mutable_data<float>()[0] = 7.0f;
+  ASSERT_TRUE((*tr)->ImportState(state).ok());
+  auto result = (*tr)->Step(CounterBatches(4));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->outputs[0][0].data<float>()[0], 5.0f);  // replica 0: 4 + 1
+  EXPECT_EQ(result->outputs[2][0].data<float>()[0], 8.0f);  // replica 1: 7 + 1
+  auto shared = Trainer::Create(Counter(), CounterOptions(2, 2));
+  ASSERT_TRUE(shared.ok());
+  EXPECT_THAT((*shared)->ImportState(state).message(),
+              HasSubstr("'replica/1/count' is a replica's own buffer"));
+}
+
 }  // namespace
 }  // namespace ipupod::training

@@ -434,7 +434,6 @@ class PoplarExecutor:
                                      names, self._training, self._options.execution_strategy)
         except (RuntimeError, torch.onnx.errors.OnnxExporterError) as error:
             raise _export_error(error) from None
-        self._check_buffers(exported)
         self._executable = self._compile_exported(exported, output)
         self._exported = exported
         self._constants = self._maybe_constants(exported)
@@ -511,30 +510,6 @@ class PoplarExecutor:
     def _name(self) -> str:
         kind = "training" if self._training else "inference"
         return self._options.model_name or f"{kind} model {type(self._model).__name__}"
-
-    def _check_buffers(self, exported: export.Exported) -> None:
-        """What ipupodd cannot carry is refused: broadcastBuffers(False) asks for a copy of
-        each buffer per replica, which ipupod does not keep (refused when replicas would
-        update buffers), and an inference executable's buffers are float32 only."""
-        o = self._options
-        halves = [n for n in exported.buffers if self._model.get_buffer(n).dtype == torch.half]
-        if halves and not self._training:
-            raise errors.Error(
-                f"the forward changes the float16 buffer '{halves[0]}' in place, and ipupodd's "
-                f"inference executables carry float32 buffers only (a training model's may "
-                f"be float16); keep the buffer float32 (its updates are then rounded to "
-                f"float32, not float16)", code=grpc.StatusCode.UNIMPLEMENTED,
-                type="client.not_modelled", location="poptorch export")
-        changing = bool(exported.buffers) or (self._training and any(
-            True for _ in self._model.buffers()))
-        if not o.broadcast_buffers and o.replication_factor > 1 and changing:
-            raise errors.Error(
-                "broadcastBuffers(False) with replicationFactor > 1 is not modelled: ipupod "
-                "keeps one copy of each buffer, updated by every micro-batch of every replica "
-                "in data order (docs/differences.md, \"Buffers\"); remove broadcastBuffers"
-                "(False) to run so, or use replicationFactor(1)",
-                code=grpc.StatusCode.UNIMPLEMENTED, type="client.not_modelled",
-                location="Options.broadcastBuffers")
 
     def _connect(self) -> Client:
         if self._client is None:

@@ -424,6 +424,7 @@ class Options:
         self.input_group_size = 1
         self.input_group_type = enums.CommGroupType.Consecutive
         self.broadcast_buffers = True
+        self.synthetic_data = False
         self.log_dir = "."
         self.max_repeat_logs: Optional[int] = 4
         self.model_name: Optional[str] = None
@@ -501,9 +502,10 @@ class Options:
 
     def broadcastBuffers(self, broadcast_buffers: bool = True) -> "Options":  # noqa: N802
         """True (the default): ipupod keeps one copy of each buffer, updated by every
-        micro-batch of every replica in data order (docs/differences.md, "Buffers"). False
-        (a copy per replica) is accepted, and a replicated model whose buffers change raises
-        ``poptorch.Error`` when it compiles: per-replica buffers are not modelled."""
+        micro-batch of every replica in data order (docs/differences.md, "Buffers"). False:
+        each replica keeps its own copy, updated by its own micro-batches (IPUConfig
+        ``broadcast_buffers``); ``copyWeightsToHost`` reads replica 0's, and
+        ``copyWeightsToDevice`` writes every replica's."""
         _check_bool(broadcast_buffers, "Options.broadcastBuffers")
         self.broadcast_buffers = broadcast_buffers
         return self
@@ -692,12 +694,12 @@ class Options:
         return self
 
     def enableSyntheticData(self, enabled: bool) -> "Options":  # noqa: N802
-        """False is accepted; True raises ``poptorch.Error``: ipupod always runs on the data a
-        call passes (benchmark with real inputs; the simulated time does not depend on
-        them)."""
-        if enabled:
-            _not_modelled("enableSyntheticData(True)", "every run takes the call's inputs; "
-                          "pass real inputs, the simulated time does not depend on them")
+        """True disables host I/O, as PopTorch's synthetic data does for benchmarking
+        (IPUConfig ``synthetic_data``): each run still checks the call's inputs' shapes,
+        then runs on random normal data made on the device (integer inputs zero) and
+        returns zeros; the simulated time has no host transfers of inputs and outputs."""
+        _check_bool(enabled, "Options.enableSyntheticData")
+        self.synthetic_data = enabled
         return self
 
     def randomSeed(self, seed: int) -> "Options":
@@ -775,6 +777,10 @@ class Options:
                         f"{self._output_mode_text()}")
         if self.auto_round_num_ipus:
             sets.append("auto_round_num_ipus=true")
+        if self.synthetic_data:
+            sets.append("synthetic_data=true")
+        if not self.broadcast_buffers and self.replication_factor > 1:
+            sets.append("broadcast_buffers=false")
         half = self.Precision.half_partials
         if half is not None or "enable_half_partials" not in self.ipu_config:
             sets.append(f"enable_half_partials={'true' if half else 'false'}")

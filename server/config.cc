@@ -348,6 +348,8 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
        IntField(&ServerConfig::max_execution_threads_per_user, 0, kExecutionThreadsMax)},
       {"execution_stream_idle_seconds",
        IntField(&ServerConfig::execution_stream_idle_seconds, 1, kStreamIdleSecondsMax)},
+      {"upload_min_bytes_per_second",
+       IntField(&ServerConfig::upload_min_bytes_per_second, 0, kUploadMinBytesPerSecondMax)},
       {"compute_threads", IntField(&ServerConfig::compute_threads, 0, kComputeThreadsMax)},
       {"load_memory_mb", IntField(&ServerConfig::load_memory_mb, 0, kLoadMemoryMbMax)},
       {"compile_max_model_mb",
@@ -585,6 +587,12 @@ absl::Status ValidateConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("execution stream idle seconds must be from 1 to ", kStreamIdleSecondsMax,
                      "; got ", config.execution_stream_idle_seconds));
+  }
+  if (config.upload_min_bytes_per_second < 0 ||
+      config.upload_min_bytes_per_second > kUploadMinBytesPerSecondMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("upload min bytes per second must be from 0 (no bound) to ",
+                     kUploadMinBytesPerSecondMax, "; got ", config.upload_min_bytes_per_second));
   }
   if (config.compute_threads < 0 || config.compute_threads > kComputeThreadsMax) {
     return absl::InvalidArgumentError(absl::StrCat("compute threads must be from 0 (every CPU) to ",

@@ -21,6 +21,8 @@
 //     "max_execution_threads": 8,           ExecutionService calls at once (1-1024)
 //     "max_execution_threads_per_user": 0,  of those, one user's at most; 0 = half, at least 1
 //     "execution_stream_idle_seconds": 30,  a stream silent this long is ended (1-3600)
+//     "upload_min_bytes_per_second": 16384, an upload slower than this once it has waited
+//                                           execution_stream_idle_seconds is ended; 0 = off
 //     "load_memory_mb": 0,                  host memory for loaded programs; 0: half the RAM
 //     "compute_threads": 0,                 BLAS threads per run; 0 = every CPU
 //     "compile_max_model_mb": 1024,         CompileService: the largest model (1-65536)
@@ -124,6 +126,10 @@ struct ServerConfig {
   int max_execution_threads = 8;
   int max_execution_threads_per_user = 0;  // 0: ExecutionThreadsPerUser's default
   int execution_stream_idle_seconds = 30;
+  // An upload (PutBlob, UploadExecutable, WriteWeights) whose bytes arrive
+  // slower than this, measured over the time the server waited for them once
+  // that reaches execution_stream_idle_seconds, is ended (0 = no bound).
+  int64_t upload_min_bytes_per_second = 16384;
   int64_t load_memory_mb = 0;  // 0: DefaultLoadMemoryBytes (execution/memory_budget.h)
   int compute_threads = 0;     // 0: every CPU of the host (kernels::MaxBlasThreads)
   // Compiles on the server (execution/remote_compile.h).
@@ -190,6 +196,7 @@ inline constexpr int kExecutionThreadsMin = 1;
 inline constexpr int kExecutionThreadsMax = 1024;
 inline constexpr int kComputeThreadsMax = 1024;
 inline constexpr int kStreamIdleSecondsMax = 3600;
+inline constexpr int64_t kUploadMinBytesPerSecondMax = int64_t{1} << 30;
 inline constexpr int64_t kBlobStoreMbMax = int64_t{1} << 24;  // 16 TiB
 inline constexpr int kRetentionHoursMax = 24 * 365;
 inline constexpr int kTimeLimitMinutesMax = 60 * 24 * 30;

@@ -262,6 +262,7 @@ void PodServer::CreateServices() {
                     ticker_.get(),    absl::Seconds(config_.execution_stream_idle_seconds),
                     &shutting_down_};
   env_.audit = audit_.get();
+  env_.upload_min_bytes_per_second = config_.upload_min_bytes_per_second;
   pod_service_ = std::make_unique<PodServiceImpl>(env_);
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);

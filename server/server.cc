@@ -26,10 +26,19 @@
 #include "server/call_limit.h"
 #include "server/request_parse_errors.h"
 #include "server/rpc_metrics_interceptor.h"
+#include "server/secret_files.h"
 #include "server/starting_server.h"
 
 namespace ipupod::server {
 namespace {
+
+// "tokens,max_waiters", or "none".
+template <typename Keys>
+std::string KeyList(const Keys& keys) {
+  std::string list;
+  for (const auto& key : keys) absl::StrAppend(&list, list.empty() ? "" : ",", key);
+  return list.empty() ? "none" : list;
+}
 
 // The custom op resolver of the config's "custom_ops" (customop/library_registry.h): a
 // call's CPU time is bounded at its wall time on every CPU.
@@ -170,6 +179,7 @@ absl::StatusOr<std::unique_ptr<PodServer>> PodServer::Start(ServerConfig config)
   // Before anything is opened: a bad certificate or key stops the start here.
   IPUPOD_ASSIGN_OR_RETURN(TlsMaterial tls, LoadTlsMaterial(config.tls));
   if (tls.enabled()) spdlog::info("TLS: {}", tls.summary);
+  WarnAboutSecretFiles(config);
   std::unique_ptr<PodServer> server(new PodServer(std::move(config)));
   server->tls_ = std::move(tls);
   const absl::Status started = server->Init();

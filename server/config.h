@@ -67,6 +67,7 @@
 #define IPUPOD_SERVER_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,10 @@ struct ServerConfig {
   // The file the config was read from ("" = none); set by the flags, never a
   // key. SIGHUP reloads the sharing section from it.
   std::string config_path;
+  // Each top-level key of that file as read, as compact JSON text (set by
+  // LoadConfigFile): SIGHUP compares them to tell which keys changed
+  // (DiffConfigKeys).
+  std::map<std::string, std::string> file_keys;
   // The HTTP listener of metrics and health (http/, metrics/): host:port,
   // "off", or "" = the default (MetricsListenAddress).
   std::string metrics_listen;
@@ -218,10 +223,28 @@ inline constexpr int kCustomOpCallTimeoutSecondsMax = 3600;
 inline constexpr int kCustomOpMaxHostsMax = 4096;
 inline constexpr size_t kCustomOpLibraryDirsMax = 64;
 
+inline constexpr int64_t kConfigFileBytesMax = int64_t{4} << 20;  // 4 MiB
+
+// The top-level keys a SIGHUP reload applies; every other key takes effect
+// at the next start only (docs/configuration.md, "Reloading").
+inline constexpr absl::string_view kReloadableConfigKeys[] = {"sharing"};
+
+// What a reload found changed in the config file, by top-level key (added,
+// removed or with another value), sorted.
+struct ConfigChanges {
+  std::vector<std::string> applied;       // among kReloadableConfigKeys
+  std::vector<std::string> need_restart;  // every other key
+};
+ConfigChanges DiffConfigKeys(const std::map<std::string, std::string>& running,
+                             const std::map<std::string, std::string>& fresh);
+
 // Parses a JSON document (an object). Missing keys keep their defaults.
 absl::StatusOr<ServerConfig> ParseConfigJson(absl::string_view json_text);
 // Reads and parses `path`; NOT_FOUND / FAILED_PRECONDITION when unreadable,
-// INVALID_ARGUMENT (prefixed with the path) when invalid.
+// INVALID_ARGUMENT (prefixed with the path) when invalid, when it is not a
+// regular file (a FIFO, a device such as /dev/zero, a directory: opened
+// without blocking and refused before anything is read) or when it is over
+// kConfigFileBytesMax.
 absl::StatusOr<ServerConfig> LoadConfigFile(const std::string& path);
 
 // Pod from "POD16", "pod64" or a decimal count such as "16".

@@ -29,7 +29,8 @@ std::vector<std::string> SecretFileWarnings(const ServerConfig& config) {
                                "whoever reads it can impersonate this server"));
   }
   if (!config.tokens.empty()) {
-    warnings.push_back(Warning(config.config_path, "the config file (--config), which holds tokens,",
+    warnings.push_back(Warning(config.config_path,
+                               "the config file (--config), which holds tokens,",
                                "whoever reads it can act as any user it names, admins included"));
   }
   std::erase(warnings, "");

@@ -252,8 +252,8 @@ absl::Status PodServer::Init() {
     return jobs;
   }
   CreateServices();
-  metrics_->SetSources(
-      {scheduler_.get(), jobs_.get(), cache_.get(), &execution_->counters(), compute_.get()});
+  metrics_->SetSources({scheduler_.get(), jobs_.get(), cache_.get(), &execution_->counters(),
+                        compute_.get(), ledger_.get()});
   absl::Status status = BuildGrpcServer();
   if (status.ok()) status = StartHttp();
   if (!status.ok()) {

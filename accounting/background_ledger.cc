@@ -1,5 +1,7 @@
 #include "accounting/background_ledger.h"
 
+#include <algorithm>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -68,55 +70,138 @@ absl::Status BackgroundLedger::Enqueue(Op op) {
                                   op.record.state);
 }
 
-void BackgroundLedger::WriteBatch(const std::vector<Op>& ops) {
+namespace {
+
+// What a full or failing store answers; worth another try later.
+bool Retryable(const absl::Status& status) {
+  return absl::IsResourceExhausted(status) || absl::IsUnavailable(status);
+}
+
+absl::Status Explained(const absl::Status& status, absl::string_view what) {
+  return absl::Status(status.code(), absl::StrCat(status.message(), "; ", what));
+}
+
+}  // namespace
+
+std::vector<BackgroundLedger::Op> BackgroundLedger::WriteBatch(std::vector<Op> ops) {
   // Opens first, then closes: each kind in one durable write (OpenAll,
   // CloseAll). A close in the batch is of a session opened in it or before
   // it (ids are never reused), so the records end as if written one by one.
-  std::vector<const Op*> opens, closes;
+  std::vector<size_t> opens, closes;
   std::vector<UsageRecord> records;
   std::vector<RecordEnd> ends;
-  for (const Op& op : ops) {
-    if (op.open) {
-      opens.push_back(&op);
-      records.push_back(op.record);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const UsageRecord& r = ops[i].record;
+    if (ops[i].open) {
+      opens.push_back(i);
+      records.push_back(r);
     } else {
-      closes.push_back(&op);
-      const UsageRecord& r = op.record;
+      closes.push_back(i);
       ends.push_back({r.id, r.end_unix_ms, r.ipu_seconds, r.state});
     }
   }
-  const auto report = [this](const std::vector<const Op*>& done,
-                             const std::vector<absl::Status>& written) {
-    if (!options_.on_error) return;
-    for (size_t i = 0; i < done.size(); ++i) {
+  std::vector<bool> hold(ops.size(), false);
+  std::set<std::string> held_opens;  // a close of one of these waits with it
+  const auto sort = [&](const std::vector<size_t>& done, const std::vector<absl::Status>& written) {
+    for (size_t k = 0; k < done.size(); ++k) {
       const absl::Status status =
-          i < written.size() ? written[i] : absl::InternalError("the ledger did not say");
-      if (!status.ok()) options_.on_error(done[i]->record.id, status);
+          k < written.size() ? written[k] : absl::InternalError("the ledger did not say");
+      if (status.ok()) continue;
+      const Op& op = ops[done[k]];
+      hold[done[k]] = Retryable(status) || (!op.open && held_opens.contains(op.record.id));
+      if (hold[done[k]] && op.open) held_opens.insert(op.record.id);
+      if (!options_.on_error || (hold[done[k]] && op.held)) continue;  // reported when it failed
+      options_.on_error(op.record.id, hold[done[k]]
+                                          ? Explained(status,
+                                                      "held in memory and written again when the "
+                                                      "store accepts writes")
+                                          : status);
     }
   };
-  if (!records.empty()) report(opens, target_->OpenAll(records));
-  if (!ends.empty()) report(closes, target_->CloseAll(ends));
+  if (!records.empty()) sort(opens, target_->OpenAll(records));
+  if (!ends.empty()) sort(closes, target_->CloseAll(ends));
+  std::vector<Op> failed;  // in the order they came, so the oldest is dropped first
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (hold[i]) failed.push_back(std::move(ops[i]));
+  }
+  return failed;
+}
+
+void BackgroundLedger::Hold(std::vector<Op> failed, size_t retried, size_t keep) {
+  std::vector<Op> dropped;
+  size_t held = 0;
+  {
+    sync::MutexLock lock(&mu_);
+    for (Op& op : failed) {
+      op.held = true;
+      held_.push_back(std::move(op));
+    }
+    while (held_.size() > keep) {
+      dropped.push_back(std::move(held_.front()));
+      held_.pop_front();
+    }
+    counts_.retried += retried;
+    counts_.dropped += dropped.size();
+    counts_.held = held = held_.size();
+  }
+  if (!options_.on_error) return;
+  for (const Op& op : dropped) {
+    options_.on_error(
+        op.record.id,
+        absl::ResourceExhaustedError(
+            keep == 0 ? "dropped at the stop: the store still refuses writes (the next start ends "
+                        "a record left open SERVER_RESTART)"
+                      : absl::StrCat("dropped: ", held,
+                                     " failed usage writes are held already, the most kept; the "
+                                     "store has refused writes since (a full disk?)")));
+  }
 }
 
 void BackgroundLedger::WriterLoop() {
+  absl::Time next_retry = absl::InfinitePast();
   while (true) {
     std::vector<Op> batch;
+    size_t fresh = 0, was_held = 0;
+    bool last = false;
     {
       sync::MutexLock lock(&mu_);
       // Woken by every Enqueue and by Stop; the timeout only bounds the wait.
-      while (queue_.empty() && !stopping_) sync::WaitWithTimeout(&changed_, &mu_, absl::Seconds(1));
-      if (queue_.empty()) return;  // stopping, and everything is written
-      // Everything queued while the previous batch was written: one write
-      // per run, not one per record (at most queue_max records).
-      batch.reserve(queue_.size());
+      while (queue_.empty() && !stopping_ && (held_.empty() || absl::Now() < next_retry)) {
+        const absl::Time bound = absl::Now() + absl::Seconds(1);
+        sync::WaitWithDeadline(
+            &changed_, &mu_,
+            held_.empty() ? bound : std::max(std::min(next_retry, bound), absl::Now()));
+      }
+      if (queue_.empty() && held_.empty()) return;  // stopping, and everything is written
+      last = stopping_ && queue_.empty();           // the held ones' last try
+      // The held ones first (older), then everything queued while the
+      // previous batch was written: one write per run, not one per record.
+      was_held = held_.size();
+      fresh = queue_.size();
+      batch.reserve(was_held + fresh);
+      for (Op& op : held_) batch.push_back(std::move(op));
       for (Op& op : queue_) batch.push_back(std::move(op));
+      held_.clear();
       queue_.clear();
     }
-    WriteBatch(batch);
-    sync::MutexLock lock(&mu_);
-    written_ += batch.size();
-    changed_.SignalAll();
+    std::vector<Op> failed = WriteBatch(std::move(batch));
+    size_t still_held = 0;
+    for (const Op& op : failed) still_held += op.held ? 1 : 0;
+    {
+      sync::MutexLock lock(&mu_);
+      written_ += fresh;
+      changed_.SignalAll();
+    }
+    // Stopping: what still fails is dropped, and said so.
+    Hold(std::move(failed), was_held - still_held, last ? 0 : options_.retry_max);
+    next_retry = absl::Now() + options_.retry_interval;
+    if (last) return;
   }
+}
+
+BackgroundLedgerCounts BackgroundLedger::counts() const {
+  sync::MutexLock lock(&mu_);
+  return counts_;
 }
 
 absl::Status BackgroundLedger::Drain() {

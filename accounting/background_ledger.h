@@ -19,6 +19,19 @@
 // goes on). A write that fails is reported to `on_error` on the writer
 // thread; Open and Close themselves then already returned OK.
 //
+// A full or failing store: a write that fails RESOURCE_EXHAUSTED (SQLite's
+// disk full) or UNAVAILABLE (a busy or failing store; the test-only injected
+// write fault) is held in memory and written again, before anything queued
+// after it, every `retry_interval` and with the next batch, until the store
+// accepts it, so a session that ended while the disk was full still gets its
+// record once space returns. At most `retry_max` are held: one more drops
+// the oldest held (reported to on_error, saying so, and counted in
+// counts().dropped). Other errors (a close of a record never opened) are
+// reported and not retried; a close whose open is held is held with it. A
+// kill -9 loses what is held as it loses what is queued (the next start ends
+// open records SERVER_RESTART); Stop tries the held ones once more and
+// reports those still refused as dropped.
+//
 // The writer takes every record queued while it wrote the previous ones and
 // writes their opens, then their closes, as one transaction each (OpenAll,
 // CloseAll): two commits for a burst, not one per record.
@@ -50,8 +63,17 @@ namespace ipupod::accounting {
 struct BackgroundLedgerOptions {
   size_t queue_max = 65536;                 // records waiting to be written
   absl::Duration wait = absl::Seconds(10);  // for room in the queue, or for a Drain
-  // A write that failed: the record's id and the error (called on the writer thread).
+  // A write that failed: the record's id and the error (called on the writer
+  // thread); the message says whether it is held for another try or dropped.
   std::function<void(const std::string& id, const absl::Status& error)> on_error;
+  size_t retry_max = 10000;                          // failed writes held for another try
+  absl::Duration retry_interval = absl::Seconds(5);  // how often they are tried again
+};
+
+struct BackgroundLedgerCounts {
+  uint64_t held = 0;     // failed writes held now for another try
+  uint64_t retried = 0;  // held writes that a later try wrote
+  uint64_t dropped = 0;  // held writes given up (retry_max, or still refused at Stop)
 };
 
 class BackgroundLedger final : public Ledger {
@@ -78,21 +100,29 @@ class BackgroundLedger final : public Ledger {
   // Writes what is queued and stops the writer; later Open/Close write
   // synchronously. Idempotent.
   void Stop();
+  BackgroundLedgerCounts counts() const;
 
  private:
   struct Op {
     bool open = false;
+    bool held = false;   // failed once, held for another try
     UsageRecord record;  // a close: id, end_unix_ms, ipu_seconds, state
   };
   absl::Status Enqueue(Op op);
-  void WriteBatch(const std::vector<Op>& ops);
+  // Writes `ops` (held ones first); returns those to hold for another try.
+  std::vector<Op> WriteBatch(std::vector<Op> ops);
+  // Holds `failed` (after what is held), dropping the oldest beyond `keep`;
+  // `retried` held ones were written.
+  void Hold(std::vector<Op> failed, size_t retried, size_t keep) ABSL_LOCKS_EXCLUDED(mu_);
   void WriterLoop();
 
   Ledger* const target_;
   const BackgroundLedgerOptions options_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::CondVar changed_;  // queued, written, or stopping
   std::deque<Op> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Op> held_ ABSL_GUARDED_BY(mu_);  // failed writes, oldest first
+  BackgroundLedgerCounts counts_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;   // ever queued
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;  // ever written (or failed)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

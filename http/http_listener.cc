@@ -1,5 +1,6 @@
 #include "http/http_listener.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -36,6 +37,8 @@ constexpr const char* kTlsPriorities = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1
 constexpr int kListenBacklog = 128;
 // After a panic, how long Stop waits for the handlers in flight to leave.
 constexpr absl::Duration kPanicDrain = absl::Seconds(5);
+// How often the reaper looks for connections past request_timeout.
+constexpr absl::Duration kReapEvery = absl::Milliseconds(250);
 
 // What libmicrohttpd logs while MHD_start_daemon runs on this thread: the
 // reason behind its NULL.
@@ -57,6 +60,9 @@ absl::Status CheckBounds(const HttpListenerOptions& o) {
   if (o.idle_timeout < absl::Seconds(1) || o.idle_timeout > absl::Hours(1) ||
       o.idle_timeout != absl::Seconds(absl::ToInt64Seconds(o.idle_timeout))) {
     return absl::InvalidArgumentError("idle_timeout must be whole seconds from 1 s to 1 hour");
+  }
+  if (o.request_timeout < absl::Seconds(1) || o.request_timeout > absl::Hours(1)) {
+    return absl::InvalidArgumentError("request_timeout must be from 1 s to 1 hour");
   }
   if (o.max_request_bytes < kMaxRequestBytesMin || o.max_request_bytes > kMaxRequestBytesMax) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -176,10 +182,13 @@ MHD_OptionItem Option(MHD_OPTION option, intptr_t value, void* pointer = nullptr
   return MHD_OptionItem{option, value, pointer};
 }
 
-// libmicrohttpd's options for `o`, serving on the listening socket `fd`.
-std::vector<MHD_OptionItem> DaemonOptions(const HttpListenerOptions& o, int fd) {
+// libmicrohttpd's options for `o`, serving on the listening socket `fd`,
+// telling `notify` (with `listener`) of every connection's start and close.
+std::vector<MHD_OptionItem> DaemonOptions(const HttpListenerOptions& o, int fd,
+                                          MHD_NotifyConnectionCallback notify, void* listener) {
   std::vector<MHD_OptionItem> items = {
       Option(MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&Log)),
+      Option(MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(notify), listener),
       Option(MHD_OPTION_LISTEN_SOCKET, fd),
       Option(MHD_OPTION_THREAD_POOL_SIZE, o.worker_threads),
       Option(MHD_OPTION_CONNECTION_LIMIT, o.max_connections),
@@ -194,6 +203,33 @@ std::vector<MHD_OptionItem> DaemonOptions(const HttpListenerOptions& o, int fd) 
   }
   items.push_back(Option(MHD_OPTION_END, 0));
   return items;
+}
+
+// Whether a Host header names an IP address or localhost (with or without
+// a port): what a page that rebound its own name to this address cannot send.
+bool IsAddressHost(absl::string_view host) {
+  std::string name;
+  absl::string_view port;
+  if (absl::StartsWith(host, "[")) {
+    const size_t close = host.find(']');
+    if (close == absl::string_view::npos) return false;
+    name = std::string(host.substr(1, close - 1));
+    port = host.substr(close + 1);
+    in6_addr v6{};
+    if (inet_pton(AF_INET6, name.c_str(), &v6) != 1) return false;
+  } else {
+    const size_t colon = host.find(':');
+    name = std::string(host.substr(0, colon));
+    port = colon == absl::string_view::npos ? "" : host.substr(colon);
+    in_addr v4{};
+    if (inet_pton(AF_INET, name.c_str(), &v4) != 1 && !absl::EqualsIgnoreCase(name, "localhost")) {
+      return false;
+    }
+  }
+  if (port.empty()) return true;
+  if (port[0] != ':' || port.size() < 2 || port.size() > 6) return false;
+  return std::all_of(port.begin() + 1, port.end(),
+                     [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
 }
 
 bool IsCleanHeaderValue(absl::string_view value) {
@@ -289,7 +325,8 @@ struct HttpListener::Callbacks {
     }
     if (*request_state != nullptr) return MHD_NO;  // a body arrives after the answer: close
     *request_state = connection;
-    const auto* listener = static_cast<const HttpListener*>(cls);
+    auto* listener = static_cast<HttpListener*>(cls);
+    listener->RequestIn(connection);
     try {  // nothing may unwind into libmicrohttpd's C frames
       return listener->Serve(connection, url, method) ? MHD_YES : MHD_NO;
     } catch (...) {
@@ -299,6 +336,22 @@ struct HttpListener::Callbacks {
         return MHD_NO;
       }
     }
+  }
+
+  // A connection accepted (its socket registered for request_timeout) or
+  // closed (forgotten before libmicrohttpd closes its socket).
+  static void Notify(void* cls, MHD_Connection* connection, void** /*socket_context*/,
+                     MHD_ConnectionNotificationCode code) {
+    DispatchScope scope;
+    if (internal::Panicked()) return;  // as Dispatch: the listener may be gone
+    auto* listener = static_cast<HttpListener*>(cls);
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+      listener->RequestIn(connection);
+      return;
+    }
+    const MHD_ConnectionInfo* info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info != nullptr) listener->Accepted(connection, info->connect_fd);
   }
 };
 
@@ -325,7 +378,7 @@ absl::Status HttpListener::Open() {
   IPUPOD_ASSIGN_OR_RETURN(const int fd, Listen(target, options_.port));
   url_host_ = target.url_host;
   port_ = BoundPort(fd);
-  const std::vector<MHD_OptionItem> items = DaemonOptions(options_, fd);
+  const std::vector<MHD_OptionItem> items = DaemonOptions(options_, fd, &Callbacks::Notify, this);
   const unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
                              MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0) |
                              (target.address.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
@@ -345,9 +398,41 @@ absl::Status HttpListener::Open() {
         absl::StrCat("cannot serve HTTP", tls ? "S" : "", " on ", url_host_, ":", port_,
                      ": libmicrohttpd: ", log.empty() ? "it did not say why" : log));
   }
-  sync::MutexLock lock(&mu_);
-  daemon_ = daemon;
+  {
+    sync::MutexLock lock(&mu_);
+    daemon_ = daemon;
+  }
+  reaper_ = std::thread([this] { Reap(); });
   return absl::OkStatus();
+}
+
+void HttpListener::Accepted(MHD_Connection* connection, int fd) {
+  sync::MutexLock lock(&pending_mu_);
+  pending_[connection] = Pending{fd, absl::Now()};
+}
+
+void HttpListener::RequestIn(MHD_Connection* connection) {
+  sync::MutexLock lock(&pending_mu_);
+  pending_.erase(connection);
+}
+
+// Shuts down (never closes: the descriptor stays libmicrohttpd's) each
+// socket past request_timeout; libmicrohttpd's epoll sees it end and closes
+// the connection on its own thread.
+void HttpListener::Reap() {
+  sync::MutexLock lock(&pending_mu_);
+  while (!reaper_stopping_) {
+    sync::WaitWithTimeout(&reaper_wake_, &pending_mu_, kReapEvery);
+    const absl::Time cutoff = absl::Now() - options_.request_timeout;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.accepted > cutoff) {
+        ++it;
+        continue;
+      }
+      ::shutdown(it->second.fd, SHUT_RDWR);
+      pending_.erase(it++);
+    }
+  }
 }
 
 std::string HttpListener::url() const {
@@ -355,6 +440,12 @@ std::string HttpListener::url() const {
 }
 
 void HttpListener::Stop() {
+  {
+    sync::MutexLock lock(&pending_mu_);
+    reaper_stopping_ = true;
+    reaper_wake_.SignalAll();
+  }
+  if (reaper_.joinable()) reaper_.join();  // before any socket it knows can close
   MHD_Daemon* daemon = nullptr;
   {
     sync::MutexLock lock(&mu_);
@@ -393,6 +484,17 @@ bool HttpListener::Serve(MHD_Connection* connection, const char* url, const char
   MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &AppendArgument, &request.query);
   const auto route = routes_.find(request.path);
   const bool known = route != routes_.end();
+  if (!options_.check_token && !(known && route->second->public_route)) {
+    const char* host =
+        MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (host != nullptr && !IsAddressHost(host)) {
+      return Send(connection,
+                  Text(421, absl::StrCat("421 misdirected request: without tokens this server "
+                                         "answers only requests addressed to an IP address or "
+                                         "localhost, not to a name (DNS rebinding); use ",
+                                         this->url(), "\n")));
+    }
+  }
   if (options_.check_token && !(known && route->second->public_route)) {
     std::optional<HttpIdentity> identity = Authenticate(connection);
     if (!identity) {

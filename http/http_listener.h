@@ -22,8 +22,18 @@
 // way, so nothing says which tokens exist. check_token must compare in
 // constant time. A public route (liveness) needs nothing.
 //
+// DNS rebinding. Without `check_token` (open mode, on loopback) a web page
+// from anywhere could rebind its own name to this address and read the
+// routes from the user's browser. So a request to a route that is not public
+// must name an IP address or "localhost" in its Host header (any port; no
+// Host at all, HTTP/1.0, is served): any other name is answered 421 saying
+// so, and the handler never runs.
+//
 // TLS. With `cert_pem` and `key_pem` (PEM text, not paths) it serves HTTPS
-// only, TLS 1.2 or 1.3 (GnuTLS, through libmicrohttpd). Start checks both
+// only, TLS 1.2 or 1.3 (GnuTLS, through libmicrohttpd), and never
+// renegotiates: a client's second handshake on a connection (TLS 1.2) is
+// refused (the connection closed), so one connection costs at most one
+// handshake (TLS 1.3 has no renegotiation). Start checks both
 // with GnuTLS first (http/tls_credentials.h), so a bad certificate or key is
 // an INVALID_ARGUMENT saying which, never a listener that fails handshakes.
 //
@@ -45,10 +55,16 @@
 //     one client cannot take them all. Clients behind one proxy or NAT
 //     share its allowance.
 //   - idle_timeout: a connection with no traffic for this long (sending
-//     nothing, or stalled mid-request or mid-handshake) is closed. A client
-//     that trickles a byte now and then keeps its connection until its
-//     request outgrows max_request_bytes, holding one of its address's
-//     allowance.
+//     nothing, or stalled mid-request or mid-handshake) is closed.
+//   - request_timeout: a connection that has not sent a whole request
+//     (headers; with TLS the handshake too) this long after it was accepted
+//     is closed (shut down by a thread of the listener's, checked every
+//     250 ms), however it trickles. So every connection frees its slot
+//     within request_timeout, and a crowd of slow clients from a few
+//     addresses, which the per-address limit does not stop, delays any new
+//     connection (a liveness probe of /healthz) by at most about twice
+//     request_timeout: one turn of the slots for those ahead of it in the
+//     kernel's backlog, and its own request.
 //   - max_request_bytes: libmicrohttpd's memory per connection, which holds
 //     the request line and headers (and the response's header): a request
 //     line over it is answered 414, headers over it 431, and the
@@ -78,6 +94,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -131,11 +148,12 @@ struct HttpListenerOptions {
   std::string realm = "ipupod";
   std::string cert_pem;  // both set = HTTPS only
   std::string key_pem;
-  int worker_threads = 2;                           // libmicrohttpd's thread pool
-  int max_connections = 256;                        // open at once, all clients
-  int max_connections_per_ip = 64;                  // open at once from one address
-  absl::Duration idle_timeout = absl::Seconds(10);  // whole seconds
-  int max_request_bytes = 8192;                     // per-connection memory
+  int worker_threads = 2;                             // libmicrohttpd's thread pool
+  int max_connections = 256;                          // open at once, all clients
+  int max_connections_per_ip = 64;                    // open at once from one address
+  absl::Duration idle_timeout = absl::Seconds(10);    // whole seconds
+  int max_request_bytes = 8192;                       // per-connection memory
+  absl::Duration request_timeout = absl::Seconds(5);  // accept to whole request; >= 1 s
 };
 
 // Bounds Start checks.
@@ -174,6 +192,16 @@ class HttpListener {
   // The user whose token the request presents; nullopt when it presents none
   // or an unknown one. REQUIRES: check_token is set.
   std::optional<HttpIdentity> Authenticate(MHD_Connection* connection) const;
+  // request_timeout: connections still without a whole request, by the time
+  // they were accepted; the reaper shuts down those past it.
+  void Accepted(MHD_Connection* connection, int fd);
+  void RequestIn(MHD_Connection* connection);
+  void Reap();
+
+  struct Pending {
+    int fd = -1;
+    absl::Time accepted;
+  };
 
   const HttpListenerOptions options_;
   absl::flat_hash_map<std::string, const Route*> routes_;  // into options_.routes
@@ -181,6 +209,14 @@ class HttpListener {
   std::string url_host_;  // "127.0.0.1", "[::1]": the bound address as a URL shows it
   absl::Mutex mu_;
   MHD_Daemon* daemon_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Taken by libmicrohttpd's threads (Accepted, RequestIn, a close) and the
+  // reaper. An entry leaves it when its connection closes, before
+  // libmicrohttpd closes the socket, so the reaper never touches a reused fd.
+  absl::Mutex pending_mu_;
+  absl::flat_hash_map<MHD_Connection*, Pending> pending_ ABSL_GUARDED_BY(pending_mu_);
+  bool reaper_stopping_ ABSL_GUARDED_BY(pending_mu_) = false;
+  absl::CondVar reaper_wake_;
+  std::thread reaper_;
 };
 
 }  // namespace ipupod::http

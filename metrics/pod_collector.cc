@@ -68,6 +68,7 @@ std::vector<MetricFamily> PodCollector::Collect() const {
   if (sources_.jobs != nullptr) CollectJobs(out);
   if (sources_.cache != nullptr) CollectCache(out);
   if (sources_.execution != nullptr || sources_.compute != nullptr) CollectExecution(out);
+  if (sources_.ledger != nullptr) CollectLedger(out);
   return out;
 }
 
@@ -162,6 +163,18 @@ void PodCollector::CollectExecution(std::vector<MetricFamily>& out) const {
     out.push_back(
         Gauge("ipupod_compute_waiting", "Runs waiting for their turn to compute", gate->waiting()));
   }
+}
+
+void PodCollector::CollectLedger(std::vector<MetricFamily>& out) const {
+  const accounting::BackgroundLedgerCounts c = sources_.ledger->counts();
+  out.push_back(Gauge("ipupod_usage_writes_held",
+                      "Usage record writes the store refused (disk full, failing), held in memory "
+                      "to be written again",
+                      static_cast<double>(c.held)));
+  out.push_back(Counter("ipupod_usage_writes_dropped_total",
+                        "Held usage record writes given up: over the bound, or still refused at a "
+                        "stop",
+                        static_cast<double>(c.dropped)));
 }
 
 }  // namespace ipupod::metrics

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "accounting/background_ledger.h"
 #include "batch/job_manager.h"
 #include "execution/execution_counters.h"
 #include "metrics/ipu_seconds.h"
@@ -35,6 +36,8 @@ struct PodSources {
   const runtime::ExecutableCache* cache = nullptr;
   const execution::ExecutionCounters* execution = nullptr;
   const runtime::ComputeGate* compute = nullptr;
+  // Usage record writes held or dropped (a full or failing store).
+  const accounting::BackgroundLedger* ledger = nullptr;
 };
 
 class PodCollector final : public prometheus::Collectable {
@@ -50,6 +53,7 @@ class PodCollector final : public prometheus::Collectable {
   void CollectJobs(std::vector<prometheus::MetricFamily>& out) const;
   void CollectCache(std::vector<prometheus::MetricFamily>& out) const;
   void CollectExecution(std::vector<prometheus::MetricFamily>& out) const;
+  void CollectLedger(std::vector<prometheus::MetricFamily>& out) const;
 
   const PodSources sources_;
   IpuSeconds* const ipu_seconds_;

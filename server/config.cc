@@ -4,13 +4,13 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
-#include <sstream>
+#include <set>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -19,6 +19,9 @@
 #include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "server/sharing_config.h"
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace ipupod::server {
 namespace {
@@ -348,6 +351,8 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
        IntField(&ServerConfig::max_execution_threads_per_user, 0, kExecutionThreadsMax)},
       {"execution_stream_idle_seconds",
        IntField(&ServerConfig::execution_stream_idle_seconds, 1, kStreamIdleSecondsMax)},
+      {"upload_min_bytes_per_second",
+       IntField(&ServerConfig::upload_min_bytes_per_second, 0, kUploadMinBytesPerSecondMax)},
       {"compute_threads", IntField(&ServerConfig::compute_threads, 0, kComputeThreadsMax)},
       {"load_memory_mb", IntField(&ServerConfig::load_memory_mb, 0, kLoadMemoryMbMax)},
       {"compile_max_model_mb",
@@ -392,6 +397,53 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
   return reader.RejectUnknownKeys();
 }
 
+// The config file's text. Opened without blocking (a FIFO in its place
+// must not stall the start or the SIGHUP loop, which also hears SIGTERM),
+// and read only when it is a regular file of at most kConfigFileBytesMax
+// (/dev/zero would otherwise be read until memory ran out).
+absl::StatusOr<std::string> ReadConfigText(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read config file '", path, "': ", std::strerror(errno)));
+  }
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const absl::string_view kind = S_ISFIFO(st.st_mode)                         ? "a FIFO"
+                                   : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                   : S_ISDIR(st.st_mode)                        ? "a directory"
+                                                                                : "not a file";
+    return absl::InvalidArgumentError(absl::StrCat("config file '", path,
+                                                   "' is not a regular file but ", kind,
+                                                   "; pass the path of a JSON file"));
+  }
+  if (st.st_size > kConfigFileBytesMax) {
+    return absl::InvalidArgumentError(absl::StrCat("config file '", path, "' is ", st.st_size,
+                                                   " bytes, over the ", kConfigFileBytesMax,
+                                                   " a config may have; is it the right file?"));
+  }
+  // One byte more than the bound: a file that grew since fstat is refused too.
+  std::string text(static_cast<size_t>(kConfigFileBytesMax) + 1, '\0');
+  size_t size = 0;
+  while (size < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + size, text.size() - size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot read config file '", path, "': ", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    size += static_cast<size_t>(n);
+  }
+  if (size > static_cast<size_t>(kConfigFileBytesMax)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config file '", path, "' is over the ", kConfigFileBytesMax, " bytes a config may have"));
+  }
+  text.resize(size);
+  return text;
+}
+
 }  // namespace
 
 absl::StatusOr<ServerConfig> ParseConfigJson(absl::string_view json_text) {
@@ -402,22 +454,38 @@ absl::StatusOr<ServerConfig> ParseConfigJson(absl::string_view json_text) {
 }
 
 absl::StatusOr<ServerConfig> LoadConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read config file '", path, "': ", std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot read config file '", path, "'"));
-  }
-  absl::StatusOr<ServerConfig> config = ParseConfigJson(text.str());
+  IPUPOD_ASSIGN_OR_RETURN(const std::string text, ReadConfigText(path));
+  absl::StatusOr<ServerConfig> config = ParseConfigJson(text);
   if (!config.ok()) {
     return absl::Status(config.status().code(),
                         absl::StrCat(path, ": ", config.status().message()));
   }
+  // Parsed once more (it parsed above, so it parses): each key's text for DiffConfigKeys.
+  absl::StatusOr<Json> root = json::Parse(text, "config", /*comments=*/true);
+  if (root.ok() && root->is_object()) {
+    for (const auto& [key, value] : root->items()) config->file_keys[key] = value.dump();
+  }
   return config;
+}
+
+ConfigChanges DiffConfigKeys(const std::map<std::string, std::string>& running,
+                             const std::map<std::string, std::string>& fresh) {
+  std::set<std::string> changed;
+  for (const auto& [key, value] : running) {
+    const auto it = fresh.find(key);
+    if (it == fresh.end() || it->second != value) changed.insert(key);
+  }
+  for (const auto& [key, value] : fresh) {
+    if (!running.contains(key)) changed.insert(key);
+  }
+  ConfigChanges changes;
+  for (const std::string& key : changed) {
+    const bool reloadable =
+        std::find(std::begin(kReloadableConfigKeys), std::end(kReloadableConfigKeys), key) !=
+        std::end(kReloadableConfigKeys);
+    (reloadable ? changes.applied : changes.need_restart).push_back(key);
+  }
+  return changes;
 }
 
 absl::StatusOr<device::PodConfig> ParsePod(absl::string_view text) {
@@ -585,6 +653,12 @@ absl::Status ValidateConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("execution stream idle seconds must be from 1 to ", kStreamIdleSecondsMax,
                      "; got ", config.execution_stream_idle_seconds));
+  }
+  if (config.upload_min_bytes_per_second < 0 ||
+      config.upload_min_bytes_per_second > kUploadMinBytesPerSecondMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("upload min bytes per second must be from 0 (no bound) to ",
+                     kUploadMinBytesPerSecondMax, "; got ", config.upload_min_bytes_per_second));
   }
   if (config.compute_threads < 0 || config.compute_threads > kComputeThreadsMax) {
     return absl::InvalidArgumentError(absl::StrCat("compute threads must be from 0 (every CPU) to ",

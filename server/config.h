@@ -21,6 +21,8 @@
 //     "max_execution_threads": 8,           ExecutionService calls at once (1-1024)
 //     "max_execution_threads_per_user": 0,  of those, one user's at most; 0 = half, at least 1
 //     "execution_stream_idle_seconds": 30,  a stream silent this long is ended (1-3600)
+//     "upload_min_bytes_per_second": 16384, an upload slower than this once it has waited
+//                                           execution_stream_idle_seconds is ended; 0 = off
 //     "load_memory_mb": 0,                  host memory for loaded programs; 0: half the RAM
 //     "compute_threads": 0,                 BLAS threads per run; 0 = every CPU
 //     "compile_max_model_mb": 1024,         CompileService: the largest model (1-65536)
@@ -65,6 +67,7 @@
 #define IPUPOD_SERVER_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -124,6 +127,10 @@ struct ServerConfig {
   int max_execution_threads = 8;
   int max_execution_threads_per_user = 0;  // 0: ExecutionThreadsPerUser's default
   int execution_stream_idle_seconds = 30;
+  // An upload (PutBlob, UploadExecutable, WriteWeights) whose bytes arrive
+  // slower than this, measured over the time the server waited for them once
+  // that reaches execution_stream_idle_seconds, is ended (0 = no bound).
+  int64_t upload_min_bytes_per_second = 16384;
   int64_t load_memory_mb = 0;  // 0: DefaultLoadMemoryBytes (execution/memory_budget.h)
   int compute_threads = 0;     // 0: every CPU of the host (kernels::MaxBlasThreads)
   // Compiles on the server (execution/remote_compile.h).
@@ -163,6 +170,10 @@ struct ServerConfig {
   // The file the config was read from ("" = none); set by the flags, never a
   // key. SIGHUP reloads the sharing section from it.
   std::string config_path;
+  // Each top-level key of that file as read, as compact JSON text (set by
+  // LoadConfigFile): SIGHUP compares them to tell which keys changed
+  // (DiffConfigKeys).
+  std::map<std::string, std::string> file_keys;
   // The HTTP listener of metrics and health (http/, metrics/): host:port,
   // "off", or "" = the default (MetricsListenAddress).
   std::string metrics_listen;
@@ -190,6 +201,7 @@ inline constexpr int kExecutionThreadsMin = 1;
 inline constexpr int kExecutionThreadsMax = 1024;
 inline constexpr int kComputeThreadsMax = 1024;
 inline constexpr int kStreamIdleSecondsMax = 3600;
+inline constexpr int64_t kUploadMinBytesPerSecondMax = int64_t{1} << 30;
 inline constexpr int64_t kBlobStoreMbMax = int64_t{1} << 24;  // 16 TiB
 inline constexpr int kRetentionHoursMax = 24 * 365;
 inline constexpr int kTimeLimitMinutesMax = 60 * 24 * 30;
@@ -211,10 +223,28 @@ inline constexpr int kCustomOpCallTimeoutSecondsMax = 3600;
 inline constexpr int kCustomOpMaxHostsMax = 4096;
 inline constexpr size_t kCustomOpLibraryDirsMax = 64;
 
+inline constexpr int64_t kConfigFileBytesMax = int64_t{4} << 20;  // 4 MiB
+
+// The top-level keys a SIGHUP reload applies; every other key takes effect
+// at the next start only (docs/configuration.md, "Reloading").
+inline constexpr absl::string_view kReloadableConfigKeys[] = {"sharing"};
+
+// What a reload found changed in the config file, by top-level key (added,
+// removed or with another value), sorted.
+struct ConfigChanges {
+  std::vector<std::string> applied;       // among kReloadableConfigKeys
+  std::vector<std::string> need_restart;  // every other key
+};
+ConfigChanges DiffConfigKeys(const std::map<std::string, std::string>& running,
+                             const std::map<std::string, std::string>& fresh);
+
 // Parses a JSON document (an object). Missing keys keep their defaults.
 absl::StatusOr<ServerConfig> ParseConfigJson(absl::string_view json_text);
 // Reads and parses `path`; NOT_FOUND / FAILED_PRECONDITION when unreadable,
-// INVALID_ARGUMENT (prefixed with the path) when invalid.
+// INVALID_ARGUMENT (prefixed with the path) when invalid, when it is not a
+// regular file (a FIFO, a device such as /dev/zero, a directory: opened
+// without blocking and refused before anything is read) or when it is over
+// kConfigFileBytesMax.
 absl::StatusOr<ServerConfig> LoadConfigFile(const std::string& path);
 
 // Pod from "POD16", "pod64" or a decimal count such as "16".

@@ -68,6 +68,7 @@ struct Overrides {
   std::optional<int> max_execution_threads;
   std::optional<int> max_execution_threads_per_user;
   std::optional<int> execution_stream_idle_seconds;
+  std::optional<int64_t> upload_min_bytes_per_second;
   std::optional<int> compute_threads;
   std::optional<int64_t> load_memory_mb;
   std::optional<std::string> log_format;
@@ -122,6 +123,11 @@ void AddFlags(CLI::App& app, Overrides& o) {
                  "an upload, weight transfer or run whose client sends nothing this long is "
                  "ended DEADLINE_EXCEEDED (default 30, 1-3600)")
       ->type_name("N");
+  app.add_option("--upload-min-bytes-per-second", o.upload_min_bytes_per_second,
+                 "an upload (blob, executable, weights) slower than this, once the server has "
+                 "waited --execution-stream-idle-seconds for it, is ended DEADLINE_EXCEEDED "
+                 "and what it reserved freed (default 16384, 0 = no bound)")
+      ->type_name("N");
   app.add_option("--compute-threads", o.compute_threads,
                  "BLAS threads each run may use (default 0: every CPU of this host)")
       ->type_name("N");
@@ -166,6 +172,9 @@ absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
   }
   if (o.execution_stream_idle_seconds) {
     config.execution_stream_idle_seconds = *o.execution_stream_idle_seconds;
+  }
+  if (o.upload_min_bytes_per_second) {
+    config.upload_min_bytes_per_second = *o.upload_min_bytes_per_second;
   }
   if (o.compute_threads) config.compute_threads = *o.compute_threads;
   if (o.load_memory_mb) config.load_memory_mb = *o.load_memory_mb;

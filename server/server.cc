@@ -26,10 +26,19 @@
 #include "server/call_limit.h"
 #include "server/request_parse_errors.h"
 #include "server/rpc_metrics_interceptor.h"
+#include "server/secret_files.h"
 #include "server/starting_server.h"
 
 namespace ipupod::server {
 namespace {
+
+// "tokens,max_waiters", or "none".
+template <typename Keys>
+std::string KeyList(const Keys& keys) {
+  std::string list;
+  for (const auto& key : keys) absl::StrAppend(&list, list.empty() ? "" : ",", key);
+  return list.empty() ? "none" : list;
+}
 
 // The custom op resolver of the config's "custom_ops" (customop/library_registry.h): a
 // call's CPU time is bounded at its wall time on every CPU.
@@ -170,6 +179,7 @@ absl::StatusOr<std::unique_ptr<PodServer>> PodServer::Start(ServerConfig config)
   // Before anything is opened: a bad certificate or key stops the start here.
   IPUPOD_ASSIGN_OR_RETURN(TlsMaterial tls, LoadTlsMaterial(config.tls));
   if (tls.enabled()) spdlog::info("TLS: {}", tls.summary);
+  WarnAboutSecretFiles(config);
   std::unique_ptr<PodServer> server(new PodServer(std::move(config)));
   server->tls_ = std::move(tls);
   const absl::Status started = server->Init();
@@ -182,7 +192,10 @@ absl::StatusOr<std::unique_ptr<PodServer>> PodServer::Start(ServerConfig config)
   return server;
 }
 
-PodServer::PodServer(ServerConfig config) : config_(std::move(config)) {}
+PodServer::PodServer(ServerConfig config) : config_(std::move(config)) {
+  sync::MutexLock lock(&reload_mu_);
+  file_keys_ = config_.file_keys;
+}
 
 PodServer::~PodServer() {
   Shutdown();
@@ -239,8 +252,8 @@ absl::Status PodServer::Init() {
     return jobs;
   }
   CreateServices();
-  metrics_->SetSources(
-      {scheduler_.get(), jobs_.get(), cache_.get(), &execution_->counters(), compute_.get()});
+  metrics_->SetSources({scheduler_.get(), jobs_.get(), cache_.get(), &execution_->counters(),
+                        compute_.get(), ledger_.get()});
   absl::Status status = BuildGrpcServer();
   if (status.ok()) status = StartHttp();
   if (!status.ok()) {
@@ -262,6 +275,7 @@ void PodServer::CreateServices() {
                     ticker_.get(),    absl::Seconds(config_.execution_stream_idle_seconds),
                     &shutting_down_};
   env_.audit = audit_.get();
+  env_.upload_min_bytes_per_second = config_.upload_min_bytes_per_second;
   pod_service_ = std::make_unique<PodServiceImpl>(env_);
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
@@ -428,13 +442,16 @@ void PodServer::Wait() {
 }
 
 absl::Status PodServer::ReloadSharing() {
-  const absl::Status reloaded = LoadSharing();
+  ConfigChanges changes;
+  const absl::Status reloaded = LoadSharing(&changes);
   const std::shared_ptr<const sharing::SharingPolicy> policy = scheduler_->policy();
   AuditServer(audit::kSighupUser, audit::kConfigReload,
               config_.config_path.empty() ? "-" : config_.config_path,
               reloaded.ok()
                   ? absl::StrCat("accounts=", policy->accounts.size(), " qos=", policy->qos.size(),
-                                 " order=", sharing::QueueOrderName(policy->order))
+                                 " order=", sharing::QueueOrderName(policy->order),
+                                 " applied=", KeyList(changes.applied),
+                                 " restart_needed=", KeyList(changes.need_restart))
                   : "",
               reloaded);
   return reloaded;
@@ -452,7 +469,7 @@ void PodServer::AuditServer(absl::string_view user, absl::string_view action,
   (void)audit_->Record(std::move(record));
 }
 
-absl::Status PodServer::LoadSharing() {
+absl::Status PodServer::LoadSharing(ConfigChanges* changes) {
   if (config_.config_path.empty()) {
     return absl::FailedPreconditionError(
         "there is no config file to reload (the server was started without --config)");
@@ -460,9 +477,28 @@ absl::Status PodServer::LoadSharing() {
   IPUPOD_ASSIGN_OR_RETURN(ServerConfig fresh, LoadConfigFile(config_.config_path));
   IPUPOD_RETURN_IF_ERROR(
       scheduler_->SetPolicy(std::make_shared<const sharing::SharingPolicy>(fresh.sharing)));
+  {
+    sync::MutexLock lock(&reload_mu_);
+    *changes = DiffConfigKeys(file_keys_, fresh.file_keys);
+    for (absl::string_view key : kReloadableConfigKeys) {
+      const std::string name(key);
+      if (const auto it = fresh.file_keys.find(name); it != fresh.file_keys.end()) {
+        file_keys_[name] = it->second;
+      } else {
+        file_keys_.erase(name);
+      }
+    }
+  }
   spdlog::info("reloaded the sharing policy from {}: {} accounts, {} QoS, order {}",
                config_.config_path, fresh.sharing.accounts.size(), fresh.sharing.qos.size(),
                std::string(sharing::QueueOrderName(fresh.sharing.order)));
+  if (!changes->need_restart.empty()) {
+    spdlog::warn(
+        "SIGHUP: {} changed in {} since the start, but a reload applies only {}: restart ipupodd "
+        "to put {} in force (docs/configuration.md, \"Reloading\")",
+        KeyList(changes->need_restart), config_.config_path, KeyList(kReloadableConfigKeys),
+        changes->need_restart.size() == 1 ? "it" : "them");
+  }
   return absl::OkStatus();
 }
 

@@ -124,9 +124,13 @@ class PodServer {
   std::string metrics_url() const;
 
   // SIGHUP: re-reads config().config_path and puts its sharing section in
-  // force. Any error (no file, a malformed or invalid config) is returned and
+  // force. Any error (no file, one that is not a regular file or is over
+  // kConfigFileBytesMax, a malformed or invalid config) is returned and
   // changes nothing; sessions and waiters carry on either way. Other keys
-  // take effect at the next start. Audited (config.reload by "SIGHUP").
+  // (tokens among them) take effect at the next start: the log (a warning)
+  // and the audit record's details name the keys it applied and those that
+  // changed in the file since the start but wait for a restart. Audited
+  // (config.reload by "SIGHUP").
   absl::Status ReloadSharing();
 
   // Blocks until Shutdown() has completed.
@@ -140,7 +144,8 @@ class PodServer {
   absl::Status StartStarting();
   absl::Status BuildGrpcServer();
   absl::Status StartJobs();
-  absl::Status LoadSharing();
+  // Puts the file's sharing section in force; `changes` says what changed.
+  absl::Status LoadSharing(ConfigChanges* changes);
   // A record of the server's own action (start, stop, reload).
   void AuditServer(absl::string_view user, absl::string_view action, absl::string_view target,
                    std::string details, const absl::Status& status);
@@ -207,6 +212,10 @@ class PodServer {
   std::unique_ptr<http::HttpListener> http_;
 
   std::atomic<bool> shutting_down_{false};  // ServiceEnv::shutting_down points here
+  // The config file's keys in force (ServerConfig::file_keys): those read at
+  // the start, with the reloadable ones as the last reload applied them.
+  absl::Mutex reload_mu_;
+  std::map<std::string, std::string> file_keys_ ABSL_GUARDED_BY(reload_mu_);
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };

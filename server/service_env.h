@@ -53,6 +53,9 @@ struct ServiceEnv {
   // Where privileged and destructive actions are recorded
   // (server/audit_trail.h: AuditAction); null = nowhere (tests).
   AuditTrail* audit = nullptr;
+  // An upload slower than this (bytes/s) once it has waited stream_idle is
+  // ended (server/stream_idle_watch.h); 0 = no bound.
+  int64_t upload_min_bytes_per_second = 0;
 
   bool ShuttingDown() const { return shutting_down != nullptr && shutting_down->load(); }
 };

@@ -18,6 +18,14 @@
 // read or write returns false, and the handler returns and frees what it
 // held).
 //
+// Uploads (client-streaming calls: PutBlob, UploadExecutable, WriteWeights)
+// are also held to a minimum rate (ipupodd --upload-min-bytes-per-second):
+// a client that sends a byte now and then is never silent for `idle`, yet
+// would keep its call and what the upload reserved for as long as it
+// liked. The rate is the bytes read over the time spent waiting for them;
+// once that time reaches `idle`, an upload below the rate is ended the same
+// way, its message naming the rate and the flag.
+//
 // Thread safety: BeginWait/EndWait/expired/ExpiredStatus from the handler's
 // thread, Tick from the ticker's; one mutex. Stop() (called by the
 // destructor of ScopedStreamIdleWatch) returns only when no Tick can touch
@@ -42,8 +50,10 @@ namespace ipupod::server {
 
 class StreamIdleWatch final : public Tickable {
  public:
-  // REQUIRES: idle > 0; `context` belongs to a running call and outlives Stop().
-  StreamIdleWatch(grpc::ServerContext* context, absl::string_view method, absl::Duration idle);
+  // REQUIRES: idle > 0; `context` belongs to a running call and outlives
+  // Stop(). min_upload_bytes_per_second > 0 holds the reads to that rate.
+  StreamIdleWatch(grpc::ServerContext* context, absl::string_view method, absl::Duration idle,
+                  int64_t min_upload_bytes_per_second = 0);
   StreamIdleWatch(const StreamIdleWatch&) = delete;
   StreamIdleWatch& operator=(const StreamIdleWatch&) = delete;
 
@@ -51,7 +61,8 @@ class StreamIdleWatch final : public Tickable {
   // client taking what was written.
   enum class Wait { kRead, kWrite };
   void BeginWait(Wait what, absl::Time now = absl::Now());
-  void EndWait();
+  // `read_bytes`: the size of the message a read brought (0 for a write).
+  void EndWait(uint64_t read_bytes = 0, absl::Time now = absl::Now());
   // After it returns, Tick never touches the call.
   void Stop();
   bool expired() const;
@@ -61,14 +72,20 @@ class StreamIdleWatch final : public Tickable {
 
  private:
   absl::Status ExpiredStatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An upload below its rate once it has waited `idle_` in all.
+  bool TooSlowLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string method_;
   const absl::Duration idle_;
+  const int64_t min_upload_bytes_per_second_;
   mutable absl::Mutex mu_;
   grpc::ServerContext* context_ ABSL_GUARDED_BY(mu_);  // null after Stop
   absl::Time waiting_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   Wait waiting_for_ ABSL_GUARDED_BY(mu_) = Wait::kRead;  // the last wait begun
   bool expired_ ABSL_GUARDED_BY(mu_) = false;
+  bool too_slow_ ABSL_GUARDED_BY(mu_) = false;       // expired by the upload rate
+  absl::Duration read_waited_ ABSL_GUARDED_BY(mu_);  // in reads that have returned
+  uint64_t read_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Registers a watch with `ticker` for one handler's lifetime. A null ticker
@@ -76,7 +93,8 @@ class StreamIdleWatch final : public Tickable {
 class ScopedStreamIdleWatch {
  public:
   ScopedStreamIdleWatch(StreamTicker* ticker, grpc::ServerContext* context,
-                        absl::string_view method, absl::Duration idle);
+                        absl::string_view method, absl::Duration idle,
+                        int64_t min_upload_bytes_per_second = 0);
   ~ScopedStreamIdleWatch();
   ScopedStreamIdleWatch(const ScopedStreamIdleWatch&) = delete;
   ScopedStreamIdleWatch& operator=(const ScopedStreamIdleWatch&) = delete;
@@ -88,7 +106,7 @@ class ScopedStreamIdleWatch {
   bool Read(Reader* reader, Message* message) {
     if (watch_ != nullptr) watch_->BeginWait(StreamIdleWatch::Wait::kRead);
     const bool ok = reader->Read(message);
-    if (watch_ != nullptr) watch_->EndWait();
+    if (watch_ != nullptr) watch_->EndWait(ok ? message->ByteSizeLong() : 0);
     return ok;
   }
   // Writes one message through `writer`, counting a write held by flow

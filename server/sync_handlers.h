@@ -13,9 +13,11 @@
 #ifndef IPUPOD_SERVER_SYNC_HANDLERS_H_
 #define IPUPOD_SERVER_SYNC_HANDLERS_H_
 
+#include <type_traits>
 #include <utility>
 
 #include <grpcpp/server_context.h>
+#include <grpcpp/support/sync_stream.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -63,6 +65,13 @@ grpc::Status Handle(grpc::ServerContext* context, const ServiceEnv& env, CallLim
   return ToGrpcStatus(context, status);
 }
 
+// A client-streaming call (grpc::ServerReader) is an upload, held to
+// env.upload_min_bytes_per_second besides the idle bound.
+template <typename Stream>
+struct IsUpload : std::false_type {};
+template <typename Message>
+struct IsUpload<grpc::ServerReader<Message>> : std::true_type {};
+
 // A streaming call: its reads and writes go through an idle watch
 // (server/stream_idle_watch.h), and a call the watch ended answers
 // DEADLINE_EXCEEDED whatever its body made of the lost stream.
@@ -70,7 +79,8 @@ template <typename Stream, typename Body>
 grpc::Status HandleStream(grpc::ServerContext* context, const ServiceEnv& env, CallLimit& calls,
                           absl::string_view method, Stream* stream, Body&& body) {
   return Handle(context, env, calls, method, [&](const scheduler::Caller& caller) -> absl::Status {
-    ScopedStreamIdleWatch watch(env.ticker, context, method, env.stream_idle);
+    ScopedStreamIdleWatch watch(env.ticker, context, method, env.stream_idle,
+                                IsUpload<Stream>::value ? env.upload_min_bytes_per_second : 0);
     WatchedStream<Stream> watched(stream, &watch);
     return watch.Outcome(body(caller, watched));
   });

@@ -4,12 +4,14 @@
 // failed write is reported.
 #include "accounting/background_ledger.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/mutex.h"
@@ -64,6 +66,17 @@ class RecordingLedger final : public Ledger {
   void Hold() { release_ = std::make_unique<absl::Notification>(); }
   void Release() { sync::Notify(release_.get()); }
   void FailNext() { fail_next_ = true; }
+  // Opens fail with `error`; a close of a record never opened is NOT_FOUND,
+  // as the store answers.
+  void FailOpens(absl::Status error) {
+    sync::MutexLock lock(&mu_);
+    fail_opens_ = std::move(error);
+  }
+  // Every write fails with `error` until it is OK again (a full disk).
+  void FailAll(absl::Status error) {
+    sync::MutexLock lock(&mu_);
+    fail_all_ = std::move(error);
+  }
   int entered() const { return entered_.load(); }
 
  private:
@@ -73,6 +86,13 @@ class RecordingLedger final : public Ledger {
       sync::WaitForNotificationWithTimeout(release_.get(), absl::Seconds(30));
     if (fail_next_.exchange(false)) return absl::InternalError("disk full");
     sync::MutexLock lock(&mu_);
+    if (!fail_all_.ok()) return fail_all_;
+    if (!fail_opens_.ok() && op.rfind("open:", 0) == 0) return fail_opens_;
+    if (!fail_opens_.ok() && op.rfind("close:", 0) == 0 &&
+        std::find(ops_.begin(), ops_.end(), "open:" + op.substr(6, op.rfind(':') - 6)) ==
+            ops_.end()) {
+      return absl::NotFoundError("no such record");
+    }
     ops_.push_back(std::move(op));
     return absl::OkStatus();
   }
@@ -83,6 +103,8 @@ class RecordingLedger final : public Ledger {
   absl::Mutex mu_;
   std::vector<std::string> ops_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> batches_ ABSL_GUARDED_BY(mu_);
+  absl::Status fail_all_ ABSL_GUARDED_BY(mu_);
+  absl::Status fail_opens_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<absl::Notification> release_;  // set before the writer can see it
   std::atomic<bool> fail_next_{false};
   std::atomic<int> entered_{0};  // writes begun
@@ -209,6 +231,75 @@ TEST(BackgroundLedgerTest, AFailedWriteIsReportedAndTheRestGoOn) {
   EXPECT_EQ(target.ops(), std::vector<std::string>{"open:kept"});
   sync::MutexLock lock(&mu);
   EXPECT_EQ(failed, std::vector<std::string>{"lost: disk full"});
+}
+
+// Issue 29: sessions that ended while the disk was full left no record,
+// even after space returned. Their writes are held and written, in order,
+// once the store accepts writes again; beyond retry_max the oldest held is
+// dropped, counted and reported.
+TEST(BackgroundLedgerTest, WritesRefusedByAFullStoreAreWrittenOnceItAcceptsThem) {
+  RecordingLedger target;
+  ASSERT_TRUE(target.Open(Record("s1")).ok());  // opened before the disk filled
+  absl::Mutex mu;
+  std::vector<std::string> errors;
+  BackgroundLedgerOptions options;
+  options.retry_interval = absl::Milliseconds(50);
+  options.retry_max = 3;
+  options.on_error = [&](const std::string& id, const absl::Status& e) {
+    sync::MutexLock lock(&mu);
+    errors.push_back(id + ": " + std::string(e.message()));
+  };
+  BackgroundLedger ledger(&target, options);
+  target.FailAll(absl::ResourceExhaustedError("database or disk is full"));
+  ASSERT_TRUE(ledger.Close("s1", 1, 1.0, "RELEASED").ok());
+  ASSERT_TRUE(ledger.Drain().ok());
+  ASSERT_TRUE(ledger.Open(Record("s2")).ok());
+  ASSERT_TRUE(ledger.Drain().ok());
+  ASSERT_TRUE(ledger.Close("s2", 2, 1.0, "RELEASED").ok());
+  ASSERT_TRUE(ledger.Drain().ok());
+  EXPECT_TRUE(Eventually([&] { return ledger.counts().held == 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(ledger.Open(Record("s3")).ok());  // one more than retry_max: s1's close goes
+  EXPECT_TRUE(Eventually([&] { return ledger.counts().dropped == 1; }, absl::Seconds(10)));
+  {
+    sync::MutexLock lock(&mu);
+    ASSERT_EQ(errors.size(), 5u);  // each failure once (not at every retry), and the drop
+    EXPECT_EQ(errors[0],
+              "s1: database or disk is full; held in memory and written again when the store "
+              "accepts writes");
+    EXPECT_THAT(errors[4], ::testing::StartsWith("s1: dropped: 3 failed usage writes are held"));
+  }
+  target.FailAll(absl::OkStatus());  // space again
+  EXPECT_TRUE(Eventually([&] { return ledger.counts().held == 0; }, absl::Seconds(10)));
+  EXPECT_EQ(target.ops(),
+            (std::vector<std::string>{"open:s1", "open:s2", "open:s3", "close:s2:RELEASED"}));
+  EXPECT_EQ(ledger.counts().retried, 3u);
+}
+
+// A close whose open is held waits with it; what still fails at Stop is
+// reported dropped, not kept forever.
+TEST(BackgroundLedgerTest, AHeldOpensCloseWaitsWithItAndStopDropsWhatStillFails) {
+  RecordingLedger target;
+  absl::Mutex mu;
+  std::vector<std::string> errors;
+  BackgroundLedgerOptions options;
+  options.retry_interval = absl::Milliseconds(50);
+  options.on_error = [&](const std::string& id, const absl::Status& e) {
+    sync::MutexLock lock(&mu);
+    errors.push_back(id + ": " + std::string(e.message()));
+  };
+  {
+    BackgroundLedger ledger(&target, options);
+    target.FailOpens(absl::UnavailableError("injected"));
+    ASSERT_TRUE(ledger.Open(Record("s1")).ok());
+    ASSERT_TRUE(ledger.Close("s1", 1, 1.0, "RELEASED").ok());
+    ASSERT_TRUE(ledger.Drain().ok());
+    EXPECT_TRUE(Eventually([&] { return ledger.counts().held == 2; }, absl::Seconds(10)));
+  }
+  sync::MutexLock lock(&mu);
+  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_THAT(errors[1], ::testing::StartsWith("s1: no such record; held in memory"));
+  EXPECT_THAT(errors[2], ::testing::StartsWith("s1: dropped at the stop"));
+  EXPECT_TRUE(target.ops().empty());
 }
 
 TEST(BackgroundLedgerTest, ConcurrentWritersKeepEachOnesOrder) {

@@ -4,6 +4,7 @@
 // order, `ipupod priority` and `ipupod shares`, and SIGHUP reloads (a bad
 // config changes nothing).
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 
 #include "tests/integration/harness.h"
 #include <signal.h>
+#include <sys/stat.h>
 
 namespace ipupod::testing {
 namespace {
@@ -143,6 +145,43 @@ TEST_F(SharingTest, SighupReloadsTheSharingPolicyAndABadOneChangesNothing) {
   Process dave = Hold("dave", {"--ipus", "1"});
   nlohmann::json info = Cli("dave", {"info"}).json();
   EXPECT_EQ(info["pod"]["free_ipus"], 1);  // bob's session is still there
+}
+
+// Issue 29: a reload that met changed tokens said nothing of them. It says
+// which keys it applied and which wait for a restart (the log and the audit
+// record), and the new token is not in force until then.
+TEST_F(SharingTest, SighupSaysWhichKeysItAppliedAndWhichWaitForARestart) {
+  std::string config = kConfig;
+  config.insert(config.find('{') + 1,
+                R"("max_waiters": 77, "tokens": [{"token": "new-secret", "user": "carol"}],)");
+  RewriteConfig(config);
+  EXPECT_TRUE(server_.process().WaitForStderr(
+      "SIGHUP: max_waiters,tokens changed in " + server_.config_path() +
+          " since the start, but a reload applies only sharing: restart ipupodd to put them in "
+          "force",
+      seconds(10)))
+      << server_.process().stderr_text();
+  // Still open mode: the token is not in force, callers still name themselves.
+  EXPECT_EQ(Cli("dave", {"info"}).exit_code, 0);
+}
+
+// Issue 29: a FIFO in the config's place blocked the SIGHUP loop in open(),
+// so SIGTERM went unheard; /dev/zero was read until memory ran out. Both are
+// refused at once, and SIGTERM still stops the server.
+TEST_F(SharingTest, AConfigThatIsAFifoOrADeviceIsRefusedAndSigtermStillStops) {
+  const std::string path = server_.config_path();
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  server_.Kill(SIGHUP);
+  EXPECT_TRUE(server_.process().WaitForStderr(
+      "config file '" + path + "' is not a regular file but a FIFO", seconds(10)));
+  std::filesystem::remove(path);
+  std::filesystem::create_symlink("/dev/zero", path);
+  server_.Kill(SIGHUP);
+  EXPECT_TRUE(server_.process().WaitForStderr(
+      "config file '" + path + "' is not a regular file but a device", seconds(10)));
+  server_.Kill(SIGTERM);
+  EXPECT_EQ(server_.process().Wait(seconds(10)), 0) << server_.process().stderr_text();
 }
 
 TEST_F(SharingTest, ScavengerSessionsArePreemptedWithANoticeAndAGrace) {

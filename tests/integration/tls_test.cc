@@ -139,6 +139,43 @@ TEST_F(TlsTest, TheHttpListenerServesHttpsWithTheSameCertificate) {
   EXPECT_NE(test_support::HttpGet(plain + "/healthz").status, 200) << "no clear text";
 }
 
+// Issue 29: a TLS key or a config holding tokens that other users can read
+// is named at start, with its mode and what to do; the same files at 0600
+// start without a word.
+std::string SecretFilesLog(const std::vector<std::string>& flags) {
+  TempDir state;
+  std::vector<std::string> argv = {ServerBinary(), "--listen",         "127.0.0.1:0", "--state-dir",
+                                   state.sub("s"), "--metrics-listen", "off"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  Process p = Process::Start(argv);
+  EXPECT_TRUE(p.ReadStdoutLine(seconds(20))) << p.stderr_text();
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(seconds(10)), 0);
+  return p.stderr_text();
+}
+
+TEST_F(TlsTest, SecretFilesOthersCanReadAreNamedAtStart) {
+  TempDir dir;
+  const std::string key = dir.sub("key.pem"), config = dir.sub("config.json");
+  std::filesystem::copy_file(certs_->server_key, key);
+  std::ofstream(config) << kTokens;
+  namespace fs = std::filesystem;
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read |
+                           fs::perms::group_read);
+  fs::permissions(config, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  const std::vector<std::string> flags = {"--config",          config,      "--tls-cert",
+                                          certs_->server_cert, "--tls-key", key};
+  const std::string log = SecretFilesLog(flags);
+  EXPECT_THAT(log, HasSubstr("the TLS private key (tls.key, --tls-key) '" + key +
+                             "' is readable by every user of this machine (mode 0644)"));
+  EXPECT_THAT(log, HasSubstr("the config file (--config), which holds tokens, '" + config +
+                             "' is readable by its group (mode 0640)"));
+  EXPECT_THAT(log, HasSubstr("chmod 600"));
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);
+  fs::permissions(config, fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_THAT(SecretFilesLog(flags), Not(HasSubstr("is readable by")));
+}
+
 TEST_F(TlsTest, TheReadyLineAndLogSayTls) {
   ServerUnderTest server(ServerTls(), kTokens);
   server.Kill(SIGTERM);

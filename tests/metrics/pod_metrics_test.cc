@@ -11,12 +11,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "accounting/background_ledger.h"
 #include "device/pod_config.h"
 #include "execution/execution_counters.h"
 #include "runtime/compute_gate.h"
 #include "runtime/executable_cache.h"
 #include "scheduler/scheduler.h"
 #include "tests/scheduler/test_util.h"
+#include "tests/support/eventually.h"
 #include "tests/support/exposition.h"
 
 namespace ipupod::metrics {
@@ -155,6 +157,45 @@ TEST_F(PodMetricsTest, CacheExecutionAndComputeCountersAreRead) {
   EXPECT_EQ(Value("ipupod_executable_cache_limit_bytes"), 1 << 20);
   EXPECT_EQ(Value("ipupod_compute_running"), 1);
   EXPECT_EQ(Value("ipupod_compute_wait_seconds_count"), 1);
+}
+
+// A ledger whose store is full: every write RESOURCE_EXHAUSTED.
+class FullLedger final : public accounting::Ledger {
+ public:
+  absl::Status Open(const accounting::UsageRecord&) override { return Full(); }
+  absl::Status Close(absl::string_view, int64_t, double, absl::string_view) override {
+    return Full();
+  }
+  absl::Status Put(const accounting::UsageRecord&) override { return Full(); }
+  absl::StatusOr<std::vector<accounting::UsageRecord>> Query(
+      const accounting::LedgerQuery&) override {
+    return std::vector<accounting::UsageRecord>{};
+  }
+  absl::StatusOr<int> CloseOpenRecords(int64_t) override { return 0; }
+
+ private:
+  static absl::Status Full() { return absl::ResourceExhaustedError("database or disk is full"); }
+};
+
+// Issue 29: usage writes a full store refuses are held (a gauge) and, over
+// the bound, dropped (a counter), not lost without a trace.
+TEST_F(PodMetricsTest, UsageWritesHeldAndDroppedAreCounted) {
+  Start(4);
+  FullLedger full;
+  accounting::BackgroundLedgerOptions options;
+  options.retry_max = 2;
+  accounting::BackgroundLedger ledger(&full, options);
+  metrics_->SetSources({scheduler_.get(), nullptr, &cache_, &counters_, gate_.get(), &ledger});
+  for (const char* id : {"s1", "s2", "s3"}) {
+    accounting::UsageRecord record;
+    record.id = id;
+    ASSERT_TRUE(ledger.Open(record).ok());
+    ASSERT_TRUE(ledger.Drain().ok());
+  }
+  EXPECT_TRUE(test_support::Eventually([&] { return ledger.counts().dropped == 1; }));
+  EXPECT_EQ(Value("ipupod_usage_writes_held"), 2);
+  EXPECT_EQ(Value("ipupod_usage_writes_dropped_total"), 1);
+  metrics_->SetSources({scheduler_.get(), nullptr, &cache_, &counters_, gate_.get()});
 }
 
 TEST_F(PodMetricsTest, NoSessionTicketOrJobIdIsALabel) {

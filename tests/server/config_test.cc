@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/flags.h"
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace ipupod::server {
@@ -455,6 +456,46 @@ TEST(ConfigFileTest, ErrorsArePrefixedWithThePath) {
   auto config = LoadConfigFile(file.path());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(config.status().message()), HasSubstr(file.path()));
+}
+
+// Issue 29: a FIFO in the config's place blocked the SIGHUP loop (and with
+// it SIGTERM) in open(); /dev/zero was read until memory ran out. Both, a
+// directory and an oversized file are refused at once, naming the path.
+TEST(ConfigFileTest, NonRegularAndOversizedFilesAreRefusedWithoutBlocking) {
+  TempFile fifo("");
+  std::remove(fifo.path().c_str());
+  ASSERT_EQ(::mkfifo(fifo.path().c_str(), 0600), 0);
+  for (const std::string& path : {fifo.path(), std::string("/dev/zero"), std::string("/tmp")}) {
+    auto config = LoadConfigFile(path);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << path;
+    EXPECT_THAT(std::string(config.status().message()),
+                HasSubstr("'" + path + "' is not a regular file"));
+  }
+  std::string big = R"({"pod": "POD4", "listen": "127.0.0.1:1")";
+  big.append(static_cast<size_t>(kConfigFileBytesMax), ' ');
+  big.append("}");
+  TempFile oversized(big);
+  auto config = LoadConfigFile(oversized.path());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr("over the 4194304 a config may have; is it the right file?"));
+}
+
+TEST(ConfigFileTest, ItsKeysAreKeptAndDiffedByWhatAReloadApplies) {
+  TempFile before(R"({"pod": "POD4", "sharing": {"order": "fifo"}, "max_waiters": 10,
+                      "tokens": [{"token": "t1", "user": "alice"}]})");
+  TempFile after(R"({"pod": "POD4", "sharing": {"order": "backfill"}, "session_lease_seconds": 5,
+                     "tokens": [{"token": "t2", "user": "alice"}]})");
+  auto running = LoadConfigFile(before.path());
+  auto fresh = LoadConfigFile(after.path());
+  ASSERT_TRUE(running.ok() && fresh.ok()) << running.status() << fresh.status();
+  EXPECT_EQ(running->file_keys.at("max_waiters"), "10");
+  const ConfigChanges changes = DiffConfigKeys(running->file_keys, fresh->file_keys);
+  EXPECT_EQ(changes.applied, std::vector<std::string>{"sharing"});
+  EXPECT_EQ(changes.need_restart,
+            (std::vector<std::string>{"max_waiters", "session_lease_seconds", "tokens"}));
+  const ConfigChanges none = DiffConfigKeys(running->file_keys, running->file_keys);
+  EXPECT_TRUE(none.applied.empty() && none.need_restart.empty());
 }
 
 TEST(FlagsTest, NoFlagsGiveDefaults) {

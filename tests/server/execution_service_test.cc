@@ -1032,6 +1032,32 @@ TEST_F(ExecutionServiceTest, SilentStreamsEndAfterTheIdleTimeout) {
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
+// Issue 29: an upload trickling a byte now and then is never silent for the
+// idle bound, so it kept its call and what it reserved for as long as it
+// liked. Below --upload-min-bytes-per-second, once the server has waited
+// the idle bound for its bytes, it is ended and its reservation freed.
+TEST_F(ExecutionServiceTest, TrickledUploadsAreEndedBelowTheMinimumRate) {
+  StartServer([](ServerConfig& config) {
+    config.execution_stream_idle_seconds = 1;
+    config.upload_min_bytes_per_second = 4096;
+  });
+  HeldUpload upload(*alice_, 4ull << 20, 16);
+  const absl::Time deadline = absl::Now() + absl::Seconds(8);
+  while (absl::Now() < deadline && upload.Send(1)) {
+    absl::SleepFor(absl::Milliseconds(100));  // the trickle itself, not a wait for a condition
+  }
+  const absl::Duration took = absl::Seconds(8) - (deadline - absl::Now());
+  grpc::Status s = upload.Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("under the 4096 bytes/s an upload must keep (ipupodd "
+                                           "--upload-min-bytes-per-second); the server ended it"));
+  EXPECT_LT(took, absl::Seconds(5));
+  // A fast upload of the same size is not touched.
+  HeldUpload fast(*alice_, 4ull << 20, 1 << 20);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(fast.Send(1 << 20));
+  EXPECT_EQ(fast.Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);  // short, not slow
+}
+
 // Issue 11: a client that asks for weights and reads none held a thread
 // until its own deadline; flow control holds the server's writes, and the
 // idle watch counts that wait too.

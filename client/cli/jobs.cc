@@ -30,7 +30,8 @@ namespace {
 constexpr absl::Duration kReconnectWindow = absl::Minutes(2);
 constexpr absl::Duration kReconnectPause = absl::Seconds(1);
 // A follow stream the server ended while the job was not finished (it was
-// shutting down) is opened again after this pause.
+// shutting down, or the watch reached the server's jobs_watch_max_seconds)
+// is opened again after this pause.
 constexpr absl::Duration kRewatchPause = absl::Seconds(1);
 // Result names are file names; longer ones are refused with the rest.
 constexpr size_t kFileNameBytesMax = 255;
@@ -133,14 +134,30 @@ int RunShow(Context& ctx, const JobArgs& args) {
   return ctx.Print(JobJson(*job), JobText(*job, absl::Now(), absl::LocalTimeZone()));
 }
 
+// `job logs --follow`: the server ends a watch after jobs_watch_max_seconds
+// (and when shutting down); while the job has not finished it is watched
+// again from the next event, so nothing is printed twice or lost.
+absl::Status FollowLog(client::Client& client, const std::string& id, bool follow,
+                       const std::function<void(const v1::JobEvent&)>& on_event) {
+  uint64_t next_seq = 0;
+  while (true) {
+    IPUPOD_RETURN_IF_ERROR(
+        FollowEvents(client, id, follow, absl::InfiniteFuture(), next_seq, on_event));
+    if (!follow) return absl::OkStatus();
+    IPUPOD_ASSIGN_OR_RETURN(const v1::Job job, client.GetJob(id));
+    if (JobFinished(job.state())) {  // the events of its end, if this watch missed them
+      return FollowEvents(client, id, /*follow=*/false, absl::InfiniteFuture(), next_seq, on_event);
+    }
+    absl::SleepFor(kRewatchPause);
+  }
+}
+
 int RunLogs(Context& ctx, const JobArgs& args) {
   auto client = ctx.Connect();
   if (!client.ok()) return ctx.Fail(client.status());
-  uint64_t next_seq = 0;
   const absl::TimeZone zone = absl::LocalTimeZone();
-  absl::Status followed = FollowEvents(
-      **client, args.id, args.follow, absl::InfiniteFuture(), next_seq,
-      [&ctx, zone](const v1::JobEvent& event) {
+  absl::Status followed =
+      FollowLog(**client, args.id, args.follow, [&ctx, zone](const v1::JobEvent& event) {
         ctx.out() << (ctx.json() ? JsonLine(JobEventJson(event)) : JobEventText(event, zone));
         ctx.out().flush();
       });

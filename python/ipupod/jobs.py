@@ -289,8 +289,10 @@ class JobsMixin:
     def job_events(self, job_id: str, from_event: int = 0, follow: bool = False,
                    timeout: Optional[float] = None) -> Iterator[jobs_pb2.JobEvent]:
         """The job's events (state changes, runs with their losses, recoveries, ...) from
-        ``from_event``; with ``follow`` until the job has finished. ``timeout``: the stream's
-        deadline (default: none when following, else stream_timeout)."""
+        ``from_event``; with ``follow`` until the job has finished, or until the server ends
+        the watch (its ``jobs_watch_max_seconds``): follow again from the next event's seq, as
+        :meth:`wait_job` does. ``timeout``: the stream's deadline (default: none when
+        following, else stream_timeout)."""
         request = jobs_pb2.WatchJobRequest(id=job_id, from_event=from_event, follow=follow)
         deadline = timeout if timeout is not None else (None if follow else self.stream_timeout)
         return self._stream_out(self._jobs.WatchJob, request, "JobService.WatchJob", deadline)

@@ -20,6 +20,7 @@
 #include "client/files.h"
 #include "common/format.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include <unistd.h>
 
 namespace ipupod::cli {
@@ -246,6 +247,11 @@ absl::Status CheckResultName(absl::string_view name, absl::string_view id) {
 }
 
 absl::Status JobHasResults(const v1::Job& job) {
+  if (job.details_hidden()) {  // the server's own answer to another user's fetch
+    return absl::PermissionDeniedError(
+        absl::StrCat("job ", job.id(), " belongs to ", job.user(),
+                     ": only its owner or an admin may see its details or change it"));
+  }
   if (job.results_purged()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the results of job ", job.id(), " were removed by the server's retention period"));
@@ -265,7 +271,7 @@ absl::Status JobHasResults(const v1::Job& job) {
 client::FetchProgress ProgressLine(Context& ctx, const std::string& name) {
   if (ctx.json() || isatty(STDERR_FILENO) != 1) return {};
   auto last_percent = std::make_shared<int>(-1);
-  return [&ctx, name, last_percent](uint64_t done, uint64_t total) {
+  return [&ctx, name = EscapeControls(name), last_percent](uint64_t done, uint64_t total) {
     const int percent = total == 0 ? 100 : static_cast<int>(done * 100 / total);
     if (percent == *last_percent) return;
     *last_percent = percent;
@@ -287,7 +293,7 @@ absl::StatusOr<Json> FetchOne(Context& ctx, client::Client& client, const v1::Jo
   absl::StatusOr<client::FileDigest> existing = client::Sha256OfFile(path, "result");
   if (existing.ok() && existing->sha256 == file.sha256()) {
     doc["already_there"] = true;
-    if (!ctx.json()) ctx.out() << "up to date: " << path << "\n" << std::flush;
+    if (!ctx.json()) ctx.out() << "up to date: " << EscapeControls(path) << "\n" << std::flush;
     return doc;
   }
   IPUPOD_ASSIGN_OR_RETURN(client::FetchedResult fetched,
@@ -295,7 +301,7 @@ absl::StatusOr<Json> FetchOne(Context& ctx, client::Client& client, const v1::Jo
   doc["already_there"] = false;
   doc["resumed_from"] = fetched.resumed_from;
   if (!ctx.json()) {
-    ctx.out() << "wrote " << path << " (" << FormatBytesTrimmed(file.size_bytes())
+    ctx.out() << "wrote " << EscapeControls(path) << " (" << FormatBytesTrimmed(file.size_bytes())
               << (fetched.resumed_from > 0
                       ? absl::StrCat(", resumed at ", FormatBytesTrimmed(fetched.resumed_from))
                       : "")

@@ -448,6 +448,10 @@ def _check_digest(sha256: str, size: int, result: jobs_pb2.ResultFile, job_id: s
 
 def _check_has_results(job: jobs_pb2.Job) -> None:
     location = "Client.fetch_results"
+    if job.details_hidden:  # the server's own answer to another user's fetch
+        raise errors.local_error(f"job {job.id} belongs to {job.user}: only its owner or an admin "
+                                 f"may see its details or change it",
+                                 grpc.StatusCode.PERMISSION_DENIED, location)
     if job.results_purged:
         raise errors.local_error(f"the results of job {job.id} were removed by the server's "
                                  f"retention period", grpc.StatusCode.FAILED_PRECONDITION, location)

@@ -200,3 +200,21 @@ def test_waits_hold_no_call_slot_of_anyone(ipupod_server, ipupod_client, mlp):
     for thread in waiters:
         thread.join(60)
     assert not any(thread.is_alive() for thread in waiters)
+
+
+def test_another_users_fetch_is_denied_as_its_other_details_are(ipupod_server, ipupod_client,
+                                                                 mlp, tmp_path):
+    """Issue 29: a completed job of another user is not "without results": its details are
+    hidden, and fetching them is PERMISSION_DENIED, as every request for them is."""
+    [job] = ipupod_client.submit(mlp.ipx, {"x": np.ones((4, 16), np.float32)})
+    assert JobState(ipupod_client.wait_job(job.id, timeout=120).state) == JobState.COMPLETED
+    other = ipupod_server.client(user="mallory")
+    seen = other.get_job(job.id)
+    assert seen.details_hidden and not ipupod_client.get_job(job.id).details_hidden
+    with pytest.raises(ipupod.Error) as denied:
+        other.fetch_results(job.id, tmp_path / "stolen")
+    assert denied.value.code == grpc.StatusCode.PERMISSION_DENIED, denied.value
+    with pytest.raises(ipupod.Error) as events:
+        list(other.job_events(job.id))
+    assert events.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert not (tmp_path / "stolen").exists()

@@ -145,5 +145,27 @@ TEST_F(JobWatchTest, AWatchEndedAtItsLimitIsOpenedAgain) {
   EXPECT_EQ(out.find("submitted", at + 1), std::string::npos) << "printed twice: " << out;
 }
 
+// Issue 29, finding 6: another user's `job fetch` of a completed job gets
+// the PERMISSION_DENIED every request for its details gets (not "ended
+// COMPLETED without results"), and `job show` says the details are hidden.
+TEST_F(JobWatchTest, AnotherUsersFetchIsDeniedAndShowSaysHidden) {
+  ASSERT_NO_FATAL_FAILURE(Start("", /*hold=*/false));
+  const std::string id = Submit("alice");
+  ASSERT_NE(id, "");
+  Process wait = StartCli(server_->address(), "alice", {"job", "wait", id, "--timeout", "60s"});
+  ASSERT_EQ(wait.Wait(std::chrono::seconds(70)), 0) << wait.stderr_text();
+  const CliResult fetch = Cli("bob", {"job", "fetch", id, "-o", Path("stolen")});
+  const CliResult logs = Cli("bob", {"job", "logs", id});
+  EXPECT_NE(fetch.exit_code, 0);
+  EXPECT_EQ(fetch.exit_code, logs.exit_code) << "the same answer as for the job's events";
+  EXPECT_NE(fetch.err.find("belongs to alice"), std::string::npos) << fetch.err;
+  EXPECT_EQ(fetch.err.find("without results"), std::string::npos) << fetch.err;
+  const CliResult show = Cli("bob", {"job", "show", id});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("details:       hidden"), std::string::npos) << show.out;
+  EXPECT_EQ(show.out.find("none yet"), std::string::npos) << show.out;
+  EXPECT_EQ(show.out.find("started:"), std::string::npos) << show.out;
+}
+
 }  // namespace
 }  // namespace ipupod::testing

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -391,6 +392,29 @@ TEST_F(JobManagerTest, BadSubmitsAreRefusedAndStoreNothing) {
   s = good;
   s.train = false;
   refused(s, "", absl::StatusCode::kInvalidArgument, "for training");
+  // Training lengths whose runs overflow int64 (or pass the bound) are
+  // refused, never wrapped into a job that "completes" untrained.
+  s = good;
+  s.steps = 0;
+  for (int64_t epochs : {std::numeric_limits<int64_t>::max(),
+                         std::numeric_limits<int64_t>::max() / 2 + 1, int64_t{1} << 62}) {
+    s.epochs = epochs;
+    refused(s, "", absl::StatusCode::kInvalidArgument, "runs one training may make");
+  }
+  s = good;
+  s.steps = std::numeric_limits<int64_t>::max();  // too many runs, or not a multiple
+  refused(s, "", absl::StatusCode::kInvalidArgument, "steps");
+  s.steps = int64_t{1} << 62;
+  refused(s, "", absl::StatusCode::kInvalidArgument, "runs one training may make");
+  // Every optimizer variable is a finite number, as --sweep's values are.
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    s = good;
+    s.optimizer["lr"] = bad;
+    refused(s, "", absl::StatusCode::kInvalidArgument, "not a finite number");
+    s = good;
+    s.optimizer["momentum"] = bad;
+    refused(s, "", absl::StatusCode::kInvalidArgument, "not a finite number");
+  }
   JobFilter all;
   all.all = true;
   EXPECT_TRUE(pod_->jobs().List(alice_, all).empty());

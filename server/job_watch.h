@@ -63,8 +63,8 @@ using JobEventWriteReactor = grpc::ServerWriteReactor<v1::JobEvent>;
 // What a watch needs beyond the ServiceEnv; all outlive every watch.
 struct JobWatchEnv {
   batch::JobManager* manager = nullptr;
-  CallLimit* watchers = nullptr;  // jobs_max_watchers, jobs_max_watchers_per_user
-  StreamTicker* ticker = nullptr;  // visits each watch every `poll`
+  CallLimit* watchers = nullptr;                 // jobs_max_watchers, jobs_max_watchers_per_user
+  StreamTicker* ticker = nullptr;                // visits each watch every `poll`
   absl::Duration max_watch = absl::Minutes(10);  // jobs_watch_max_seconds
   absl::Duration idle = absl::Seconds(30);       // execution_stream_idle_seconds
 };

@@ -30,14 +30,13 @@ class JobWatchTest : public ::testing::Test {
  protected:
   void Start(const std::string& config_json, bool hold = true) {
     server_.emplace(std::vector<std::string>{"--pod", "POD4"}, config_json);
-    ASSERT_TRUE(tensor::WriteFileAtomically(Path("m.onnx"),
-                                            test_support::RegressorModel(2, Wave(6, 1.0f)))
-                    .ok());
     ASSERT_TRUE(
-        tensor::WriteTensorFile(Path("data.npz"),
-                                {{"x", *Tensor::FromValues<float>({4, 3}, Wave(12, 0.3f))},
-                                 {"t", *Tensor::FromValues<float>({4, 2}, Wave(8, 1.7f))}})
+        tensor::WriteFileAtomically(Path("m.onnx"), test_support::RegressorModel(2, Wave(6, 1.0f)))
             .ok());
+    ASSERT_TRUE(tensor::WriteTensorFile(Path("data.npz"),
+                                        {{"x", *Tensor::FromValues<float>({4, 3}, Wave(12, 0.3f))},
+                                         {"t", *Tensor::FromValues<float>({4, 2}, Wave(8, 1.7f))}})
+                    .ok());
     CliResult c = Cli("alice", {"compile", Path("m.onnx"), "-o", Path("m.ipx")});
     ASSERT_EQ(c.exit_code, 0) << c.err;
     if (!hold) return;

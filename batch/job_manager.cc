@@ -60,6 +60,17 @@ bool IsRequeueable(const absl::Status& status) {
          absl::IsNotFound(status) || absl::IsAborted(status) || absl::IsUnavailable(status);
 }
 
+// The durable progress of a job that stopped part-way (a restart, a
+// requeue): a training job's is its checkpoint's runs, recorded with it; an
+// inference job's is the step outputs on disk, from which its next attempt
+// goes on (batch/job_runner.h), so runs_done never goes back to 0 for runs
+// that are kept.
+int64_t ProgressKept(const std::filesystem::path& jobs_dir, const JobRecord& r) {
+  if (r.spec.train) return r.runs_done;
+  absl::StatusOr<JobFiles> files = JobFiles::Open(jobs_dir, r.id);
+  return files.ok() ? std::min(files->CountSteps(), r.runs_total) : r.runs_done;
+}
+
 }  // namespace
 
 JobManager::JobManager(JobManagerOptions options, JobResources resources)
@@ -94,9 +105,11 @@ absl::Status JobManager::Recover() {
     }
     if (e.record.state == JobState::kRunning) {
       // A server that cannot record this cannot run jobs: refuse to start.
-      IPUPOD_RETURN_IF_ERROR(UpdateLocked(e, [](JobRecord& r) {
+      const int64_t kept = ProgressKept(options_.jobs_dir, e.record);
+      IPUPOD_RETURN_IF_ERROR(UpdateLocked(e, [kept](JobRecord& r) {
         r.state = JobState::kPending;
         r.reason = "requeued: the server restarted while it ran";
+        r.runs_done = kept;
       }));
       LogState(e, "the server restarted; back in the queue, resuming where it was");
     }
@@ -281,7 +294,7 @@ void JobManager::StartAttemptLocked(Entry& e, const scheduler::SessionView& sess
   e.granted_ipus = static_cast<int>(session.ipus.size());
   e.attempt_start = now;
   e.attempt_wall_before = e.record.wall_seconds;
-  e.live_runs = e.record.spec.train ? e.record.runs_done : 0;
+  e.live_runs = e.record.runs_done;  // ProgressKept: what the attempt goes on from
   e.stop = false;
   LogState(e, absl::StrCat("running on session ", session.id, " (IPUs ", session.ipus.size(), ")"));
   JobAttempt attempt;
@@ -411,8 +424,10 @@ void JobManager::FinishAttemptLocked(Entry& e, absl::StatusOr<JobAttemptResult> 
     return;
   }
   if (IsRequeueable(error) && e.record.requeues < options_.max_requeues) {
+    const int64_t kept = ProgressKept(options_.jobs_dir, e.record);
     const absl::Status written = UpdateLocked(e, [&](JobRecord& r) {
       account(r);
+      r.runs_done = kept;
       r.state = JobState::kPending;
       r.requeues += 1;
       r.reason = absl::StrCat("requeued after: ", error.message());
@@ -434,8 +449,10 @@ void JobManager::FinishAttemptLocked(Entry& e, absl::StatusOr<JobAttemptResult> 
 bool JobManager::RequeuePreemptedLocked(Entry& e, const std::function<void(JobRecord&)>& account) {
   e.preempted = false;
   e.stop = false;
+  const int64_t kept = ProgressKept(options_.jobs_dir, e.record);
   const absl::Status written = UpdateLocked(e, [&](JobRecord& r) {
     account(r);
+    r.runs_done = kept;
     r.state = JobState::kPending;
     r.reason =
         absl::StrCat("Preempted; resumes from ", r.checkpoint.empty() ? "the start" : r.checkpoint);

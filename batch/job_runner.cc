@@ -240,14 +240,7 @@ absl::StatusOr<tensor::NamedTensors> ReadTensorBlob(const fs::path& path, absl::
 absl::StatusOr<int64_t> RunsOf(const jobs::JobSpec& spec, const compiler::Executable& e,
                                int64_t data_steps) {
   if (!spec.train) return data_steps;
-  if (spec.epochs > 0) return spec.epochs * data_steps;
-  if (spec.steps % e.device_iterations != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "steps ", spec.steps, " is not a multiple of device_iterations (", e.device_iterations,
-        "): one run makes ", e.device_iterations, " weight updates; pass steps ",
-        (spec.steps / e.device_iterations + 1) * e.device_iterations, " or recompile"));
-  }
-  return spec.steps / e.device_iterations;
+  return driver::TrainingRuns(spec.epochs, spec.steps, data_steps, e.device_iterations, "");
 }
 
 absl::StatusOr<JobAttemptResult> RunJob(execution::SessionExecution& execution,

@@ -2,6 +2,7 @@
 // job is submitted is, so a job that can never run is refused at once
 // rather than after hours in the queue.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -65,6 +66,13 @@ absl::Status CheckTraining(const JobSpec& s) {
   }
   if (s.checkpoint_every < 0) {
     return absl::InvalidArgumentError("checkpoint_every must be 0 (every run) or positive");
+  }
+  // As --sweep's values (jobs::ParseSweep): a NaN or infinite learning rate
+  // would train to garbage and "complete".
+  for (const auto& [name, value] : s.optimizer) {
+    if (std::isfinite(value)) continue;
+    return absl::InvalidArgumentError(absl::StrCat("optimizer variable ", EchoName(name), " is ",
+                                                   value, ", not a finite number; give one"));
   }
   return absl::OkStatus();
 }

@@ -56,6 +56,15 @@ void ForEachCharacter(absl::string_view text, Emit&& emit) {
   }
 }
 
+// A character a terminal acts on rather than shows: C0 controls, DEL, and
+// the C1 controls U+0080-U+009F (0xC2 0x80-0x9F; U+009B is a one-character
+// CSI). `piece` is one well-formed character.
+bool IsControl(absl::string_view piece) {
+  const auto b0 = static_cast<uint8_t>(piece[0]);
+  if (piece.size() == 1) return b0 < 0x20 || b0 == 0x7F;
+  return piece.size() == 2 && b0 == 0xC2 && static_cast<uint8_t>(piece[1]) <= 0x9F;
+}
+
 }  // namespace
 
 std::string ValidUtf8(absl::string_view text) {
@@ -75,6 +84,36 @@ std::string CutUtf8(absl::string_view text, size_t max_bytes) {
   valid.resize(keep);
   valid.append(kCutMark.data(), kCutMark.size());
   return valid;
+}
+
+std::string EscapeControls(absl::string_view text, absl::string_view keep) {
+  std::string out;
+  out.reserve(text.size());
+  ForEachCharacter(text, [&out, keep](absl::string_view piece) {
+    if (!IsControl(piece) || (piece.size() == 1 && keep.find(piece[0]) != keep.npos)) {
+      out.append(piece.data(), piece.size());
+      return;
+    }
+    switch (piece[0]) {
+      case '\n':
+        out.append("\\n");
+        return;
+      case '\r':
+        out.append("\\r");
+        return;
+      case '\t':
+        out.append("\\t");
+        return;
+      default:
+        break;
+    }
+    if (piece.size() == 1) {
+      absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned>(static_cast<uint8_t>(piece[0])));
+    } else {  // U+0080-U+009F is 0xC2 0x80-0x9F
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned>(static_cast<uint8_t>(piece[1])));
+    }
+  });
+  return out;
 }
 
 void AppendJsonString(std::string& out, absl::string_view text) {

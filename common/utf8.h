@@ -11,7 +11,13 @@
 //                     character boundary and marked with "..." when cut
 //   AppendJsonString  a JSON string literal: quoted, ", \ and every control
 //                     character escaped (\n, \t, \u001b, ...), invalid UTF-8
-//                     replaced by U+FFFD; the result always parses
+//                     replaced by U+FFFD; the result always parses (the
+//                     status page's JSON, the JSON log)
+//   EscapeControls    the same for a terminal: every control character (C0,
+//                     DEL, C1) escaped (\n, \t, \x1b, \u009b), invalid UTF-8
+//                     replaced by U+FFFD, so a name a client chose can move
+//                     no cursor, colour nothing and forge no line or table
+//                     row; the CLI's text output (client/cli/output.h)
 //
 // Thread safety: pure functions.
 // Errors: none; bad input is repaired, never refused.
@@ -31,6 +37,9 @@ std::string ValidUtf8(absl::string_view text);
 std::string CutUtf8(absl::string_view text, size_t max_bytes);
 
 void AppendJsonString(std::string& out, absl::string_view text);
+
+// `keep`: control characters left as they are (a whole message's own "\n").
+std::string EscapeControls(absl::string_view text, absl::string_view keep = "");
 
 }  // namespace ipupod
 

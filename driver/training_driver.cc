@@ -1,6 +1,7 @@
 #include "driver/training_driver.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,37 @@ int64_t ResumedDataStep(const tensor::NamedTensors& checkpoint, int64_t device_i
     }
   }
   return 0;
+}
+
+absl::StatusOr<int64_t> TrainingRuns(int64_t epochs, int64_t steps, int64_t data_steps,
+                                     int64_t device_iterations, absl::string_view flag) {
+  const int64_t di = std::max<int64_t>(device_iterations, 1);
+  int64_t runs = 0;
+  if (epochs > 0) {
+    int64_t updates = 0;  // the optimizer's step counter at the end
+    if (__builtin_mul_overflow(epochs, std::max<int64_t>(data_steps, 1), &runs) ||
+        runs > kTrainingRunsMax || __builtin_mul_overflow(runs, di, &updates)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, "epochs ", epochs, " of ", data_steps, " runs each is more than the ",
+                       kTrainingRunsMax, " runs one training may make; train for at most ",
+                       kTrainingRunsMax / std::max<int64_t>(data_steps, 1), " epochs"));
+    }
+    return runs;
+  }
+  if (steps % di != 0) {
+    const int64_t below = steps - steps % di;
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, "steps ", steps, " is not a multiple of device_iterations (", di, "): one run makes ",
+        di, " weight updates; pass ", flag, "steps ",
+        below <= std::numeric_limits<int64_t>::max() - di ? below + di : below, " or recompile"));
+  }
+  runs = steps / di;
+  if (runs > kTrainingRunsMax) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, "steps ", steps, " is ", runs, " runs of ", di, " weight updates, more than the ",
+        kTrainingRunsMax, " runs one training may make; pass fewer ", flag, "steps"));
+  }
+  return runs;
 }
 
 TrainingDriver::TrainingDriver(SessionExecutable& executable, const StepPlan& data, TrainingJob job,

@@ -51,6 +51,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/errors.h"
 #include "driver/session_executable.h"
 #include "driver/steps.h"
@@ -97,6 +98,20 @@ struct TrainingCallbacks {
 // checkpoint holds no "optimizer/step".
 int64_t ResumedDataStep(const tensor::NamedTensors& checkpoint, int64_t device_iterations,
                         int64_t data_steps);
+
+// The most runs one training may make: 2^40, twelve days at a microsecond a
+// run, beyond any time limit. More is refused, never wrapped around.
+inline constexpr int64_t kTrainingRunsMax = int64_t{1} << 40;
+
+// The runs a training makes: `epochs` passes over `data_steps` steps, or
+// `steps` weight updates of `device_iterations` each per run (exactly one of
+// epochs and steps is positive; the caller checked). INVALID_ARGUMENT when
+// steps is not a multiple of device_iterations, or when the runs would pass
+// kTrainingRunsMax (a product of the counts overflowing int64 included).
+// `flag` prefixes the names in messages: "--" for the CLI's flags, "" for a
+// job's spec. REQUIRES: data_steps >= 1, device_iterations >= 1.
+absl::StatusOr<int64_t> TrainingRuns(int64_t epochs, int64_t steps, int64_t data_steps,
+                                     int64_t device_iterations, absl::string_view flag);
 
 class TrainingDriver {
  public:

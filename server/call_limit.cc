@@ -37,9 +37,8 @@ absl::StatusOr<CallLimit::Ticket> CallLimit::Enter(absl::string_view method,
                std::string(user), std::string(method), mine, w.calls, max_calls_per_user_);
   return absl::ResourceExhaustedError(absl::StrFormat(
       "user %s already has %d %s in flight, the most one user may have (%s %d); retry when one "
-      "of yours has finished or been cancelled (a silent stream ends after "
-      "--execution-stream-idle-seconds)",
-      user, mine, w.calls, w.per_user_bound, max_calls_per_user_));
+      "of yours has finished or been cancelled (%s)",
+      user, mine, w.calls, w.per_user_bound, max_calls_per_user_, w.per_user_hint));
 }
 
 int CallLimit::in_flight() const {

@@ -45,6 +45,8 @@ struct CallLimitWording {
   std::string examples = "uploads, loads, weight transfers, runs; ";
   std::string bound = "ipupodd --max-execution-threads";
   std::string per_user_bound = "ipupodd --max-execution-threads-per-user";
+  // How a call of the user's ends by itself, named in the per-user refusal.
+  std::string per_user_hint = "a silent stream ends after --execution-stream-idle-seconds";
 };
 
 class CallLimit {

@@ -19,7 +19,8 @@ CallLimitWording CompileWording() {
   return {.calls = "compiles",
           .examples = "",
           .bound = "ipupodd config compile_max_concurrent",
-          .per_user_bound = "one per user; ipupodd config compile_max_concurrent"};
+          .per_user_bound = "one per user; ipupodd config compile_max_concurrent",
+          .per_user_hint = "a compile stops after compile_time_limit_seconds"};
 }
 
 execution::RemoteCompileRequest FromProto(const v1::CompileRequest& r, const Caller& caller) {

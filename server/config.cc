@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
@@ -325,14 +326,13 @@ absl::Status ParseCustomOps(const Json& v, const JsonPath& at, ServerConfig& ser
   return reader.RejectUnknownKeys();
 }
 
-// The top-level keys, each read by its own parser; unknown keys are errors.
-absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
-  if (!root.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config must be a JSON object; got ", json::Describe(root)));
-  }
-  using Parser = std::function<absl::Status(const Json&, const JsonPath&, ServerConfig&)>;
-  const std::pair<absl::string_view, Parser> kKeys[] = {
+using KeyParser = std::function<absl::Status(const Json&, const JsonPath&, ServerConfig&)>;
+using KeyParsers = std::vector<std::pair<absl::string_view, KeyParser>>;
+
+// The top-level keys of the server itself: listener, pod, state, sessions,
+// execution, compiles.
+KeyParsers ServerKeys() {
+  return {
       {"listen", ParseListen},
       {"pod", ParsePodValue},
       {"state_dir", ParseStateDir},
@@ -363,6 +363,13 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
        IntField(&ServerConfig::compile_time_limit_seconds, 1, kCompileTimeLimitSecondsMax)},
       {"random_faults", ParseRandomFaults},
       {"log_level", ParseLogLevel},
+  };
+}
+
+// The top-level keys of jobs, accounting, audit, logs, TLS, metrics and
+// custom ops.
+KeyParsers ServiceKeys() {
+  return {
       {"jobs_blob_store_mb", IntField(&ServerConfig::jobs_blob_store_mb, 1, kBlobStoreMbMax)},
       {"jobs_blob_store_user_mb",
        IntField(&ServerConfig::jobs_blob_store_user_mb, 1, kBlobStoreMbMax)},
@@ -374,6 +381,14 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
       {"jobs_max_records", IntField(&ServerConfig::jobs_max_records, 1, kJobRecordsMax)},
       {"jobs_max_active_per_user",
        IntField(&ServerConfig::jobs_max_active_per_user, 1, kJobRecordsMax)},
+      {"jobs_max_calls", IntField(&ServerConfig::jobs_max_calls, 1, kJobCallsMax)},
+      {"jobs_max_calls_per_user",
+       IntField(&ServerConfig::jobs_max_calls_per_user, 1, kJobCallsMax)},
+      {"jobs_max_watchers", IntField(&ServerConfig::jobs_max_watchers, 1, kJobWatchersMax)},
+      {"jobs_max_watchers_per_user",
+       IntField(&ServerConfig::jobs_max_watchers_per_user, 1, kJobWatchersMax)},
+      {"jobs_watch_max_seconds",
+       IntField(&ServerConfig::jobs_watch_max_seconds, 1, kJobWatchSecondsMax)},
       {"accounting_retention_days",
        IntField(&ServerConfig::accounting_retention_days, 0, kAccountingRetentionDaysMax)},
       {"accounting_heartbeat_seconds",
@@ -388,8 +403,18 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
       {"metrics_listen", ParseMetricsListen},
       {"custom_ops", ParseCustomOps},
   };
+}
+
+// The top-level keys, each read by its own parser; unknown keys are errors.
+absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config must be a JSON object; got ", json::Describe(root)));
+  }
+  KeyParsers keys = ServerKeys();
+  for (auto& entry : ServiceKeys()) keys.push_back(std::move(entry));
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
-  for (const auto& entry : kKeys) {  // (clang 14 cannot capture a structured binding)
+  for (const auto& entry : keys) {  // (clang 14 cannot capture a structured binding)
     const auto& parse = entry.second;
     IPUPOD_RETURN_IF_ERROR(reader.IfPresent(
         entry.first, [&](const Json& v, const JsonPath& at) { return parse(v, at, config); }));
@@ -574,6 +599,24 @@ absl::Status ValidateAudit(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+// A per-user share larger than the whole would never be reached: say so
+// rather than let the config mean something else than it says.
+absl::Status ValidateJobBounds(const ServerConfig& config) {
+  if (config.jobs_max_calls_per_user > config.jobs_max_calls) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("jobs_max_calls_per_user (", config.jobs_max_calls_per_user,
+                     ") is larger than jobs_max_calls (", config.jobs_max_calls,
+                     "), the calls of every user together; lower the first or raise the second"));
+  }
+  if (config.jobs_max_watchers_per_user > config.jobs_max_watchers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("jobs_max_watchers_per_user (", config.jobs_max_watchers_per_user,
+                     ") is larger than jobs_max_watchers (", config.jobs_max_watchers,
+                     "), the watches of every user together; lower the first or raise the second"));
+  }
+  return absl::OkStatus();
+}
+
 // The TLS files fit together, and tokens never cross the network in clear
 // text: a token listener off loopback needs TLS.
 absl::Status ValidateTransport(const ServerConfig& config, const ListenAddress& address) {
@@ -631,6 +674,7 @@ absl::Status ValidateConfig(const ServerConfig& config) {
                      ") is larger than the whole blob store, jobs_blob_store_mb (",
                      config.jobs_blob_store_mb, "); lower the first or raise the second"));
   }
+  IPUPOD_RETURN_IF_ERROR(ValidateJobBounds(config));
   if (config.load_memory_mb < 0 || config.load_memory_mb > kLoadMemoryMbMax) {
     return absl::InvalidArgumentError(absl::StrCat("load memory MB must be from 0 (half of this ",
                                                    "host's memory) to ", kLoadMemoryMbMax, "; got ",

@@ -28,6 +28,11 @@
 //     "compile_max_model_mb": 1024,         CompileService: the largest model (1-65536)
 //     "compile_max_concurrent": 2,          compiles at once, one per user (1-64)
 //     "compile_time_limit_seconds": 600,    a compile still folding then stops (1-86400)
+//     "jobs_max_calls": 16,                 JobService calls at once but watches (1-1024)
+//     "jobs_max_calls_per_user": 4,         of those, one user's at most (1-1024)
+//     "jobs_max_watchers": 256,             job waits and follows at once (1-65536)
+//     "jobs_max_watchers_per_user": 32,     of those, one user's at most (1-65536)
+//     "jobs_watch_max_seconds": 600,        a watch then ends; clients watch again (1-86400)
 //     "random_faults": {"seed": 1, "probability_per_operation": 0.01,
 //                       "kinds": ["ipu-reset", "link-reset", "partition-reset",
 //                                 "full-reset", "unrecoverable"]},
@@ -149,6 +154,14 @@ struct ServerConfig {
   int jobs_max_requeues = 3;
   int jobs_max_records = 20000;         // jobs kept, every state
   int jobs_max_active_per_user = 2000;  // PENDING and RUNNING, per user
+  // JobService's bounds (server/job_service.h): its calls at once, and its
+  // watches (job wait, job logs --follow) at once, each server-wide and per
+  // user, and how long one watch lasts before the server ends it.
+  int jobs_max_calls = 16;
+  int jobs_max_calls_per_user = 4;
+  int jobs_max_watchers = 256;
+  int jobs_max_watchers_per_user = 32;
+  int jobs_watch_max_seconds = 600;
   // The usage ledger (accounting/ledger.h, server/accounting_upkeep.h):
   // how long ended records are kept (0 = forever), how often the server
   // records that it is alive (the end of sessions a kill -9 left open), and
@@ -207,6 +220,9 @@ inline constexpr int kRetentionHoursMax = 24 * 365;
 inline constexpr int kTimeLimitMinutesMax = 60 * 24 * 30;
 inline constexpr int kJobRequeuesMax = 100;
 inline constexpr int kJobRecordsMax = 1'000'000;
+inline constexpr int kJobCallsMax = 1024;
+inline constexpr int kJobWatchersMax = 65536;
+inline constexpr int kJobWatchSecondsMax = 86400;
 inline constexpr int64_t kCompileModelMbMax = 65536;  // 64 GiB
 inline constexpr int kCompileConcurrentMax = 64;
 inline constexpr int kCompileTimeLimitSecondsMax = 86400;

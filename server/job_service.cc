@@ -25,8 +25,22 @@ namespace {
 using scheduler::Caller;
 
 constexpr size_t kChunkBytes = wire::kTensorChunkBytesMax;  // 1 MiB
-// How often a follower of a running job looks for new events.
-constexpr absl::Duration kFollowPoll = absl::Milliseconds(200);
+
+CallLimitWording CallWording() {
+  return {.calls = "job calls",
+          .examples = "submits, listings, job show, uploads, fetches; ",
+          .bound = "ipupodd config jobs_max_calls",
+          .per_user_bound = "ipupodd config jobs_max_calls_per_user",
+          .per_user_hint = "a silent upload or fetch ends after execution_stream_idle_seconds"};
+}
+
+CallLimitWording WatchWording() {
+  return {.calls = "job watches",
+          .examples = "ipupod job wait, job logs, Python wait_job; ",
+          .bound = "ipupodd config jobs_max_watchers",
+          .per_user_bound = "ipupodd config jobs_max_watchers_per_user",
+          .per_user_hint = "a watch ends after jobs_watch_max_seconds and is opened again"};
+}
 
 template <typename Reader>
 absl::Status ReceiveBlob(const Caller& caller, jobs::BlobStore& blobs, Reader& reader,
@@ -57,30 +71,6 @@ absl::Status ReceiveBlob(const Caller& caller, jobs::BlobStore& blobs, Reader& r
 }
 
 template <typename Writer>
-absl::Status SendEvents(grpc::ServerContext* context, const ServiceEnv& env,
-                        batch::JobManager& manager, const Caller& caller,
-                        const v1::WatchJobRequest& request, Writer& writer) {
-  uint64_t next = request.from_event();
-  for (;;) {
-    bool finished = false;
-    IPUPOD_ASSIGN_OR_RETURN(
-        const std::vector<batch::JobEvent> events,
-        manager.Events(caller, request.id(), next, JobServiceImpl::kEventsPerRead, &finished));
-    for (const batch::JobEvent& event : events) {
-      v1::JobEvent out;
-      ToProto(event, &out);
-      if (!writer.Write(out)) return absl::CancelledError("the client stopped reading");
-      next = event.seq + 1;
-    }
-    if (!events.empty()) continue;
-    if (!request.follow() || finished) return absl::OkStatus();
-    if (context->IsCancelled()) return absl::CancelledError("the client went away");
-    if (env.ShuttingDown()) return ShuttingDownError("stopped following the job");
-    absl::SleepFor(kFollowPoll);
-  }
-}
-
-template <typename Writer>
 absl::Status SendResult(const std::filesystem::path& path, const jobs::ResultFile& file,
                         uint64_t offset, Writer& writer) {
   if (offset > file.size_bytes) {
@@ -107,6 +97,24 @@ absl::Status SendResult(const std::filesystem::path& path, const jobs::ResultFil
 }
 
 }  // namespace
+
+JobServiceImpl::JobServiceImpl(const ServiceEnv& env, jobs::BlobStore* blobs,
+                               batch::JobManager* manager, const JobServiceLimits& limits)
+    : env_(env),
+      blobs_(blobs),
+      manager_(manager),
+      calls_(limits.max_calls, limits.max_calls_per_user, CallWording()),
+      watchers_(limits.max_watchers, limits.max_watchers_per_user, WatchWording()),
+      watch_ticker_(limits.watch_poll),
+      watch_env_{.manager = manager,
+                 .watchers = &watchers_,
+                 .ticker = &watch_ticker_,
+                 .max_watch = limits.watch_max,
+                 .idle = env.stream_idle} {}
+
+// The gRPC server has finished every call by now (PodServer destroys it
+// first); the ticker's thread is joined before the limits it reaches go.
+JobServiceImpl::~JobServiceImpl() { watch_ticker_.Stop(); }
 
 grpc::Status JobServiceImpl::StatBlob(grpc::ServerContext* context,
                                       const v1::StatBlobRequest* request, v1::BlobRef* response) {
@@ -211,13 +219,9 @@ grpc::Status JobServiceImpl::DeleteJob(grpc::ServerContext* context, const v1::J
   });
 }
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
-                                      const v1::WatchJobRequest* request,
-                                      grpc::ServerWriter<v1::JobEvent>* writer) {
-  return HandleStream(context, env_, calls_, "WatchJob", writer,
-                      [&](const Caller& caller, auto& watched) -> absl::Status {
-                        return SendEvents(context, env_, *manager_, caller, *request, watched);
-                      });
+grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
+    grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
+  return JobWatch::Start(context, *request, env_, watch_env_);
 }
 
 grpc::Status JobServiceImpl::FetchResult(grpc::ServerContext* context,

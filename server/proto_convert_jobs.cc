@@ -115,7 +115,10 @@ void ToProto(const batch::JobView& view, v1::Job* out) {
   out->set_queue_position(static_cast<uint32_t>(view.queue_position));
   out->set_account(r.spec.account);
   out->set_qos(r.spec.qos);
-  if (!view.details) return;  // the queue line only
+  if (!view.details) {  // the queue line only, saying that the rest is hidden
+    out->set_details_hidden(true);
+    return;
+  }
   out->set_name(r.spec.name);
   out->set_reason(r.reason);
   out->set_started_unix_ms(r.started_unix_ms);

@@ -80,10 +80,6 @@ void SetLivenessOptions(grpc::ServerBuilder& builder, absl::Duration lease) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
 
-// JobService calls at once, server-wide and per user (a follower of a
-// job's log holds one while it follows).
-constexpr int kMaxJobCalls = 16;
-constexpr int kMaxJobCallsPerUser = 4;
 // AccountingService calls at once: each is one ledger query.
 constexpr int kMaxAccountingCalls = 4;
 constexpr int kMaxAccountingCallsPerUser = 2;
@@ -281,8 +277,13 @@ void PodServer::CreateServices() {
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
   execution_service_ = std::make_unique<ExecutionServiceImpl>(
       env_, execution_.get(), config_.max_execution_threads, ExecutionThreadsPerUser(config_));
-  job_service_ = std::make_unique<JobServiceImpl>(env_, blobs_.get(), jobs_.get(), kMaxJobCalls,
-                                                  kMaxJobCallsPerUser);
+  job_service_ = std::make_unique<JobServiceImpl>(
+      env_, blobs_.get(), jobs_.get(),
+      JobServiceLimits{.max_calls = config_.jobs_max_calls,
+                       .max_calls_per_user = config_.jobs_max_calls_per_user,
+                       .max_watchers = config_.jobs_max_watchers,
+                       .max_watchers_per_user = config_.jobs_max_watchers_per_user,
+                       .watch_max = absl::Seconds(config_.jobs_watch_max_seconds)});
   accounting_service_ =
       std::make_unique<AccountingServiceImpl>(env_, ledger_.get(), config_.accounting_public,
                                               kMaxAccountingCalls, kMaxAccountingCallsPerUser);
@@ -408,8 +409,9 @@ absl::Status PodServer::BuildGrpcServer() {
   builder.RegisterService(accounting_service_.get());
   builder.RegisterService(audit_service_.get());
   builder.RegisterService(compile_service_.get());
-  SetExecutionThreads(builder, config_.max_execution_threads + kMaxJobCalls + kMaxAccountingCalls +
-                                   kMaxAuditCalls + config_.compile_max_concurrent);
+  SetExecutionThreads(builder, config_.max_execution_threads + config_.jobs_max_calls +
+                                   kMaxAccountingCalls + kMaxAuditCalls +
+                                   config_.compile_max_concurrent);
   SetInterceptors(builder, &metrics_->rpcs());
   starting_->Stop();  // the state is restored: the port goes to the real server
   server_ = builder.BuildAndStart();

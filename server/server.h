@@ -8,7 +8,8 @@
 // ExecutionService (sync API on a pool of config.max_execution_threads
 // threads, bounded by a grpc::ResourceQuota; see server/execution_service.h),
 // JobService, AccountingService and AuditService (the same pool, each with
-// its own call bound),
+// its own call bound; JobService's WatchJob on the callback API with its own
+// watcher bound, server/job_watch.h),
 // gRPC health checking and server reflection on config.listen (port 0 picks a
 // free port; port() reports it). Sessions that end drop their loaded
 // programs (scheduler's on_session_ended -> LoadedPrograms::Drop).

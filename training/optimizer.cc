@@ -568,6 +568,11 @@ const OptimizerSpec& Optimizer::SpecOf(const std::string& weight) const {
 }
 
 absl::Status Optimizer::SetVariable(absl::string_view attr, double value) {
+  if (!std::isfinite(value)) {  // every variable, whether or not its range is checked below
+    return absl::InvalidArgumentError(absl::StrCat(OptimizerKindName(spec_.kind()), " attribute '",
+                                                   attr, "' is ", value,
+                                                   "; it must be a finite number"));
+  }
   OptimizerSpec changed = spec_;
   IPUPOD_ASSIGN_OR_RETURN(OptimizerAttribute * a, changed.Find(attr));
   if (!a->is_variable) {

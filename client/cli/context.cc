@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cli/exit_codes.h"
+#include "common/utf8.h"
 
 namespace ipupod::cli {
 
@@ -19,6 +20,12 @@ Context::~Context() {
 }
 
 namespace {
+
+// Text for a terminal: what a client chose (job names, labels, reasons,
+// messages echoing them) moves no cursor and colours nothing. The lines'
+// own newlines and tabs stay; fields that could forge a line or a table
+// row are escaped where they are formatted (Table, job_output.cc).
+std::string TerminalText(absl::string_view text) { return EscapeControls(text, "\n\t"); }
 
 // gRPC core's own log lines (at its default verbosity, errors such as
 // "Handshake failed with fatal error SSL_ERROR_SSL ...") repeat, raw, what
@@ -41,7 +48,7 @@ int Context::Print(const Json& doc, absl::string_view text) {
   if (json()) {
     out_ << JsonLine(doc);
   } else {
-    out_ << text;
+    out_ << TerminalText(text);
   }
   out_.flush();
   return kExitOk;
@@ -56,14 +63,14 @@ int Context::Fail(const absl::Status& status, const HintContext& hint) {
     out_ << JsonLine(ErrorJson(status));
     out_.flush();
   } else {
-    err_ << ErrorText(status, hint);
+    err_ << TerminalText(ErrorText(status, hint));
     err_.flush();
   }
   return ExitCodeForStatus(status);
 }
 
 int Context::FailLate(const absl::Status& status, const HintContext& hint) {
-  err_ << (json() ? JsonLine(ErrorJson(status)) : ErrorText(status, hint));
+  err_ << (json() ? JsonLine(ErrorJson(status)) : TerminalText(ErrorText(status, hint)));
   err_.flush();
   return ExitCodeForStatus(status);
 }
@@ -85,7 +92,7 @@ void Context::Note(const Json& doc, absl::string_view text) {
   if (json()) {
     if (!doc.is_null()) err_ << JsonLine(doc);
   } else {
-    err_ << text;
+    err_ << TerminalText(text);
   }
   err_.flush();
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cli/args.h"
 #include "common/format.h"
+#include "common/utf8.h"
 
 namespace ipupod::cli {
 namespace {
@@ -55,6 +56,30 @@ double ElapsedSeconds(const v1::Job& job, absl::Time now) {
     seconds = static_cast<double>(job.ended_unix_ms() - job.started_unix_ms()) / 1000;
   }
   return seconds;
+}
+
+// The job with every string a user chose (or a server message echoing one)
+// escaped for a terminal (common/utf8.h): a job name with "\n" or ESC in it
+// forges no line of `job show` and moves no cursor.
+v1::Job Printable(const v1::Job& raw) {
+  v1::Job job = raw;
+  for (std::string* field : {job.mutable_name(), job.mutable_user(), job.mutable_account(),
+                             job.mutable_qos(), job.mutable_reason(), job.mutable_session(),
+                             job.mutable_error_kind(), job.mutable_recovery_action()}) {
+    *field = EscapeControls(*field);
+  }
+  if (job.has_spec()) {  // (mutable_spec would make one)
+    v1::JobSpec& spec = *job.mutable_spec();
+    for (std::string* field : {spec.mutable_name(), spec.mutable_partition(), spec.mutable_after(),
+                               spec.mutable_account(), spec.mutable_qos()}) {
+      *field = EscapeControls(*field);
+    }
+    for (std::string& output : *spec.mutable_outputs()) output = EscapeControls(output);
+  }
+  for (v1::ResultFile& file : *job.mutable_results()) {
+    *file.mutable_name() = EscapeControls(file.name());
+  }
+  return job;
 }
 
 std::string ProgressCell(const v1::Job& job) {
@@ -169,7 +194,8 @@ Json JobJson(const v1::Job& job) {
           {"results", ResultsJson(job)},
           {"results_purged", job.results_purged()},
           {"results_expire_unix_ms", job.results_expire_unix_ms()},
-          {"queue_position", job.queue_position()}};
+          {"queue_position", job.queue_position()},
+          {"details_hidden", job.details_hidden()}};
 }
 
 Json JobsJson(const std::vector<v1::Job>& jobs) {
@@ -208,16 +234,23 @@ std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now, absl::Ti
                {"STARTED"},
                {"ELAPSED", Table::Align::kRight},
                {"PROGRESS", Table::Align::kRight}});
+  bool hidden = false;
   for (const v1::Job& job : jobs) {
     const double elapsed = ElapsedSeconds(job, now);
-    table.AddRow({job.id(), OrDash(Shorten(job.name(), kNameCellMax)), OrDash(job.user()),
-                  OrDash(job.account()), OrDash(job.qos()), std::string(JobStateText(job.state())),
+    hidden |= job.details_hidden();
+    const std::string name =
+        job.details_hidden() ? "(hidden)" : OrDash(Shorten(job.name(), kNameCellMax));
+    table.AddRow({job.id(), name, OrDash(job.user()), OrDash(job.account()), OrDash(job.qos()),
+                  std::string(JobStateText(job.state())),
                   OrDash(Shorten(ReasonText(job), kReasonCellMax)), absl::StrCat(job.num_ipus()),
                   TimeCell(job.submitted_unix_ms(), now, zone),
                   TimeCell(job.started_unix_ms(), now, zone),
                   elapsed > 0 ? FormatClockDuration(elapsed) : "-", ProgressCell(job)});
   }
-  return table.Render();
+  if (!hidden) return table.Render();
+  return absl::StrCat(table.Render(),
+                      "(hidden): another user's job; only its owner and admins see its name, "
+                      "reason, start and progress\n");
 }
 
 namespace {
@@ -280,7 +313,29 @@ std::string ResultsText(const v1::Job& job, absl::TimeZone zone) {
 
 }  // namespace
 
-std::string JobText(const v1::Job& job, absl::Time now, absl::TimeZone zone) {
+namespace {
+
+// Another user's job: what everyone sees, and that the rest is hidden
+// (never "none yet" or "-" for what the job has but the caller may not see).
+std::string HiddenJobText(const v1::Job& raw, absl::TimeZone zone) {
+  const v1::Job job = Printable(raw);
+  std::string text = absl::StrCat(
+      "job:           ", job.id(), "\nuser:          ", OrDash(job.user()),
+      "\naccount:       ", OrDash(job.account()), "\nqos:           ", OrDash(job.qos()),
+      "\nstate:         ", JobStateText(job.state()), "\nipus:          ", job.num_ipus(),
+      "\nsubmitted:     ", DateText(job.submitted_unix_ms(), zone));
+  if (job.queue_position() > 0) absl::StrAppend(&text, "\nqueue place:   #", job.queue_position());
+  absl::StrAppend(&text, "\ndetails:       hidden: the job belongs to ", OrDash(job.user()),
+                  "; only its owner and admins see its name, reason, times, progress, spec and "
+                  "results\n");
+  return text;
+}
+
+}  // namespace
+
+std::string JobText(const v1::Job& raw, absl::Time now, absl::TimeZone zone) {
+  if (raw.details_hidden()) return HiddenJobText(raw, zone);
+  const v1::Job job = Printable(raw);
   const double elapsed = ElapsedSeconds(job, now);
   std::string text = absl::StrCat(
       "job:           ", job.id(), "\nname:          ", OrDash(job.name()),
@@ -310,7 +365,7 @@ std::string JobText(const v1::Job& job, absl::Time now, absl::TimeZone zone) {
 }
 
 std::string JobEventText(const v1::JobEvent& event, absl::TimeZone zone) {
-  std::string text = event.text();
+  std::string text = EscapeControls(event.text());
   if (text.empty()) {
     text = event.kind() == "state" ? std::string(JobStateText(event.state()))
            : event.kind() == "run" ? absl::StrCat("run ", event.run())
@@ -325,7 +380,7 @@ std::string JobEventText(const v1::JobEvent& event, absl::TimeZone zone) {
       event.unix_ms() > 0
           ? absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(event.unix_ms()), zone)
           : std::string("-");
-  return absl::StrFormat("%s  %-10s  %s\n", when, event.kind(), text);
+  return absl::StrFormat("%s  %-10s  %s\n", when, EscapeControls(event.kind()), text);
 }
 
 std::string SubmittedText(const std::vector<v1::Job>& jobs) {
@@ -334,7 +389,8 @@ std::string SubmittedText(const std::vector<v1::Job>& jobs) {
   return text;
 }
 
-std::string JobEndText(const v1::Job& job) {
+std::string JobEndText(const v1::Job& raw) {
+  const v1::Job job = Printable(raw);
   std::string text = absl::StrCat("job ", job.id(), " ");
   if (!JobFinished(job.state())) {
     return absl::StrCat(text, "is still ", JobStateText(job.state()),

@@ -20,6 +20,7 @@
 #include "client/files.h"
 #include "common/format.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include <unistd.h>
 
 namespace ipupod::cli {
@@ -30,7 +31,8 @@ namespace {
 constexpr absl::Duration kReconnectWindow = absl::Minutes(2);
 constexpr absl::Duration kReconnectPause = absl::Seconds(1);
 // A follow stream the server ended while the job was not finished (it was
-// shutting down) is opened again after this pause.
+// shutting down, or the watch reached the server's jobs_watch_max_seconds)
+// is opened again after this pause.
 constexpr absl::Duration kRewatchPause = absl::Seconds(1);
 // Result names are file names; longer ones are refused with the rest.
 constexpr size_t kFileNameBytesMax = 255;
@@ -133,14 +135,30 @@ int RunShow(Context& ctx, const JobArgs& args) {
   return ctx.Print(JobJson(*job), JobText(*job, absl::Now(), absl::LocalTimeZone()));
 }
 
+// `job logs --follow`: the server ends a watch after jobs_watch_max_seconds
+// (and when shutting down); while the job has not finished it is watched
+// again from the next event, so nothing is printed twice or lost.
+absl::Status FollowLog(client::Client& client, const std::string& id, bool follow,
+                       const std::function<void(const v1::JobEvent&)>& on_event) {
+  uint64_t next_seq = 0;
+  while (true) {
+    IPUPOD_RETURN_IF_ERROR(
+        FollowEvents(client, id, follow, absl::InfiniteFuture(), next_seq, on_event));
+    if (!follow) return absl::OkStatus();
+    IPUPOD_ASSIGN_OR_RETURN(const v1::Job job, client.GetJob(id));
+    if (JobFinished(job.state())) {  // the events of its end, if this watch missed them
+      return FollowEvents(client, id, /*follow=*/false, absl::InfiniteFuture(), next_seq, on_event);
+    }
+    absl::SleepFor(kRewatchPause);
+  }
+}
+
 int RunLogs(Context& ctx, const JobArgs& args) {
   auto client = ctx.Connect();
   if (!client.ok()) return ctx.Fail(client.status());
-  uint64_t next_seq = 0;
   const absl::TimeZone zone = absl::LocalTimeZone();
-  absl::Status followed = FollowEvents(
-      **client, args.id, args.follow, absl::InfiniteFuture(), next_seq,
-      [&ctx, zone](const v1::JobEvent& event) {
+  absl::Status followed =
+      FollowLog(**client, args.id, args.follow, [&ctx, zone](const v1::JobEvent& event) {
         ctx.out() << (ctx.json() ? JsonLine(JobEventJson(event)) : JobEventText(event, zone));
         ctx.out().flush();
       });
@@ -229,6 +247,11 @@ absl::Status CheckResultName(absl::string_view name, absl::string_view id) {
 }
 
 absl::Status JobHasResults(const v1::Job& job) {
+  if (job.details_hidden()) {  // the server's own answer to another user's fetch
+    return absl::PermissionDeniedError(
+        absl::StrCat("job ", job.id(), " belongs to ", job.user(),
+                     ": only its owner or an admin may see its details or change it"));
+  }
   if (job.results_purged()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the results of job ", job.id(), " were removed by the server's retention period"));
@@ -248,7 +271,7 @@ absl::Status JobHasResults(const v1::Job& job) {
 client::FetchProgress ProgressLine(Context& ctx, const std::string& name) {
   if (ctx.json() || isatty(STDERR_FILENO) != 1) return {};
   auto last_percent = std::make_shared<int>(-1);
-  return [&ctx, name, last_percent](uint64_t done, uint64_t total) {
+  return [&ctx, name = EscapeControls(name), last_percent](uint64_t done, uint64_t total) {
     const int percent = total == 0 ? 100 : static_cast<int>(done * 100 / total);
     if (percent == *last_percent) return;
     *last_percent = percent;
@@ -270,7 +293,7 @@ absl::StatusOr<Json> FetchOne(Context& ctx, client::Client& client, const v1::Jo
   absl::StatusOr<client::FileDigest> existing = client::Sha256OfFile(path, "result");
   if (existing.ok() && existing->sha256 == file.sha256()) {
     doc["already_there"] = true;
-    if (!ctx.json()) ctx.out() << "up to date: " << path << "\n" << std::flush;
+    if (!ctx.json()) ctx.out() << "up to date: " << EscapeControls(path) << "\n" << std::flush;
     return doc;
   }
   IPUPOD_ASSIGN_OR_RETURN(client::FetchedResult fetched,
@@ -278,7 +301,7 @@ absl::StatusOr<Json> FetchOne(Context& ctx, client::Client& client, const v1::Jo
   doc["already_there"] = false;
   doc["resumed_from"] = fetched.resumed_from;
   if (!ctx.json()) {
-    ctx.out() << "wrote " << path << " (" << FormatBytesTrimmed(file.size_bytes())
+    ctx.out() << "wrote " << EscapeControls(path) << " (" << FormatBytesTrimmed(file.size_bytes())
               << (fetched.resumed_from > 0
                       ? absl::StrCat(", resumed at ", FormatBytesTrimmed(fetched.resumed_from))
                       : "")

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/errors.h"
 #include "common/format.h"
+#include "common/utf8.h"
 
 namespace ipupod::cli {
 namespace {
@@ -99,6 +100,9 @@ Table::Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
 
 void Table::AddRow(std::vector<std::string> cells) {
   cells.resize(columns_.size());
+  // A cell is one line of what it shows: a name with "\n" or ESC in it
+  // forges no row and moves no cursor.
+  for (std::string& cell : cells) cell = EscapeControls(cell);
   rows_.push_back(std::move(cells));
 }
 
@@ -393,8 +397,9 @@ std::string SessionText(const v1::SessionInfo& s, absl::Time now) {
       "session:   ", s.session(), "\nuser:      ", OrDash(s.user()),
       "\nipus:      ", OrDash(CompactIpus(s.ipus())), "\ndevice:    ", s.device_id(),
       "\nrequested: ", s.requested_ipus(), "\nidle:      ", OrDash(CompactIpus(s.idle_ipus())),
-      "\npartition: ", OrDash(s.partition()), "\nage:       ", AgeText(s.attached_unix_ms(), now),
-      "\nclient:    ", OrDash(s.client()),
+      "\npartition: ", OrDash(EscapeControls(s.partition())),
+      "\nage:       ", AgeText(s.attached_unix_ms(), now),
+      "\nclient:    ", OrDash(EscapeControls(s.client())),
       "\nneeds load: ", s.needs_load() ? "yes (a reset cleared device memory)" : "no", "\n");
 }
 

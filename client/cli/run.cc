@@ -89,16 +89,8 @@ using driver::WithContext;
 absl::Status ReadTrainingFiles(const RunArgs& args, RunFiles& files) {
   const compiler::Executable& e = files.executable;
   const TrainArgs& t = args.training;
-  if (t.epochs > 0) {
-    files.runs = t.epochs * files.plan.steps;
-  } else if (t.steps % e.device_iterations != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--steps ", t.steps, " is not a multiple of device_iterations (", e.device_iterations,
-        "): one run makes ", e.device_iterations, " weight updates; pass --steps ",
-        (t.steps / e.device_iterations + 1) * e.device_iterations, " or recompile"));
-  } else {
-    files.runs = t.steps / e.device_iterations;
-  }
+  IPUPOD_ASSIGN_OR_RETURN(files.runs, driver::TrainingRuns(t.epochs, t.steps, files.plan.steps,
+                                                           e.device_iterations, "--"));
   if (!t.resume.empty()) {
     absl::StatusOr<tensor::NamedTensors> resume = tensor::ReadTensorFile(t.resume);
     if (!resume.ok()) return WithContext(resume.status(), absl::StrCat("--resume ", t.resume));

@@ -289,8 +289,10 @@ class JobsMixin:
     def job_events(self, job_id: str, from_event: int = 0, follow: bool = False,
                    timeout: Optional[float] = None) -> Iterator[jobs_pb2.JobEvent]:
         """The job's events (state changes, runs with their losses, recoveries, ...) from
-        ``from_event``; with ``follow`` until the job has finished. ``timeout``: the stream's
-        deadline (default: none when following, else stream_timeout)."""
+        ``from_event``; with ``follow`` until the job has finished, or until the server ends
+        the watch (its ``jobs_watch_max_seconds``): follow again from the next event's seq, as
+        :meth:`wait_job` does. ``timeout``: the stream's deadline (default: none when
+        following, else stream_timeout)."""
         request = jobs_pb2.WatchJobRequest(id=job_id, from_event=from_event, follow=follow)
         deadline = timeout if timeout is not None else (None if follow else self.stream_timeout)
         return self._stream_out(self._jobs.WatchJob, request, "JobService.WatchJob", deadline)
@@ -446,6 +448,10 @@ def _check_digest(sha256: str, size: int, result: jobs_pb2.ResultFile, job_id: s
 
 def _check_has_results(job: jobs_pb2.Job) -> None:
     location = "Client.fetch_results"
+    if job.details_hidden:  # the server's own answer to another user's fetch
+        raise errors.local_error(f"job {job.id} belongs to {job.user}: only its owner or an admin "
+                                 f"may see its details or change it",
+                                 grpc.StatusCode.PERMISSION_DENIED, location)
     if job.results_purged:
         raise errors.local_error(f"the results of job {job.id} were removed by the server's "
                                  f"retention period", grpc.StatusCode.FAILED_PRECONDITION, location)

@@ -167,3 +167,54 @@ def test_wait_job_rides_out_a_server_restart(ipupod_server, ipupod_client, mlp):
     thread.join(60)
     assert not thread.is_alive(), "wait_job did not come back after the restart"
     assert JobState(waited[0].state) == JobState.COMPLETED, waited[0].reason
+
+
+@pytest.mark.ipupod(pod="POD4")
+def test_waits_hold_no_call_slot_of_anyone(ipupod_server, ipupod_client, mlp):
+    """Issue 29: more wait_job() calls than JobService admits calls (16, and 4 per user) leave
+    every user's submits, listings and get_job served; the waits go on."""
+    holder = ipupod_client.attach(ipus=4)  # the jobs wait in the queue
+    x = {"x": np.ones((4, 16), np.float32)}
+    waiters, events = [], {}
+    for user in ("alice", "bob", "dave"):
+        client = ipupod_server.client(user=user)
+        [job] = client.submit(mlp.ipx, x)
+        for i in range(6):
+            seen = events.setdefault((user, i), [])
+            thread = threading.Thread(
+                target=client.wait_job, args=(job.id,),
+                kwargs=dict(timeout=60, on_event=seen.append), daemon=True)
+            thread.start()
+            waiters.append(thread)
+    deadline = time.monotonic() + 20
+    while not all(events.values()) and time.monotonic() < deadline:  # every wait follows
+        time.sleep(0.02)
+    assert all(events.values()), "some wait_job never started following its job"
+    for user in ("alice", "erin", "admin"):
+        client = ipupod_server.client(user=user)
+        [job] = client.submit(mlp.ipx, x)
+        assert client.get_job(job.id).id == job.id
+        assert job.id in {j.id for j in client.list_jobs()}
+    assert all(thread.is_alive() for thread in waiters)
+    holder.release()
+    for thread in waiters:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in waiters)
+
+
+def test_another_users_fetch_is_denied_as_its_other_details_are(ipupod_server, ipupod_client,
+                                                                 mlp, tmp_path):
+    """Issue 29: a completed job of another user is not "without results": its details are
+    hidden, and fetching them is PERMISSION_DENIED, as every request for them is."""
+    [job] = ipupod_client.submit(mlp.ipx, {"x": np.ones((4, 16), np.float32)})
+    assert JobState(ipupod_client.wait_job(job.id, timeout=120).state) == JobState.COMPLETED
+    other = ipupod_server.client(user="mallory")
+    seen = other.get_job(job.id)
+    assert seen.details_hidden and not ipupod_client.get_job(job.id).details_hidden
+    with pytest.raises(ipupod.Error) as denied:
+        other.fetch_results(job.id, tmp_path / "stolen")
+    assert denied.value.code == grpc.StatusCode.PERMISSION_DENIED, denied.value
+    with pytest.raises(ipupod.Error) as events:
+        list(other.job_events(job.id))
+    assert events.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert not (tmp_path / "stolen").exists()

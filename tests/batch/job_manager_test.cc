@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -295,6 +296,37 @@ TEST_F(JobManagerTest, TrainingResumedByANewServerEndsBitIdentical) {
   }
 }
 
+// An inference job's runs_done is durable progress (proto/ipupod/v1/jobs.proto):
+// stopped part-way (a kill -9 leaves its record as a stop does: RUNNING,
+// runs_done never written), the next server counts the step outputs it kept
+// and goes on from them, so the progress never goes back to 0.
+TEST_F(JobManagerTest, InferenceProgressSurvivesARestart) {
+  jobs::JobSpec spec = Spec(false);
+  // 1000 steps: long enough to stop in the middle.
+  const tensor::NamedTensors many = {
+      {"x", *Tensor::FromValues<float>({2000, 3}, Wave(6000, 0.3f))},
+      {"t", *Tensor::FromValues<float>({2000, 2}, Wave(4000, 1.7f))}};
+  spec.inputs = {pod_->Put("alice", tensor::SerializeNpz(many)), "npz"};
+  auto cut = pod_->jobs().Submit(alice_, spec, "");
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  const std::string id = (*cut)[0].record.id;
+  ASSERT_TRUE(test_support::Eventually([&] {
+    auto got = pod_->jobs().Get(alice_, id);
+    return got.ok() && got->live_runs >= 100;
+  }));
+  pod_.reset();
+  pod_ = std::make_unique<Pod>(dir_.path());
+  auto resumed = pod_->jobs().Get(alice_, id);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_NE(resumed->record.state, JobState::kCompleted) << "nothing was cut";
+  EXPECT_GE(resumed->record.runs_done, 100) << "the kept steps were forgotten";
+  EXPECT_LT(resumed->record.runs_done, resumed->record.runs_total);
+  EXPECT_GE(resumed->live_runs, resumed->record.runs_done);
+  const JobView done = WaitFinished(id);
+  ASSERT_EQ(done.record.state, JobState::kCompleted) << done.record.reason;
+  EXPECT_EQ(done.record.runs_done, done.record.runs_total);
+}
+
 TEST_F(JobManagerTest, HoldReleaseCancelDeleteAndWhoMay) {
   jobs::JobSpec spec = Spec(false);
   auto submitted = pod_->jobs().Submit(alice_, spec, "");
@@ -391,6 +423,29 @@ TEST_F(JobManagerTest, BadSubmitsAreRefusedAndStoreNothing) {
   s = good;
   s.train = false;
   refused(s, "", absl::StatusCode::kInvalidArgument, "for training");
+  // Training lengths whose runs overflow int64 (or pass the bound) are
+  // refused, never wrapped into a job that "completes" untrained.
+  s = good;
+  s.steps = 0;
+  for (int64_t epochs : {std::numeric_limits<int64_t>::max(),
+                         std::numeric_limits<int64_t>::max() / 2 + 1, int64_t{1} << 62}) {
+    s.epochs = epochs;
+    refused(s, "", absl::StatusCode::kInvalidArgument, "runs one training may make");
+  }
+  s = good;
+  s.steps = std::numeric_limits<int64_t>::max();  // too many runs, or not a multiple
+  refused(s, "", absl::StatusCode::kInvalidArgument, "steps");
+  s.steps = int64_t{1} << 62;
+  refused(s, "", absl::StatusCode::kInvalidArgument, "runs one training may make");
+  // Every optimizer variable is a finite number, as --sweep's values are.
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    s = good;
+    s.optimizer["lr"] = bad;
+    refused(s, "", absl::StatusCode::kInvalidArgument, "not a finite number");
+    s = good;
+    s.optimizer["momentum"] = bad;
+    refused(s, "", absl::StatusCode::kInvalidArgument, "not a finite number");
+  }
   JobFilter all;
   all.all = true;
   EXPECT_TRUE(pod_->jobs().List(alice_, all).empty());

@@ -2,6 +2,8 @@
 // Job protos: the `ipupod jobs` table, `job show`, events, JSON documents.
 #include "client/cli/job_output.h"
 
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -131,7 +133,8 @@ TEST(JobJsonTest, EveryFieldUnderItsProtoName) {
                                             "results",
                                             "results_purged",
                                             "results_expire_unix_ms",
-                                            "queue_position"}));
+                                            "queue_position",
+                                            "details_hidden"}));
   EXPECT_EQ(doc["state"], "RUNNING");
   EXPECT_EQ(doc["ipus"], Json::array({0, 1, 2, 3}));
   EXPECT_EQ(doc["spec"]["optimizer"]["lr"], 0.05);
@@ -168,6 +171,61 @@ TEST(JobTextTest, ShowHasTheWholeRecord) {
   EXPECT_THAT(failed, HasSubstr("error kind:    unrecoverable, recovery action -\n"));
   EXPECT_THAT(failed, HasSubstr("purged by the server's retention period"));
   EXPECT_THAT(failed, HasSubstr("0 recovered in place, 2 requeues"));
+}
+
+// Another user's job (the server sends its queue line, details_hidden):
+// `job show` says the details are hidden, never "none yet" or "-" for
+// results and a start the job has.
+TEST(JobTextTest, AHiddenJobSaysSoInsteadOfLookingEmpty) {
+  v1::Job job;
+  job.set_id("21");
+  job.set_user("alice");
+  job.set_account("vision");
+  job.set_qos("normal");
+  job.set_state(v1::COMPLETED);
+  job.set_num_ipus(1);
+  job.set_submitted_unix_ms(kNowMs - 600 * 1000);
+  job.set_details_hidden(true);
+  const std::string text = JobText(job, kNow, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("state:         COMPLETED\n"));
+  EXPECT_THAT(text, HasSubstr("details:       hidden: the job belongs to alice;"));
+  EXPECT_THAT(text, Not(HasSubstr("none yet")));
+  EXPECT_THAT(text, Not(HasSubstr("started:")));
+  EXPECT_THAT(text, Not(HasSubstr("results:")));
+  EXPECT_EQ(JobJson(job)["details_hidden"], true);
+  const std::string table = JobsTable({Running(), job}, kNow, absl::UTCTimeZone(), "");
+  EXPECT_THAT(table, HasSubstr("(hidden)"));
+  EXPECT_THAT(table, HasSubstr("(hidden): another user's job; only its owner and admins see"));
+  EXPECT_THAT(JobsTable({Running()}, kNow, absl::UTCTimeZone(), ""), Not(HasSubstr("hidden")));
+}
+
+// A job name, reason or event a user chose reaches an admin's terminal
+// escaped: no ESC sequence, no forged line or table row.
+TEST(JobTextTest, ControlCharactersInWhatUsersChoseAreEscaped) {
+  v1::Job job = Running();
+  job.set_name("x\x1b[2J\x1b]0;pwned\x07\n18     fake   root");
+  job.set_reason(
+      "cancelled by\r\xC2\x9B"
+      "2Jeve");
+  (*job.mutable_spec()->mutable_outputs()->Add()) = "y\nz";
+  for (const std::string& text :
+       {JobText(job, kNow, absl::UTCTimeZone()), JobsTable({job}, kNow, absl::UTCTimeZone(), ""),
+        JobEndText(job)}) {
+    EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+    EXPECT_EQ(text.find('\r'), std::string::npos) << text;
+    EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos) << text;
+    EXPECT_EQ(text.find("\n18 "), std::string::npos) << "a forged line: " << text;
+  }
+  EXPECT_THAT(JobText(job, kNow, absl::UTCTimeZone()),
+              HasSubstr("name:          x\\x1b[2J\\x1b]0;pwned\\x07\\n18     fake   root\n"));
+  const std::string table = JobsTable({job}, kNow, absl::UTCTimeZone(), "");
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2) << "a header and one row: " << table;
+  v1::JobEvent event;
+  event.set_kind("print\x1b[31m");
+  event.set_text("loss\n2026-01-01 00:00:00  state  COMPLETED");
+  const std::string line = JobEventText(event, absl::UTCTimeZone());
+  EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1) << line;
+  EXPECT_EQ(line.find('\x1b'), std::string::npos) << line;
 }
 
 TEST(JobEventTest, RunEventsShowTheirLosses) {

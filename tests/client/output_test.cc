@@ -62,6 +62,22 @@ TEST(TableTest, AlignsColumnsWithoutTrailingSpaces) {
             "12  b\n");
 }
 
+// A cell shows one line: a client's label with "\n" or ESC in it forges no
+// row of `ipupod sessions` and moves no cursor (nor does `session show`).
+TEST(TableTest, ControlCharactersInCellsAreEscaped) {
+  Table table({{"A"}, {"B"}});
+  table.AddRow({"x\n2  forged", "\x1b[2Jy"});
+  const std::string text = table.Render();
+  EXPECT_EQ(text, "A             B\nx\\n2  forged  \\x1b[2Jy\n");
+  v1::SessionInfo s;
+  s.set_session("s1");
+  s.set_user("alice");
+  s.set_client("host\x1b]0;t\x07\nclient:    forged");
+  const std::string shown = SessionText(s, absl::Now());
+  EXPECT_EQ(shown.find('\x1b'), std::string::npos) << shown;
+  EXPECT_EQ(shown.find("\nclient:    forged"), std::string::npos) << shown;
+}
+
 TEST(JsonTest, PartitionHasTheDocumentedKeys) {
   Json doc = PartitionJson(MakePartition());
   EXPECT_EQ(Keys(doc), (std::vector<std::string>{"name", "size", "ipus", "device_id", "owner",

@@ -3,6 +3,7 @@
 // went in.
 #include "common/utf8.h"
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +57,25 @@ TEST(Utf8Test, JsonStringsParseWhateverWentIn) {
   std::string plain;
   AppendJsonString(plain, "caf\xC3\xA9");
   EXPECT_EQ(plain, "\"caf\xC3\xA9\"");
+}
+
+TEST(Utf8Test, EscapeControlsLeavesNothingATerminalActsOn) {
+  EXPECT_EQ(EscapeControls("plain caf\xC3\xA9 \xE2\x9C\x93"), "plain caf\xC3\xA9 \xE2\x9C\x93");
+  EXPECT_EQ(EscapeControls("a\x1b[31mb\nc\td\re\x7f\x01"), "a\\x1b[31mb\\nc\\td\\re\\x7f\\x01");
+  EXPECT_EQ(EscapeControls("csi\xC2\x9B"
+                           "2J nel\xC2\x85"),
+            "csi\\u009b2J nel\\u0085");
+  EXPECT_EQ(EscapeControls("bad\xC3"), "bad\xEF\xBF\xBD");
+  EXPECT_EQ(EscapeControls("line\n\tkept\x1b", "\n\t"), "line\n\tkept\\x1b");
+  std::string bytes;
+  for (int c = 0; c < 256; ++c) bytes.push_back(static_cast<char>(c));
+  const std::string out = EscapeControls(bytes + "\xC2\x80\xC2\x9F");
+  for (char c : out) {
+    const auto b = static_cast<uint8_t>(c);
+    EXPECT_FALSE(b < 0x20 || b == 0x7F) << "control byte " << int{b} << " in " << out;
+  }
+  EXPECT_EQ(out.find("\xC2\x80"), std::string::npos);
+  EXPECT_EQ(out.find("\xC2\x9F"), std::string::npos);
 }
 
 }  // namespace

@@ -132,6 +132,41 @@ TEST(ConfigTest, TheCompileBoundsAreReadAndChecked) {
   ExpectInvalid(R"({"compile_time_limit_seconds": 0})", {"'compile_time_limit_seconds'"});
 }
 
+TEST(ConfigTest, TheJobServiceBoundsAreReadAndChecked) {
+  auto defaults = ParseConfigJson("{}");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->jobs_max_calls, 16);
+  EXPECT_EQ(defaults->jobs_max_calls_per_user, 4);
+  EXPECT_EQ(defaults->jobs_max_watchers, 256);
+  EXPECT_EQ(defaults->jobs_max_watchers_per_user, 32);
+  EXPECT_EQ(defaults->jobs_watch_max_seconds, 600);
+  auto config = ParseConfigJson(
+      R"({"jobs_max_calls": 8, "jobs_max_calls_per_user": 8, "jobs_max_watchers": 3,
+          "jobs_max_watchers_per_user": 1, "jobs_watch_max_seconds": 5})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->jobs_max_calls, 8);
+  EXPECT_EQ(config->jobs_max_calls_per_user, 8);
+  EXPECT_EQ(config->jobs_max_watchers, 3);
+  EXPECT_EQ(config->jobs_max_watchers_per_user, 1);
+  EXPECT_EQ(config->jobs_watch_max_seconds, 5);
+  EXPECT_TRUE(ValidateConfig(*config).ok()) << ValidateConfig(*config);
+  ExpectInvalid(R"({"jobs_max_calls": 0})", {"'jobs_max_calls'"});
+  ExpectInvalid(R"({"jobs_max_calls_per_user": 1025})", {"'jobs_max_calls_per_user'"});
+  ExpectInvalid(R"({"jobs_max_watchers": 0})", {"'jobs_max_watchers'"});
+  ExpectInvalid(R"({"jobs_max_watchers_per_user": 0})", {"'jobs_max_watchers_per_user'"});
+  ExpectInvalid(R"({"jobs_watch_max_seconds": 0})", {"'jobs_watch_max_seconds'"});
+  // A share larger than the whole would never be reached: refused, naming both.
+  auto share = ParseConfigJson(R"({"jobs_max_watchers": 2, "jobs_max_watchers_per_user": 3})");
+  ASSERT_TRUE(share.ok()) << share.status();
+  const absl::Status refused = ValidateConfig(*share);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("jobs_max_watchers_per_user (3)"));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("jobs_max_watchers (2)"));
+  share = ParseConfigJson(R"({"jobs_max_calls": 2, "jobs_max_calls_per_user": 3})");
+  ASSERT_TRUE(share.ok()) << share.status();
+  EXPECT_THAT(std::string(ValidateConfig(*share).message()), HasSubstr("jobs_max_calls_per_user"));
+}
+
 TEST(ConfigTest, TheSharingSectionIsReadWhole) {
   absl::StatusOr<ServerConfig> c = ParseConfigJson(R"({"sharing": {
     "order": "backfill",

@@ -262,6 +262,7 @@ void PodServer::CreateServices() {
                     ticker_.get(),    absl::Seconds(config_.execution_stream_idle_seconds),
                     &shutting_down_};
   env_.audit = audit_.get();
+  env_.usage_public = config_.accounting_public;
   pod_service_ = std::make_unique<PodServiceImpl>(env_);
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
@@ -298,10 +299,16 @@ absl::Status PodServer::StartHttp() {
   options.cert_pem = tls_.cert_pem;
   options.key_pem = tls_.key_pem;
   metrics::PodMetrics* metrics = metrics_.get();
-  options.routes.push_back(
-      {"/metrics", [metrics](const http::HttpRequest&) {
-         return http::HttpResponse{200, std::string(metrics::kContentType), metrics->Scrape()};
-       }});
+  // Usage is private unless accounting_public (docs/accounting.md, "Who sees
+  // what"): a user's token scrapes only their own per-user series. Open mode
+  // serves loopback, whose users may all call themselves admins.
+  const bool everyone = config_.open_mode() || config_.accounting_public;
+  options.routes.push_back({"/metrics", [metrics, everyone](const http::HttpRequest& request) {
+                              return http::HttpResponse{200, std::string(metrics::kContentType),
+                                                        everyone || request.admin
+                                                            ? metrics->Scrape()
+                                                            : metrics->ScrapeFor(request.user)};
+                            }});
   options.routes.push_back({"/healthz",
                             [](const http::HttpRequest&) {
                               return http::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};

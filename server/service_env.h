@@ -53,6 +53,9 @@ struct ServiceEnv {
   // Where privileged and destructive actions are recorded
   // (server/audit_trail.h: AuditAction); null = nowhere (tests).
   AuditTrail* audit = nullptr;
+  // config accounting_public: everyone may see everyone's usage; otherwise
+  // a user sees their own and admins everyone's (docs/accounting.md).
+  bool usage_public = false;
 
   bool ShuttingDown() const { return shutting_down != nullptr && shutting_down->load(); }
 };

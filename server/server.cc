@@ -203,7 +203,8 @@ absl::Status PodServer::Init() {
   IPUPOD_ASSIGN_OR_RETURN(custom_ops_, CustomOpRegistry(config_.custom_ops));
   IPUPOD_RETURN_IF_ERROR(StartStarting());  // NOT_SERVING until the state is restored
   IPUPOD_ASSIGN_OR_RETURN(store_, OpenStore(config_));
-  audit_ = std::make_unique<AuditTrail>(store_.get());
+  audit_ = std::make_unique<AuditTrail>(store_.get(), nullptr,
+                                        absl::Seconds(config_.audit_refusal_window_seconds));
   // Before the scheduler, which rebuilds fair-share usage from the ledger.
   AccountingUpkeepOptions upkeep;
   upkeep.heartbeat = absl::Seconds(config_.accounting_heartbeat_seconds);
@@ -490,8 +491,10 @@ void PodServer::Shutdown(absl::string_view reason) {
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   ticker_->Stop();
   spdlog::info("calls ended");
-  // The last record: every action answered before it (queued resets
-  // completed with the scheduler's shutdown).
+  // The last records: the refusals counted but not yet summarised, then
+  // the stop, after every action answered (queued resets completed with the
+  // scheduler's shutdown).
+  audit_->Stop();
   AuditServer(audit::kServerUser, audit::kServerStop, "server", std::string(reason),
               absl::OkStatus());
 }

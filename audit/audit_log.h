@@ -10,8 +10,12 @@
 // (admins only); docs/operations.md, "Audit log".
 //
 // The interface belongs here; store/SqliteStateStore implements it in the
-// state database (schema version 4), where triggers refuse every UPDATE
-// and every DELETE but the retention purge's. There is no update method.
+// state database (schema versions 4 and 5), where triggers refuse every
+// UPDATE and every DELETE but the retention purge's. There is no update
+// method. Records of refused calls by non-admins are a retention class of
+// their own: the cap evicts them first, so no user can push out what
+// admins and privileged actions wrote (store/sqlite_audit.h), and
+// server/audit_trail.h summarises a user's repeated refusals.
 //
 // Bounds: every text field of a record is cut to its bound (Bounded: user,
 // peer and code 128 bytes, target 256, details and message 512) and made

@@ -98,7 +98,7 @@ absl::Status JobManager::Recover() {
     const jobs::JobSpec& s = e.record.spec;
     std::vector<std::string> blobs = {s.executable_sha256, s.inputs.sha256};
     if (!s.weights.sha256.empty()) blobs.push_back(s.weights.sha256);
-    if (absl::Status held = r_.blobs->Reference(e.record.id, e.record.user, blobs); !held.ok()) {
+    if (absl::Status held = r_.blobs->Rereference(e.record.id, e.record.user, blobs); !held.ok()) {
       EndLocked(e, JobState::kFailed,
                 absl::StrCat("its files are gone from the blob store: ", held.message()));
       continue;

@@ -320,7 +320,9 @@ absl::StatusOr<std::vector<JobRecord>> JobManager::PlanSubmit(const Caller& call
   IPUPOD_RETURN_IF_ERROR(CheckDependency(caller, spec.after));
   for (const std::string* sha :
        {&spec.executable_sha256, &spec.inputs.sha256, &spec.weights.sha256}) {
-    if (sha->empty() || r_.blobs->Stat(*sha).has_value()) continue;
+    // Only the caller's own blobs (jobs/blob_store.h, Ownership): another
+    // user's hash reads as one nobody stored.
+    if (sha->empty() || r_.blobs->Stat(caller.user, *sha).has_value()) continue;
     return absl::NotFoundError(absl::StrCat("blob ", *sha,
                                             " is not on the server: upload it first (PutBlob; "
                                             "ipupod submit uploads for you)"));

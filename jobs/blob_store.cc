@@ -9,8 +9,10 @@
 #include <utility>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/format.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
@@ -23,6 +25,24 @@ namespace {
 
 constexpr const char* kLockFile = "lock";
 constexpr absl::string_view kTemporarySuffix = ".tmp";
+constexpr absl::string_view kOwnerSuffix = ".owner";
+
+// The blob and the user an owner marker's name (<sha256>.<hex user>.owner)
+// names; false for any other name.
+bool ParseOwnerMarker(absl::string_view name, std::string* sha256, std::string* user) {
+  if (!absl::ConsumeSuffix(&name, kOwnerSuffix) || name.size() < 66 || name[64] != '.') {
+    return false;
+  }
+  const absl::string_view hex = name.substr(65);
+  if (hex.size() % 2 != 0 || !std::all_of(hex.begin(), hex.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+      })) {
+    return false;
+  }
+  *sha256 = std::string(name.substr(0, 64));
+  *user = absl::HexStringToBytes(hex);
+  return IsSha256Hex(*sha256) && !user->empty();
+}
 
 std::string Bytes(uint64_t bytes) { return FormatBytesTrimmed(bytes); }
 
@@ -152,6 +172,7 @@ BlobStore::~BlobStore() { ::close(lock_fd_); }
 absl::Status BlobStore::Index() {
   absl::flat_hash_map<std::string, Blob> found;
   std::vector<std::filesystem::path> temporaries;
+  std::vector<std::filesystem::path> markers;
   const absl::Time hold_until = clock_() + limits_.upload_hold;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
@@ -160,10 +181,12 @@ absl::Status BlobStore::Index() {
     const bool regular = it->is_regular_file(file_ec) && !file_ec;
     if (regular && absl::EndsWith(name, kTemporarySuffix)) {
       temporaries.push_back(it->path());
+    } else if (regular && absl::EndsWith(name, kOwnerSuffix)) {
+      markers.push_back(it->path());
     } else if (regular && IsSha256Hex(name)) {
       const uintmax_t size = it->file_size(file_ec);
       if (file_ec) return FileError("read the size of", it->path(), file_ec.value());
-      found[name] = Blob{static_cast<uint64_t>(size), 0, hold_until};
+      found[name] = Blob{static_cast<uint64_t>(size), 0, hold_until, {}};
     } else if (name != kLockFile) {
       ignored_files_.push_back(name);
     }
@@ -173,6 +196,7 @@ absl::Status BlobStore::Index() {
   for (const std::filesystem::path& path : temporaries) {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return FileError("remove", path, errno);
   }
+  IPUPOD_RETURN_IF_ERROR(IndexOwners(found, markers));
   std::sort(ignored_files_.begin(), ignored_files_.end());
   sync::MutexLock lock(&mu_);
   for (const auto& [sha256, blob] : found) stored_bytes_ += blob.size;
@@ -180,13 +204,65 @@ absl::Status BlobStore::Index() {
   return absl::OkStatus();
 }
 
+absl::Status BlobStore::IndexOwners(absl::flat_hash_map<std::string, Blob>& found,
+                                    const std::vector<std::filesystem::path>& markers) {
+  for (const std::filesystem::path& path : markers) {
+    std::string sha256;
+    std::string user;
+    const bool parsed = ParseOwnerMarker(path.filename().string(), &sha256, &user);
+    auto blob = parsed ? found.find(sha256) : found.end();
+    if (blob != found.end()) {
+      blob->second.owners.insert(std::move(user));
+      continue;
+    }
+    // The blob went (a Sweep killed between its steps), or not a marker of ours.
+    if (!parsed) {
+      ignored_files_.push_back(path.filename().string());
+    } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return FileError("remove", path, errno);
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::filesystem::path BlobStore::OwnerMarkerOf(absl::string_view sha256,
+                                               absl::string_view user) const {
+  return dir_ / absl::StrCat(sha256, ".", absl::BytesToHexString(user), kOwnerSuffix);
+}
+
 // ---------------------------------------------------------------- reading
 
-std::optional<uint64_t> BlobStore::Stat(absl::string_view sha256) const {
+std::optional<uint64_t> BlobStore::Stat(absl::string_view user, absl::string_view sha256) const {
   sync::MutexLock lock(&mu_);
   auto it = blobs_.find(sha256);
-  if (it == blobs_.end()) return std::nullopt;
+  // One answer for "not stored" and "not yours" (jobs/blob_store.h, Ownership).
+  if (it == blobs_.end() || !it->second.owners.contains(user)) return std::nullopt;
   return it->second.size;
+}
+
+bool BlobStore::Owns(absl::string_view user, absl::string_view sha256) const {
+  sync::MutexLock lock(&mu_);
+  return OwnsLocked(user, sha256);
+}
+
+bool BlobStore::OwnsLocked(absl::string_view user, absl::string_view sha256) const {
+  auto it = blobs_.find(sha256);
+  return it != blobs_.end() && it->second.owners.contains(user);
+}
+
+absl::Status BlobStore::AddOwnerLocked(absl::string_view sha256, absl::string_view user,
+                                       bool* created) {
+  Blob& blob = blobs_.at(sha256);
+  if (blob.owners.contains(user)) return absl::OkStatus();
+  // An empty file: its name is the record. Created under the mutex, as the
+  // renames are, so that a Sweep never leaves a marker of a blob it deleted.
+  const std::filesystem::path marker = OwnerMarkerOf(sha256, user);
+  const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return FileError("create", marker, errno);
+  ::close(fd);
+  blob.owners.insert(std::string(user));
+  *created = true;
+  return absl::OkStatus();
 }
 
 std::filesystem::path BlobStore::PathOf(absl::string_view sha256) const {
@@ -315,8 +391,9 @@ absl::StatusOr<std::unique_ptr<BlobStore::Upload>> BlobStore::BeginUpload(absl::
   IPUPOD_RETURN_IF_ERROR(CheckSha256Hex(sha256));
   IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<Upload> stored, BeginStored(user, sha256, size));
   if (stored != nullptr) return stored;
-  // Not stored (a concurrent upload of the same bytes may still win: then
-  // this one's Commit finds the blob in place and discards its copy).
+  // Not stored, or not the user's (a concurrent upload of the same bytes may
+  // win, or the blob is someone else's: then this one's Commit finds the
+  // blob in place, discards its copy and records the user as an owner).
   return BeginNew(user, sha256, size);
 }
 
@@ -326,7 +403,9 @@ absl::StatusOr<std::unique_ptr<BlobStore::Upload>> BlobStore::BeginStored(absl::
                                                                           uint64_t size) {
   sync::MutexLock lock(&mu_);
   auto it = blobs_.find(sha256);
-  if (it == blobs_.end()) return std::unique_ptr<Upload>();
+  // Not the user's: a whole upload, as for a blob nobody stored (only the
+  // bytes prove possession; the size check below would tell that it exists).
+  if (it == blobs_.end() || !it->second.owners.contains(user)) return std::unique_ptr<Upload>();
   if (it->second.size != size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "blob ", sha256, " is stored with ", it->second.size, " bytes, not the declared ", size,
@@ -401,6 +480,7 @@ void BlobStore::EndUploadLocked(absl::string_view user, uint64_t size) {
 absl::Status BlobStore::Install(Upload& upload) {
   const std::filesystem::path path = PathOf(upload.sha256_);
   bool renamed = false;
+  bool marked = false;
   absl::Status status;
   {
     sync::MutexLock lock(&mu_);
@@ -408,20 +488,23 @@ absl::Status BlobStore::Install(Upload& upload) {
     // never takes a blob that is being put in place.
     if (!blobs_.contains(upload.sha256_)) {
       if (::rename(upload.temp_path_.c_str(), path.c_str()) == 0) {
-        blobs_[upload.sha256_] = Blob{upload.size_, 0, absl::InfinitePast()};
+        blobs_[upload.sha256_] = Blob{upload.size_, 0, absl::InfinitePast(), {}};
         stored_bytes_ += upload.size_;
         renamed = true;
       } else {
         status = FileError("rename an upload to", path, errno);
       }
     }
+    // The bytes were verified: the uploader owns the blob, whoever stored it first.
+    if (status.ok()) status = AddOwnerLocked(upload.sha256_, upload.user_, &marked);
     if (status.ok()) HoldLocked(upload.user_, upload.sha256_, clock_());
     EndUploadLocked(upload.user_, upload.size_);
     upload.ended_ = true;
   }
   // Another upload of the same bytes won: this copy is not needed.
   if (!renamed) ::unlink(upload.temp_path_.c_str());
-  if (renamed) status = SyncDir(dir_);
+  // The blob and its owner are durable before the upload is answered.
+  if (status.ok() && (renamed || marked)) status = SyncDir(dir_);
   return status;
 }
 
@@ -499,6 +582,16 @@ absl::StatusOr<uint64_t> BlobStore::Upload::Commit() {
 
 absl::Status BlobStore::Reference(absl::string_view holder, absl::string_view user,
                                   const std::vector<std::string>& sha256s) {
+  return ReferenceBlobs(holder, user, sha256s, /*owned_only=*/true);
+}
+
+absl::Status BlobStore::Rereference(absl::string_view holder, absl::string_view user,
+                                    const std::vector<std::string>& sha256s) {
+  return ReferenceBlobs(holder, user, sha256s, /*owned_only=*/false);
+}
+
+absl::Status BlobStore::ReferenceBlobs(absl::string_view holder, absl::string_view user,
+                                       const std::vector<std::string>& sha256s, bool owned_only) {
   for (const std::string& sha256 : sha256s) IPUPOD_RETURN_IF_ERROR(CheckSha256Hex(sha256));
   sync::MutexLock lock(&mu_);
   auto existing = holders_.find(holder);
@@ -508,7 +601,7 @@ absl::Status BlobStore::Reference(absl::string_view holder, absl::string_view us
   }
   std::vector<std::string> added;
   for (const std::string& sha256 : sha256s) {
-    if (!blobs_.contains(sha256)) {
+    if (owned_only ? !OwnsLocked(user, sha256) : !blobs_.contains(sha256)) {
       return absl::NotFoundError(absl::StrCat(
           "blob ", sha256,
           " is not in the blob store: upload it with PutBlob (ipupod submit uploads what a job "
@@ -605,6 +698,10 @@ uint64_t BlobStore::Sweep() {
         }
       } else {
         doomed.emplace_back(temp, it->second.size);
+      }
+      // Under the mutex: a new upload of the same bytes may mark them again.
+      for (const std::string& owner : it->second.owners) {
+        ::unlink(OwnerMarkerOf(it->first, owner).c_str());  // left over: the next Open removes it
       }
       stored_bytes_ -= it->second.size;
       blobs_.erase(it++);

@@ -2,11 +2,27 @@
 //
 // BlobStore: the jobs' durable, content-addressed store of executables
 // (.ipx), inputs and weights. A blob is named by the SHA-256 of its bytes
-// (64 lower-case hex digits, common/sha256.h), uploaded once and shared by
+// (64 lower-case hex digits, common/sha256.h), stored once and shared by
 // every job and user that uses the same bytes.
+//
+// Ownership (proof of possession): knowing a hash is not a right to the
+// bytes. A user owns a blob once they have uploaded its bytes themselves
+// (every byte streamed, the hash verified by the store), and only an owner
+// may Stat it, get already_stored, or Reference it in a job or a compile.
+// To anyone else the blob is answered exactly as a hash nobody stored: Stat
+// finds nothing, BeginUpload starts a full upload (a second user's copy of
+// the same bytes is received, verified and dropped, then they are recorded
+// as an owner), Reference is NOT_FOUND with the same message. No answer
+// depends on whether someone else stored it, and no path does less work for
+// it. Admins are no exception: ownership is possession, not a permission.
+// Ownership lasts as long as the blob; a Sweep that deletes the blob
+// deletes its owners too. Rereference (a job recovered at start) asks no
+// proof: the job was accepted with it before.
 //
 // On disk (`dir`, e.g. <state_dir>/blobs):
 //   <sha256>                 a stored blob: exactly the bytes that hash to its name
+//   <sha256>.<hex>.owner     an empty marker: the user whose name is <hex>
+//                            (hex-encoded) owns the blob
 //   <sha256>.<n>.upload.tmp  an upload in progress
 //   <sha256>.<n>.sweep.tmp   a blob being deleted by Sweep
 //   lock                     held with flock(2) while the store is open
@@ -15,8 +31,13 @@
 // temporary name before unlinking it. So a kill at any moment leaves either
 // no file named <sha256> or a complete, verified one; temporary files left
 // behind are removed by the next Open. Open indexes every 64-hex-named file
-// (its size from the file; the hash is not re-read) and lists any other file
-// in ignored_files() for the caller to log.
+// (its size from the file; the hash is not re-read) and its owner markers,
+// removes the markers of blobs that are gone (a kill between a Sweep's
+// steps), and lists any other file in ignored_files() for the caller to
+// log. A marker is created (under the mutex) and the directory fsynced
+// before the upload that earned it is answered. A blob stored by a server
+// older than ownership has no marker: nobody owns it until someone uploads
+// its bytes again.
 //
 // Accounting (all in memory; the job manager re-references every live job
 // after a restart, so the store needs no database):
@@ -51,7 +72,8 @@
 //                       limit; nothing is stored or charged then; the disk is
 //                       full
 //   DATA_LOSS           the uploaded bytes do not hash to the declared sha256
-//   NOT_FOUND           Reference of a blob that is not stored
+//   NOT_FOUND           Reference of a blob that is not stored or not the
+//                       user's (one message for both)
 //   FAILED_PRECONDITION the directory cannot be created, written or locked
 //                       (another server uses it), an Upload used after it ended
 //   INTERNAL            any other file system error (the message names it)
@@ -68,6 +90,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -117,28 +140,36 @@ class BlobStore {
   BlobStore(const BlobStore&) = delete;
   BlobStore& operator=(const BlobStore&) = delete;
 
-  // The blob's size if it is stored.
-  std::optional<uint64_t> Stat(absl::string_view sha256) const;
+  // The blob's size if it is stored and `user` owns it (nullopt otherwise,
+  // whichever of the two it is).
+  std::optional<uint64_t> Stat(absl::string_view user, absl::string_view sha256) const;
+  // True if `user` owns the stored blob (for tests and the status of a blob).
+  bool Owns(absl::string_view user, absl::string_view sha256) const;
   // <dir>/<sha256>; an empty path when `sha256` is not IsSha256Hex (never a
   // path outside dir). Stored or not.
   std::filesystem::path PathOf(absl::string_view sha256) const;
 
   // Starts an upload by `user` of `size` bytes hashing to `sha256`. If the
-  // blob is already stored, the Upload's already_stored() is true, it
-  // accepts no data, and the user holds the blob for upload_hold (charged if
-  // they did not hold it, bound checked). Otherwise `size` is reserved
-  // against every bound until the Upload commits or is destroyed.
+  // blob is stored and `user` owns it, the Upload's already_stored() is
+  // true, it accepts no data, and the user holds the blob for upload_hold
+  // (charged if they did not hold it, bound checked). Otherwise (not stored,
+  // or stored but not theirs) `size` is reserved against every bound until
+  // the Upload commits or is destroyed, and Commit makes `user` an owner.
   absl::StatusOr<std::unique_ptr<Upload>> BeginUpload(absl::string_view user,
                                                       absl::string_view sha256, uint64_t size);
 
   // Records that job `holder` of `user` uses these blobs (added to what the
-  // holder already uses). Each must be stored (NOT_FOUND naming the first
-  // missing one). The user is charged once per distinct blob whatever
-  // number of their jobs hold it; over the per-user bound:
+  // holder already uses). Each must be stored and owned by `user` (NOT_FOUND
+  // naming the first that is not, the same message either way). The user is charged once per
+  // distinct blob whatever number of their jobs hold it; over the per-user bound:
   // RESOURCE_EXHAUSTED. A failure changes nothing. A holder belongs to one
   // user (INVALID_ARGUMENT otherwise).
   absl::Status Reference(absl::string_view holder, absl::string_view user,
                          const std::vector<std::string>& sha256s);
+  // Reference without asking for ownership: for a job the manager recovers
+  // at start, accepted before with these blobs.
+  absl::Status Rereference(absl::string_view holder, absl::string_view user,
+                           const std::vector<std::string>& sha256s);
   // Drops every reference of `holder` (none: nothing happens).
   void Release(absl::string_view holder);
 
@@ -157,6 +188,7 @@ class BlobStore {
     uint64_t size = 0;
     int references = 0;                            // holders using it, all users
     absl::Time hold_until = absl::InfinitePast();  // the latest hold of any user (or Open's)
+    absl::flat_hash_set<std::string> owners;       // users who uploaded its bytes
   };
   struct UserState {
     absl::flat_hash_map<std::string, int> references;    // sha256 -> this user's holders using it
@@ -172,6 +204,19 @@ class BlobStore {
   BlobStore(std::filesystem::path dir, BlobStoreLimits limits, std::function<absl::Time()> clock,
             int lock_fd);
   absl::Status Index();
+  // Index's second half: the owner markers in `markers` given to the blobs
+  // found; those of missing blobs (or unreadable names) removed.
+  absl::Status IndexOwners(absl::flat_hash_map<std::string, Blob>& found,
+                           const std::vector<std::filesystem::path>& markers);
+  std::filesystem::path OwnerMarkerOf(absl::string_view sha256, absl::string_view user) const;
+  // Records `user` as an owner of the stored `sha256` (its marker created).
+  // Sets *created when the marker is new (the directory then needs a sync).
+  absl::Status AddOwnerLocked(absl::string_view sha256, absl::string_view user, bool* created)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool OwnsLocked(absl::string_view user, absl::string_view sha256) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ReferenceBlobs(absl::string_view holder, absl::string_view user,
+                              const std::vector<std::string>& sha256s, bool owned_only);
 
   bool HoldsLocked(const UserState& state, absl::string_view sha256, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

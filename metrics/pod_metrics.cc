@@ -147,6 +147,24 @@ void PodMetrics::ObserveComputeWait(absl::Duration waited) {
 }
 
 std::string PodMetrics::Scrape() const {
+  return prometheus::TextSerializer().Serialize(Families());
+}
+
+std::string PodMetrics::ScrapeFor(absl::string_view user) const {
+  std::vector<prometheus::MetricFamily> families = Families();
+  for (prometheus::MetricFamily& family : families) {
+    // Every series that names a user names its user: others' are dropped.
+    std::erase_if(family.metric, [user](const prometheus::ClientMetric& metric) {
+      return std::any_of(metric.label.begin(), metric.label.end(),
+                         [user](const prometheus::ClientMetric::Label& label) {
+                           return label.name == "user" && label.value != user;
+                         });
+    });
+  }
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+std::vector<prometheus::MetricFamily> PodMetrics::Families() const {
   std::shared_ptr<const PodCollector> collector;
   {
     sync::MutexLock lock(&collector_mu_);
@@ -156,7 +174,7 @@ std::string PodMetrics::Scrape() const {
   std::vector<prometheus::MetricFamily> events = registry_->Collect();
   families.insert(families.end(), std::make_move_iterator(events.begin()),
                   std::make_move_iterator(events.end()));
-  return prometheus::TextSerializer().Serialize(families);
+  return families;
 }
 
 }  // namespace ipupod::metrics

@@ -20,7 +20,9 @@
 // Labels are bounded: no session, ticket or job id is a label; user and
 // account only on ipupod_ipu_seconds_total, capped in open mode
 // (metrics/ipu_seconds.h); RPC methods from a fixed list
-// (metrics/rpc_metrics.h).
+// (metrics/rpc_metrics.h). Usage is private by default
+// (docs/accounting.md, "Who sees what"): ScrapeFor(user) keeps of the
+// series labelled by user only the viewer's own.
 //
 // Thread safety: every method may be called concurrently; the observer
 // methods run with the scheduler's mutex held and only bump counters and
@@ -88,8 +90,14 @@ class PodMetrics final : public scheduler::PodEventObserver {
 
   // Every family, in Prometheus' text format.
   std::string Scrape() const;
+  // The same for a viewer who may see only their own usage
+  // (accounting_public false, not an admin): every per-user series
+  // (a "user" label: ipupod_ipu_seconds_total) of another user is left out.
+  std::string ScrapeFor(absl::string_view user) const;
 
  private:
+  std::vector<prometheus::MetricFamily> Families() const;
+
   const PodMetricsOptions options_;
   const std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& grants_;

@@ -18,7 +18,8 @@
 // The same thread keeps the audit log (audit/audit_log.h) within its
 // retention and its cap: at Start and after every heartbeat it deletes,
 // oldest first and in bounded batches, the records older than
-// `audit_retention` and those beyond the newest `audit_max_records`. Every
+// `audit_retention` and those beyond the newest `audit_max_records`
+// (plain users' refusals first: store/sqlite_audit.h). Every
 // heartbeat rather than daily, because refused requests in a loop can add
 // records quickly: the table holds at most the cap plus what one interval
 // appends.

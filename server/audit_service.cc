@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
+#include "server/audit_trail.h"
 #include "server/sync_handlers.h"
 
 namespace ipupod::server {
@@ -78,8 +79,11 @@ constexpr uint32_t AuditServiceImpl::kDefaultLimit;
 grpc::Status AuditServiceImpl::ListAudit(grpc::ServerContext* context,
                                          const v1::ListAuditRequest* request,
                                          v1::ListAuditResponse* response) {
-  return Handle(context, env_, calls_, "ListAudit",
-                [&](const Caller& caller) { return List(*log_, caller, *request, response); });
+  return Handle(context, env_, calls_, "ListAudit", [&](const Caller& caller) {
+    // The counts of refusal windows that have ended, before they are read.
+    if (caller.admin && env_.audit != nullptr) env_.audit->FlushRefusals();
+    return List(*log_, caller, *request, response);
+  });
 }
 
 }  // namespace ipupod::server

@@ -2,21 +2,110 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/sync.h"
 
 namespace ipupod::server {
 
-AuditTrail::AuditTrail(audit::AuditLog* log, std::function<absl::Time()> clock)
-    : log_(log), clock_(std::move(clock)) {}
+AuditTrail::AuditTrail(audit::AuditLog* log, std::function<absl::Time()> clock,
+                       absl::Duration refusal_window)
+    : log_(log), clock_(std::move(clock)), refusal_window_(refusal_window) {}
+
+bool IsRefusal(const audit::AuditRecord& record) {
+  return !record.admin && record.code != "OK" && record.user != audit::kServerUser &&
+         record.user != audit::kSighupUser;
+}
 
 absl::Status AuditTrail::Record(audit::AuditRecord record) {
-  record.time_unix_ms = absl::ToUnixMillis(clock_ ? clock_() : absl::Now());
+  const absl::Time now = clock_ ? clock_() : absl::Now();
+  record.time_unix_ms = absl::ToUnixMillis(now);
+  std::vector<audit::AuditRecord> due;
+  const bool counted = IsRefusal(record) && CountRefusal(record, now, due);
+  if (due.empty() && !counted) {
+    sync::MutexLock lock(&mu_);
+    TakeEndedLocked(now, /*all=*/false, due);
+  }
+  for (audit::AuditRecord& summary : due) (void)Append(std::move(summary));
+  if (counted) return absl::OkStatus();
+  return Append(std::move(record));
+}
+
+bool AuditTrail::CountRefusal(const audit::AuditRecord& record, absl::Time now,
+                              std::vector<audit::AuditRecord>& due) {
+  const std::string key = absl::StrCat(record.user, "\n", record.action, "\n", record.code);
+  sync::MutexLock lock(&mu_);
+  TakeEndedLocked(now, /*all=*/false, due);
+  auto it = windows_.find(key);
+  if (it != windows_.end()) {
+    ++it->second.count;
+    it->second.last = record;
+    summarised_.fetch_add(1);
+    return true;
+  }
+  if (windows_.size() >= kRefusalWindowsMax) {
+    // Bounded: the oldest window ends early.
+    auto oldest = windows_.begin();
+    for (auto w = windows_.begin(); w != windows_.end(); ++w) {
+      if (w->second.start < oldest->second.start) oldest = w;
+    }
+    if (oldest->second.count > 0) due.push_back(Summary(oldest->second));
+    windows_.erase(oldest);
+  }
+  windows_[key] = Window{now, 0, record};  // this first refusal is written
+  return false;
+}
+
+void AuditTrail::TakeEndedLocked(absl::Time now, bool all, std::vector<audit::AuditRecord>& due) {
+  for (auto it = windows_.begin(); it != windows_.end();) {
+    if (!all && it->second.start + refusal_window_ > now) {
+      ++it;
+      continue;
+    }
+    if (it->second.count > 0) due.push_back(Summary(it->second));
+    windows_.erase(it++);
+  }
+}
+
+audit::AuditRecord AuditTrail::Summary(const Window& window) {
+  audit::AuditRecord summary = window.last;
+  summary.details =
+      absl::StrCat("refused=", window.count, " first_unix_ms=", absl::ToUnixMillis(window.start),
+                   " last_unix_ms=", window.last.time_unix_ms, " last: ", window.last.details);
+  summary.message = absl::StrCat(
+      window.count, " more refusals of ", window.last.action, " by ", window.last.user,
+      " within the audit_refusal_window_seconds after the first (recorded); counted, not "
+      "recorded one by one. The last: ",
+      window.last.message);
+  return summary;
+}
+
+void AuditTrail::FlushRefusals() {
+  std::vector<audit::AuditRecord> due;
+  {
+    sync::MutexLock lock(&mu_);
+    TakeEndedLocked(clock_ ? clock_() : absl::Now(), /*all=*/false, due);
+  }
+  for (audit::AuditRecord& summary : due) (void)Append(std::move(summary));
+}
+
+void AuditTrail::Stop() {
+  std::vector<audit::AuditRecord> due;
+  {
+    sync::MutexLock lock(&mu_);
+    TakeEndedLocked(absl::InfiniteFuture(), /*all=*/true, due);
+  }
+  for (audit::AuditRecord& summary : due) (void)Append(std::move(summary));
+}
+
+absl::Status AuditTrail::Append(audit::AuditRecord record) {
   record = audit::Bounded(std::move(record));
   absl::StatusOr<int64_t> seq = log_->Append(record);
   if (seq.ok()) {

@@ -68,7 +68,7 @@ absl::StatusOr<std::string> ReadModel(jobs::BlobStore& blobs, const execution::R
                                       absl::string_view holder, const Caller& caller,
                                       absl::string_view sha256) {
   IPUPOD_RETURN_IF_ERROR(jobs::CheckSha256Hex(sha256, "model_sha256"));
-  const std::optional<uint64_t> size = blobs.Stat(sha256);
+  const std::optional<uint64_t> size = blobs.Stat(caller.user, sha256);
   if (!size.has_value()) {
     return absl::NotFoundError(absl::StrCat(
         "the model ", sha256,

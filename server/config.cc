@@ -398,6 +398,8 @@ KeyParsers ServiceKeys() {
       {"audit_retention_days",
        IntField(&ServerConfig::audit_retention_days, 0, kAuditRetentionDaysMax)},
       {"audit_max_records", IntField(&ServerConfig::audit_max_records, 1, kAuditMaxRecordsMax)},
+      {"audit_refusal_window_seconds",
+       IntField(&ServerConfig::audit_refusal_window_seconds, 1, kAuditRefusalWindowSecondsMax)},
       {"log_format", ParseLogFormatKey},
       {"tls", ParseTls},
       {"metrics_listen", ParseMetricsListen},
@@ -595,6 +597,12 @@ absl::Status ValidateAudit(const ServerConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("audit_max_records must be from 1 to ",
                                                    kAuditMaxRecordsMax, "; got ",
                                                    config.audit_max_records));
+  }
+  if (config.audit_refusal_window_seconds < 1 ||
+      config.audit_refusal_window_seconds > kAuditRefusalWindowSecondsMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("audit_refusal_window_seconds must be from 1 to ",
+                     kAuditRefusalWindowSecondsMax, "; got ", config.audit_refusal_window_seconds));
   }
   return absl::OkStatus();
 }

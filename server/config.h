@@ -43,7 +43,8 @@
 //     "sharing": {...},                     accounts, QoS, limits, priority
 //                                           (server/sharing_config.h); reloaded on SIGHUP
 //     "audit_retention_days": 365,          audit records kept; 0 = forever (0-36500)
-//     "audit_max_records": 1000000,         at most this many, the oldest purged first
+//     "audit_max_records": 1000000,         at most this many, plain users' refusals purged first
+//     "audit_refusal_window_seconds": 60,   a user's repeated refusals: one record, one summary
 //                                           (1-1000000000)
 //     "log_format": "text",                 text|json: one JSON object per log line
 //     "tls": {"cert": "server.pem", "key": "server.key", "client_ca": "clients.pem"},
@@ -175,6 +176,7 @@ struct ServerConfig {
   // first); and the form of the log lines (server/log_format.h).
   int audit_retention_days = 365;
   int64_t audit_max_records = 1'000'000;
+  int audit_refusal_window_seconds = 60;
   LogFormat log_format = LogFormat::kText;
   // Fair sharing (sharing/policy.h); SIGHUP re-reads it from config_path.
   sharing::SharingPolicy sharing = sharing::DefaultPolicy();
@@ -230,6 +232,7 @@ inline constexpr int kAccountingRetentionDaysMax = 36500;  // a century
 inline constexpr int kAccountingHeartbeatSecondsMax = 3600;
 inline constexpr int kAuditRetentionDaysMax = 36500;
 inline constexpr int64_t kAuditMaxRecordsMax = 1'000'000'000;
+inline constexpr int kAuditRefusalWindowSecondsMax = 86400;
 inline constexpr size_t kStringLengthMax = 4096;  // paths, addresses
 inline constexpr size_t kTokenLengthMax = 512;
 inline constexpr size_t kTokensMax = 1024;

@@ -212,7 +212,8 @@ absl::Status PodServer::Init() {
   IPUPOD_ASSIGN_OR_RETURN(custom_ops_, CustomOpRegistry(config_.custom_ops));
   IPUPOD_RETURN_IF_ERROR(StartStarting());  // NOT_SERVING until the state is restored
   IPUPOD_ASSIGN_OR_RETURN(store_, OpenStore(config_));
-  audit_ = std::make_unique<AuditTrail>(store_.get());
+  audit_ = std::make_unique<AuditTrail>(store_.get(), nullptr,
+                                        absl::Seconds(config_.audit_refusal_window_seconds));
   // Before the scheduler, which rebuilds fair-share usage from the ledger.
   AccountingUpkeepOptions upkeep;
   upkeep.heartbeat = absl::Seconds(config_.accounting_heartbeat_seconds);
@@ -272,6 +273,7 @@ void PodServer::CreateServices() {
                     &shutting_down_};
   env_.audit = audit_.get();
   env_.upload_min_bytes_per_second = config_.upload_min_bytes_per_second;
+  env_.usage_public = config_.accounting_public;
   pod_service_ = std::make_unique<PodServiceImpl>(env_);
   partition_service_ = std::make_unique<PartitionServiceImpl>(env_);
   session_service_ = std::make_unique<SessionServiceImpl>(env_);
@@ -313,10 +315,16 @@ absl::Status PodServer::StartHttp() {
   options.cert_pem = tls_.cert_pem;
   options.key_pem = tls_.key_pem;
   metrics::PodMetrics* metrics = metrics_.get();
-  options.routes.push_back(
-      {"/metrics", [metrics](const http::HttpRequest&) {
-         return http::HttpResponse{200, std::string(metrics::kContentType), metrics->Scrape()};
-       }});
+  // Usage is private unless accounting_public (docs/accounting.md, "Who sees
+  // what"): a user's token scrapes only their own per-user series. Open mode
+  // serves loopback, whose users may all call themselves admins.
+  const bool everyone = config_.open_mode() || config_.accounting_public;
+  options.routes.push_back({"/metrics", [metrics, everyone](const http::HttpRequest& request) {
+                              return http::HttpResponse{200, std::string(metrics::kContentType),
+                                                        everyone || request.admin
+                                                            ? metrics->Scrape()
+                                                            : metrics->ScrapeFor(request.user)};
+                            }});
   options.routes.push_back({"/healthz",
                             [](const http::HttpRequest&) {
                               return http::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
@@ -521,8 +529,10 @@ void PodServer::Shutdown(absl::string_view reason) {
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   ticker_->Stop();
   spdlog::info("calls ended");
-  // The last record: every action answered before it (queued resets
-  // completed with the scheduler's shutdown).
+  // The last records: the refusals counted but not yet summarised, then
+  // the stop, after every action answered (queued resets completed with the
+  // scheduler's shutdown).
+  audit_->Stop();
   AuditServer(audit::kServerUser, audit::kServerStop, "server", std::string(reason),
               absl::OkStatus());
 }

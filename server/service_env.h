@@ -56,6 +56,9 @@ struct ServiceEnv {
   // An upload slower than this (bytes/s) once it has waited stream_idle is
   // ended (server/stream_idle_watch.h); 0 = no bound.
   int64_t upload_min_bytes_per_second = 0;
+  // config accounting_public: everyone may see everyone's usage; otherwise
+  // a user sees their own and admins everyone's (docs/accounting.md).
+  bool usage_public = false;
 
   bool ShuttingDown() const { return shutting_down != nullptr && shutting_down->load(); }
 };

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "audit/audit_log.h"
 #include "server/attach_stream.h"
@@ -82,9 +84,16 @@ grpc::ServerUnaryReactor* SessionServiceImpl::ListQueue(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* SessionServiceImpl::GetShares(grpc::CallbackServerContext* context,
                                                         const v1::GetSharesRequest* /*request*/,
                                                         v1::GetSharesResponse* response) {
-  return HandleUnary(context, env_, "GetShares", [&](const Caller& /*caller*/) {
-    // Shares and usage are visible to everyone, as sshare shows them.
-    for (const auto& share : env_.scheduler->GetShares()) ToProto(share, response->add_accounts());
+  return HandleUnary(context, env_, "GetShares", [&](const Caller& caller) {
+    // Usage is private unless accounting_public, as sshare under Slurm's
+    // PrivateData=usage: a user sees the accounts they belong to, admins all.
+    const bool everyone = caller.admin || env_.usage_public;
+    for (const auto& share : env_.scheduler->GetShares()) {
+      const bool member =
+          std::find(share.users.begin(), share.users.end(), caller.user) != share.users.end();
+      if (!everyone && !member) continue;
+      ToProto(share, response->add_accounts());
+    }
     const std::shared_ptr<const sharing::SharingPolicy> policy = env_.scheduler->policy();
     response->set_order(std::string(sharing::QueueOrderName(policy->order)));
     response->set_usage_half_life_hours(absl::ToDoubleHours(policy->usage_half_life));

@@ -4,7 +4,8 @@
 // as durable as a partition before the action's answer is sent; queries
 // through the reading connection. The append-only rule is the schema's
 // (store/sqlite_audit.h): this file has no UPDATE, and its one DELETE runs
-// under the purge's allowance.
+// under the purge's allowance. The cap evicts plain users' refusals before
+// anything else (schema v5).
 #include "store/sqlite_audit.h"
 
 #include <algorithm>
@@ -84,29 +85,70 @@ absl::Status BindQuery(Statement& stmt, const AuditQuery& q) {
   return stmt.BindIfPresent(":limit", int64_t{q.limit} + 1);
 }
 
-// The highest seq the purge deletes: every record older than the cut, and
-// every record beyond the newest `keep_max` (the kept records are one run
-// of seqs, so max - keep_max leaves exactly keep_max), at most `max_records`
-// from the oldest. 0 when nothing is due.
-absl::StatusOr<int64_t> PurgeUpTo(sqlite3* db, int64_t before_unix_ms, int64_t keep_max,
-                                  int max_records) {
-  IPUPOD_ASSIGN_OR_RETURN(const int64_t first,
-                          QueryInt(db, "SELECT coalesce(min(seq), 0) FROM audit"));
-  if (first == 0) return 0;  // empty
-  int64_t upto = 0;
-  if (before_unix_ms > 0) {
-    IPUPOD_ASSIGN_OR_RETURN(
-        upto, QueryInt(db, absl::StrCat("SELECT coalesce(max(seq), 0) FROM audit WHERE "
-                                        "time_unix_ms < ",
-                                        before_unix_ms)));
-  }
-  if (keep_max > 0) {
-    IPUPOD_ASSIGN_OR_RETURN(const int64_t last,
-                            QueryInt(db, "SELECT coalesce(max(seq), 0) FROM audit"));
-    upto = std::max(upto, last - keep_max);
-  }
-  if (upto < first) return 0;
-  return std::min(upto, first + max_records - 1);
+// A refusal: a refused call by a non-admin (store/sqlite_audit.h, v5). The
+// partial index audit_refusals is on exactly this condition.
+constexpr const char* kRefusal = "admin = 0 AND code <> 'OK'";
+
+// The seq of the `n`th oldest record (of refusals only when `refusals`), or
+// of the newest when there are fewer; 0 when there is none.
+absl::StatusOr<int64_t> NthOldest(sqlite3* db, int64_t n, bool refusals) {
+  const std::string where = refusals ? absl::StrCat(" WHERE ", kRefusal) : "";
+  IPUPOD_ASSIGN_OR_RETURN(
+      const int64_t nth,
+      QueryInt(db, absl::StrCat("SELECT coalesce((SELECT seq FROM audit", where,
+                                " ORDER BY seq LIMIT 1 OFFSET ", n - 1, "), 0)")));
+  if (nth > 0) return nth;
+  return QueryInt(db, absl::StrCat("SELECT coalesce(max(seq), 0) FROM audit", where));
+}
+
+// Deletes every record (every refusal when `refusals`) up to `upto` under
+// the purge's allowance, gone again before the commit
+// (store/sqlite_audit.h); returns how many.
+absl::StatusOr<int> DeleteUpTo(sqlite3* db, int64_t upto, bool refusals) {
+  if (upto <= 0) return 0;
+  IPUPOD_ASSIGN_OR_RETURN(Statement allow,
+                          Statement::Prepare(db, "INSERT INTO audit_purge VALUES(?1, ?2)"));
+  IPUPOD_RETURN_IF_ERROR(allow.Bind(1, upto));
+  IPUPOD_RETURN_IF_ERROR(allow.Bind(2, int64_t{refusals ? 1 : 0}));
+  IPUPOD_RETURN_IF_ERROR(allow.Run());
+  IPUPOD_ASSIGN_OR_RETURN(
+      Statement purge,
+      Statement::Prepare(db, absl::StrCat("DELETE FROM audit WHERE seq <= ?1",
+                                          refusals ? absl::StrCat(" AND ", kRefusal) : "")));
+  IPUPOD_RETURN_IF_ERROR(purge.Bind(1, upto));
+  IPUPOD_RETURN_IF_ERROR(purge.Run());
+  const int deleted = sqlite3_changes(db);
+  IPUPOD_RETURN_IF_ERROR(Exec(db, "DELETE FROM audit_purge"));
+  return deleted;
+}
+
+// Retention: every record older than the cut, oldest first, at most `budget`.
+absl::StatusOr<int> PurgeByAge(sqlite3* db, int64_t before_unix_ms, int budget) {
+  if (before_unix_ms <= 0) return 0;
+  IPUPOD_ASSIGN_OR_RETURN(
+      int64_t upto,
+      QueryInt(db, absl::StrCat("SELECT coalesce(max(seq), 0) FROM audit WHERE time_unix_ms < ",
+                                before_unix_ms)));
+  if (upto == 0) return 0;
+  IPUPOD_ASSIGN_OR_RETURN(const int64_t bound, NthOldest(db, budget, false));
+  return DeleteUpTo(db, std::min(upto, bound), false);
+}
+
+// The cap: the records beyond the newest `keep_max`, at most `budget`,
+// refusals first (oldest first), then, only if the others alone are over
+// the cap, the oldest of those.
+absl::StatusOr<int> PurgeOverCap(sqlite3* db, int64_t keep_max, int budget) {
+  if (keep_max <= 0 || budget <= 0) return 0;
+  IPUPOD_ASSIGN_OR_RETURN(const int64_t total, QueryInt(db, "SELECT count(*) FROM audit"));
+  int64_t excess = std::min<int64_t>(total - keep_max, budget);
+  if (excess <= 0) return 0;
+  IPUPOD_ASSIGN_OR_RETURN(const int64_t refusals_upto, NthOldest(db, excess, true));
+  IPUPOD_ASSIGN_OR_RETURN(const int refusals, DeleteUpTo(db, refusals_upto, true));
+  excess -= refusals;
+  if (excess <= 0) return refusals;
+  IPUPOD_ASSIGN_OR_RETURN(const int64_t upto, NthOldest(db, excess, false));
+  IPUPOD_ASSIGN_OR_RETURN(const int others, DeleteUpTo(db, upto, false));
+  return refusals + others;
 }
 
 }  // namespace
@@ -154,21 +196,11 @@ absl::StatusOr<int> SqliteStateStore::PurgeAudit(int64_t before_unix_ms, int64_t
   int purged = 0;
   const absl::Status written =
       WriteTransaction(db, WritePoint::kAuditPurge, faults_, [&]() -> absl::Status {
-        IPUPOD_ASSIGN_OR_RETURN(const int64_t upto,
-                                PurgeUpTo(db, before_unix_ms, keep_max_records, max_records));
-        if (upto == 0) return absl::OkStatus();
-        // The allowance the delete trigger looks for, gone again before the
-        // commit (store/sqlite_audit.h).
-        IPUPOD_ASSIGN_OR_RETURN(Statement allow,
-                                Statement::Prepare(db, "INSERT INTO audit_purge VALUES(?1)"));
-        IPUPOD_RETURN_IF_ERROR(allow.Bind(1, upto));
-        IPUPOD_RETURN_IF_ERROR(allow.Run());
-        IPUPOD_ASSIGN_OR_RETURN(Statement purge,
-                                Statement::Prepare(db, "DELETE FROM audit WHERE seq <= ?1"));
-        IPUPOD_RETURN_IF_ERROR(purge.Bind(1, upto));
-        IPUPOD_RETURN_IF_ERROR(purge.Run());
-        purged = sqlite3_changes(db);
-        return Exec(db, "DELETE FROM audit_purge");
+        IPUPOD_ASSIGN_OR_RETURN(purged, PurgeByAge(db, before_unix_ms, max_records));
+        IPUPOD_ASSIGN_OR_RETURN(const int capped,
+                                PurgeOverCap(db, keep_max_records, max_records - purged));
+        purged += capped;
+        return absl::OkStatus();
       });
   if (!written.ok()) return written;
   return purged;

@@ -1,6 +1,6 @@
 // File: store/sqlite_audit.h
 //
-// Internal to store/: the audit log's tables (schema version 4), which
+// Internal to store/: the audit log's tables (schema versions 4 and 5), which
 // Migrate creates; the statements live in store/sqlite_audit.cc as
 // SqliteStateStore's audit::AuditLog methods and its retention purge.
 //
@@ -10,10 +10,11 @@
 // highest seq it may delete; PurgeAudit inserts it, deletes, and removes
 // it again inside one transaction, so a committed database never holds
 // it (a crash rolls all three back) and no other statement can delete a
-// record. Since the allowance is "every seq up to N", records go oldest
-// first and what is kept is always one unbroken run of seqs: a gap would
-// show a record removed some other way. (This guards against the server's
-// own mistakes; whoever can write state.db can drop a trigger.)
+// record. Since the allowance is "every seq up to N" (of every record, or
+// of refusals only, v5), each class goes oldest first: the kept records
+// are every record after the newest purged by retention, less the oldest
+// refusals the cap took. (This guards against the server's own mistakes;
+// whoever can write state.db can drop a trigger.)
 //
 // seq is AUTOINCREMENT: a purged seq is never handed out again. CHECKs
 // keep impossible rows out (the bounds of audit/audit_log.h); the indexes
@@ -52,6 +53,32 @@ BEGIN
   SELECT RAISE(ABORT, 'the audit log is append-only: records leave it only by its retention purge');
 END;
 PRAGMA user_version = 4;
+)sql";
+
+// Version 5: retention classes. A record of a refused call by a non-admin
+// (admin = 0, code not 'OK') is a refusal; every other record (admins',
+// the server's, privileged actions that happened) is kept. The cap evicts
+// refusals first, so what plain users cause never pushes out what admins
+// and privileged actions wrote (audit/audit_log.h). The purge's allowance
+// gains `refusals_only`: with 1 it covers only refusals up to its seq, and
+// the delete trigger checks that. The partial index finds the oldest
+// refusals without reading the others. audit_purge is empty in every
+// committed database, so it is simply made again.
+inline constexpr const char* kSchemaV5 = R"sql(
+CREATE INDEX audit_refusals ON audit(seq) WHERE admin = 0 AND code <> 'OK';
+DROP TRIGGER audit_no_delete;
+DROP TABLE audit_purge;
+CREATE TABLE audit_purge (
+  upto_seq INTEGER NOT NULL,
+  refusals_only INTEGER NOT NULL CHECK (refusals_only IN (0, 1))
+);
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+WHEN NOT EXISTS (SELECT 1 FROM audit_purge WHERE OLD.seq <= upto_seq
+                 AND (refusals_only = 0 OR (OLD.admin = 0 AND OLD.code <> 'OK')))
+BEGIN
+  SELECT RAISE(ABORT, 'the audit log is append-only: records leave it only by its retention purge');
+END;
+PRAGMA user_version = 5;
 )sql";
 
 }  // namespace ipupod::store

@@ -124,7 +124,8 @@ absl::Status Migrate(sqlite3* db) {
     if (version < 1) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV1));
     if (version < 2) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV2));
     if (version < 3) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV3));
-    return Exec(db, kSchemaV4);
+    if (version < 4) IPUPOD_RETURN_IF_ERROR(Exec(db, kSchemaV4));
+    return Exec(db, kSchemaV5);
   });
 }
 

@@ -20,10 +20,12 @@
 //   audit(seq PK AUTOINCREMENT, time_unix_ms, user, admin, peer, action, target,
 //         details, code, message)  -- the audit log (v4, audit/audit_log.h):
 //                            append-only by triggers, audit_purge holding the
-//                            retention purge's allowance (store/sqlite_audit.h)
+//                            retention purge's allowance (store/sqlite_audit.h);
+//                            v5: refusals by plain users a retention class
+//                            of their own, evicted first by the cap
 // Older files are migrated at Open: each version gains what came after it
-// (v1 the jobs table, v2 the usage table, v3 the audit log), in one
-// transaction.
+// (v1 the jobs table, v2 the usage table, v3 the audit log, v4 the audit
+// log's classes), in one transaction.
 //
 // Every write is one transaction, and every durable write is a named write
 // point (store/write_points.h) where tests can inject a crash or a failure.
@@ -113,7 +115,7 @@ class SqliteStateStore : public scheduler::StateStore,
  public:
   // The schema this build writes; a file with a larger user_version is
   // refused with FAILED_PRECONDITION (never downgraded or overwritten).
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Creates `state_dir` (and parents) if needed, opens or creates state.db,
   // migrates an empty file to kSchemaVersion, and checks it against the
@@ -179,9 +181,10 @@ class SqliteStateStore : public scheduler::StateStore,
   absl::StatusOr<int64_t> Append(const audit::AuditRecord& record) override;
   absl::StatusOr<audit::AuditPage> Query(const audit::AuditQuery& query) override;
   // The audit log's retention (server/accounting_upkeep.h): deletes, oldest
-  // first, the records older than `before_unix_ms` (0: none by time) and
-  // those beyond the newest `keep_max_records` (0: no cap), at most
-  // `max_records` of them (one transaction at kAuditPurge, even when none
+  // first, the records older than `before_unix_ms` (0: none by time) and,
+  // while there are more than `keep_max_records` (0: no cap), plain users'
+  // refusals, then the others only if they alone are over it; at most
+  // `max_records` in all (one transaction at kAuditPurge, even when none
   // is due); returns how many.
   absl::StatusOr<int> PurgeAudit(int64_t before_unix_ms, int64_t keep_max_records, int max_records);
 

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/sha256.h"
 #include "compiler/compile.h"
 #include "compiler/executable.h"
@@ -224,6 +225,30 @@ TEST_F(JobManagerTest, InferenceJobOutputsEqualTheProgramRunByHand) {
 
 // poptorch.ipu_print_tensor in a batch job: every run's printed value is an
 // event of the job's log, after that run's "run" event.
+// A blob's hash is no capability (jobs/blob_store.h, Ownership): bob names
+// alice's executable and inputs and gets the answer for hashes nobody
+// stored, until he uploads the same bytes himself.
+TEST_F(JobManagerTest, ASubmitNamingAnotherUsersBlobsIsNotFoundUntilTheyUploadThem) {
+  const jobs::JobSpec spec = Spec(false);
+  auto refused = pod_->jobs().Submit(bob_, spec, "");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kNotFound) << refused.status();
+  jobs::JobSpec unknown = spec;
+  unknown.executable_sha256 = DigestHex(Sha256Of("an executable nobody uploaded"));
+  auto nobodys = pod_->jobs().Submit(bob_, unknown, "");
+  EXPECT_EQ(
+      absl::StrReplaceAll(refused.status().message(), {{spec.executable_sha256, "<sha>"}}),
+      absl::StrReplaceAll(nobodys.status().message(), {{unknown.executable_sha256, "<sha>"}}));
+  EXPECT_TRUE(pod_->jobs().List(bob_, {}, nullptr).empty());
+  EXPECT_EQ(pod_->Put("bob", Ipx(false)), spec.executable_sha256);
+  EXPECT_EQ(pod_->jobs().Submit(bob_, spec, "").status().code(), absl::StatusCode::kNotFound)
+      << "the inputs are still alice's alone";
+  EXPECT_EQ(pod_->Put("bob", tensor::SerializeNpz(Data())), spec.inputs.sha256);
+  auto submitted = pod_->jobs().Submit(bob_, spec, "");
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  auto done = pod_->jobs().Get(bob_, (*submitted)[0].record.id);
+  EXPECT_TRUE(done.ok()) << done.status();
+}
+
 TEST_F(JobManagerTest, IpuPrintLinesAreEventsOfTheJobsLog) {
   using graph::testing::kFloat;
   graph::testing::OnnxBuilder b(14);

@@ -252,7 +252,7 @@ TEST_F(AccountingTest, AKill9EndsTheOpenSessionAtTheLastHeartbeatAndUsageSurvive
   ASSERT_EQ(usage["groups"].size(), 1u) << usage;
   EXPECT_EQ(usage["groups"][0]["key"], "speech");
   EXPECT_NEAR(usage["groups"][0]["ipu_seconds"].get<double>(), Expected(r), 0.05);
-  nlohmann::json shares = Cli("dave", {"shares"}).json()["accounts"];
+  nlohmann::json shares = Cli("alice", {"shares"}).json()["accounts"];  // her accounts
   bool found = false;
   for (const auto& a : shares) {
     if (a["account"] != "speech") continue;

@@ -54,7 +54,9 @@ TEST(BlobStoreConcurrencyTest, FourThreadsUploadingOneBlobStoreOneFile) {
       });
     }
     for (std::thread& thread : threads) thread.join();
-    EXPECT_EQ(store.Stat(Sha(content)), content.size());
+    for (int t = 0; t < 4; ++t) {
+      EXPECT_EQ(store.Stat(absl::StrCat("user", t), Sha(content)), content.size());
+    }
     EXPECT_EQ(ReadFile(store.PathOf(Sha(content))), content);
     for (int t = 0; t < 4; ++t) {
       EXPECT_EQ(store.UsageOf(absl::StrCat("user", t)).user_blobs,

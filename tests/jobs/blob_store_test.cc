@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -69,7 +71,7 @@ TEST_F(BlobStoreTest, AnUploadIsStoredUnderItsHash) {
   auto size = Put(*store, "alice", content);
   ASSERT_TRUE(size.ok()) << size.status();
   EXPECT_EQ(*size, content.size());
-  EXPECT_EQ(store->Stat(sha), content.size());
+  EXPECT_EQ(store->Stat("alice", sha), content.size());
   EXPECT_EQ(store->PathOf(sha), std::filesystem::path(dir()) / sha);
   EXPECT_EQ(ReadFile(store->PathOf(sha)), content);
   EXPECT_THAT(DirNames(dir()), ElementsAre(sha, "lock"));
@@ -80,18 +82,22 @@ TEST_F(BlobStoreTest, AnUploadIsStoredUnderItsHash) {
   EXPECT_EQ(usage.user_bytes, content.size());
   EXPECT_EQ(usage.user_blobs, 1u);
   EXPECT_EQ(store->UsageOf("bob").user_bytes, 0u);
-  EXPECT_FALSE(store->Stat(Sha("never uploaded")).has_value());
+  EXPECT_FALSE(store->Stat("alice", Sha("never uploaded")).has_value());
   EXPECT_EQ(store->PathOf("../../etc/passwd"), std::filesystem::path());
   // The empty file is a blob too.
   auto empty = Put(*store, "alice", "");
   ASSERT_TRUE(empty.ok()) << empty.status();
-  EXPECT_EQ(store->Stat(Sha("")), 0u);
+  EXPECT_EQ(store->Stat("alice", Sha("")), 0u);
 }
 
-TEST_F(BlobStoreTest, AnAlreadyStoredUploadTakesNoDataAndChargesTheUploader) {
+TEST_F(BlobStoreTest, AnOwnersUploadOfAStoredBlobTakesNoDataAndChargesThem) {
   auto store = Open();
   const std::string content = "shared data set";
   ASSERT_TRUE(Put(*store, "alice", content).ok());
+  ASSERT_TRUE(Put(*store, "bob", content).ok());  // bob sends the bytes: now an owner too
+  now_ += absl::Hours(2);                         // bob's upload hold has passed
+  ASSERT_TRUE(store->Reference("job", "alice", {Sha(content)}).ok());  // kept by alice's job
+  EXPECT_EQ(store->UsageOf("bob").user_bytes, 0u);
   auto upload = store->BeginUpload("bob", Sha(content), content.size());
   ASSERT_TRUE(upload.ok()) << upload.status();
   EXPECT_TRUE((*upload)->already_stored());
@@ -120,7 +126,7 @@ TEST_F(BlobStoreTest, BytesThatDoNotHashToTheNameAreDataLossAndLeaveNothing) {
   EXPECT_EQ(committed.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(committed.status().message(),
               AllOf(HasSubstr("do not hash to " + claimed), HasSubstr("upload again")));
-  EXPECT_FALSE(store->Stat(claimed).has_value());
+  EXPECT_FALSE(store->Stat("alice", claimed).has_value());
   EXPECT_THAT(DirNames(dir()), ElementsAre("lock"));
   const BlobUsage usage = store->UsageOf("alice");
   EXPECT_EQ(usage.total_bytes, 0u);
@@ -175,7 +181,7 @@ TEST_F(BlobStoreTest, ThePerUserBoundNamesTheUsageAndStoresNothing) {
   EXPECT_THAT(refused.status().message(),
               AllOf(HasSubstr("user alice holds 60 B of the 100 B per-user blob store limit"),
                     HasSubstr("this upload needs 50 B more"), HasSubstr("ipupod job delete")));
-  EXPECT_FALSE(store->Stat(Sha(b)).has_value());
+  EXPECT_FALSE(store->Stat("alice", Sha(b)).has_value());
   EXPECT_THAT(DirNames(dir()), ElementsAre(Sha(a), "lock"));
   EXPECT_EQ(store->UsageOf("alice").user_bytes, 60u);
   EXPECT_EQ(store->UsageOf("alice").uploads, 0u);
@@ -202,7 +208,7 @@ TEST_F(BlobStoreTest, TheTotalBoundNamesTheUsageAndStoresNothing) {
   EXPECT_THAT(refused.status().message(),
               AllOf(HasSubstr("the blob store holds 60 B of its 100 B total limit"),
                     HasSubstr("this upload needs 50 B more")));
-  EXPECT_FALSE(store->Stat(Sha(b)).has_value());
+  EXPECT_FALSE(store->Stat("alice", Sha(b)).has_value());
   EXPECT_THAT(DirNames(dir()), ElementsAre(Sha(a), "lock"));
   EXPECT_EQ(store->UsageOf("bob").user_bytes, 0u);
   EXPECT_EQ(store->UsageOf("bob").total_bytes, 60u);
@@ -293,6 +299,9 @@ TEST_F(BlobStoreTest, AUserIsChargedOncePerDistinctBlobWhateverTheJobs) {
   const std::string a(40, 'a');
   const std::string b(30, 'b');
   ASSERT_TRUE(Put(*store, "alice", a).ok());
+  // bob's own upload makes a his to use (his copy is verified and dropped;
+  // it needed room like any upload, so before b fills the store).
+  ASSERT_TRUE(Put(*store, "bob", a).ok());
   ASSERT_TRUE(Put(*store, "alice", b).ok());
   ASSERT_TRUE(store->Reference("1", "alice", {Sha(a), Sha(b), Sha(a)}).ok());
   ASSERT_TRUE(store->Reference("2", "alice", {Sha(a)}).ok());
@@ -316,8 +325,9 @@ TEST_F(BlobStoreTest, AReferenceOverTheUserBoundIsResourceExhaustedAndChangesNot
   auto store = Open(limits);
   const std::string a(60, 'a');
   const std::string b(50, 'b');
+  ASSERT_TRUE(Put(*store, "alice", b).ok());
+  now_ += absl::Hours(2);  // the hold on b has passed; b is still stored
   ASSERT_TRUE(Put(*store, "alice", a).ok());
-  ASSERT_TRUE(Put(*store, "bob", b).ok());
   ASSERT_TRUE(store->Reference("1", "alice", {Sha(a)}).ok());
   absl::Status status = store->Reference("2", "alice", {Sha(a), Sha(b)});
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
@@ -342,12 +352,12 @@ TEST_F(BlobStoreTest, SweepDeletesOnlyUnreferencedBlobsWhoseHoldHasPassed) {
   ASSERT_TRUE(Put(*store, "alice", c).ok());
   now_ += absl::Minutes(31);  // a's and b's holds have passed, c's has not
   EXPECT_EQ(store->Sweep(), 20u);
-  EXPECT_FALSE(store->Stat(Sha(b)).has_value());
+  EXPECT_FALSE(store->Stat("alice", Sha(b)).has_value());
   EXPECT_THAT(DirNames(dir()), UnorderedElementsAre(Sha(a), Sha(c), "lock"));
   EXPECT_EQ(store->UsageOf("alice").user_bytes, 40u);
   store->Release("job");
   EXPECT_EQ(store->Sweep(), 10u);
-  EXPECT_TRUE(store->Stat(Sha(c)).has_value());
+  EXPECT_TRUE(store->Stat("alice", Sha(c)).has_value());
   now_ += absl::Hours(1);
   EXPECT_EQ(store->Sweep(), 30u);
   EXPECT_THAT(DirNames(dir()), ElementsAre("lock"));
@@ -362,7 +372,7 @@ TEST_F(BlobStoreTest, AnUploadSweepsExpiredBlobsBeforeRefusingOnTheTotal) {
   now_ += absl::Hours(2);
   auto size = Put(*store, "bob", b);
   ASSERT_TRUE(size.ok()) << size.status();
-  EXPECT_FALSE(store->Stat(Sha(a)).has_value());
+  EXPECT_FALSE(store->Stat("alice", Sha(a)).has_value());
   EXPECT_THAT(DirNames(dir()), ElementsAre(Sha(b), "lock"));
 }
 
@@ -379,7 +389,7 @@ TEST_F(BlobStoreTest, ReopeningIndexesBlobsAndRemovesTemporaryFiles) {
   WriteFile(std::filesystem::path(dir()) / absl::AsciiStrToUpper(Sha("y")), "y");
   std::filesystem::create_directory(std::filesystem::path(dir()) / "sub");
   auto store = Open();
-  EXPECT_EQ(store->Stat(Sha(a)), a.size());
+  EXPECT_EQ(store->Stat("alice", Sha(a)), a.size());
   EXPECT_THAT(store->ignored_files(),
               ElementsAre(absl::AsciiStrToUpper(Sha("y")), "notes.txt", "sub"));
   EXPECT_THAT(DirNames(dir()), UnorderedElementsAre(absl::AsciiStrToUpper(Sha("y")), Sha(a), "lock",
@@ -390,6 +400,90 @@ TEST_F(BlobStoreTest, ReopeningIndexesBlobsAndRemovesTemporaryFiles) {
   EXPECT_EQ(store->Sweep(), 0u);
   now_ += absl::Hours(1) + absl::Seconds(1);
   EXPECT_EQ(store->Sweep(), a.size());
+}
+
+// Ownership (jobs/blob_store.h): bob knows alice's hash but not her bytes.
+// Every answer is the one for a hash nobody stored, until bob uploads them.
+std::string Anonymized(absl::string_view message, absl::string_view sha) {
+  return absl::StrReplaceAll(message, {{sha, "<sha>"}});
+}
+
+std::string Marker(absl::string_view sha, absl::string_view user) {
+  return absl::StrCat(sha, ".", absl::BytesToHexString(user), ".owner");
+}
+
+TEST_F(BlobStoreTest, AnotherUsersBlobIsAnsweredAsAHashNobodyStored) {
+  auto store = Open();
+  const std::string content = "alice's weights, 32 bytes long..";
+  const std::string nobodys = "a file nobody uploaded, 32 bytes";
+  const std::string sha = Sha(content);
+  ASSERT_TRUE(Put(*store, "alice", content).ok());
+  EXPECT_FALSE(store->Stat("bob", sha).has_value());
+  EXPECT_FALSE(store->Owns("bob", sha));
+  const absl::Status referenced = store->Reference("b1", "bob", {sha});
+  const absl::Status unknown = store->Reference("b1", "bob", {Sha(nobodys)});
+  EXPECT_EQ(referenced.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Anonymized(referenced.message(), sha), Anonymized(unknown.message(), Sha(nobodys)));
+  // An upload that claims the hash without the bytes: no already_stored,
+  // and ending it is the error of any upload that sent nothing.
+  for (const std::string& claimed : {content, nobodys}) {
+    auto upload = store->BeginUpload("bob", Sha(claimed), claimed.size());
+    ASSERT_TRUE(upload.ok()) << upload.status();
+    EXPECT_FALSE((*upload)->already_stored());
+  }
+  auto claim = store->BeginUpload("bob", sha, content.size());
+  auto other = store->BeginUpload("bob", Sha(nobodys), nobodys.size());
+  ASSERT_TRUE(claim.ok() && other.ok());
+  const absl::Status claimed = (*claim)->Commit().status();
+  const absl::Status empty = (*other)->Commit().status();
+  EXPECT_EQ(claimed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Anonymized(claimed.message(), sha), Anonymized(empty.message(), Sha(nobodys)));
+  // A wrong size is not refused as "stored with N bytes": that would tell.
+  EXPECT_TRUE(store->BeginUpload("bob", sha, content.size() + 1).ok());
+  EXPECT_FALSE(store->Stat("bob", sha).has_value());
+  EXPECT_EQ(store->UsageOf("bob").user_bytes, 0u);
+  EXPECT_THAT(DirNames(dir(), true), ElementsAre(sha, Marker(sha, "alice"), "lock"));
+
+  // bob sends the bytes: verified, his copy dropped, and he is an owner.
+  ASSERT_TRUE(Put(*store, "bob", content).ok());
+  EXPECT_EQ(store->Stat("bob", sha), content.size());
+  EXPECT_TRUE(store->Reference("b1", "bob", {sha}).ok());
+  EXPECT_THAT(DirNames(dir(), true),
+              UnorderedElementsAre(sha, Marker(sha, "alice"), Marker(sha, "bob"), "lock"));
+  EXPECT_FALSE(store->Stat("carol", sha).has_value());
+}
+
+TEST_F(BlobStoreTest, OwnersAreDurableAndLeaveWithTheirBlob) {
+  const std::string a = "owned by alice and bob";
+  const std::string legacy = "stored before blobs had owners";
+  {
+    auto store = Open();
+    ASSERT_TRUE(Put(*store, "alice", a).ok());
+    ASSERT_TRUE(Put(*store, "bob", a).ok());
+  }
+  const std::filesystem::path root(dir());
+  WriteFile(root / Sha(legacy), legacy);
+  WriteFile(root / Marker(Sha("swept"), "alice"), "");  // its blob is gone
+  auto store = Open();
+  EXPECT_EQ(store->Stat("alice", Sha(a)), a.size());
+  EXPECT_EQ(store->Stat("bob", Sha(a)), a.size());
+  EXPECT_FALSE(store->Stat("carol", Sha(a)).has_value());
+  EXPECT_TRUE(store->ignored_files().empty());
+  // Nobody owns a blob without a marker; a recovered job still holds it.
+  EXPECT_FALSE(store->Stat("alice", Sha(legacy)).has_value());
+  EXPECT_EQ(store->Reference("j1", "alice", {Sha(legacy)}).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store->Rereference("j1", "alice", {Sha(legacy)}).ok());
+  EXPECT_THAT(DirNames(dir(), true),
+              UnorderedElementsAre(Sha(a), Sha(legacy), Marker(Sha(a), "alice"),
+                                   Marker(Sha(a), "bob"), "lock"));
+  store->Release("j1");
+  now_ += absl::Hours(2);
+  EXPECT_EQ(store->Sweep(), a.size() + legacy.size());
+  EXPECT_THAT(DirNames(dir(), true), ElementsAre("lock"));
+  // Uploaded again, the blob has only its new uploader as owner.
+  ASSERT_TRUE(Put(*store, "carol", a).ok());
+  EXPECT_FALSE(store->Stat("alice", Sha(a)).has_value());
+  EXPECT_TRUE(store->Stat("carol", Sha(a)).has_value());
 }
 
 TEST_F(BlobStoreTest, ASecondOpenOfTheDirectoryOrBadLimitsAreRefused) {

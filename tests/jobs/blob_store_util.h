@@ -1,7 +1,8 @@
 // File: tests/jobs/blob_store_util.h
 //
 // What the blob store's tests share: a blob's name from its content, an
-// upload in chunks, a directory's file names, a file's bytes.
+// upload in chunks, a directory's file names (owner markers apart), a
+// file's bytes.
 //
 // Header-only. Thread safety: pure functions (Put: as BlobStore).
 // Errors: Put returns the store's.
@@ -39,10 +40,14 @@ inline absl::StatusOr<uint64_t> Put(BlobStore& store, absl::string_view user,
   return upload->Commit();
 }
 
-inline std::vector<std::string> DirNames(const std::string& dir) {
+// The names in `dir`, sorted; without the owner markers (<sha256>.<hex
+// user>.owner) unless `markers`.
+inline std::vector<std::string> DirNames(const std::string& dir, bool markers = false) {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    names.push_back(entry.path().filename().string());
+    std::string name = entry.path().filename().string();
+    if (!markers && name.size() > 6 && name.substr(name.size() - 6) == ".owner") continue;
+    names.push_back(std::move(name));
   }
   std::sort(names.begin(), names.end());
   return names;

@@ -4,6 +4,7 @@
 // the answer.
 #include "server/audit_trail.h"
 
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -87,6 +88,57 @@ TEST_F(AuditTrailTest, AFailedAppendIsLoggedWithTheRecordAndCounted) {
   EXPECT_THAT(log, HasSubstr("ipv4:127.0.0.1:1234"));
   EXPECT_THAT(log, HasSubstr("kind=unrecoverable"));
   EXPECT_TRUE(trail.Record(Fault("alice")).ok()) << "the next write goes through";
+}
+
+// One plain user refusing in a loop (issue 29): the first refusal of each
+// (user, action, code) in a window is recorded, the rest counted into one
+// summary when the window ends; admins' records and others' refusals are
+// written as ever.
+TEST_F(AuditTrailTest, RepeatedRefusalsAreSummarisedPerUserActionAndWindow) {
+  auto store = Open(std::nullopt);
+  absl::Time now = absl::FromUnixMillis(kNowMs);
+  AuditTrail trail(
+      store.get(), [&now] { return now; }, absl::Seconds(60));
+  audit::AuditRecord refused = Fault("mallory");
+  audit::SetResult(refused, absl::PermissionDeniedError("only an admin may inject faults"));
+  audit::AuditRecord reset = refused;
+  reset.action = std::string(audit::kIpuReset);
+  for (int i = 0; i < 5000; ++i) {
+    now += absl::Milliseconds(1);  // 5 s of refusals
+    ASSERT_TRUE(trail.Record(refused).ok());
+    if (i % 2 == 0) {
+      ASSERT_TRUE(trail.Record(reset).ok());
+    }
+  }
+  ASSERT_TRUE(trail.Record(Fault("admin")).ok());
+  audit::AuditRecord other = refused;
+  other.user = "bob";
+  ASSERT_TRUE(trail.Record(other).ok());
+  EXPECT_EQ(All(*store).size(), 4u) << "mallory's two firsts, the admin's, bob's";
+  trail.FlushRefusals();
+  EXPECT_EQ(All(*store).size(), 4u) << "no window has ended yet";
+
+  now += absl::Seconds(61);
+  trail.FlushRefusals();
+  const std::vector<audit::AuditRecord> records = All(*store);
+  ASSERT_EQ(records.size(), 6u);
+  std::map<std::string, std::string> summaries;  // action -> details
+  for (size_t i = 4; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].user, "mallory");
+    EXPECT_EQ(records[i].code, "PERMISSION_DENIED");
+    summaries[records[i].action] = records[i].details;
+  }
+  EXPECT_THAT(summaries["fault.inject"], ::testing::StartsWith("refused=4999 "));
+  EXPECT_THAT(summaries["ipu.reset"], ::testing::StartsWith("refused=2499 "));
+  EXPECT_EQ(trail.summarised(), 4999u + 2499u);
+  // A new window: its first refusal is recorded again; Stop summarises the
+  // open windows.
+  ASSERT_TRUE(trail.Record(refused).ok());
+  ASSERT_TRUE(trail.Record(refused).ok());
+  EXPECT_EQ(All(*store).size(), 7u);
+  trail.Stop();
+  ASSERT_EQ(All(*store).size(), 8u);
+  EXPECT_THAT(All(*store).back().details, ::testing::StartsWith("refused=1 "));
 }
 
 TEST(AuditListsTest, IpusAsRangesAndSessionsJoined) {

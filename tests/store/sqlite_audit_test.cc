@@ -159,7 +159,7 @@ TEST_F(SqliteAuditTest, TheDatabaseRefusesEveryUpdateAndDelete) {
   EXPECT_THAT(Exec(db, "DELETE FROM audit"), HasSubstr("append-only"));
   // An allowance covers the oldest records only: seq 2 is not "up to 1".
   EXPECT_THAT(Exec(db,
-                   "BEGIN; INSERT INTO audit_purge VALUES(1); DELETE FROM audit WHERE seq = 2; "
+                   "BEGIN; INSERT INTO audit_purge VALUES(1, 0); DELETE FROM audit WHERE seq = 2; "
                    "COMMIT;"),
               HasSubstr("append-only"));
   EXPECT_THAT(Seqs(store_->Query(AuditQuery())), ElementsAre(1, 2, 3));
@@ -185,6 +185,29 @@ TEST_F(SqliteAuditTest, RetentionAndTheCapPurgeTheOldestFirstAndSeqsAreNeverReus
   EXPECT_TRUE(store_->Query(AuditQuery())->records.empty());
   EXPECT_EQ(*store_->Append(Record(kT0 + 200, "admin", audit::kPodReset)), 11);
   EXPECT_EQ(store_->PurgeAudit(0, 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The cap evicts plain users' refusals first (schema v5): an admin's
+// record older than all of them stays however many there are.
+TEST_F(SqliteAuditTest, TheCapEvictsRefusalsBeforeAnyOtherRecord) {
+  ASSERT_TRUE(store_->Append(Record(kT0, "admin", audit::kFaultInject)).ok());  // seq 1
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(store_->Append(Record(kT0 + 1 + i, "mallory", audit::kFaultInject)).ok());
+  }
+  ASSERT_TRUE(store_->Append(Record(kT0 + 30, "admin", audit::kPodReset)).ok());  // seq 22
+  // Cap 5: 17 refusals go, in batches of at most 10, oldest first.
+  EXPECT_EQ(*store_->PurgeAudit(0, 5, 10), 10);
+  EXPECT_EQ(*store_->PurgeAudit(0, 5, 10), 7);
+  EXPECT_EQ(*store_->PurgeAudit(0, 5, 10), 0);
+  EXPECT_THAT(Seqs(store_->Query(AuditQuery())), ElementsAre(1, 19, 20, 21, 22));
+  // Only when the others alone are over the cap do they go, oldest first.
+  EXPECT_EQ(*store_->PurgeAudit(0, 1, 100), 4);
+  EXPECT_THAT(Seqs(store_->Query(AuditQuery())), ElementsAre(22));
+  // A refusals-only allowance covers no admin's record.
+  EXPECT_THAT(Exec(dir_.sub("state.db"),
+                   "BEGIN; INSERT INTO audit_purge VALUES(100, 1); DELETE FROM audit WHERE seq = "
+                   "22; COMMIT;"),
+              HasSubstr("append-only"));
 }
 
 TEST_F(SqliteAuditTest, BadRecordsAreRefusedAndChangeNothing) {
@@ -242,9 +265,34 @@ TEST(SqliteAuditMigrationTest, AVersionThreeDatabaseGainsTheAuditLogAndKeepsItsS
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &version, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(version), SQLITE_ROW);
   EXPECT_EQ(sqlite3_column_int(version, 0), SqliteStateStore::kSchemaVersion);
-  EXPECT_EQ(SqliteStateStore::kSchemaVersion, 4);
+  EXPECT_EQ(SqliteStateStore::kSchemaVersion, 5);
   sqlite3_finalize(version);
   sqlite3_close(db);
+}
+
+// What a version-4 server left: the audit log without its classes. The
+// migration keeps every record and the cap then evicts refusals first.
+TEST(SqliteAuditMigrationTest, AVersionFourAuditLogGainsItsRetentionClasses) {
+  TempDir dir;
+  {
+    auto store = SqliteStateStore::Open(dir.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Append(Record(kT0, "admin", audit::kFaultInject)).ok());
+    ASSERT_TRUE((*store)->Append(Record(kT0 + 1, "bob", audit::kFaultInject)).ok());
+    ASSERT_TRUE((*store)->Append(Record(kT0 + 2, "bob", audit::kFaultInject)).ok());
+  }
+  ASSERT_EQ(Exec(dir.sub("state.db"),
+                 "DROP INDEX audit_refusals; DROP TRIGGER audit_no_delete; DROP TABLE audit_purge; "
+                 "CREATE TABLE audit_purge (upto_seq INTEGER NOT NULL); "
+                 "CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit WHEN NOT EXISTS (SELECT 1 "
+                 "FROM audit_purge WHERE OLD.seq <= upto_seq) BEGIN SELECT RAISE(ABORT, 'the audit "
+                 "log is append-only'); END; PRAGMA user_version = 4;"),
+            "OK");
+  auto store = SqliteStateStore::Open(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_THAT(Seqs((*store)->Query(AuditQuery())), ElementsAre(1, 2, 3));
+  EXPECT_EQ(*(*store)->PurgeAudit(0, 1, 100), 2);
+  EXPECT_THAT(Seqs((*store)->Query(AuditQuery())), ElementsAre(1));
 }
 
 }  // namespace

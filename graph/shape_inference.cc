@@ -49,6 +49,11 @@ absl::Status SeedState(const Graph& g, PassState& s) {
                                                        " with an unknown dim"));
       }
     }
+    // The rank and dim bounds (tensor/shape_bounds.h) hold for inputs as for every value.
+    if (auto n = CheckedNumElements(in.type.dtype, in.type.shape); !n.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph input '", in.name, "': ", n.status().message()));
+    }
     if (!s.types.emplace(in.name, in.type).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("graph input '", in.name, "' is defined twice"));

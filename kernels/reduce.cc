@@ -85,9 +85,15 @@ absl::StatusOr<std::vector<int64_t>> NormalizeReduceAxes(absl::Span<const int64_
 }
 
 std::vector<int64_t> ReducedShape(Dims in, absl::Span<const int64_t> axes, bool keepdims) {
+  // A mask, not a search per dim: linear in the rank (a search per dim once
+  // made a rank-300,000 ReduceSum infer for seconds; issue 29).
+  std::vector<bool> reduced_dims(in.size(), false);
+  for (int64_t a : axes) {
+    if (a >= 0 && static_cast<size_t>(a) < in.size()) reduced_dims[static_cast<size_t>(a)] = true;
+  }
   std::vector<int64_t> out;
   for (size_t d = 0; d < in.size(); ++d) {
-    const bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+    const bool reduced = reduced_dims[d];
     if (!reduced) {
       out.push_back(in[d]);
     } else if (keepdims) {

@@ -13,6 +13,7 @@
 #include "compiler/compile.h"
 #include "compiler/executable.h"
 #include "graph/shape_inference.h"
+#include "kernels/interrupt.h"
 
 namespace ipupod::execution {
 namespace {
@@ -48,6 +49,27 @@ absl::Status RemoteCompiler::CheckModelSize(uint64_t bytes) const {
       "upload the executable, or ask the admin to raise the bound"));
 }
 
+absl::Status RemoteCompiler::Poll(const RemoteCompileRequest& request, absl::Time deadline,
+                                  const Cancelled& cancelled) const {
+  if (stopping_.load()) {
+    return absl::UnavailableError(absl::StrCat("ipupodd is shutting down; the compile of ",
+                                               request.model_name,
+                                               " was stopped, compile again when it is back"));
+  }
+  if (absl::Now() > deadline) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "the compile of %s ran past this server's limit of %s (ipupodd config "
+        "compile_time_limit_seconds) while folding constants; a model that computes large "
+        "constants compiles faster on your machine (ipupod compile)",
+        request.model_name, absl::FormatDuration(limits_.time_limit)));
+  }
+  if (cancelled != nullptr && cancelled()) {
+    return absl::CancelledError(
+        absl::StrCat("the client cancelled the compile of ", request.model_name));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RemoteCompileResult> RemoteCompiler::Compile(
     const RemoteCompileRequest& request, absl::string_view onnx, const Cancelled& cancelled,
     compiler::Report* failure_report) const {
@@ -60,20 +82,17 @@ absl::StatusOr<RemoteCompileResult> RemoteCompiler::Compile(
                        absl::StrCat("compiling ", request.model_name, " for ", request.user)));
   const absl::Time deadline = start + limits_.time_limit;
   prepared.options.custom_ops = custom_ops_;
-  prepared.options.cancelled = [&] {
-    return absl::Now() > deadline || (cancelled != nullptr && cancelled());
-  };
+  spdlog::info("compiling {} for user={}", request.model_name, request.user);
+  // Checked between nodes and inside every kernel that folds a constant
+  // (kernels/interrupt.h), so the limit, a cancel and shutdown stop even a
+  // compile that spends minutes in one node within a fraction of a second.
+  kernels::ScopedInterrupt interrupt([&] { return Poll(request, deadline, cancelled); });
+  prepared.options.cancelled = [] { return !kernels::CheckInterrupt().ok(); };
   compiler::Report report;
   absl::StatusOr<compiler::Executable> compiled =
       compiler::Compile(onnx, prepared.config, prepared.options, &report);
+  IPUPOD_RETURN_IF_ERROR(interrupt.status());
   if (!compiled.ok()) {
-    if (absl::IsCancelled(compiled.status()) && absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "the compile of %s ran past this server's limit of %s (ipupodd config "
-          "compile_time_limit_seconds) while folding constants; a model that computes large "
-          "constants compiles faster on your machine (ipupod compile)",
-          request.model_name, absl::FormatDuration(limits_.time_limit)));
-    }
     if (failure_report != nullptr) *failure_report = std::move(report);
     return compiled.status();
   }

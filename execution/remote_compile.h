@@ -16,8 +16,12 @@
 //     (RESOURCE_EXHAUSTED);
 //   - time: constant folding, the part that grows with what a model asks
 //     for rather than what it holds, polls a deadline of
-//     RemoteCompileLimits::time_limit (DEADLINE_EXCEEDED) and the caller's
-//     cancellation (CANCELLED);
+//     RemoteCompileLimits::time_limit (DEADLINE_EXCEEDED), the caller's
+//     cancellation (CANCELLED) and Stop() (UNAVAILABLE) between nodes and
+//     inside their kernels (kernels/interrupt.h), so each takes effect
+//     within a fraction of a second even in one long node;
+//   - per-node cost: every value's rank and dims are bounded
+//     (tensor::kRankMax, kElementsMax; INVALID_ARGUMENT naming the node);
 //   - how many compiles run at once is the caller's to bound (the service's
 //     call limit, server/call_limit.h).
 // An executable_cache_dir in the request's config is ignored with a warning:
@@ -36,6 +40,7 @@
 #ifndef IPUPOD_EXECUTION_REMOTE_COMPILE_H_
 #define IPUPOD_EXECUTION_REMOTE_COMPILE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -99,11 +104,20 @@ class RemoteCompiler {
 
   const RemoteCompileLimits& limits() const { return limits_; }
 
+  // Every compile in flight, and every later one, ends UNAVAILABLE "ipupodd
+  // is shutting down" within a fraction of a second. Irreversible.
+  void Stop() { stopping_.store(true); }
+
  private:
+  // What an interrupt point of one compile checks (kernels/interrupt.h).
+  absl::Status Poll(const RemoteCompileRequest& request, absl::Time deadline,
+                    const Cancelled& cancelled) const;
+
   const RemoteCompileLimits limits_;
   runtime::ExecutableCache* const cache_;
   MemoryBudget* const memory_;
   const graph::CustomOpResolver* const custom_ops_;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace ipupod::execution

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "compiler/checks.h"
 #include "compiler/report.h"
+#include "kernels/interrupt.h"
 
 namespace ipupod::execution {
 namespace {
@@ -84,9 +85,12 @@ absl::StatusOr<LoadedState> SessionExecution::Load(Operation& op, const schedule
   // compile's placement does not have.
   load.max_folded_bytes = host_memory->bytes() + kFoldSlackBytes;
   load.custom_ops = r_.custom_ops;
-  IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Program> program,
-                          runtime::Program::Create(cached.executable, load));
-  if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the load");
+  kernels::ScopedInterrupt interrupt([&] { return Poll(cancelled, "load", nullptr); });
+  load.cancelled = [&] { return !kernels::CheckInterrupt().ok(); };
+  absl::StatusOr<std::unique_ptr<runtime::Program>> created =
+      runtime::Program::Create(cached.executable, load);
+  IPUPOD_RETURN_IF_ERROR(kernels::CheckInterrupt());  // whatever Create made of it
+  IPUPOD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Program> program, std::move(created));
   const std::vector<uint64_t> charge = program->MemoryChargePerIpu(session.ipus.size());
   IPUPOD_ASSIGN_OR_RETURN(const uint64_t generation,
                           r_.scheduler->RecordLoad(session.id, op.load_generation(), charge));
@@ -108,7 +112,11 @@ absl::StatusOr<runtime::StepResult> SessionExecution::RunStep(runtime::Program& 
   // outputs anywhere: a slow reader never holds the server's compute.
   IPUPOD_ASSIGN_OR_RETURN(runtime::ComputeGate::Slot slot,
                           r_.compute->Acquire(kComputeWait, cancelled));
+  kernels::ScopedInterrupt interrupt([&] { return Poll(cancelled, "run", &slot); });
   absl::StatusOr<runtime::StepResult> step = program.RunStep(inputs);
+  // A step stopped inside its kernels computed nothing usable, whatever the
+  // program made of it.
+  IPUPOD_RETURN_IF_ERROR(kernels::InterruptStatus());
   if (step.ok()) {
     ExecutionCounters::Add(counters_.runs, 1);
     ExecutionCounters::Add(counters_.input_bytes, TensorBytes(inputs));
@@ -117,6 +125,19 @@ absl::StatusOr<runtime::StepResult> SessionExecution::RunStep(runtime::Program& 
     ExecutionCounters::AddSeconds(counters_.wall_nanos, step->wall_s);
   }
   return step;
+}
+
+absl::Status SessionExecution::Poll(const Cancelled& cancelled, absl::string_view what,
+                                    runtime::ComputeGate::Slot* slot) const {
+  if (stopping_.load()) {
+    return absl::UnavailableError(absl::StrCat("ipupodd is shutting down; the ", what,
+                                               " was stopped, retry when it is back"));
+  }
+  if (cancelled && cancelled()) {
+    return absl::CancelledError(absl::StrCat("the client cancelled the ", what));
+  }
+  if (slot == nullptr) return absl::OkStatus();
+  return r_.compute->YieldIfDue(*slot, kComputeWait, cancelled);
 }
 
 }  // namespace ipupod::execution

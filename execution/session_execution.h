@@ -30,6 +30,13 @@
 // Executables come from the cache scoped to the caller (NOT_FOUND for
 // another user's hash).
 //
+// Long work is interruptible inside each node (kernels/interrupt.h): a
+// Load's import and a step stop within one interrupt point's gap (well
+// under a second) of the client's cancel (CANCELLED) or of Stop()
+// (UNAVAILABLE, the server is shutting down), and a step yields the compute
+// gate to waiting steps every ComputeGate::kSliceTime
+// (runtime/compute_gate.h).
+//
 // Counts: counters() (execution/execution_counters.h) counts every load and
 // step made here; callers that move weights count those bytes there.
 //
@@ -39,6 +46,7 @@
 #ifndef IPUPOD_EXECUTION_SESSION_EXECUTION_H_
 #define IPUPOD_EXECUTION_SESSION_EXECUTION_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -124,14 +132,24 @@ class SessionExecution {
                                               const tensor::NamedTensors& inputs,
                                               const Cancelled& cancelled);
 
+  // Every Load and step in flight, and every later one, ends UNAVAILABLE
+  // "ipupodd is shutting down" at its next interrupt point. Irreversible.
+  void Stop() { stopping_.store(true); }
+
   runtime::ExecutableCache& cache() const { return *r_.cache; }
   scheduler::Scheduler& scheduler() const { return *r_.scheduler; }
   ExecutionCounters& counters() { return counters_; }
   const ExecutionCounters& counters() const { return counters_; }
 
  private:
+  // What an interrupt point of this object's work checks (`slot`: the step's
+  // compute slot to yield, or null for a Load).
+  absl::Status Poll(const Cancelled& cancelled, absl::string_view what,
+                    runtime::ComputeGate::Slot* slot) const;
+
   const ExecutionResources r_;
   ExecutionCounters counters_;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace ipupod::execution

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "graph/ops.h"
 #include "graph/shape_inference.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 
 namespace ipupod::graph {
@@ -185,7 +186,9 @@ absl::Status Interpreter::Prepare(const std::vector<const Tensor*>* replaced) {
       if (out >= 0) dirty[out] = true;
     }
     std::vector<Tensor> outs;
+    IPUPOD_RETURN_IF_ERROR(kernels::CheckInterrupt());
     IPUPOD_RETURN_IF_ERROR(RunStep(step, constants_, outs));
+    IPUPOD_RETURN_IF_ERROR(kernels::InterruptStatus());  // never keep a stopped kernel's values
     for (size_t k = 0; k < outs.size(); ++k) {
       if (step.outputs[k] >= 0) prepared_values_[step.outputs[k]] = std::move(outs[k]);
     }
@@ -249,7 +252,11 @@ absl::StatusOr<std::vector<Tensor>> Interpreter::Execute(absl::Span<const Tensor
     }
     std::vector<Tensor> outs;
     const int64_t start = NowNs();
+    // A deadline, a cancel or shutdown stops the run here or inside the
+    // node's kernels (kernels/interrupt.h), whose outputs are then dropped.
+    IPUPOD_RETURN_IF_ERROR(kernels::CheckInterrupt());
     IPUPOD_RETURN_IF_ERROR(RunStep(step, value, outs));
+    IPUPOD_RETURN_IF_ERROR(kernels::InterruptStatus());
     run_stats.nodes.push_back({costs_[i].flops, NowNs() - start});
     for (size_t k = 0; k < outs.size(); ++k) {
       if (step.outputs[k] < 0) continue;

@@ -28,7 +28,10 @@
 // InferShapesAndFold or holds an unsupported node. Run - INVALID_ARGUMENT
 // for the wrong number, dtype or shape of inputs (message names the input)
 // and for data errors a kernel finds (e.g. a Gather index out of range);
-// RESOURCE_EXHAUSTED if memory runs out. A failed Run changes nothing.
+// RESOURCE_EXHAUSTED if memory runs out; the thread's interrupt status
+// (kernels/interrupt.h: checked before and after every node, polled inside
+// the kernels) when the caller's poll stopped the run. A failed Run changes
+// nothing.
 // ReplaceInitializers - INVALID_ARGUMENT naming the value (see there).
 #ifndef IPUPOD_GRAPH_INTERPRETER_H_
 #define IPUPOD_GRAPH_INTERPRETER_H_

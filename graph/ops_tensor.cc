@@ -18,6 +18,7 @@
 #include "graph/ops.h"
 #include "graph/run_context.h"
 #include "kernels/data_movement.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 
 namespace ipupod::graph {
@@ -186,7 +187,9 @@ absl::Status CastInto(const Tensor& in, Tensor& out) {
       using To = decltype(to_tag);
       const From* src = in.data<From>();
       To* dst = out.mutable_data<To>();
-      for (int64_t i = 0; i < in.num_elements(); ++i) dst[i] = Convert<To>(src[i]);
+      kernels::ForEachChunk(in.num_elements(), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) dst[i] = Convert<To>(src[i]);
+      });
       return absl::OkStatus();
     });
   });
@@ -740,8 +743,10 @@ absl::Status RunConstantOfShape(const OpContext& c, absl::Span<Tensor> out) {
   IPUPOD_ASSIGN_OR_RETURN(Tensor value, FillValue(c));
   const size_t size = DTypeSize(value.dtype());
   char* dst = static_cast<char*>(out[0].mutable_raw_data());
-  for (int64_t i = 0; i < out[0].num_elements(); ++i)
-    std::memcpy(dst + i * size, value.raw_data(), size);
+  // A few bytes of shape fill up to what IPU memory holds: interruptible.
+  kernels::ForEachChunk(out[0].num_elements(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) std::memcpy(dst + i * size, value.raw_data(), size);
+  });
   return absl::OkStatus();
 }
 
@@ -779,8 +784,9 @@ absl::Status RunRange(const OpContext& c, absl::Span<Tensor> out) {
       const T start = c.values[0]->data<T>()[0];
       const T delta = c.values[2]->data<T>()[0];
       T* dst = out[0].mutable_data<T>();
-      for (int64_t i = 0; i < out[0].num_elements(); ++i)
-        dst[i] = static_cast<T>(start + i * delta);
+      kernels::ForEachChunk(out[0].num_elements(), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) dst[i] = static_cast<T>(start + i * delta);
+      });
     }
     return absl::OkStatus();
   });

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "graph/ops.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 
 namespace ipupod::graph {
@@ -48,6 +49,11 @@ absl::Status SeedState(const Graph& g, PassState& s) {
                                                        kernels::ShapeString(in.type.shape),
                                                        " with an unknown dim"));
       }
+    }
+    // The rank and dim bounds (tensor/shape_bounds.h) hold for inputs as for every value.
+    if (auto n = CheckedNumElements(in.type.dtype, in.type.shape); !n.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph input '", in.name, "': ", n.status().message()));
     }
     if (!s.types.emplace(in.name, in.type).second) {
       return absl::InvalidArgumentError(
@@ -114,6 +120,9 @@ absl::Status VisitNode(const Node& node, int64_t opset, PassState& s) {
     s.folded_bytes += bytes;
     IPUPOD_ASSIGN_OR_RETURN(folded, CreateOutputs(def, types));
     IPUPOD_RETURN_IF_ERROR(RunOp(def, ctx, absl::MakeSpan(folded)));
+    // A fold interrupted inside its kernels (kernels/interrupt.h) wrote
+    // nothing usable: stop with why.
+    IPUPOD_RETURN_IF_ERROR(kernels::InterruptStatus());
   } else {
     s.kept.push_back(node);
   }
@@ -205,6 +214,7 @@ absl::Status RunPass(Graph& graph, const FoldOptions& options) {
     if (options.cancelled && options.cancelled()) {
       return absl::CancelledError("cancelled while importing the model");
     }
+    IPUPOD_RETURN_IF_ERROR(kernels::CheckInterrupt());
     IPUPOD_RETURN_IF_ERROR(CheckNodeSignature(node, graph.opset));
     IPUPOD_RETURN_IF_ERROR(NodeError(node, VisitNode(node, graph.opset, s)));
   }

@@ -27,8 +27,12 @@
 // Thread safety: mutates only the graph it is given.
 // Errors: INVALID_ARGUMENT naming op and node for unsupported ops or
 // attributes, shape errors, non-constant shape operands and undefined or
-// duplicate values; RESOURCE_EXHAUSTED if folding runs out of memory;
-// CANCELLED if FoldOptions::cancelled says so.
+// duplicate values, and for any value over the shape bounds
+// (tensor/shape_bounds.h: rank, dims, elements), checked on each node's
+// outputs before the next node is visited; RESOURCE_EXHAUSTED if folding
+// runs out of memory; CANCELLED if FoldOptions::cancelled says so; the
+// thread's interrupt status (kernels/interrupt.h) if a poll stopped a fold
+// between or inside nodes.
 // On error the graph is left unchanged.
 #ifndef IPUPOD_GRAPH_SHAPE_INFERENCE_H_
 #define IPUPOD_GRAPH_SHAPE_INFERENCE_H_

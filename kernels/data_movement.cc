@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 #include "kernels/strided_loop.h"
 
@@ -165,6 +166,7 @@ absl::Status CopyIntoRegion(const void* in, Dims in_shape, absl::Span<const int6
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);
   for (int64_t r = 0; r < rows; ++r) {
+    if (InterruptPoint(row)) break;  // the output is discarded (kernels/interrupt.h)
     int64_t offset = rank == 0 ? 0 : pad_begin[rank - 1];
     for (size_t d = 0; d < index.size(); ++d) offset += (index[d] + pad_begin[d]) * out_strides[d];
     std::memcpy(dst + offset * elem_size, src + r * row * elem_size, row * elem_size);
@@ -197,6 +199,7 @@ absl::Status Concat(absl::Span<const void* const> inputs, absl::Span<const Dims>
   const int64_t inner = NumElementsUnchecked(first.subspan(axis + 1)) * elem_size;
   char* dst = static_cast<char*>(out);
   for (int64_t o = 0; o < outer; ++o) {
+    if (InterruptPoint(static_cast<int64_t>(inputs.size()) + inner)) break;  // discarded
     for (size_t k = 0; k < inputs.size(); ++k) {
       const size_t chunk = static_cast<size_t>(shapes[k][axis] * inner);
       std::memcpy(dst, static_cast<const char*>(inputs[k]) + o * chunk, chunk);
@@ -225,6 +228,7 @@ absl::Status Gather(const void* data, Dims data_shape, int64_t axis, View<Index>
   char* dst = static_cast<char*>(out);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < count; ++i) {
+      if (InterruptPoint(static_cast<int64_t>(inner))) return absl::OkStatus();  // discarded
       const int64_t idx = indices.data[i] < 0 ? indices.data[i] + dim : indices.data[i];
       std::memcpy(dst, src + (o * dim + idx) * inner, inner);
       dst += inner;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 #include "kernels/strided_loop.h"
 
@@ -49,8 +50,9 @@ absl::Status BroadcastBinary(View<A> a, View<B> b, MutableView<O> out, F f) {
 template <typename T, typename F>
 absl::Status SameShapeUnary(View<T> in, MutableView<T> out, F f) {
   IPUPOD_RETURN_IF_ERROR(CheckShape("unary output", out.shape, in.shape));
-  const int64_t n = NumElementsUnchecked(in.shape);
-  for (int64_t i = 0; i < n; ++i) out.data[i] = f(in.data[i]);
+  ForEachChunk(NumElementsUnchecked(in.shape), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out.data[i] = f(in.data[i]);
+  });
   return absl::OkStatus();
 }
 
@@ -121,18 +123,23 @@ bool ScalarPow(View<float> a, float e, MutableView<float> out) {
   const int64_t n = NumElementsUnchecked(out.shape);
   const float* x = a.data;
   float* y = out.data;
+  auto map = [&](auto f) {
+    ForEachChunk(n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) y[i] = f(x[i]);
+    });
+  };
   if (e == 2.0f) {
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i];
+    map([](float v) { return v * v; });
   } else if (e == 3.0f) {
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i] * x[i];
+    map([](float v) { return v * v * v; });
   } else if (e == 0.5f) {
-    for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
+    map([](float v) { return std::sqrt(v); });
   } else if (e == -0.5f) {
-    for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / std::sqrt(x[i]);
+    map([](float v) { return 1.0f / std::sqrt(v); });
   } else if (e == -1.0f) {
-    for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / x[i];
+    map([](float v) { return 1.0f / v; });
   } else if (e == -2.0f) {
-    for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (x[i] * x[i]);
+    map([](float v) { return 1.0f / (v * v); });
   } else {
     return false;
   }

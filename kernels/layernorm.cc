@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/data_movement.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 
 namespace ipupod::kernels {
@@ -59,6 +60,7 @@ absl::Status LayerNorm(View<float> x, int64_t axis, View<float> scale, View<floa
     IPUPOD_ASSIGN_OR_RETURN(b, ExpandParam("bias", bias, block));
   }
   for (int64_t r = 0; r < rows; ++r) {
+    if (InterruptPoint(n)) break;  // the output is discarded (kernels/interrupt.h)
     NormalizeRow(x.data + r * n, n, s.data(), b.empty() ? nullptr : b.data(), epsilon,
                  y.data + r * n, mean != nullptr ? mean + r : nullptr,
                  inv_std_dev != nullptr ? inv_std_dev + r : nullptr);

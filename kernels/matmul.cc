@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/data_movement.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 #include "kernels/threads.h"
 #include <cblas.h>
@@ -41,6 +42,11 @@ absl::Status CheckBlasDim(int64_t d) {
   return absl::OkStatus();
 }
 
+// Multiply-adds of one sgemm call at most, before the product is split
+// into row blocks (about 0.1 s of one core), and the fewest rows a block has.
+constexpr int64_t kSgemmChunkMacs = int64_t{1} << 31;
+constexpr int64_t kSgemmChunkRowsMin = 16;
+
 // C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, leading dims given.
 void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c) {
@@ -50,9 +56,23 @@ void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
     return;
   }
   ApplyDefaultBlasThreadsOnce();
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(n));
+  // A product over kSgemmChunkMacs goes in row blocks, each an interrupt
+  // point (kernels/interrupt.h): one sgemm can be seconds of compute. Only
+  // such products are split, so every smaller one stays one call and its
+  // results bit-identical to before (OpenBLAS may round a row block's last
+  // bits differently from the whole; docs/design.md).
+  const int64_t row_macs = n * k;
+  const int64_t rows = m * row_macs <= kSgemmChunkMacs
+                           ? m
+                           : std::max<int64_t>(kSgemmChunkRowsMin, kSgemmChunkMacs / row_macs);
+  for (int64_t i = 0; i < m; i += rows) {
+    const int64_t count = std::min(rows, m - i);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                static_cast<int>(count), static_cast<int>(n), static_cast<int>(k), alpha,
+                ta ? a + i : a + i * lda, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+                c + i * n, static_cast<int>(n));
+    if (InterruptPoint(count * row_macs)) return;
+  }
 }
 
 // Element offset of each batch entry of an operand with batch dims `batch`
@@ -120,6 +140,7 @@ absl::Status MatMul(View<float> a, View<float> b, MutableView<float> out) {
   for (size_t i = 0; i < a_off.size(); ++i) {
     Sgemm(false, false, m, n, k, 1.0f, a.data + a_off[i], k, b.data + b_off[i], n, 0.0f,
           out.data + static_cast<int64_t>(i) * m * n);
+    if (InterruptPoint(m * n * k)) break;
   }
   return absl::OkStatus();
 }

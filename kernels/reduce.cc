@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/data_movement.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 
 namespace ipupod::kernels {
@@ -16,13 +17,21 @@ namespace {
 double ReduceRow(ReduceOp op, const float* row, int64_t n) {
   if (op == ReduceOp::kMax) {
     float m = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i) m = std::max(m, row[i]);
+    ForEachChunk(n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) m = std::max(m, row[i]);
+    });
     return m;
   }
   double s[4] = {0, 0, 0, 0};
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int k = 0; k < 4; ++k) s[k] += row[i + k];
+  // The same sums in the same order, in blocks that are interrupt points.
+  const int64_t whole = n - n % 4;
+  while (i < whole) {
+    const int64_t block_end = std::min(whole, i + kInterruptPollWork);
+    for (; i < block_end; i += 4) {
+      for (int k = 0; k < 4; ++k) s[k] += row[i + k];
+    }
+    if (InterruptPoint(kInterruptPollWork)) return 0;
   }
   for (; i < n; ++i) s[0] += row[i];
   const double sum = (s[0] + s[1]) + (s[2] + s[3]);
@@ -34,7 +43,11 @@ double ReduceRow(ReduceOp op, const float* row, int64_t n) {
 void ReduceBlock(ReduceOp op, const float* in, int64_t outer, int64_t n, int64_t inner,
                  float* out) {
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o) out[o] = static_cast<float>(ReduceRow(op, in + o * n, n));
+    ForEachChunk(outer, n, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        out[o] = static_cast<float>(ReduceRow(op, in + o * n, n));
+      }
+    });
     return;
   }
   std::vector<double> acc(static_cast<size_t>(inner));
@@ -43,6 +56,7 @@ void ReduceBlock(ReduceOp op, const float* in, int64_t outer, int64_t n, int64_t
     std::fill(acc.begin(), acc.end(), init);
     const float* block = in + o * n * inner;
     for (int64_t r = 0; r < n; ++r) {
+      if (InterruptPoint(inner)) return;
       const float* row = block + r * inner;
       if (op == ReduceOp::kMax) {
         for (int64_t i = 0; i < inner; ++i) acc[i] = std::max<double>(acc[i], row[i]);
@@ -85,9 +99,15 @@ absl::StatusOr<std::vector<int64_t>> NormalizeReduceAxes(absl::Span<const int64_
 }
 
 std::vector<int64_t> ReducedShape(Dims in, absl::Span<const int64_t> axes, bool keepdims) {
+  // A mask, not a search per dim: linear in the rank (a search per dim once
+  // made a rank-300,000 ReduceSum infer for seconds; issue 29).
+  std::vector<bool> reduced_dims(in.size(), false);
+  for (int64_t a : axes) {
+    if (a >= 0 && static_cast<size_t>(a) < in.size()) reduced_dims[static_cast<size_t>(a)] = true;
+  }
   std::vector<int64_t> out;
   for (size_t d = 0; d < in.size(); ++d) {
-    const bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+    const bool reduced = reduced_dims[d];
     if (!reduced) {
       out.push_back(in[d]);
     } else if (keepdims) {

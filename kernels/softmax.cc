@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "common/status_macros.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 
 namespace ipupod::kernels {
@@ -44,6 +45,7 @@ absl::Status Run(View<float> in, SoftmaxLayout layout, MutableView<float> out) {
   IPUPOD_RETURN_IF_ERROR(CheckLayout(in, layout, out));
   for (int64_t o = 0; o < layout.outer; ++o) {
     for (int64_t i = 0; i < layout.inner; ++i) {
+      if (InterruptPoint(layout.n)) return absl::OkStatus();  // discarded (kernels/interrupt.h)
       const int64_t base = o * layout.n * layout.inner + i;
       if (layout.inner == 1) {  // contiguous rows: a constant stride lets loops vectorise
         SoftmaxRow<kLog>(in.data + base, layout.n, std::integral_constant<int64_t, 1>(),

@@ -13,13 +13,19 @@
 #ifndef IPUPOD_KERNELS_STRIDED_LOOP_H_
 #define IPUPOD_KERNELS_STRIDED_LOOP_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/interrupt.h"
 #include "kernels/view.h"
 
 namespace ipupod::kernels::internal {
+
+// The longest run one body call gets: between two calls the loop is an
+// interrupt point.
+inline constexpr int64_t kStridedChunk = int64_t{1} << 16;
 
 template <size_t N>
 struct StridedPlan {
@@ -67,7 +73,8 @@ inline std::vector<int64_t> BroadcastStrides(Dims in, Dims out) {
   return strides;
 }
 
-// Calls body(base, step, out_offset, count) once per innermost run: operand
+// Calls body(base, step, out_offset, count) once per innermost run (or
+// chunk of at most kStridedChunk of one; stops early when interrupted): operand
 // k's elements are at base[k] + j * step[k] for j in [0, count), and the
 // output elements at out_offset + j.
 template <size_t N, typename Body>
@@ -87,7 +94,14 @@ void RunStrided(const StridedPlan<N>& plan, Body&& body) {
   std::array<int64_t, N> offset = plan.base;
   int64_t out_offset = 0;
   while (true) {
-    body(offset, step, out_offset, inner);
+    // Long runs go in chunks, each an interrupt point (kernels/interrupt.h).
+    for (int64_t j = 0; j < inner; j += kStridedChunk) {
+      std::array<int64_t, N> at = offset;
+      for (size_t k = 0; k < N; ++k) at[k] += j * step[k];
+      const int64_t count = std::min(kStridedChunk, inner - j);
+      body(at, step, out_offset + j, count);
+      if (InterruptPoint(count)) return;
+    }
     out_offset += inner;
     // Odometer over the outer dims, innermost first.
     size_t d = rank - 1;

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/sync.h"
 
 namespace ipupod::runtime {
@@ -47,6 +48,12 @@ absl::StatusOr<ComputeGate::Slot> ComputeGate::WaitForTurn(absl::Time deadline,
     return absl::ResourceExhaustedError(absl::StrCat(
         waiters_max_, " steps already wait for the server's compute; retry in a moment"));
   }
+  IPUPOD_RETURN_IF_ERROR(WaitInLine(deadline, timeout, cancelled));
+  return Slot(this);
+}
+
+absl::Status ComputeGate::WaitInLine(absl::Time deadline, absl::Duration timeout,
+                                     const std::function<bool()>& cancelled) {
   const uint64_t ticket = next_ticket_++;
   queue_.push_back(ticket);
   while (!MyTurn(ticket)) {
@@ -66,7 +73,26 @@ absl::StatusOr<ComputeGate::Slot> ComputeGate::WaitForTurn(absl::Time deadline,
   queue_.pop_front();
   ++running_;
   changed_.SignalAll();  // with several slots the next may start too
-  return Slot(this);
+  return absl::OkStatus();
+}
+
+absl::Status ComputeGate::YieldIfDue(Slot& slot, absl::Duration timeout,
+                                     const std::function<bool()>& cancelled) {
+  const absl::Time now = absl::Now();
+  if (slot.gate_ != this || now - slot.since_ < kSliceTime) return absl::OkStatus();
+  sync::MutexLock lock(&mu_);
+  if (queue_.empty()) return absl::OkStatus();  // nobody waits: keep computing
+  // The waiters' steps go first; this one queues behind them, as a new step
+  // of its session would.
+  --running_;
+  changed_.SignalAll();
+  absl::Status turn = WaitInLine(now + timeout, timeout, cancelled);
+  if (!turn.ok()) {
+    slot.gate_ = nullptr;  // it gave its slot up and did not get one back
+    return turn;
+  }
+  slot.since_ = absl::Now();
+  return absl::OkStatus();
 }
 
 void ComputeGate::Release() {

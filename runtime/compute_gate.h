@@ -6,8 +6,14 @@
 // instead at most `slots` steps compute at a time and the rest wait in
 // arrival order (FIFO). A session that runs step after step re-enters the
 // line behind everyone already waiting, so sessions alternate step by step:
-// no session can starve another, whatever its step size. Weighted fair
-// share, priorities and quotas are future work (docs/design.md).
+// no session can starve another, whatever its step size. Within a step,
+// the computing thread calls YieldIfDue at its interrupt points
+// (kernels/interrupt.h): once it has held its slot for kSliceTime and
+// another step waits, it gives the slot up and queues again behind the
+// waiters, so a small step waits for a long one at most kSliceTime plus
+// one interrupt point's gap (docs/design.md, "Threads"), not the long
+// step's length. Weighted fair share, priorities and quotas are future
+// work (docs/design.md).
 //
 // Usage:
 //   IPUPOD_ASSIGN_OR_RETURN(ComputeGate::Slot slot, gate.Acquire(timeout, cancelled));
@@ -40,16 +46,22 @@ class ComputeGate {
   // Holds one slot until destroyed (movable, not copyable).
   class Slot {
    public:
-    Slot(Slot&& other) noexcept : gate_(other.gate_) { other.gate_ = nullptr; }
+    Slot(Slot&& other) noexcept : gate_(other.gate_), since_(other.since_) {
+      other.gate_ = nullptr;
+    }
     Slot& operator=(Slot&&) = delete;
     Slot(const Slot&) = delete;
     ~Slot();
 
    private:
     friend class ComputeGate;
-    explicit Slot(ComputeGate* gate) : gate_(gate) {}
-    ComputeGate* gate_;
+    explicit Slot(ComputeGate* gate) : gate_(gate), since_(absl::Now()) {}
+    ComputeGate* gate_;  // null: holds nothing (moved from, or a yield that failed)
+    absl::Time since_;   // when this holder last got the slot
   };
+
+  // How long a step computes before YieldIfDue gives its slot to a waiter.
+  static constexpr absl::Duration kSliceTime = absl::Milliseconds(100);
 
   // REQUIRES: slots >= 1, waiters_max >= 1.
   ComputeGate(int slots, int waiters_max,
@@ -59,6 +71,13 @@ class ComputeGate {
 
   absl::StatusOr<Slot> Acquire(absl::Duration timeout, const std::function<bool()>& cancelled);
 
+  // Called by the holder of `slot` while it computes: if it has held the slot
+  // for kSliceTime and a step waits, gives the slot up, queues behind the
+  // waiters and returns once it has its turn again (errors as Acquire; then
+  // `slot` holds nothing). OK at once otherwise.
+  absl::Status YieldIfDue(Slot& slot, absl::Duration timeout,
+                          const std::function<bool()>& cancelled);
+
   int running() const;
   int waiting() const;
 
@@ -66,6 +85,10 @@ class ComputeGate {
   void Release();
   absl::StatusOr<Slot> WaitForTurn(absl::Time deadline, absl::Duration timeout,
                                    const std::function<bool()>& cancelled);
+  // Queues `ticket` and waits for its turn; OK: it now runs.
+  absl::Status WaitInLine(absl::Time deadline, absl::Duration timeout,
+                          const std::function<bool()>& cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool MyTurn(uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Leave(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

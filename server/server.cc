@@ -521,6 +521,11 @@ void PodServer::Shutdown(absl::string_view reason) {
   spdlog::info("shutting down");
   if (http_ != nullptr) http_->Stop();  // no scrape reads what is shutting down
   shutting_down_.store(true);           // execution calls ending from now on say so
+  // Compiles, loads and steps in flight stop at their next interrupt point
+  // (kernels/interrupt.h), within a fraction of a second, even inside one
+  // long node: nothing below waits for them to finish their work.
+  compiler_->Stop();
+  execution_->Stop();
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
   jobs_->Shutdown();       // running jobs stop after their step and resume at the next start
   scheduler_->Shutdown();  // attach streams end UNAVAILABLE; queued resets complete

@@ -114,6 +114,9 @@ class PodServer {
   // host:port as bound, e.g. "127.0.0.1:41234" or "[::1]:41234".
   const std::string& address() const { return address_; }
   const ServerConfig& config() const { return config_; }
+  // Steps holding the compute gate now (runtime/compute_gate.h): what tests
+  // wait for before they queue another step behind one.
+  int ComputeStepsRunning() const { return compute_->running(); }
   // The listeners' TLS material, read and checked at start (empty without TLS).
   const TlsMaterial& tls() const { return tls_; }
   // "ipupodd listening on 127.0.0.1:41234 (POD16, 16 IPUs, open mode);

@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "graph/custom_ops.h"
 #include "graph/ops.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 #include "training/grad_rules.h"
 
@@ -602,6 +603,10 @@ absl::StatusOr<GradientResult> Autodiff::RunSgdStep(absl::Span<const Tensor> inp
     tape.defer = true;
     tape.product.resize(slot_types_.size());
     IPUPOD_ASSIGN_OR_RETURN(GradientResult result, Execute(tape));
+    // Gradients of a pass stopped inside its kernels are garbage, and the
+    // update itself is not interrupted (kernels/interrupt.h): all or nothing.
+    IPUPOD_RETURN_IF_ERROR(kernels::CheckInterrupt());
+    kernels::ScopedInterrupt uninterrupted(nullptr);
     // The same float step size as Optimizer's SGD.
     IPUPOD_RETURN_IF_ERROR(ApplySgd(tape, static_cast<float>(-lr), weights, result));
     return result;

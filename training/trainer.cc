@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "graph/run_context.h"
+#include "kernels/interrupt.h"
 #include "kernels/shape_util.h"
 
 namespace ipupod::training {
@@ -152,6 +153,10 @@ absl::StatusOr<StepResult> Trainer::Step(
   std::vector<TensorMap> buffers{buffers_};
   buffers.insert(buffers.end(), replica_buffers_.begin(), replica_buffers_.end());
   IPUPOD_ASSIGN_OR_RETURN(TensorMap gradients, MeanGradients(micro_batches, buffers, result));
+  // Gradients of passes stopped inside their kernels are garbage, and the
+  // update itself is not interrupted (kernels/interrupt.h): all or nothing.
+  IPUPOD_RETURN_IF_ERROR(kernels::CheckInterrupt());
+  kernels::ScopedInterrupt uninterrupted(nullptr);
   IPUPOD_RETURN_IF_ERROR(optimizer_->Step(weights_, gradients));
   result.skipped = optimizer_->last_step_skipped();
   if (!result.skipped) {  // a skipped step changes nothing

@@ -5,13 +5,16 @@
 // never written.
 #include "execution/remote_compile.h"
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "tests/compiler/test_models.h"
 #include "tests/graph/onnx_builder.h"
+#include "tests/support/eventually.h"
 
 namespace ipupod::execution {
 namespace {
@@ -144,6 +147,88 @@ TEST_F(RemoteCompileTest, ACancelledCallerStopsTheCompile) {
   absl::StatusOr<RemoteCompileResult> result = compiler_.Compile(
       Request("alice"), graph::testing::ConstantOfShapeBomb(100), [] { return true; });
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
+}
+
+// A constant that takes seconds to fold in one node: ConstantOfShape
+// [4096, 8192] (128 MB, inside the fold budget) times its own transpose,
+// 2^37 multiply-adds in one Gemm.
+std::string OneLongNode() {
+  using graph::testing::kFloat;
+  using graph::testing::OnnxBuilder;
+  OnnxBuilder b(13);
+  b.Input("x", kFloat, {1}).Output("y", kFloat);
+  b.Ints("shape", {2}, {4096, 8192});
+  OnnxBuilder::AttrFloatTensor(b.Node("ConstantOfShape", {"shape"}, {"c"}), "value", {1}, {1.0f});
+  OnnxBuilder::AttrInt(b.Node("Gemm", {"c", "c"}, {"g"}, "long_gemm"), "transB", 1);
+  OnnxBuilder::AttrInt(b.Node("ReduceSum", {"g"}, {"s"}), "keepdims", 0);
+  b.Node("Add", {"x", "s"}, {"y"});
+  return b.Bytes();
+}
+
+// How long past its cause a stop may take: well under the node's seconds.
+constexpr absl::Duration kStopBound = absl::Seconds(1);
+
+TEST_F(RemoteCompileTest, TheTimeLimitStopsALongNodeWithinABound) {
+  const absl::Duration limit = absl::Milliseconds(300);
+  RemoteCompiler c(RemoteCompileLimits{.time_limit = limit}, &cache_, &memory_);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RemoteCompileResult> result = c.Compile(Request("alice"), OneLongNode(), nullptr);
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  EXPECT_THAT(result.status().message(), HasSubstr("compile_time_limit_seconds"));
+  EXPECT_LT(took, limit + kStopBound) << "the limit waited for the node to end";
+  EXPECT_EQ(memory_.used_bytes(), 0);
+}
+
+TEST_F(RemoteCompileTest, ACancelStopsALongNodeWithinABound) {
+  const absl::Time cancel_at = absl::Now() + absl::Milliseconds(300);
+  absl::StatusOr<RemoteCompileResult> result =
+      compiler_.Compile(Request("alice"), OneLongNode(), [&] { return absl::Now() > cancel_at; });
+  const absl::Duration late = absl::Now() - cancel_at;
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
+  EXPECT_LT(late, kStopBound) << "the cancel waited for the node to end";
+}
+
+TEST_F(RemoteCompileTest, StopEndsACompileInFlightWithinABound) {
+  absl::StatusOr<RemoteCompileResult> result;
+  std::atomic<int> polls{0};
+  std::thread compile([&] {
+    result = compiler_.Compile(Request("alice"), OneLongNode(), [&] {
+      ++polls;
+      return false;
+    });
+  });
+  // Inside the long node once its kernels have polled more times than the
+  // model has nodes.
+  const bool inside = test_support::Eventually([&] { return polls.load() > 10; });
+  EXPECT_TRUE(inside) << "the compile is not polled inside its nodes";
+  const absl::Time stopped = absl::Now();
+  compiler_.Stop();
+  compile.join();
+  EXPECT_LT(absl::Now() - stopped, kStopBound) << "the stop waited for the node to end";
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+  EXPECT_THAT(result.status().message(), HasSubstr("shutting down"));
+  // And every later compile, at once.
+  EXPECT_EQ(
+      compiler_.Compile(Request("alice"), compiler::testing::MlpBytes(4), nullptr).status().code(),
+      absl::StatusCode::kUnavailable);
+}
+
+TEST_F(RemoteCompileTest, AHostileRankIsRefusedAtOnce) {
+  using graph::testing::kFloat;
+  using graph::testing::OnnxBuilder;
+  OnnxBuilder b(13);
+  b.Input("x", kFloat, {1}).Output("y", kFloat);
+  b.Ints("shape", {300'000}, std::vector<int64_t>(300'000, 1));
+  b.Node("Reshape", {"x", "shape"}, {"r"}, "hostile_reshape");
+  OnnxBuilder::AttrInt(b.Node("ReduceSum", {"r"}, {"y"}), "keepdims", 0);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RemoteCompileResult> result =
+      compiler_.Compile(Request("alice"), b.Bytes(), nullptr);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
+  EXPECT_THAT(result.status().message(), HasSubstr("hostile_reshape"));
+  EXPECT_THAT(result.status().message(), HasSubstr("more than 64 dims"));
+  EXPECT_LT(absl::Now() - start, kStopBound);
 }
 
 TEST_F(RemoteCompileTest, OutOfIpuMemoryKeepsThePlanForTheCaller) {

@@ -3,10 +3,17 @@
 // threads; OPENBLAS_NUM_THREADS is not set), while a client is in the middle
 // of a Load or a Run: the server exits 0 with its "stopped" line, the client
 // gets UNAVAILABLE saying the server is shutting down, and the store is
-// clean (the WAL checkpointed) and complete after a restart.
+// clean (the WAL checkpointed) and complete after a restart. A compile in
+// flight is stopped at once, not awaited.
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -15,6 +22,7 @@
 #include "tests/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 #include <signal.h>
+#include <unistd.h>
 
 namespace ipupod::testing {
 namespace {
@@ -164,6 +172,66 @@ ShutdownTest::Outcome ShutdownTest::ShutDownOnce(bool loaded, int sig, bool may_
     EXPECT_EQ(partitions[0]["name"], "kept");
   }
   return Outcome::kDone;
+}
+
+// A compile that spends seconds in each node: ConstantOfShape [4096, 8192]
+// folded, then two products of it (2^37 and 2^36 multiply-adds) folded too.
+std::string SlowCompileModel() {
+  OnnxBuilder b(13);
+  b.Input("x", kFloat, {1}).Output("y", kFloat);
+  b.Ints("shape", {2}, {4096, 8192});
+  OnnxBuilder::AttrFloatTensor(b.Node("ConstantOfShape", {"shape"}, {"c"}), "value", {1}, {1.0f});
+  OnnxBuilder::AttrInt(b.Node("Gemm", {"c", "c"}, {"g"}, "gram"), "transB", 1);
+  b.Node("MatMul", {"g", "g"}, {"g2"}, "square");
+  OnnxBuilder::AttrInt(b.Node("ReduceSum", {"g2"}, {"s"}), "keepdims", 0);
+  b.Node("Add", {"x", "s"}, {"y"});
+  return b.Bytes();
+}
+
+// CPU seconds (user + system) process `pid` has used, from /proc.
+double CpuSeconds(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::vector<std::string> f{std::istream_iterator<std::string>(fields),
+                             std::istream_iterator<std::string>()};
+  if (f.size() < 13) return 0;
+  return static_cast<double>(std::stoll(f[11]) + std::stoll(f[12])) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Issue 29: SIGTERM during a compile waited for its node to end (107 s once).
+// The shutdown now stops compiles in flight at once (RemoteCompiler::Stop,
+// kernels/interrupt.h), so the server exits well inside a service manager's
+// stop timeout, and the client hears why.
+TEST_F(ShutdownTest, SigtermDuringALongCompileExitsWithinSeconds) {
+  std::ofstream(Path("slow_compile.onnx"), std::ios::binary) << SlowCompileModel();
+  Process compile =
+      StartCli(server_.address(), "alice",
+               {"compile", "--remote", Path("slow_compile.onnx"), "-o", Path("slow_compile.ipx")});
+  ASSERT_TRUE(server_.process().WaitForStderr("compiling", milliseconds(60'000)))
+      << server_.process().stderr_text();
+  // Inside the products (the constant before them fills in a fraction of
+  // that): the server has computed for a second since the compile began.
+  const double cpu_at_start = CpuSeconds(server_.process().pid());
+  ASSERT_TRUE(Eventually([&] { return CpuSeconds(server_.process().pid()) - cpu_at_start >= 1.0; },
+                         milliseconds(60'000)));
+  const auto signalled = std::chrono::steady_clock::now();
+  server_.process().Signal(SIGTERM);
+  auto server_code = server_.process().Wait(milliseconds(60'000));
+  const auto took = std::chrono::steady_clock::now() - signalled;
+  ASSERT_TRUE(server_code.has_value()) << "the server did not exit";
+  EXPECT_EQ(*server_code, 0) << server_.process().stderr_text();
+  EXPECT_LT(took, seconds(2)) << "the shutdown waited for the compile's node";
+  auto compile_code = compile.Wait(milliseconds(20'000));
+  ASSERT_TRUE(compile_code.has_value());
+  EXPECT_EQ(*compile_code, 8) << compile.stderr_text();  // UNAVAILABLE
+  EXPECT_NE(compile.stderr_text().find("shutting down"), std::string::npos)
+      << compile.stderr_text();
+  std::printf("SIGTERM during a compile: exited in %.3f s\n",
+              std::chrono::duration<double>(took).count());
+  EXPECT_TRUE(server_.Restart()) << server_.process().stderr_text();
 }
 
 TEST_F(ShutdownTest, SigtermDuringALoad) { ShutDownDuring(/*loaded=*/false, SIGTERM); }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/sync.h"
 #include "tests/support/eventually.h"
 
@@ -102,6 +103,57 @@ TEST(ComputeGateTest, NeverMoreThanTheSlotsComputeAtOnce) {
   RunSixWaiters(2, &order, &peak);
   EXPECT_EQ(order.size(), 6u);
   EXPECT_LE(peak, 2);
+}
+
+// Issue 29: a long step held its slot for its whole length. At its interrupt
+// points it now calls YieldIfDue: nothing happens while nobody waits or
+// before its slice is up; after it, a waiter computes first and the long
+// step gets its slot back.
+TEST(ComputeGateTest, AHolderYieldsToAWaiterAfterItsSliceAndGetsItsSlotBack) {
+  ComputeGate gate(1, 8);
+  const absl::Time acquired = absl::Now();
+  auto slot = gate.Acquire(absl::Seconds(10), nullptr);
+  ASSERT_TRUE(slot.ok());
+  EXPECT_TRUE(gate.YieldIfDue(*slot, absl::Seconds(10), nullptr).ok());  // nobody waits
+  std::atomic<bool> waiter_ran{false};
+  absl::Time ran_at;
+  std::thread waiter([&] {
+    auto s = gate.Acquire(absl::Seconds(10), nullptr);
+    ran_at = absl::Now();
+    waiter_ran = s.ok();
+  });
+  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 1; }));
+  ASSERT_TRUE(Eventually([&] {
+    EXPECT_TRUE(gate.YieldIfDue(*slot, absl::Seconds(10), nullptr).ok());
+    return waiter_ran.load();
+  }));
+  waiter.join();
+  EXPECT_GE(ran_at - acquired, ComputeGate::kSliceTime) << "yields only once the slice is up";
+  EXPECT_EQ(gate.running(), 1) << "the yielding holder has its slot again";
+  EXPECT_EQ(gate.waiting(), 0);
+}
+
+TEST(ComputeGateTest, AYieldThatCannotGetItsSlotBackHoldsNothing) {
+  ComputeGate gate(1, 8);
+  auto slot = gate.Acquire(absl::Seconds(10), nullptr);
+  ASSERT_TRUE(slot.ok());
+  absl::Notification release_waiter;
+  std::thread waiter([&] {
+    auto s = gate.Acquire(absl::Seconds(10), nullptr);
+    release_waiter.WaitForNotificationWithTimeout(absl::Seconds(10));
+  });
+  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 1; }));
+  absl::Status yielded;
+  ASSERT_TRUE(Eventually([&] {
+    yielded = gate.YieldIfDue(*slot, absl::Seconds(10), [] { return true; });
+    return !yielded.ok();
+  }));
+  EXPECT_EQ(yielded.code(), absl::StatusCode::kCancelled);
+  release_waiter.Notify();
+  waiter.join();
+  { auto gone = std::move(*slot); }  // releases nothing: it holds no slot
+  EXPECT_EQ(gate.running(), 0);
+  EXPECT_TRUE(gate.Acquire(absl::Seconds(1), nullptr).ok());
 }
 
 }  // namespace

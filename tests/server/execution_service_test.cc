@@ -20,6 +20,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -548,6 +549,77 @@ TEST_F(ExecutionServiceTest, ConcurrentSessionsShareComputeAndAllFinish) {
   a.join();
   b.join();
   EXPECT_EQ(ok.load(), 10);
+}
+
+// x[1024, 1024] through 256 MatMuls by one 1024 x 1024 weight: 2^38
+// multiply-adds, many seconds of one core in one step.
+Compiled CompileLongStep() {
+  constexpr int64_t kWidth = 1024;
+  OnnxBuilder b(14);
+  b.Input("x", kFloat, {kWidth, kWidth});
+  b.Output("y", kFloat, {kWidth, kWidth});
+  std::vector<float> w(static_cast<size_t>(kWidth * kWidth), 0.0f);
+  for (int64_t i = 0; i < kWidth; ++i) w[static_cast<size_t>(i * kWidth + i)] = 1.0f;
+  b.Floats("w", {kWidth, kWidth}, w);
+  std::string in = "x";
+  for (int l = 0; l < 256; ++l) {
+    const std::string out = l == 255 ? "y" : absl::StrCat("h", l);
+    b.Node("MatMul", {in, "w"}, {out}, absl::StrCat("/layer", l, "/MatMul"));
+    in = out;
+  }
+  Compiled c;
+  c.onnx = b.Bytes();
+  absl::StatusOr<compiler::Executable> exe = compiler::Compile(c.onnx, compiler::IpuConfig(), {});
+  EXPECT_TRUE(exe.ok()) << exe.status();
+  c.ipx = *compiler::WriteExecutable(*exe);
+  c.sha256 = exe->content_hash;
+  return c;
+}
+
+// Issue 29: one user's long step held the compute gate for its whole length
+// while other users' tiny steps waited, and a cancel reached no step that had
+// started. Now the long step yields the gate every ComputeGate::kSliceTime
+// at its interrupt points, so bob's step waits at most a slice and one
+// interrupt point's gap (docs/design.md, "Threads"), and alice's cancel ends
+// her step within a second.
+TEST_F(ExecutionServiceTest, ALongStepYieldsComputeToASmallOneAndStopsWhenCancelled) {
+  const Compiled slow = CompileLongStep();
+  Attached long_session(*alice_, 1);
+  Attached small_session(*bob_, 1);
+  MustLoad(long_session, slow);
+  v1::ExecutableRef ref;
+  ASSERT_TRUE(bob_->Upload(mlp_->ipx, mlp_->sha256, &ref).ok());
+  ASSERT_TRUE(bob_->Load(small_session.id(), mlp_->sha256, nullptr).ok());
+
+  std::unique_ptr<grpc::ClientContext> long_context = alice_->Context();
+  grpc::Status long_status;
+  std::thread long_step([&] {
+    tensor::NamedTensors out;
+    v1::RunStats stats;
+    const tensor::Tensor x = Floats({1024, 1024}, std::vector<float>(1024 * 1024, 0.5f));
+    long_status = alice_->Run(long_session.id(), {{"x", x}}, &out, &stats, long_context.get());
+  });
+  // The long step computes (the compute gate, of one slot, its own) ...
+  ASSERT_EQ(server_->config().compute_threads, 0) << "one step computes at a time";
+  ASSERT_TRUE(
+      test_support::Eventually([&] { return server_->server().ComputeStepsRunning() == 1; }));
+  const absl::Time small_start = absl::Now();
+  tensor::NamedTensors out;
+  v1::RunStats stats;
+  grpc::Status small = bob_->Run(small_session.id(), Inputs(), &out, &stats);
+  const absl::Duration small_took = absl::Now() - small_start;
+  ASSERT_TRUE(small.ok()) << small.error_message();
+  EXPECT_EQ(out[0].second, Reference(mlp_->onnx, Inputs()[0].second));
+  // ... and bob's tiny step is not held for its length (seconds).
+  EXPECT_LT(small_took, absl::Milliseconds(1500)) << "bob's step waited for alice's";
+
+  const absl::Time cancelled = absl::Now();
+  long_context->TryCancel();
+  long_step.join();
+  EXPECT_LT(absl::Now() - cancelled, absl::Seconds(1)) << "the cancel waited for the step";
+  EXPECT_EQ(long_status.error_code(), grpc::StatusCode::CANCELLED) << long_status.error_message();
+  std::printf("bob's small step behind alice's long one: %.3f s\n",
+              absl::ToDoubleSeconds(small_took));
 }
 
 TEST_F(ExecutionServiceTest, RunInputErrorsNameTheInput) {

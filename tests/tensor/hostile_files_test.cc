@@ -194,7 +194,7 @@ TEST(HostileFilesTest, EveryTruncationOfAnArchiveIsInvalid) {
 TEST(HostileFilesTest, NpyWithAbsurdShapesOrHeaderLengthsIsInvalid) {
   const std::string absurd = NpyHeaderWithShape("(9999999999999999, 99)");
   ExpectCode(ParseNpy(absurd).status(), absl::StatusCode::kInvalidArgument,
-             "invalid .npy file: shape [9999999999999999, 99] has more than");
+             "invalid .npy file: shape [9999999999999999, 99] has a dimension over 2^40");
   std::string huge_header("\x93NUMPY\x02\x00", 8);
   PutLe<uint32_t>(huge_header, 0x7fffffffu);
   huge_header += "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n";

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "graph/ops.h"
@@ -234,6 +235,13 @@ absl::StatusOr<kernels::ConvGeometry> ConvGeometryOf(const OpContext& c) {
   g.dilations = std::move(win.dilations);
   g.pad_begin = std::move(win.pad_begin);
   g.pad_end = std::move(win.pad_end);
+  if (g.ImageMultiplyAdds() > static_cast<double>(kernels::kConvImageMultiplyAddsMax)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the convolution takes %.3g multiply-adds per image, more than the %.3g one image's "
+        "convolution may take (one uninterruptible call, kernels/conv.h); use a smaller kernel, "
+        "fewer channels or a smaller image",
+        g.ImageMultiplyAdds(), static_cast<double>(kernels::kConvImageMultiplyAddsMax)));
+  }
   return g;
 }
 

@@ -1,5 +1,6 @@
 #include "kernels/conv.h"
 
+#include <algorithm>
 #include <exception>
 #include <new>
 #include <unordered_map>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/sync.h"
 #include "dnnl.hpp"
+#include "kernels/interrupt.h"
 
 namespace ipupod::kernels {
 namespace {
@@ -220,9 +222,18 @@ int64_t ConvGeometry::MultiplyAdds() const {
   return outputs * window;
 }
 
-absl::Status ConvForward(const ConvGeometry& g, const float* x, const float* w, const float* b,
-                         float* y) {
-  if (absl::Status ok = CheckConv(g); !ok.ok()) return ok;
+double ConvGeometry::ImageMultiplyAdds() const {
+  double window = static_cast<double>(in_channels / groups);
+  for (int64_t k : kernel) window *= static_cast<double>(k);
+  double outputs = static_cast<double>(out_channels);
+  for (int64_t o : out_spatial) outputs *= static_cast<double>(o);
+  return outputs * window;
+}
+
+namespace {
+
+absl::Status ConvForwardOnce(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                             float* y) {
   return Guard("Conv", [&] {
     const std::shared_ptr<const ForwardPlan> plan = Plans().Get(g, b != nullptr);
     const ConvDescs& d = plan->plain;
@@ -238,6 +249,37 @@ absl::Status ConvForward(const ConvGeometry& g, const float* x, const float* w, 
     if (plan->dst != d.dst) dnnl::reorder(dst, dst_plain).execute(stream, dst, dst_plain);
     stream.wait();
   });
+}
+
+int64_t Product(const std::vector<int64_t>& dims) {
+  int64_t p = 1;
+  for (int64_t d : dims) p *= d;
+  return p;
+}
+
+}  // namespace
+
+// Chunks of whole images, each at most kConvChunkMultiplyAdds (at least one
+// image), with an interrupt point after each.
+absl::Status ConvForward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                         float* y) {
+  if (absl::Status ok = CheckConv(g); !ok.ok()) return ok;
+  const double image = g.ImageMultiplyAdds();
+  if (g.batch <= 1 || image * static_cast<double>(g.batch) <= kConvChunkMultiplyAdds) {
+    return ConvForwardOnce(g, x, w, b, y);
+  }
+  const int64_t per = std::max<int64_t>(
+      1, static_cast<int64_t>(static_cast<double>(kConvChunkMultiplyAdds) / std::max(image, 1.0)));
+  const int64_t x_image = g.in_channels * Product(g.in_spatial);
+  const int64_t y_image = g.out_channels * Product(g.out_spatial);
+  absl::Status status;
+  ForEachChunk(g.batch, per, static_cast<int64_t>(image), [&](int64_t begin, int64_t end) {
+    if (!status.ok()) return;
+    ConvGeometry chunk = g;
+    chunk.batch = end - begin;
+    status = ConvForwardOnce(chunk, x + begin * x_image, w, b, y + begin * y_image);
+  });
+  return status;
 }
 
 absl::Status ConvBackwardData(const ConvGeometry& g, const float* dy, const float* w, float* dx) {

@@ -13,6 +13,13 @@
 // gives the ceiling, and average pooling then excludes that padding as torch
 // does).
 //
+// One oneDNN call cannot be interrupted (kernels/interrupt.h), so a forward
+// convolution of more than kConvChunkMultiplyAdds runs in chunks of images
+// with an interrupt point between them, and shape inference refuses a
+// convolution of more than kConvImageMultiplyAddsMax per image (one image is
+// the smallest chunk): about a second of this machine's compute, 60 times
+// the largest convolution of the torchvision models.
+//
 // Thread safety: pure functions; each call runs on the calling thread and
 // oneDNN's OpenMP workers.
 // Errors: INVALID_ARGUMENT if a geometry is inconsistent (the callers check
@@ -27,6 +34,9 @@
 #include "absl/status/status.h"
 
 namespace ipupod::kernels {
+
+inline constexpr int64_t kConvChunkMultiplyAdds = int64_t{1} << 31;
+inline constexpr int64_t kConvImageMultiplyAddsMax = int64_t{1} << 36;
 
 // One convolution: every vector has one entry per spatial axis (1 to 3).
 struct ConvGeometry {
@@ -45,6 +55,9 @@ struct ConvGeometry {
   int64_t spatial_rank() const { return static_cast<int64_t>(in_spatial.size()); }
   // Multiply-adds of one forward pass (FLOPs are twice this).
   int64_t MultiplyAdds() const;
+  // Of one image, in double: exact enough to compare with a bound, and no
+  // overflow for any geometry.
+  double ImageMultiplyAdds() const;
 };
 
 // The output size of one axis (the file comment's formula); < 1 when the

@@ -81,5 +81,19 @@ TEST(ShapeInferenceTest, AHugeDimBesideAZeroDimIsRefused) {
   EXPECT_THAT(g.status().message(), HasSubstr("dimension over 2^40"));
 }
 
+// One image's convolution is one uninterruptible oneDNN call: more than
+// kConvImageMultiplyAddsMax of it is refused when the model is read.
+TEST(ShapeInferenceTest, AConvolutionTooLargeForOneImageIsRefused) {
+  OnnxBuilder b(13);
+  b.Input("x", kFloat, {1, 64, 1024, 1024})
+      .Input("w", kFloat, {4096, 64, 7, 7})
+      .Output("y", kFloat);
+  b.Node("Conv", {"x", "w"}, {"y"}, "huge_conv");
+  absl::StatusOr<Graph> g = ImportOnnx(b.Bytes());
+  ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << g.status();
+  EXPECT_THAT(g.status().message(), HasSubstr("huge_conv"));
+  EXPECT_THAT(g.status().message(), HasSubstr("multiply-adds per image"));
+}
+
 }  // namespace
 }  // namespace ipupod::graph

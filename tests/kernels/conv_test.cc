@@ -5,12 +5,15 @@
 // ThreadSanitizer with one OpenMP thread per call, see CMakeLists.txt).
 #include "kernels/conv.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "kernels/interrupt.h"
 
 namespace ipupod::kernels {
 namespace {
@@ -130,6 +133,38 @@ TEST(ConvTest, ForwardAndBackwardMatchTheDefinition) {
     ExpectNear(got_dw, dw);
     ExpectNear(got_db, db);
   }
+}
+
+// A convolution over kConvChunkMultiplyAdds runs in chunks of images with an
+// interrupt point between them: stopped after the first chunk, the last
+// images are never computed (issue 29: one oneDNN call cannot be stopped).
+TEST(ConvTest, ALargeConvolutionStopsBetweenChunksOfImages) {
+  ConvGeometry g;
+  g.batch = 4;
+  g.in_channels = g.out_channels = 64;
+  g.in_spatial = g.out_spatial = {128, 128};
+  g.kernel = {3, 3};
+  g.strides = g.dilations = {1, 1};
+  g.pad_begin = g.pad_end = {1, 1};
+  ASSERT_GT(g.ImageMultiplyAdds() * 4, static_cast<double>(kConvChunkMultiplyAdds));
+  ASSERT_LT(g.ImageMultiplyAdds() * 2, static_cast<double>(kConvChunkMultiplyAdds));
+  const int64_t image_x = 64 * 128 * 128, image_y = image_x;
+  const std::vector<float> x = Values(4 * image_x, 0.37f), w = Values(64 * 64 * 9, 0.91f);
+  std::vector<float> y(static_cast<size_t>(4 * image_y), -7.0f);
+  {
+    ScopedInterrupt stop([] { return absl::CancelledError("cancelled by the client"); });
+    EXPECT_TRUE(ConvForward(g, x.data(), w.data(), nullptr, y.data()).ok());
+    EXPECT_EQ(InterruptStatus().code(), absl::StatusCode::kCancelled);
+  }
+  EXPECT_NE(y[0], -7.0f) << "the first chunk ran";
+  EXPECT_EQ(y.back(), -7.0f) << "the last image was never computed";
+  std::vector<float> whole(y.size());
+  ASSERT_TRUE(ConvForward(g, x.data(), w.data(), nullptr, whole.data()).ok());
+  ConvGeometry one = g;
+  one.batch = 1;
+  std::vector<float> last(static_cast<size_t>(image_y));
+  ASSERT_TRUE(ConvForward(one, x.data() + 3 * image_x, w.data(), nullptr, last.data()).ok());
+  EXPECT_TRUE(std::equal(last.begin(), last.end(), whole.end() - image_y));
 }
 
 TEST(ConvTest, AnInconsistentGeometryIsRefused) {

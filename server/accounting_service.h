@@ -38,7 +38,15 @@ class AccountingServiceImpl final : public v1::AccountingService::Service {
 
   AccountingServiceImpl(const ServiceEnv& env, accounting::Ledger* ledger, bool usage_public,
                         int max_calls, int max_calls_per_user)
-      : env_(env), ledger_(ledger), public_(usage_public), calls_(max_calls, max_calls_per_user) {}
+      : env_(env),
+        ledger_(ledger),
+        public_(usage_public),
+        calls_(max_calls, max_calls_per_user,
+               {.calls = "usage queries",
+                .examples = "ipupod usage, history; ",
+                .bound = "ipupodd config accounting_max_calls",
+                .per_user_bound = "ipupodd config accounting_max_calls_per_user",
+                .per_user_hint = "a query ends when its answer is sent"}) {}
 
   grpc::Status GetUsage(grpc::ServerContext* context, const v1::GetUsageRequest* request,
                         v1::GetUsageResponse* response) override;

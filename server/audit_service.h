@@ -33,7 +33,14 @@ class AuditServiceImpl final : public v1::AuditService::Service {
 
   AuditServiceImpl(const ServiceEnv& env, audit::AuditLog* log, int max_calls,
                    int max_calls_per_user)
-      : env_(env), log_(log), calls_(max_calls, max_calls_per_user) {}
+      : env_(env),
+        log_(log),
+        calls_(max_calls, max_calls_per_user,
+               {.calls = "audit listings",
+                .examples = "ipupod audit; ",
+                .bound = "ipupodd config audit_max_calls",
+                .per_user_bound = "ipupodd config audit_max_calls_per_user",
+                .per_user_hint = "a listing ends when its page is sent"}) {}
 
   grpc::Status ListAudit(grpc::ServerContext* context, const v1::ListAuditRequest* request,
                          v1::ListAuditResponse* response) override;

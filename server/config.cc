@@ -394,6 +394,12 @@ KeyParsers ServiceKeys() {
       {"accounting_heartbeat_seconds",
        IntField(&ServerConfig::accounting_heartbeat_seconds, 1, kAccountingHeartbeatSecondsMax)},
       {"accounting_public", ParseAccountingPublic},
+      {"accounting_max_calls", IntField(&ServerConfig::accounting_max_calls, 1, kQueryCallsMax)},
+      {"accounting_max_calls_per_user",
+       IntField(&ServerConfig::accounting_max_calls_per_user, 1, kQueryCallsMax)},
+      {"audit_max_calls", IntField(&ServerConfig::audit_max_calls, 1, kQueryCallsMax)},
+      {"audit_max_calls_per_user",
+       IntField(&ServerConfig::audit_max_calls_per_user, 1, kQueryCallsMax)},
       {"sharing", ParseSharingSection},
       {"audit_retention_days",
        IntField(&ServerConfig::audit_retention_days, 0, kAuditRetentionDaysMax)},
@@ -609,13 +615,20 @@ absl::Status ValidateAudit(const ServerConfig& config) {
 
 // A per-user share larger than the whole would never be reached: say so
 // rather than let the config mean something else than it says.
+absl::Status ValidateShare(absl::string_view key, int per_user, int total) {
+  if (per_user <= total) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(key, "_per_user (", per_user, ") is larger than ", key, " (", total,
+                   "), the calls of every user together; lower the first or raise the second"));
+}
+
 absl::Status ValidateJobBounds(const ServerConfig& config) {
-  if (config.jobs_max_calls_per_user > config.jobs_max_calls) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("jobs_max_calls_per_user (", config.jobs_max_calls_per_user,
-                     ") is larger than jobs_max_calls (", config.jobs_max_calls,
-                     "), the calls of every user together; lower the first or raise the second"));
-  }
+  IPUPOD_RETURN_IF_ERROR(
+      ValidateShare("jobs_max_calls", config.jobs_max_calls_per_user, config.jobs_max_calls));
+  IPUPOD_RETURN_IF_ERROR(ValidateShare("accounting_max_calls", config.accounting_max_calls_per_user,
+                                       config.accounting_max_calls));
+  IPUPOD_RETURN_IF_ERROR(
+      ValidateShare("audit_max_calls", config.audit_max_calls_per_user, config.audit_max_calls));
   if (config.jobs_max_watchers_per_user > config.jobs_max_watchers) {
     return absl::InvalidArgumentError(
         absl::StrCat("jobs_max_watchers_per_user (", config.jobs_max_watchers_per_user,

@@ -40,6 +40,10 @@
 //     "accounting_retention_days": 365,     usage records kept; 0 = forever (0-36500)
 //     "accounting_heartbeat_seconds": 60,   the ledger's sign of life (1-3600)
 //     "accounting_public": false,           everyone may read everyone's usage
+//     "accounting_max_calls": 4,            usage and history queries at once (1-64)
+//     "accounting_max_calls_per_user": 2,   of those, one user's at most (1-64)
+//     "audit_max_calls": 2,                 audit log listings at once (1-64)
+//     "audit_max_calls_per_user": 2,        of those, one user's at most (1-64)
 //     "sharing": {...},                     accounts, QoS, limits, priority
 //                                           (server/sharing_config.h); reloaded on SIGHUP
 //     "audit_retention_days": 365,          audit records kept; 0 = forever (0-36500)
@@ -171,6 +175,12 @@ struct ServerConfig {
   int accounting_retention_days = 365;
   int accounting_heartbeat_seconds = 60;
   bool accounting_public = false;
+  // AccountingService's and AuditService's calls at once, server-wide and
+  // per user (server/call_limit.h): each holds a sync-pool thread.
+  int accounting_max_calls = 4;
+  int accounting_max_calls_per_user = 2;
+  int audit_max_calls = 2;
+  int audit_max_calls_per_user = 2;
   // The audit log (audit/audit_log.h, server/audit_trail.h): how long its
   // records are kept (0 = forever) and how many at most (the oldest go
   // first); and the form of the log lines (server/log_format.h).
@@ -223,6 +233,7 @@ inline constexpr int kTimeLimitMinutesMax = 60 * 24 * 30;
 inline constexpr int kJobRequeuesMax = 100;
 inline constexpr int kJobRecordsMax = 1'000'000;
 inline constexpr int kJobCallsMax = 1024;
+inline constexpr int kQueryCallsMax = 64;  // accounting_max_calls, audit_max_calls
 inline constexpr int kJobWatchersMax = 65536;
 inline constexpr int kJobWatchSecondsMax = 86400;
 inline constexpr int64_t kCompileModelMbMax = 65536;  // 64 GiB

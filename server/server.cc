@@ -81,11 +81,7 @@ void SetLivenessOptions(grpc::ServerBuilder& builder, absl::Duration lease) {
 }
 
 // AccountingService calls at once: each is one ledger query.
-constexpr int kMaxAccountingCalls = 4;
-constexpr int kMaxAccountingCallsPerUser = 2;
 // AuditService calls at once (admins only): each is one page of the log.
-constexpr int kMaxAuditCalls = 2;
-constexpr int kMaxAuditCallsPerUser = 2;
 
 // A second operation of one session waits this long for the first.
 constexpr absl::Duration kOperationWait = absl::Seconds(30);
@@ -286,11 +282,11 @@ void PodServer::CreateServices() {
                        .max_watchers = config_.jobs_max_watchers,
                        .max_watchers_per_user = config_.jobs_max_watchers_per_user,
                        .watch_max = absl::Seconds(config_.jobs_watch_max_seconds)});
-  accounting_service_ =
-      std::make_unique<AccountingServiceImpl>(env_, ledger_.get(), config_.accounting_public,
-                                              kMaxAccountingCalls, kMaxAccountingCallsPerUser);
-  audit_service_ =
-      std::make_unique<AuditServiceImpl>(env_, store_.get(), kMaxAuditCalls, kMaxAuditCallsPerUser);
+  accounting_service_ = std::make_unique<AccountingServiceImpl>(
+      env_, ledger_.get(), config_.accounting_public, config_.accounting_max_calls,
+      config_.accounting_max_calls_per_user);
+  audit_service_ = std::make_unique<AuditServiceImpl>(env_, store_.get(), config_.audit_max_calls,
+                                                      config_.audit_max_calls_per_user);
   compiler_ = std::make_unique<execution::RemoteCompiler>(
       execution::RemoteCompileLimits{
           .max_model_bytes = config_.compile_max_model_mb << 20,
@@ -418,7 +414,7 @@ absl::Status PodServer::BuildGrpcServer() {
   builder.RegisterService(audit_service_.get());
   builder.RegisterService(compile_service_.get());
   SetExecutionThreads(builder, config_.max_execution_threads + config_.jobs_max_calls +
-                                   kMaxAccountingCalls + kMaxAuditCalls +
+                                   config_.accounting_max_calls + config_.audit_max_calls +
                                    config_.compile_max_concurrent);
   SetInterceptors(builder, &metrics_->rpcs());
   starting_->Stop();  // the state is restored: the port goes to the real server

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/utf8.h"
 
 namespace ipupod::cli {
 namespace {
@@ -50,8 +51,11 @@ Json GroupJson(const v1::UsageGroup& g) {
 
 }  // namespace
 
-std::string CsvField(absl::string_view text) {
-  if (text.find_first_of(",\"\r\n") == absl::string_view::npos) return std::string(text);
+std::string CsvField(absl::string_view raw) {
+  // Control characters a user chose (a job name's escape sequence) reach a
+  // terminal as text, as in every other output; line breaks stay, quoted.
+  const std::string text = EscapeControls(raw, "\r\n");
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
   std::string quoted = "\"";
   for (char c : text) {
     if (c == '"') quoted += '"';

@@ -127,6 +127,7 @@ TEST(CsvFieldTest, QuotesOnlyWhatNeedsIt) {
   EXPECT_EQ(CsvField("say \"hi\""), "\"say \"\"hi\"\"\"");
   EXPECT_EQ(CsvField("two\nlines"), "\"two\nlines\"");
   EXPECT_EQ(CsvField(""), "");
+  EXPECT_EQ(CsvField("job\x1b[2J"), "job\\x1b[2J");  // escaped, as in every text output
 }
 
 }  // namespace

@@ -167,6 +167,31 @@ TEST(ConfigTest, TheJobServiceBoundsAreReadAndChecked) {
   EXPECT_THAT(std::string(ValidateConfig(*share).message()), HasSubstr("jobs_max_calls_per_user"));
 }
 
+// Issue 29: every service's call bound is a setting its refusal names.
+TEST(ConfigTest, TheUsageAndAuditCallBoundsAreSettings) {
+  auto defaults = ParseConfigJson("{}");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->accounting_max_calls, 4);
+  EXPECT_EQ(defaults->accounting_max_calls_per_user, 2);
+  EXPECT_EQ(defaults->audit_max_calls, 2);
+  EXPECT_EQ(defaults->audit_max_calls_per_user, 2);
+  auto config = ParseConfigJson(
+      R"({"accounting_max_calls": 8, "accounting_max_calls_per_user": 3, "audit_max_calls": 5,
+          "audit_max_calls_per_user": 1})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->accounting_max_calls, 8);
+  EXPECT_EQ(config->accounting_max_calls_per_user, 3);
+  EXPECT_EQ(config->audit_max_calls, 5);
+  EXPECT_EQ(config->audit_max_calls_per_user, 1);
+  EXPECT_TRUE(ValidateConfig(*config).ok()) << ValidateConfig(*config);
+  ExpectInvalid(R"({"accounting_max_calls": 0})", {"'accounting_max_calls'"});
+  ExpectInvalid(R"({"audit_max_calls_per_user": 65})", {"'audit_max_calls_per_user'"});
+  auto share = ParseConfigJson(R"({"audit_max_calls": 1, "audit_max_calls_per_user": 2})");
+  ASSERT_TRUE(share.ok()) << share.status();
+  EXPECT_THAT(std::string(ValidateConfig(*share).message()),
+              HasSubstr("audit_max_calls_per_user (2) is larger than audit_max_calls (1)"));
+}
+
 TEST(ConfigTest, TheSharingSectionIsReadWhole) {
   absl::StatusOr<ServerConfig> c = ParseConfigJson(R"({"sharing": {
     "order": "backfill",

@@ -114,15 +114,19 @@ class InferenceProgram final : public Program {
     const std::vector<int64_t> returned = ReturnedMicroBatches(e);
     std::vector<bool> keep(static_cast<size_t>(e.batch_size_factor), false);
     for (int64_t j : returned) keep[static_cast<size_t>(j)] = true;
-    NamedBuffers before;                         // replica 0's old values
-    std::vector<NamedBuffers> copies = copies_;  // replicas 1..R-1's, updated by the step
+    NamedBuffers before;  // replica 0's old values
+    // Replicas 1..R-1's, updated by the step. Only a program with buffers
+    // has copies, and only its steps are serialised (a program without
+    // buffers may run steps at once, so this touches copies_ only when set).
+    std::vector<NamedBuffers> copies;
+    if (!copies_.empty()) copies = copies_;
     std::map<int64_t, std::vector<tensor::Tensor>> by_index;
     const absl::Status status = RunMicroBatches(inputs, run, keep, before, copies, by_index);
     if (!status.ok()) {
       if (!before.empty()) interpreter_->ReplaceInitializers(before).IgnoreError();
       return status;
     }
-    copies_ = std::move(copies);
+    if (!copies.empty()) copies_ = std::move(copies);
     std::vector<std::vector<tensor::Tensor>> results;
     for (auto& [j, outputs] : by_index) results.push_back(std::move(outputs));
     results = ReduceForOutputMode(e, std::move(results));

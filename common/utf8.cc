@@ -65,6 +65,23 @@ bool IsControl(absl::string_view piece) {
   return piece.size() == 2 && b0 == 0xC2 && static_cast<uint8_t>(piece[1]) <= 0x9F;
 }
 
+// \n, \r and \t as JSON and C write them; false for any other character.
+bool AppendShortEscape(std::string& out, char c) {
+  switch (c) {
+    case '\n':
+      out.append("\\n");
+      return true;
+    case '\r':
+      out.append("\\r");
+      return true;
+    case '\t':
+      out.append("\\t");
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 std::string ValidUtf8(absl::string_view text) {
@@ -94,19 +111,7 @@ std::string EscapeControls(absl::string_view text, absl::string_view keep) {
       out.append(piece.data(), piece.size());
       return;
     }
-    switch (piece[0]) {
-      case '\n':
-        out.append("\\n");
-        return;
-      case '\r':
-        out.append("\\r");
-        return;
-      case '\t':
-        out.append("\\t");
-        return;
-      default:
-        break;
-    }
+    if (AppendShortEscape(out, piece[0])) return;
     if (piece.size() == 1) {
       absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned>(static_cast<uint8_t>(piece[0])));
     } else {  // U+0080-U+009F is 0xC2 0x80-0x9F
@@ -131,18 +136,10 @@ void AppendJsonString(std::string& out, absl::string_view text) {
       case '\\':
         out.append("\\\\");
         return;
-      case '\n':
-        out.append("\\n");
-        return;
-      case '\r':
-        out.append("\\r");
-        return;
-      case '\t':
-        out.append("\\t");
-        return;
       default:
         break;
     }
+    if (AppendShortEscape(out, c)) return;
     if (static_cast<uint8_t>(c) < 0x20 || c == 0x7F) {
       absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned>(static_cast<uint8_t>(c)));
     } else {

@@ -62,7 +62,7 @@
 // ExecutionService (implemented in client/execution.cc): executables,
 // weights and runs on an attached session's IPUs. The streaming calls
 // (UploadExecutable, WriteWeights, ReadWeights, Run) move tensors and files
-// in chunks of at most 1 MiB (wire/tensor_stream.h) and have the deadline
+// in chunks of at most 1 MiB (common/wire/tensor_stream.h) and have the deadline
 // `ClientOptions::stream_timeout` (default 10 minutes) instead of
 // rpc_timeout, because a step of a large model can take minutes; their
 // errors are converted exactly like the unary calls' (device-error payloads
@@ -117,13 +117,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/grpc_status.h"
+#include "common/tensor/tensor_files.h"
 #include "ipupod/v1/accounting.grpc.pb.h"
 #include "ipupod/v1/audit.grpc.pb.h"
 #include "ipupod/v1/compile.grpc.pb.h"
 #include "ipupod/v1/execution.grpc.pb.h"
 #include "ipupod/v1/jobs.grpc.pb.h"
 #include "ipupod/v1/pod.grpc.pb.h"
-#include "tensor/tensor_files.h"
 
 namespace ipupod::client {
 

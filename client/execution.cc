@@ -17,7 +17,7 @@
 #include "client/ipx_header.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
-#include "wire/tensor_stream.h"
+#include "common/wire/tensor_stream.h"
 
 namespace ipupod::client {
 namespace {

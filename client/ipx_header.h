@@ -2,10 +2,10 @@
 //
 // The fixed 64-byte header of an .ipx executable, as much as the client
 // needs before an upload: the magic, the format version and the payload's
-// SHA-256 (compiler/executable.h documents the whole layout). The client
+// SHA-256 (device/compiler/executable.h documents the whole layout). The client
 // library reads it itself so that it links no compiler; the server checks
 // the hash against the payload when the upload arrives.
-// tests/client/ipx_header_test.cc pins these constants to compiler/'s.
+// tests/client/ipx_header_test.cc pins these constants to device/compiler/'s.
 //
 // Thread safety: pure functions.
 // Errors: INVALID_ARGUMENT "not an ipupod executable (.ipx): ..." for a

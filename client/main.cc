@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "client/cli/app.h"
-#include "kernels/threads.h"
+#include "device/kernels/threads.h"
 #include <malloc.h>
 
 int main(int argc, char** argv) {

@@ -7,7 +7,7 @@
 #include "client/client.h"
 #include "client/grpc_status.h"
 #include "common/sync.h"  // header only: absl::Mutex as TSan sees it
-#include "wire/inline_tensors.h"
+#include "common/wire/inline_tensors.h"
 
 namespace ipupod::client {
 

@@ -2,7 +2,7 @@
 //
 // RemoteSessionExecutable: driver::SessionExecutable over a Client, i.e. an
 // executable already uploaded to ipupodd and loaded on a session's IPUs
-// (driver/session_executable.h). With it the drivers of driver/ run against
+// (common/driver/session_executable.h). With it the drivers of common/driver/ run against
 // a remote server; `ipupod run` uses exactly this:
 //
 //   client::RemoteSessionExecutable executable(client, session, sha256);
@@ -40,7 +40,7 @@
 
 #include "absl/time/time.h"
 #include "client/client.h"
-#include "driver/session_executable.h"
+#include "common/driver/session_executable.h"
 
 namespace ipupod::client {
 

@@ -11,7 +11,7 @@
 //     usage error, exit 2); Client::Connect calls it too.
 //   * ChannelCredentialsFor: insecure without tls_ca; else TLS trusting only
 //     the CA in tls_ca, presenting tls_cert/tls_key when set. Each file is
-//     read (at most 1 MiB) and checked with OpenSSL first (tls/pem.h), so a
+//     read (at most 1 MiB) and checked with OpenSSL first (common/tls/pem.h), so a
 //     bad file fails here, naming the flag, the file and what is wrong,
 //     rather than every call failing with gRPC's "empty address list".
 //

@@ -18,11 +18,11 @@ set(IPUPOD_DEPLOY_DIR ${PROJECT_SOURCE_DIR}/deploy)
 
 install(TARGETS ipupodd ipupod ipupod-replay
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ipupod)
-# ipupodd's helper for custom op libraries (customop/host.h), where ipupodd looks for it
+# ipupodd's helper for custom op libraries (device/customop/host.h), where ipupodd looks for it
 # (BINDIR/../libexec/ipupod), and the C header library authors build against.
 install(TARGETS ipupod-custom-op-host
   RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/ipupod COMPONENT ipupod)
-install(FILES ${PROJECT_SOURCE_DIR}/customop/custom_op_abi.h
+install(FILES ${PROJECT_SOURCE_DIR}/device/customop/custom_op_abi.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ipupod COMPONENT ipupod)
 install(FILES ${IPUPOD_DEPLOY_DIR}/ipupod.sysusers
   DESTINATION lib/sysusers.d RENAME ipupod.conf COMPONENT ipupod)

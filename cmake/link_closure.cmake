@@ -37,7 +37,7 @@ function(ipupod_assert_link_closure target)
     foreach(pattern IN LISTS ARG_FORBIDDEN)
       if(lower MATCHES "${pattern}")
         message(FATAL_ERROR "${target} must not link '${item}' (matches '${pattern}'); "
-                            "see docs/design.md's folder table for what it may depend on")
+                            "see docs/design.md's Layout and cmake/groups.cmake for what it may depend on")
       endif()
     endforeach()
   endforeach()

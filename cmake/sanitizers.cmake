@@ -22,7 +22,7 @@ elseif(IPUPOD_SANITIZE)
   message(FATAL_ERROR "IPUPOD_SANITIZE must be empty, 'address' or 'thread'")
 endif()
 
-# IPUPOD_FUZZ=ON (fuzz/): every object gets libFuzzer's coverage
+# IPUPOD_FUZZ=ON (tools/fuzz/): every object gets libFuzzer's coverage
 # instrumentation (fuzzer-no-link; the fuzz targets link -fsanitize=fuzzer)
 # and ASan + UBSan, at the same -O1 -g1. With IPUPOD_SANITIZE=address too, the
 # same build also holds every test: CI's ASan stage builds the fuzz targets

@@ -2,7 +2,7 @@
 # Configures and builds one build directory.
 #   deploy/build.sh [BUILD_DIR] [extra cmake args...]
 # Default BUILD_DIR is ./build (RelWithDebInfo, gcc). $IPUPOD_BUILD_TARGET, when
-# set, builds only that target (fuzz/run.sh: the fuzz targets). Uses Ninja when present,
+# set, builds only that target (tools/fuzz/run.sh: the fuzz targets). Uses Ninja when present,
 # and ccache when present: a warm machine (a second CI run, a developer's
 # rebuild in another checkout) recompiles only what changed. CCACHE_BASEDIR
 # makes cache entries independent of where the checkout lives.

@@ -11,9 +11,9 @@ PACKAGES=(
   libabsl-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev
-  libimath-dev  # IEEE float16 conversions (tensor/float16.h), as OpenEXR uses them
-  libdnnl-dev  # oneDNN: convolutions and pooling (kernels/conv.h), the library torch uses on CPU
-  librandom123-dev  # Philox, the counter-based generator of training-mode Dropout (graph/run_context.h)
+  libimath-dev  # IEEE float16 conversions (common/tensor/float16.h), as OpenEXR uses them
+  libdnnl-dev  # oneDNN: convolutions and pooling (device/kernels/conv.h), the library torch uses on CPU
+  librandom123-dev  # Philox, the counter-based generator of training-mode Dropout (device/graph/run_context.h)
   ocl-icd-opencl-dev  # only because Debian's oneDNN CMake package asks for OpenCL (its GPU runtime)
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev
@@ -21,8 +21,9 @@ PACKAGES=(
   libsqlite3-dev zlib1g-dev
   libsystemd-dev  # sd_notify: the Type=notify unit knows when ipupodd serves (server/service_manager.h)
   systemd  # systemd-analyze: CI verifies the installed unit (tests/deploy/test_install.py)
+  file  # CPack's DEB generator reads each binary with it (deploy/package.sh; not on a minimal install)
   dpkg-dev  # dpkg-shlibdeps: the .deb's Depends from the libraries it links (cmake/install.cmake)
-  libssl-dev  # OpenSSL: TLS certificates and keys checked before gRPC uses them (tls/pem.h)
+  libssl-dev  # OpenSSL: TLS certificates and keys checked before gRPC uses them (common/tls/pem.h)
   openssl  # the TLS tests make their certificates with it (tests/support/make_test_certificates.sh)
   python3 python3-torch python3-onnx python3-numpy
   python3-torchvision  # parity of the convolutional models (tests/parity)
@@ -31,7 +32,7 @@ PACKAGES=(
   # metrics (docs/operations.md): prometheus-cpp's registry and text format (its core only;
   # Debian's package pulls in civetweb for its Exposer, which nothing of ours links)
   prometheus-cpp-dev
-  # the HTTP listener (http/): GNU libmicrohttpd, an epoll loop on a small thread pool, so a
+  # the HTTP listener (server/http/): GNU libmicrohttpd, an epoll loop on a small thread pool, so a
   # silent client costs a socket and not a thread, and HTTPS through GnuTLS (libgnutls28-dev,
   # its dependency) with the certificate and key from memory; civetweb, its predecessor,
   # crashes on HTTPS with OpenSSL 3 and serves a thread per connection (docs/design.md)

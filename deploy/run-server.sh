@@ -6,5 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh
-bash deploy/build.sh build -DIPUPOD_BUILD_TESTS=OFF -DIPUPOD_BUILD_BENCH=OFF
+# Release, as deploy/test.sh builds the same directory: the test command that follows in the
+# README's Quick start then compiles only the tests, not the server again.
+bash deploy/build.sh build -DCMAKE_BUILD_TYPE=Release -DIPUPOD_BUILD_TESTS=OFF -DIPUPOD_BUILD_BENCH=OFF
 exec ./build/server/ipupodd --listen 127.0.0.1:50051 --state-dir "${IPUPOD_STATE_DIR:-$PWD/ipupod-state}" "$@"

@@ -2,7 +2,7 @@
 //
 // PodEventObserver: what happens to the pod, as it happens - grants, ends
 // of sessions, faults, resets, repairs - for whoever keeps a record of it:
-// the metrics' counters (metrics/pod_metrics.h), a status page's recent
+// the metrics' counters (server/metrics/pod_metrics.h), a status page's recent
 // faults and resets. The Scheduler calls the one observer in
 // SchedulerOptions::events (null = none); PodEventFanout hands each event to
 // several.
@@ -57,7 +57,7 @@ struct SessionEndEvent {
   std::string job;
   int ipus = 0;
   double ipu_seconds = 0;  // ipus x held time: what its usage record is charged
-  std::string end_state;   // accounting/ledger.h: RELEASED, DETACHED, PREEMPTED, ...
+  std::string end_state;   // scheduler/accounting/ledger.h: RELEASED, DETACHED, PREEMPTED, ...
   int64_t at_unix_ms = 0;
 };
 

@@ -50,8 +50,8 @@
 #include "device/device_ids.h"
 #include "device/ipu.h"
 #include "device/pod_config.h"
-#include "sharing/policy.h"
-#include "sharing/priority.h"
+#include "scheduler/sharing/policy.h"
+#include "scheduler/sharing/priority.h"
 
 namespace ipupod::accounting {
 class Ledger;
@@ -105,7 +105,7 @@ struct SchedulerOptions {
   // The sharing policy in force (accounts, QoS, limits, priority weights,
   // queue order); null = sharing::DefaultPolicy(). Replace with SetPolicy.
   std::shared_ptr<const sharing::SharingPolicy> policy;
-  // Where sessions' usage records go (accounting/ledger.h); null = nowhere.
+  // Where sessions' usage records go (scheduler/accounting/ledger.h); null = nowhere.
   // Read at Create to rebuild decayed usage; written after each grant and
   // each end, outside the Scheduler's mutex. Must outlive the Scheduler.
   accounting::Ledger* ledger = nullptr;

@@ -34,17 +34,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "accounting/ledger.h"
 #include "common/sync.h"
 #include "device/device_ids.h"
 #include "device/ipu.h"
+#include "scheduler/accounting/ledger.h"
 #include "scheduler/allocator.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/sharing/policy.h"
+#include "scheduler/sharing/usage.h"
 #include "scheduler/state_store.h"
 #include "scheduler/timer.h"
 #include "scheduler/wait_queue.h"
-#include "sharing/policy.h"
-#include "sharing/usage.h"
 
 namespace ipupod::scheduler {
 

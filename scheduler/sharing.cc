@@ -12,7 +12,7 @@
 #include "common/status_macros.h"
 #include "common/sync.h"
 #include "scheduler/scheduler_impl.h"
-#include "sharing/priority.h"
+#include "scheduler/sharing/priority.h"
 #include "spdlog/spdlog.h"
 
 namespace ipupod::scheduler {

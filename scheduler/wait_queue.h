@@ -218,7 +218,7 @@ struct Waiter {
   mutable sharing::Factors factors;
 };
 
-// The walk's order as the Scheduler defines it (sharing/priority.h).
+// The walk's order as the Scheduler defines it (scheduler/sharing/priority.h).
 struct WalkPriority {
   // The waiter's priority at the pass's time.
   std::function<double(const Waiter&)> of;

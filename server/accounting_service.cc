@@ -1,5 +1,5 @@
 // AccountingService handlers: authenticate -> scope -> read the ledger ->
-// convert (server/sync_handlers.h). The sums are accounting/usage_report.h's.
+// convert (server/sync_handlers.h). The sums are scheduler/accounting/usage_report.h's.
 #include "server/accounting_service.h"
 
 #include <string>
@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "accounting/usage_report.h"
 #include "common/status_macros.h"
+#include "scheduler/accounting/usage_report.h"
 #include "server/sync_handlers.h"
 
 namespace ipupod::server {

@@ -5,7 +5,7 @@
 // ledger's reads are SQLite queries (on the store's reading connection),
 // which must not run on the callback threads. Each handler authenticates,
 // scopes the request to what the caller may see, reads the ledger and
-// converts (accounting/usage_report.h does the sums).
+// converts (scheduler/accounting/usage_report.h does the sums).
 //
 // Visibility: admins see everyone's records; others only their own unless
 // `usage_public` (config accounting_public).
@@ -21,8 +21,8 @@
 
 #include <grpcpp/server_context.h>
 
-#include "accounting/ledger.h"
 #include "ipupod/v1/accounting.grpc.pb.h"
+#include "scheduler/accounting/ledger.h"
 #include "server/call_limit.h"
 #include "server/service_env.h"
 

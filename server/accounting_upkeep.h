@@ -1,6 +1,6 @@
 // File: server/accounting_upkeep.h
 //
-// AccountingUpkeep: what keeps the usage ledger (accounting/ledger.h, kept
+// AccountingUpkeep: what keeps the usage ledger (scheduler/accounting/ledger.h, kept
 // in the state store) true across restarts and bounded in size.
 //
 // Start, before the Scheduler is created (it rebuilds fair-share usage from
@@ -15,11 +15,11 @@
 // (sooner while a purge pass stopped at its bound). Stop() writes a last
 // heartbeat (the clean stop) and joins the thread.
 //
-// The same thread keeps the audit log (audit/audit_log.h) within its
+// The same thread keeps the audit log (scheduler/audit/audit_log.h) within its
 // retention and its cap: at Start and after every heartbeat it deletes,
 // oldest first and in bounded batches, the records older than
 // `audit_retention` and those beyond the newest `audit_max_records`
-// (plain users' refusals first: store/sqlite_audit.h). Every
+// (plain users' refusals first: server/store/sqlite_audit.h). Every
 // heartbeat rather than daily, because refused requests in a loop can add
 // records quickly: the table holds at most the cap plus what one interval
 // appends.
@@ -41,7 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "store/sqlite_state_store.h"
+#include "server/store/sqlite_state_store.h"
 
 namespace ipupod::server {
 

@@ -20,8 +20,8 @@
 
 #include <grpcpp/server_context.h>
 
-#include "audit/audit_log.h"
 #include "ipupod/v1/audit.grpc.pb.h"
+#include "scheduler/audit/audit_log.h"
 #include "server/call_limit.h"
 #include "server/service_env.h"
 

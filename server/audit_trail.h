@@ -1,6 +1,6 @@
 // File: server/audit_trail.h
 //
-// Where the server writes its audit log (audit/audit_log.h). AuditTrail
+// Where the server writes its audit log (scheduler/audit/audit_log.h). AuditTrail
 // stamps a record with the time, bounds it (audit::Bounded) and appends it
 // to the store before the action's answer is sent; the helpers below make
 // each call site one line:
@@ -29,7 +29,7 @@
 // summarises the open windows too (the server's stop). At most
 // kRefusalWindowsMax windows are open; a new one past that ends the oldest
 // early. The store's cap evicts these records before any other
-// (store/sqlite_audit.h), so they never push out what admins wrote.
+// (server/store/sqlite_audit.h), so they never push out what admins wrote.
 //
 // A failed append does not fail the action, which has happened already
 // (a fault injected, IPUs reset): answering an error would make the client
@@ -56,7 +56,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "audit/audit_log.h"
+#include "scheduler/audit/audit_log.h"
 #include "scheduler/scheduler.h"
 #include "server/service_env.h"
 

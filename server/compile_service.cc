@@ -7,8 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/wire/tensor_stream.h"
 #include "server/sync_handlers.h"
-#include "wire/tensor_stream.h"
 
 namespace ipupod::server {
 namespace {

@@ -2,15 +2,15 @@
 //
 // CompileServiceImpl: ipupod.v1.CompileService (proto/ipupod/v1/compile.proto)
 // on gRPC's synchronous thread pool. Compile takes the model from the blob
-// store (jobs/blob_store.h, holding it while the compile runs), hands it to
-// the RemoteCompiler (execution/remote_compile.h) and streams back the
+// store (server/jobs/blob_store.h, holding it while the compile runs), hands it to
+// the RemoteCompiler (server/execution/remote_compile.h) and streams back the
 // result and, if asked, the .ipx in chunks of at most 1 MiB. A compile that
 // runs out of IPU memory first sends the plan that did not fit
 // (CompileResponse.failure_report_json), then its INVALID_ARGUMENT.
 //
 // Bounds: compiles at once server-wide and one per user (server/call_limit.h,
 // config compile_max_concurrent); the model's size, host memory and time
-// (execution/remote_compile.h); a client that stops reading the .ipx is
+// (server/execution/remote_compile.h); a client that stops reading the .ipx is
 // ended by the idle watch (server/stream_idle_watch.h); a client that goes
 // away stops its compile.
 //
@@ -25,10 +25,10 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/sync_stream.h>
 
-#include "execution/remote_compile.h"
 #include "ipupod/v1/compile.grpc.pb.h"
-#include "jobs/blob_store.h"
 #include "server/call_limit.h"
+#include "server/execution/remote_compile.h"
+#include "server/jobs/blob_store.h"
 #include "server/service_env.h"
 
 namespace ipupod::server {

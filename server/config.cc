@@ -287,7 +287,7 @@ absl::Status ParseTls(const Json& v, const JsonPath& at, ServerConfig& config) {
 
 // "custom_ops": {"library_dirs": [absolute paths], "host", "memory_mb",
 // "call_timeout_seconds", "max_hosts"}; the directories are checked to exist when the
-// server starts (customop/library_registry.h).
+// server starts (device/customop/library_registry.h).
 absl::Status ParseCustomOpDirs(const Json& v, const JsonPath& at, CustomOpsConfig& config) {
   IPUPOD_RETURN_IF_ERROR(json::ExpectArray(v, at, kCustomOpLibraryDirsMax));
   config.library_dirs.clear();

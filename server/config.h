@@ -57,7 +57,7 @@
 //                                           none; unset: 127.0.0.1:9464, or port 0 when
 //                                           listen's port is 0 (MetricsListenAddress)
 //     "custom_ops": {                       custom op libraries (PopTorch 4.9;
-//                                           customop/library_registry.h)
+//                                           device/customop/library_registry.h)
 //       "library_dirs": ["/opt/ipupod/custom-ops"],  where they may come from; empty (the
 //                                           default): none is run
 //       "host": "/usr/libexec/ipupod/ipupod-custom-op-host",  the helper that runs them;
@@ -89,8 +89,8 @@
 #include "common/user_name.h"
 #include "device/pod_config.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/sharing/policy.h"
 #include "server/log_format.h"
-#include "sharing/policy.h"
 
 namespace ipupod::server {
 
@@ -108,7 +108,7 @@ struct TlsFiles {
   bool enabled() const { return !cert.empty(); }
 };
 
-// Custom op libraries ("custom_ops"; customop/library_registry.h, docs/operations.md): the
+// Custom op libraries ("custom_ops"; device/customop/library_registry.h, docs/operations.md): the
 // directories they may come from (absolute; empty: none is run), the helper that runs
 // them ("": customop::DefaultHostBinary, beside ipupodd), and each helper's limits:
 // address space, wall time of one call (its CPU time is bounded at that times the host's
@@ -141,15 +141,15 @@ struct ServerConfig {
   // slower than this, measured over the time the server waited for them once
   // that reaches execution_stream_idle_seconds, is ended (0 = no bound).
   int64_t upload_min_bytes_per_second = 16384;
-  int64_t load_memory_mb = 0;  // 0: DefaultLoadMemoryBytes (execution/memory_budget.h)
+  int64_t load_memory_mb = 0;  // 0: DefaultLoadMemoryBytes (server/execution/memory_budget.h)
   int compute_threads = 0;     // 0: every CPU of the host (kernels::MaxBlasThreads)
-  // Compiles on the server (execution/remote_compile.h).
+  // Compiles on the server (server/execution/remote_compile.h).
   int64_t compile_max_model_mb = 1024;
   int compile_max_concurrent = 2;
   int compile_time_limit_seconds = 600;
   scheduler::RandomFaults random_faults{.seed = 0, .probability_per_operation = 0.0};
   std::string log_level = "info";
-  // Batch jobs (batch/job_manager.h): the blob store's bounds, how long
+  // Batch jobs (server/batch/job_manager.h): the blob store's bounds, how long
   // results are kept, the time limit of a job that names none, and how
   // often a job goes back to the queue after device faults before FAILED.
   int64_t jobs_blob_store_mb = 65536;
@@ -167,7 +167,7 @@ struct ServerConfig {
   int jobs_max_watchers = 256;
   int jobs_max_watchers_per_user = 32;
   int jobs_watch_max_seconds = 600;
-  // The usage ledger (accounting/ledger.h, server/accounting_upkeep.h):
+  // The usage ledger (scheduler/accounting/ledger.h, server/accounting_upkeep.h):
   // how long ended records are kept (0 = forever), how often the server
   // records that it is alive (the end of sessions a kill -9 left open), and
   // whether users may read each other's usage and history (admins always
@@ -181,14 +181,14 @@ struct ServerConfig {
   int accounting_max_calls_per_user = 2;
   int audit_max_calls = 2;
   int audit_max_calls_per_user = 2;
-  // The audit log (audit/audit_log.h, server/audit_trail.h): how long its
+  // The audit log (scheduler/audit/audit_log.h, server/audit_trail.h): how long its
   // records are kept (0 = forever) and how many at most (the oldest go
   // first); and the form of the log lines (server/log_format.h).
   int audit_retention_days = 365;
   int64_t audit_max_records = 1'000'000;
   int audit_refusal_window_seconds = 60;
   LogFormat log_format = LogFormat::kText;
-  // Fair sharing (sharing/policy.h); SIGHUP re-reads it from config_path.
+  // Fair sharing (scheduler/sharing/policy.h); SIGHUP re-reads it from config_path.
   sharing::SharingPolicy sharing = sharing::DefaultPolicy();
   // TLS files ("tls", --tls-cert, --tls-key, --tls-client-ca).
   TlsFiles tls;
@@ -199,7 +199,7 @@ struct ServerConfig {
   // LoadConfigFile): SIGHUP compares them to tell which keys changed
   // (DiffConfigKeys).
   std::map<std::string, std::string> file_keys;
-  // The HTTP listener of metrics and health (http/, metrics/): host:port,
+  // The HTTP listener of metrics and health (server/http/, server/metrics/): host:port,
   // "off", or "" = the default (MetricsListenAddress).
   std::string metrics_listen;
   CustomOpsConfig custom_ops;

@@ -11,7 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/threads.h"
+#include "device/kernels/threads.h"
 #include "server/flags.h"
 #include "server/log_format.h"
 #include "server/server.h"
@@ -96,7 +96,7 @@ int RunDaemon(int argc, const char* const* argv) {
   ::mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
   ::mallopt(M_TRIM_THRESHOLD, kTrimThresholdBytes);
   // Idle OpenBLAS workers sleep instead of spinning between steps
-  // (kernels/threads.h; docs/benchmarks.md, "Inference at the floor").
+  // (device/kernels/threads.h; docs/benchmarks.md, "Inference at the floor").
   kernels::ShortenBlasIdleSpin();
   ConfigureLogging();
 
@@ -109,7 +109,7 @@ int RunDaemon(int argc, const char* const* argv) {
   }
   InstallLogFormat(command_line->config->log_format);
   // Custom op libraries run as ipupodd's own user (in helpers that cannot open files or
-  // trace: customop/host_sandbox.h). Non-dumpable, ipupodd's memory - every session's
+  // trace: device/customop/host_sandbox.h). Non-dumpable, ipupodd's memory - every session's
   // tensors - cannot be read through ptrace or /proc/PID/mem by any other process of that
   // user either, a library's load-time code included; no core dump holds it either.
   if (!command_line->config->custom_ops.library_dirs.empty()) ::prctl(PR_SET_DUMPABLE, 0);

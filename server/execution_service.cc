@@ -20,13 +20,13 @@
 #include "absl/strings/str_format.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "compiler/checks.h"
-#include "compiler/report.h"
+#include "common/wire/inline_tensors.h"
+#include "common/wire/tensor_stream.h"
+#include "device/compiler/checks.h"
+#include "device/compiler/report.h"
 #include "server/proto_convert_execution.h"
 #include "server/stream_idle_watch.h"
 #include "server/sync_handlers.h"
-#include "wire/inline_tensors.h"
-#include "wire/tensor_stream.h"
 
 namespace ipupod::server {
 namespace {

@@ -19,12 +19,12 @@
 //
 // Session operations (Load, GetLoaded, WriteWeights, ReadWeights, Run,
 // SetOptimizer) go through execution::SessionExecution
-// (execution/session_execution.h): the session's slot, the scheduler's
+// (server/execution/session_execution.h): the session's slot, the scheduler's
 // operation (ownership, fault draw, health), what is loaded, the work; the
 // server's batch jobs run through the same object.
 
 // Executables are scoped to the users who uploaded them
-// (runtime/executable_cache.h): StatExecutable and Load of another user's
+// (device/runtime/executable_cache.h): StatExecutable and Load of another user's
 // hash are NOT_FOUND.
 //
 // Bounds: executable chunks and tensor chunks at most 1 MiB
@@ -44,9 +44,9 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/sync_stream.h>
 
-#include "execution/session_execution.h"
 #include "ipupod/v1/execution.grpc.pb.h"
 #include "server/call_limit.h"
+#include "server/execution/session_execution.h"
 #include "server/service_env.h"
 
 namespace ipupod::server {
@@ -76,7 +76,7 @@ class ExecutionServiceImpl final : public v1::ExecutionService::Service {
                    grpc::ServerReaderWriter<v1::RunResponse, v1::RunRequest>* stream) override;
   grpc::Status SetOptimizer(grpc::ServerContext* context, const v1::SetOptimizerRequest* request,
                             v1::OptimizerInfo* response) override;
-  // One small step in one round trip (wire/inline_tensors.h): Run's
+  // One small step in one round trip (common/wire/inline_tensors.h): Run's
   // operation, checks, step and stats; inputs or the program's outputs over
   // wire::kInlineStepBytesMax are OUT_OF_RANGE before anything runs.
   grpc::Status RunInline(grpc::ServerContext* context, const v1::RunInlineRequest* request,

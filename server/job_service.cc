@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "audit/audit_log.h"
 #include "common/status_macros.h"
+#include "common/wire/tensor_stream.h"
+#include "scheduler/audit/audit_log.h"
 #include "server/audit_trail.h"
 #include "server/proto_convert_jobs.h"
 #include "server/stream_idle_watch.h"
 #include "server/sync_handlers.h"
-#include "wire/tensor_stream.h"
 
 namespace ipupod::server {
 namespace {
@@ -119,7 +119,7 @@ JobServiceImpl::~JobServiceImpl() { watch_ticker_.Stop(); }
 grpc::Status JobServiceImpl::StatBlob(grpc::ServerContext* context,
                                       const v1::StatBlobRequest* request, v1::BlobRef* response) {
   return Handle(context, env_, calls_, "StatBlob", [&](const Caller& caller) -> absl::Status {
-    // Another user's blob is answered as one nobody stored (jobs/blob_store.h).
+    // Another user's blob is answered as one nobody stored (server/jobs/blob_store.h).
     const std::optional<uint64_t> size = blobs_->Stat(caller.user, request->sha256());
     if (!size) {
       return absl::NotFoundError(

@@ -4,8 +4,8 @@
 // call but WatchJob runs on gRPC's synchronous thread pool; WatchJob, which
 // may wait for hours, runs on the callback API (server/job_watch.h) and holds
 // no thread. Each handler authenticates, converts,
-// calls the library that owns the rules - the blob store (jobs/blob_store.h)
-// or the job manager (batch/job_manager.h) - and converts back
+// calls the library that owns the rules - the blob store (server/jobs/blob_store.h)
+// or the job manager (server/batch/job_manager.h) - and converts back
 // (server/proto_convert_jobs.h).
 //
 // Bounds: calls are bounded server-wide and per user (server/call_limit.h;
@@ -26,11 +26,11 @@
 #include <grpcpp/support/server_callback.h>
 #include <grpcpp/support/sync_stream.h>
 
-#include "batch/job_manager.h"
 #include "ipupod/v1/jobs.grpc.pb.h"
-#include "jobs/blob_store.h"
+#include "server/batch/job_manager.h"
 #include "server/call_limit.h"
 #include "server/job_watch.h"
+#include "server/jobs/blob_store.h"
 #include "server/service_env.h"
 #include "server/stream_ticker.h"
 

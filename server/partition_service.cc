@@ -1,5 +1,5 @@
 #include "absl/strings/str_cat.h"
-#include "audit/audit_log.h"
+#include "scheduler/audit/audit_log.h"
 #include "server/audit_trail.h"
 #include "server/proto_convert.h"
 #include "server/services.h"

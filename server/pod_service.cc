@@ -4,7 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "audit/audit_log.h"
+#include "scheduler/audit/audit_log.h"
 #include "server/audit_trail.h"
 #include "server/proto_convert.h"
 #include "server/services.h"

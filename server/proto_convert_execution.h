@@ -9,11 +9,11 @@
 
 #include <cstdint>
 
-#include "compiler/executable.h"
-#include "execution/loaded_programs.h"
+#include "device/compiler/executable.h"
+#include "device/runtime/program.h"
 #include "ipupod/v1/execution.pb.h"
-#include "runtime/program.h"
 #include "scheduler/scheduler.h"
+#include "server/execution/loaded_programs.h"
 
 namespace ipupod::server {
 

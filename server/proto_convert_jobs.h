@@ -1,16 +1,16 @@
 // File: server/proto_convert_jobs.h
 //
 // JobService's conversions between ipupod.v1 messages and the batch jobs'
-// own types (jobs/job.h, batch/job_manager.h). Pure functions; FromProto
+// own types (server/jobs/job.h, server/batch/job_manager.h). Pure functions; FromProto
 // only copies (the manager checks every value).
 #ifndef IPUPOD_SERVER_PROTO_CONVERT_JOBS_H_
 #define IPUPOD_SERVER_PROTO_CONVERT_JOBS_H_
 
 #include "absl/status/statusor.h"
-#include "batch/job_files.h"
-#include "batch/job_manager.h"
 #include "ipupod/v1/jobs.pb.h"
-#include "jobs/job.h"
+#include "server/batch/job_files.h"
+#include "server/batch/job_manager.h"
+#include "server/jobs/job.h"
 
 namespace ipupod::server {
 

@@ -1,7 +1,7 @@
 // File: server/rpc_metrics_interceptor.h
 //
 // Counts every gRPC call the server ends, by method and status code, with
-// its duration from start to status (metrics/rpc_metrics.h). Registered
+// its duration from start to status (server/metrics/rpc_metrics.h). Registered
 // after RequestParseErrorsFactory, so it sees the status the client gets
 // (gRPC runs the send hooks of interceptors in registration order). A call
 // that ends without a status sent (the client went away first) counts as
@@ -21,7 +21,7 @@
 
 #include <grpcpp/support/server_interceptor.h>
 
-#include "metrics/rpc_metrics.h"
+#include "server/metrics/rpc_metrics.h"
 
 namespace ipupod::server {
 

@@ -19,10 +19,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "audit/audit_log.h"
 #include "common/status_macros.h"
 #include "common/sync.h"
-#include "kernels/threads.h"
+#include "device/kernels/threads.h"
+#include "scheduler/audit/audit_log.h"
 #include "server/call_limit.h"
 #include "server/request_parse_errors.h"
 #include "server/rpc_metrics_interceptor.h"
@@ -40,7 +40,7 @@ std::string KeyList(const Keys& keys) {
   return list.empty() ? "none" : list;
 }
 
-// The custom op resolver of the config's "custom_ops" (customop/library_registry.h): a
+// The custom op resolver of the config's "custom_ops" (device/customop/library_registry.h): a
 // call's CPU time is bounded at its wall time on every CPU.
 absl::StatusOr<std::unique_ptr<customop::LibraryRegistry>> CustomOpRegistry(
     const CustomOpsConfig& config) {
@@ -358,7 +358,7 @@ StatusSources PodServer::StatusSourcesOf() const {
 std::string PodServer::metrics_url() const { return http_ != nullptr ? http_->url() : ""; }
 
 // The blob store under <state_dir>/blobs and the job manager, which resumes
-// the jobs the last run left (batch/job_manager.h).
+// the jobs the last run left (server/batch/job_manager.h).
 absl::Status PodServer::StartJobs() {
   const std::filesystem::path state_dir(config_.state_dir);
   jobs::BlobStoreLimits limits;
@@ -518,7 +518,7 @@ void PodServer::Shutdown(absl::string_view reason) {
   if (http_ != nullptr) http_->Stop();  // no scrape reads what is shutting down
   shutting_down_.store(true);           // execution calls ending from now on say so
   // Compiles, loads and steps in flight stop at their next interrupt point
-  // (kernels/interrupt.h), within a fraction of a second, even inside one
+  // (device/kernels/interrupt.h), within a fraction of a second, even inside one
   // long node: nothing below waits for them to finish their work.
   compiler_->Stop();
   execution_->Stop();

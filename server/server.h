@@ -14,8 +14,8 @@
 // free port; port() reports it). Sessions that end drop their loaded
 // programs (scheduler's on_session_ended -> LoadedPrograms::Drop).
 //
-// HTTP (http/http_listener.h) on MetricsListenAddress(config), unless "off":
-// GET /metrics, the Prometheus metrics (metrics/pod_metrics.h), behind the
+// HTTP (server/http/http_listener.h) on MetricsListenAddress(config), unless "off":
+// GET /metrics, the Prometheus metrics (server/metrics/pod_metrics.h), behind the
 // API's identity rules (with tokens, a token as Bearer or Basic password),
 // and GET /healthz, "ok" without credentials (liveness). metrics_url() says
 // where; the ready line ends with it.
@@ -68,35 +68,35 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "accounting/background_ledger.h"
-#include "batch/job_manager.h"
-#include "customop/library_registry.h"
-#include "execution/loaded_programs.h"
-#include "execution/memory_budget.h"
-#include "execution/remote_compile.h"
-#include "execution/session_execution.h"
-#include "http/http_listener.h"
-#include "jobs/blob_store.h"
-#include "metrics/pod_metrics.h"
-#include "runtime/compute_gate.h"
-#include "runtime/executable_cache.h"
+#include "device/customop/library_registry.h"
+#include "device/runtime/compute_gate.h"
+#include "device/runtime/executable_cache.h"
+#include "scheduler/accounting/background_ledger.h"
 #include "scheduler/pod_events.h"
 #include "scheduler/scheduler.h"
 #include "server/accounting_service.h"
 #include "server/accounting_upkeep.h"
 #include "server/audit_service.h"
 #include "server/audit_trail.h"
+#include "server/batch/job_manager.h"
 #include "server/compile_service.h"
 #include "server/config.h"
+#include "server/execution/loaded_programs.h"
+#include "server/execution/memory_budget.h"
+#include "server/execution/remote_compile.h"
+#include "server/execution/session_execution.h"
 #include "server/execution_service.h"
+#include "server/http/http_listener.h"
 #include "server/job_service.h"
+#include "server/jobs/blob_store.h"
+#include "server/metrics/pod_metrics.h"
 #include "server/service_env.h"
 #include "server/services.h"
 #include "server/starting_server.h"
 #include "server/status_routes.h"
+#include "server/store/sqlite_state_store.h"
 #include "server/stream_ticker.h"
 #include "server/tls_files.h"
-#include "store/sqlite_state_store.h"
 
 namespace ipupod::server {
 
@@ -114,7 +114,7 @@ class PodServer {
   // host:port as bound, e.g. "127.0.0.1:41234" or "[::1]:41234".
   const std::string& address() const { return address_; }
   const ServerConfig& config() const { return config_; }
-  // Steps holding the compute gate now (runtime/compute_gate.h): what tests
+  // Steps holding the compute gate now (device/runtime/compute_gate.h): what tests
   // wait for before they queue another step behind one.
   int ComputeStepsRunning() const { return compute_->running(); }
   // The listeners' TLS material, read and checked at start (empty without TLS).
@@ -176,14 +176,14 @@ class PodServer {
   // has closed its sessions' records.
   std::unique_ptr<AccountingUpkeep> accounting_;
   // Sessions' usage records, written in the background so that no attach or
-  // release waits for their commits (accounting/background_ledger.h); the
+  // release waits for their commits (scheduler/accounting/background_ledger.h); the
   // scheduler writes and the reports read through it. Stopped (drained)
   // after the scheduler's shutdown closed its sessions' records.
   std::unique_ptr<accounting::BackgroundLedger> ledger_;
   std::unique_ptr<runtime::ExecutableCache> cache_;
   // outlives programs_, whose states hold charges
   std::unique_ptr<execution::MemoryBudget> load_memory_;
-  // Runs custom op libraries in helper processes (customop/library_registry.h); before
+  // Runs custom op libraries in helper processes (device/customop/library_registry.h); before
   // programs_, which may hold its libraries' processes.
   std::unique_ptr<customop::LibraryRegistry> custom_ops_;
   std::unique_ptr<execution::LoadedPrograms> programs_;

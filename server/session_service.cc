@@ -1,7 +1,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "audit/audit_log.h"
+#include "scheduler/audit/audit_log.h"
 #include "server/attach_stream.h"
 #include "server/audit_trail.h"
 #include "server/proto_convert.h"

@@ -34,7 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/json_reader.h"
-#include "sharing/policy.h"
+#include "scheduler/sharing/policy.h"
 
 namespace ipupod::server {
 

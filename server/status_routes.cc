@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "common/sync.h"
-#include "jobs/job.h"
+#include "server/jobs/job.h"
+#include "server/status/status_page.h"
 #include "spdlog/spdlog.h"
-#include "status/status_page.h"
 
 namespace ipupod::server {
 

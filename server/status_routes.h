@@ -1,7 +1,7 @@
 // File: server/status_routes.h
 //
 // The status page on the HTTP listener: `/` serves the page
-// (status/status_page.h) and `/status.json` the pod as status/status_json.h
+// (server/status/status_page.h) and `/status.json` the pod as server/status/status_json.h
 // builds it, for the viewer who asked. PodServer::StartHttp adds Routes() to
 // the listener beside /metrics and /healthz.
 //
@@ -32,13 +32,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "accounting/ledger.h"
-#include "accounting/usage_report.h"
-#include "batch/job_manager.h"
-#include "http/http_listener.h"
+#include "scheduler/accounting/ledger.h"
+#include "scheduler/accounting/usage_report.h"
 #include "scheduler/scheduler.h"
-#include "status/recent_events.h"
-#include "status/status_json.h"
+#include "server/batch/job_manager.h"
+#include "server/http/http_listener.h"
+#include "server/status/recent_events.h"
+#include "server/status/status_json.h"
 
 namespace ipupod::server {
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "tls/pem.h"
+#include "common/tls/pem.h"
 
 namespace ipupod::server {
 namespace {

@@ -2,7 +2,7 @@
 //
 // The TLS material of ipupodd's listeners: LoadTlsMaterial reads the files a
 // ServerConfig names (TlsFiles: "tls" in the config, --tls-cert, --tls-key,
-// --tls-client-ca) at start, checks them with OpenSSL (tls/pem.h) and returns
+// --tls-client-ca) at start, checks them with OpenSSL (common/tls/pem.h) and returns
 // their PEM texts, which the gRPC listener (GrpcServerCredentials) and the
 // metrics/status listener take as they are. Checked before the server opens
 // anything, so a bad file stops the start with a message naming the file, the

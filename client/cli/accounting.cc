@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "accounting/usage_report.h"
 #include "client/cli/accounting_output.h"
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
 #include "common/status_macros.h"
+#include "scheduler/accounting/usage_report.h"
 
 namespace ipupod::cli {
 namespace {

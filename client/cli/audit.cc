@@ -9,11 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "audit/audit_log.h"
 #include "client/cli/args.h"
 #include "client/cli/audit_output.h"
 #include "client/cli/commands.h"
 #include "common/status_macros.h"
+#include "scheduler/audit/audit_log.h"
 
 namespace ipupod::cli {
 namespace {

@@ -1,9 +1,9 @@
 // `ipupod compile`: ONNX model + ipu_config.json -> .ipx executable, and
 // `ipupod inspect`: what an .ipx takes and makes; both offline (no server), except `compile
 // --remote`, which has the server compile (CompileService) and writes what it sends back. The
-// compiler does the work (compiler/compile.h, the request read by compiler/compile_request.h, as
-// the server reads it); this file reads the inputs, maps failures to exit codes and prints the
-// result.
+// compiler does the work (device/compiler/compile.h, the request read by
+// device/compiler/compile_request.h, as the server reads it); this file reads the inputs, maps
+// failures to exit codes and prints the result.
 //
 // Exit codes: 2 a bad command line (also --loss/--optimizer/--opt/--opt-group/--freeze/
 // --buffer without --train, a --buffer that is not NAME=VALUE, an unknown optimizer or attribute,
@@ -13,7 +13,7 @@
 // shape, out of IPU memory, loss or frozen weight not in the model, an op
 // without a backward rule), 1 I/O errors; with --remote also the server's codes (8 unreachable,
 // 5 a bound such as the model's size or compiles at once, 6 its time limit, 4 no permission).
-#include "compiler/compile.h"
+#include "device/compiler/compile.h"
 
 #include <filesystem>
 #include <map>
@@ -29,15 +29,15 @@
 #include "client/files.h"
 #include "common/format.h"
 #include "common/status_macros.h"
-#include "compiler/compile_request.h"
-#include "compiler/executable.h"
-#include "compiler/ipu_config.h"
-#include "compiler/placement.h"
-#include "compiler/report.h"
-#include "compiler/training_spec.h"
-#include "runtime/program.h"
-#include "runtime/run_steps.h"
-#include "training/optimizer.h"
+#include "device/compiler/compile_request.h"
+#include "device/compiler/executable.h"
+#include "device/compiler/ipu_config.h"
+#include "device/compiler/placement.h"
+#include "device/compiler/report.h"
+#include "device/compiler/training_spec.h"
+#include "device/runtime/program.h"
+#include "device/runtime/run_steps.h"
+#include "device/training/optimizer.h"
 
 namespace ipupod::cli {
 namespace {
@@ -116,7 +116,7 @@ absl::Status OptimizerOptions(const CompileArgs& args, compiler::TrainingOptions
 }
 
 // The training flags: a usage error without --train, or for an optimizer or
-// attribute training/optimizer.h does not know (checked here, before the
+// attribute device/training/optimizer.h does not know (checked here, before the
 // model is read, so a typo is exit 2 and not a failed compile).
 absl::Status TrainingOptions(const CompileArgs& args, compiler::CompileOptions& options) {
   if (!args.train) {

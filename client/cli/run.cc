@@ -8,8 +8,8 @@
 // UploadExecutable (skipped when the server has it), Load, WriteWeights,
 // the steps, the outputs concatenated along dim 0 into an .npz, ReadWeights
 // for --save-weights, and the release of a session attached here. The steps
-// are the drivers' (driver/inference_driver.h; --train:
-// driver/training_driver.h, with host copies, checkpoints and --recover)
+// are the drivers' (common/driver/inference_driver.h; --train:
+// common/driver/training_driver.h, with host copies, checkpoints and --recover)
 // over client::RemoteSessionExecutable; this file wires the arguments to
 // them and prints what their callbacks report.
 //
@@ -31,16 +31,16 @@
 #include "client/cli/signal_watcher.h"
 #include "client/files.h"
 #include "client/session_executable.h"
+#include "common/driver/inference_driver.h"
+#include "common/driver/training_driver.h"
 #include "common/errors.h"
 #include "common/format.h"
 #include "common/status_macros.h"
-#include "compiler/executable.h"
-#include "compiler/report.h"
-#include "driver/inference_driver.h"
-#include "driver/training_driver.h"
-#include "runtime/onnx_model.h"
-#include "runtime/run_steps.h"
-#include "tensor/tensor_files.h"
+#include "common/tensor/tensor_files.h"
+#include "device/compiler/executable.h"
+#include "device/compiler/report.h"
+#include "device/runtime/onnx_model.h"
+#include "device/runtime/run_steps.h"
 #include <unistd.h>
 
 namespace ipupod::cli {

@@ -29,7 +29,7 @@
 #include "client/ipx_header.h"
 #include "common/format.h"
 #include "common/status_macros.h"
-#include "tensor/tensor_files.h"
+#include "common/tensor/tensor_files.h"
 
 namespace ipupod::cli {
 namespace {

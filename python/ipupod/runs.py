@@ -5,10 +5,10 @@ input (micro-batch x device_iterations x replication, and x gradient_accumulatio
 training), dim 0 of the host shapes ``LoadedProgram.inputs`` gives. :func:`plan_steps` checks
 a whole data set against the loaded program (every input present, nothing extra, dtype and
 per-sample shape, one sample count, a multiple of a step) exactly as the CLI's
-runtime/run_steps.cc does, so a mistake is found before anything runs.
+device/runtime/run_steps.cc does, so a mistake is found before anything runs.
 
 :func:`infer` runs every step and concatenates the outputs along dim 0 (a scalar per step is
-one row). :func:`train` is the training driver of driver/training_driver.h: run r takes data
+one row). :func:`train` is the training driver of common/driver/training_driver.h: run r takes data
 step (first + r) mod steps; a host copy (the whole training state: ReadWeights(checkpoint)) is
 taken before the first run, every ``checkpoint_every`` runs and after the last; with
 ``recover`` a recoverable fault is recovered from the last host copy (the reset its recovery

@@ -1,4 +1,4 @@
-"""Tensors on the ExecutionService wire, as numpy arrays (the codec of wire/tensor_stream.h).
+"""Tensors on the ExecutionService wire, as numpy arrays (the codec of common/wire/tensor_stream.h).
 
 A tensor travels as a ``TensorHeader`` (name, dtype, shape, total_bytes) followed by its
 little-endian, row-major bytes in ``TensorData`` chunks of at most 1 MiB. The wire knows five
@@ -33,7 +33,7 @@ TENSORS_MAX = 1 << 16
 #: The largest tensor any model may hold or produce.
 TENSOR_BYTES_MAX = 4 << 30
 #: The most data a RunInline request's inputs, or its response's outputs, may hold in all
-#: (wire/inline_tensors.h); larger steps go through the Run stream.
+#: (common/wire/inline_tensors.h); larger steps go through the Run stream.
 INLINE_BYTES_MAX = 1 << 20
 
 #: Wire dtype name -> numpy dtype (little-endian).

@@ -25,7 +25,7 @@ import grpc
 
 from ipupod import errors
 
-#: A PEM certificate chain or key is a few KB; a CA bundle about 200 KB (tls/pem.h's bound).
+#: A PEM certificate chain or key is a few KB; a CA bundle about 200 KB (common/tls/pem.h's bound).
 PEM_FILE_BYTES_MAX = 1 << 20
 
 

@@ -1,5 +1,5 @@
 """PopTorch's custom ops (seed 003, section 4.9) through ``ipupod.poptorch`` against a private
-ipupodd that runs the tests' custom op library (tests/customop/test_ops.c, built by CMake as
+ipupodd that runs the tests' custom op library (tests/device/customop/test_ops.c, built by CMake as
 libipupod_test_custom_ops.so: Cube, LeakyRelu, ManyAttributeOp and misbehaving ops), each
 result checked against the same op written in torch.
 

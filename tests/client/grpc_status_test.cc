@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "wire/tensor_stream.h"
+#include "common/wire/tensor_stream.h"
 
 namespace ipupod::client {
 namespace {

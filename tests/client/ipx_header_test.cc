@@ -1,4 +1,4 @@
-// client/ipx_header.h reads what compiler/executable.h writes: the client
+// client/ipx_header.h reads what device/compiler/executable.h writes: the client
 // library keeps its own copy of the header layout so it links no compiler;
 // this test (which may link both) keeps the two in step.
 #include "client/ipx_header.h"
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "common/sha256.h"
-#include "compiler/executable.h"
+#include "device/compiler/executable.h"
 
 namespace ipupod::client {
 namespace {

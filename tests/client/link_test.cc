@@ -8,8 +8,8 @@
 
 #include "client/client.h"
 #include "client/ipx_header.h"
-#include "tensor/tensor_files.h"
-#include "wire/tensor_stream.h"
+#include "common/tensor/tensor_files.h"
+#include "common/wire/tensor_stream.h"
 
 namespace {
 

@@ -14,10 +14,10 @@
 
 #include "client/client.h"
 #include "client/session_executable.h"
-#include "compiler/compile.h"
-#include "compiler/executable.h"
-#include "driver/inference_driver.h"
-#include "tests/graph/onnx_builder.h"
+#include "common/driver/inference_driver.h"
+#include "device/compiler/compile.h"
+#include "device/compiler/executable.h"
+#include "tests/device/graph/onnx_builder.h"
 #include "tests/support/test_server.h"
 
 namespace ipupod::client {

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_split.h"
-#include "tensor/tensor_files.h"
+#include "common/tensor/tensor_files.h"
 #include "tests/integration/harness.h"
 #include "tests/support/models.h"
 #include <signal.h>

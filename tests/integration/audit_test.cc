@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "tensor/tensor_files.h"
+#include "common/tensor/tensor_files.h"
 #include "tests/integration/harness.h"
 #include "tests/support/models.h"
 #include <signal.h>

@@ -9,10 +9,10 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/executable.h"
-#include "tensor/tensor_files.h"
-#include "tests/compiler/test_models.h"
-#include "tests/graph/onnx_builder.h"
+#include "common/tensor/tensor_files.h"
+#include "device/compiler/executable.h"
+#include "tests/device/compiler/test_models.h"
+#include "tests/device/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 
 namespace ipupod::testing {

@@ -1,5 +1,5 @@
 // Crash points: for every durable write point of the state store
-// (store/write_points.h, kAllWritePoints) and every fault - a crash just
+// (server/store/write_points.h, kAllWritePoints) and every fault - a crash just
 // before the commit, a crash just after it, a failed write - a real ipupodd
 // is driven to that write with the test-only IPUPOD_TEST_STORE_FAULT set,
 // then restarted without it. The state must then be exactly the model's:
@@ -25,8 +25,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "store/write_points.h"
-#include "tensor/tensor_files.h"
+#include "common/tensor/tensor_files.h"
+#include "server/store/write_points.h"
 #include "tests/integration/harness.h"
 #include "tests/support/models.h"
 #include <signal.h>
@@ -245,7 +245,7 @@ void CrashPointsTest::RunCase(WritePoint point, FaultAction action, int round) {
     if (action == FaultAction::kFail &&
         (point == WritePoint::kLedgerOpen || point == WritePoint::kLedgerClose)) {
       // A usage write the store refused is held and written again once it
-      // accepts writes (accounting/background_ledger.h): the session's
+      // accepts writes (scheduler/accounting/background_ledger.h): the session's
       // record lands, opened and closed, and survives the kill below.
       PodState landed = changed;
       landed.closed = model_.closed + 1;

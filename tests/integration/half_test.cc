@@ -26,9 +26,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tensor/float16.h"
-#include "tensor/tensor_files.h"
-#include "tests/graph/onnx_builder.h"
+#include "common/tensor/float16.h"
+#include "common/tensor/tensor_files.h"
+#include "tests/device/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 #include "tests/support/python_cases.h"
 

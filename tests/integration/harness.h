@@ -106,7 +106,7 @@ class ServerUnderTest {
   bool Restart();
   Process& process() { return *process_; }
   // Environment added for the next (re)starts, e.g. a test-only store
-  // fault (store/write_points.h); extra flags for the next (re)starts.
+  // fault (server/store/write_points.h); extra flags for the next (re)starts.
   void set_env(std::map<std::string, std::string> env) { env_ = std::move(env); }
   void set_extra_args(std::vector<std::string> args) { extra_args_ = std::move(args); }
 

@@ -7,7 +7,7 @@
 //
 // Every address of 127.0.0.0/8 is this host's on Linux: 127.0.0.1 is the
 // hostile client, 127.0.0.2 and up are others (the listener's per-address
-// limit is 64 connections, its total 256; http/http_listener.h).
+// limit is 64 connections, its total 256; server/http/http_listener.h).
 #include <atomic>
 #include <cstdio>
 #include <random>

@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tensor/tensor_files.h"
-#include "tests/compiler/test_models.h"
+#include "common/tensor/tensor_files.h"
+#include "tests/device/compiler/test_models.h"
 #include "tests/integration/harness.h"
 #include "tests/support/models.h"
 #include "tests/support/tensors.h"

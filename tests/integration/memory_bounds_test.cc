@@ -30,10 +30,10 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/grpc_status.h"
-#include "compiler/compile.h"
-#include "compiler/executable.h"
+#include "device/compiler/compile.h"
+#include "device/compiler/executable.h"
 #include "ipupod/v1/execution.grpc.pb.h"
-#include "tests/graph/onnx_builder.h"
+#include "tests/device/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 #include "tests/support/tensors.h"
 

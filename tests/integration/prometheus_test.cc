@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/tensor_files.h"
+#include "common/tensor/tensor_files.h"
 #include "tests/integration/harness.h"
 #include "tests/support/http_client.h"
 #include "tests/support/models.h"

@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tensor/tensor_files.h"
-#include "tests/graph/onnx_builder.h"
+#include "common/tensor/tensor_files.h"
+#include "tests/device/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 #include "tests/support/tensors.h"
 

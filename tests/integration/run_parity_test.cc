@@ -19,7 +19,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tensor/tensor_files.h"
+#include "common/tensor/tensor_files.h"
 #include "tests/integration/harness.h"
 #include "tests/support/python_cases.h"
 #include <sys/wait.h>

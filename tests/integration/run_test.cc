@@ -11,10 +11,10 @@
 
 #include <gtest/gtest.h>
 
-#include "graph/interpreter.h"
-#include "graph/onnx_import.h"
-#include "tensor/tensor_files.h"
-#include "tests/graph/onnx_builder.h"
+#include "common/tensor/tensor_files.h"
+#include "device/graph/interpreter.h"
+#include "device/graph/onnx_import.h"
+#include "tests/device/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 #include "tests/support/hostile_files.h"
 

@@ -18,8 +18,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/tensor_files.h"
-#include "tests/graph/onnx_builder.h"
+#include "common/tensor/tensor_files.h"
+#include "tests/device/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 #include <signal.h>
 #include <unistd.h>
@@ -203,7 +203,7 @@ double CpuSeconds(pid_t pid) {
 
 // Issue 29: SIGTERM during a compile waited for its node to end (107 s once).
 // The shutdown now stops compiles in flight at once (RemoteCompiler::Stop,
-// kernels/interrupt.h), so the server exits well inside a service manager's
+// device/kernels/interrupt.h), so the server exits well inside a service manager's
 // stop timeout, and the client hears why.
 TEST_F(ShutdownTest, SigtermDuringALongCompileExitsWithinSeconds) {
   std::ofstream(Path("slow_compile.onnx"), std::ios::binary) << SlowCompileModel();

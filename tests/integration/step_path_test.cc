@@ -12,9 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "graph/interpreter.h"
-#include "graph/onnx_import.h"
-#include "tensor/tensor_files.h"
+#include "common/tensor/tensor_files.h"
+#include "device/graph/interpreter.h"
+#include "device/graph/onnx_import.h"
 #include "tests/integration/harness.h"
 #include "tests/support/exposition.h"
 #include "tests/support/http_client.h"

@@ -17,8 +17,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tensor/tensor_files.h"
-#include "tests/graph/onnx_builder.h"
+#include "common/tensor/tensor_files.h"
+#include "tests/device/graph/onnx_builder.h"
 #include "tests/integration/harness.h"
 #include "tests/support/http_client.h"
 #include "tests/support/test_certificates.h"

@@ -25,8 +25,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tensor/npy.h"
-#include "tensor/tensor_files.h"
+#include "common/tensor/npy.h"
+#include "common/tensor/tensor_files.h"
 #include "tests/integration/harness.h"
 #include "tests/support/python_cases.h"
 #include <sys/wait.h>

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tensor/tensor_files.h"
+#include "common/tensor/tensor_files.h"
 #include "tests/integration/harness.h"
 #include "tests/support/models.h"
 #include "tests/support/tensors.h"

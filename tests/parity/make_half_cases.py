@@ -51,7 +51,7 @@ except ImportError as e:
     sys.exit(77)
 
 FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
-BLOCK = 16  # products per block with half partials (graph/ops_float16.cc)
+BLOCK = 16  # products per block with half partials (device/graph/ops_float16.cc)
 
 
 class Mlp(torch.nn.Module):

@@ -11,8 +11,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "accounting/ledger.h"
 #include "common/sync.h"
+#include "scheduler/accounting/ledger.h"
 #include "tests/scheduler/scheduler_fixture.h"
 
 namespace ipupod::scheduler::testing {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "audit/audit_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "scheduler/audit/audit_log.h"
 #include "tests/support/eventually.h"
 #include "tests/support/temp_dir.h"
 

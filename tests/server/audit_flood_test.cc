@@ -1,4 +1,4 @@
-// No user can flush the audit log (server/audit_trail.h, store/sqlite_audit.h),
+// No user can flush the audit log (server/audit_trail.h, server/store/sqlite_audit.h),
 // through a real PodServer in open mode: one plain user refused thousands of
 // times leaves one record and one summary with the count; hundreds of user
 // names refused once each (what open mode lets one person be) fill the cap,

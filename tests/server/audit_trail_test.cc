@@ -15,7 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "store/sqlite_state_store.h"
+#include "server/store/sqlite_state_store.h"
 #include "tests/support/temp_dir.h"
 
 namespace ipupod::server {

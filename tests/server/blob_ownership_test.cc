@@ -1,4 +1,4 @@
-// A blob's hash is no capability (jobs/blob_store.h, Ownership), through
+// A blob's hash is no capability (server/jobs/blob_store.h, Ownership), through
 // the real JobService and CompileService: bob, who knows alice's model's
 // hash but not its bytes, gets for StatBlob, for a PutBlob claiming the hash
 // without the bytes and for a Compile the answers of a hash nobody stored -

@@ -4,7 +4,7 @@
 // with what happened while another session's custom op keeps computing and the server
 // keeps serving; a library outside the configured directories is refused at compile and
 // at load. The helper processes are bounded and end with the programs.
-#include "graph/custom_ops.h"
+#include "device/graph/custom_ops.h"
 
 #include <atomic>
 #include <fstream>
@@ -17,10 +17,10 @@
 #include <gtest/gtest.h>
 
 #include "client/client.h"
-#include "compiler/compile.h"
-#include "compiler/executable.h"
-#include "tests/customop/test_library.h"
-#include "tests/graph/fake_custom_ops.h"
+#include "device/compiler/compile.h"
+#include "device/compiler/executable.h"
+#include "tests/device/customop/test_library.h"
+#include "tests/device/graph/fake_custom_ops.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_server.h"
 

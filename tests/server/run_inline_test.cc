@@ -12,15 +12,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
-#include "compiler/compile.h"
-#include "compiler/executable.h"
+#include "common/wire/inline_tensors.h"
+#include "device/compiler/compile.h"
+#include "device/compiler/executable.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/exposition.h"
 #include "tests/support/http_client.h"
 #include "tests/support/models.h"
 #include "tests/support/test_server.h"
-#include "wire/inline_tensors.h"
 
 namespace ipupod::server {
 namespace {

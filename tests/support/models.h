@@ -1,7 +1,7 @@
 // File: tests/support/models.h
 //
 // The standard small training models that tests of several layers share,
-// as ONNX bytes (tests/graph/onnx_builder.h; header-only, so only tests that
+// as ONNX bytes (tests/device/graph/onnx_builder.h; header-only, so only tests that
 // use them link ONNX). Each test passes its own weights so its expected
 // numbers stay its own.
 //   RegressorModel: y = tanh(x W + bias), loss = mean((y - t)^2);
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/graph/onnx_builder.h"
+#include "tests/device/graph/onnx_builder.h"
 
 namespace ipupod::test_support {
 

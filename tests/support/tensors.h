@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "common/tensor/tensor.h"
 
 namespace ipupod::test_support {
 

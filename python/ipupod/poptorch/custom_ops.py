@@ -2,7 +2,7 @@
 
 On the IPU (an ``inferenceModel`` or ``trainingModel``), ``custom_op`` exports one ONNX node
 ``<domain>::<name>`` with the attributes given, and ipupodd runs it with the op's CPU
-implementation from a custom op library (``customop/custom_op_abi.h``: a C ABI modelled on
+implementation from a custom op library (``device/customop/custom_op_abi.h``: a C ABI modelled on
 ONNX Runtime's custom ops). ipupodd runs a library only from the directories its admin lists
 (config ``custom_ops.library_dirs``), in a helper process of its own, so the library named
 is a path *on the server*. It is found as PopTorch finds it:
@@ -40,7 +40,7 @@ from ipupod.poptorch._support import ExportRecording
 #: The entry point and ABI version of custom_op_abi.h.
 ENTRY_POINT = "IpupodCustomOpLibraryGet"
 ABI_VERSION = 1
-#: The metadata naming each custom domain's library (graph/custom_ops.h).
+#: The metadata naming each custom domain's library (device/graph/custom_ops.h).
 LIBRARIES_METADATA_KEY = "ipupod.custom_op_libraries"
 _RESERVED_DOMAINS = ("", "ai.onnx", "ai.graphcore")
 

@@ -248,7 +248,7 @@ class PoplarExecutor:
     def _spread_input_groups(self, inputs: tuple) -> tuple:
         """inputReplicaGrouping: the call holds one micro-batch per input group; every
         replica of a group gets its group's (the host batch is [iteration, replica,
-        micro-batch] with replicas fastest, runtime/step_layout.h)."""
+        micro-batch] with replicas fastest, device/runtime/step_layout.h)."""
         o = self._options
         size, replicas = o.input_group_size, o.replication_factor
         if size == 1 or not inputs:

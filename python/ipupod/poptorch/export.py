@@ -271,7 +271,7 @@ def module_state(model: torch.nn.Module, proto: Any) -> ModuleState:
 
 
 def _declare(proto: Any, state: ModuleState) -> None:
-    """Writes the module state into the model's metadata (graph/graph.h ModuleState), so the
+    """Writes the module state into the model's metadata (device/graph/graph.h ModuleState), so the
     compiler keeps every one of them a writable weight, trains exactly the parameters and
     lets a write by an alias's name reach its weight."""
     for key, lines in (("ipupod.parameters", state.parameters),

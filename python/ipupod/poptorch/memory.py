@@ -12,7 +12,7 @@ graph torch exports and carries them as attributes of the op they apply to:
   ``serialization_factor`` on its MatMul;
 * ``recomputationCheckpoint(t, ...)``: ``recompute_checkpoint`` (int 1) on the op that made
   each ``t`` (any op): training keeps its outputs for the backward pass and recomputes the
-  values between checkpoints (compiler/memory_plan.h). A checkpoint of a model input changes
+  values between checkpoints (device/compiler/memory_plan.h). A checkpoint of a model input changes
   nothing (inputs are kept anyway) and leaves no attribute.
 
 While a model is exported each call leaves a marker node in the ``ai.graphcore`` domain
@@ -34,7 +34,7 @@ DOMAIN = "ai.graphcore"
 _AVAILABLE_MEMORY = "SetAvailableMemory"
 _SERIALIZED_MATMUL = "SerializedMatMul"
 _CHECKPOINT = "RecomputationCheckpoint"
-# The ops each marker may follow (as the compiler plans them, compiler/temporaries.h);
+# The ops each marker may follow (as the compiler plans them, device/compiler/temporaries.h);
 # None: any op.
 _TARGETS = {_AVAILABLE_MEMORY: ("MatMul", "Gemm", "Conv", "Gather"),
             _SERIALIZED_MATMUL: ("MatMul",),

@@ -5,7 +5,7 @@ The convolutions compute what they compute separately (on the CPU and on ipupod 
 a multi-convolution changes on the IPU is how PopLibs plans them; ipupod models one option:
 ``availableMemoryProportions`` becomes each convolution's ``available_memory_proportion``
 attribute, which caps its temporary memory in the compiler's memory plan exactly as
-``poptorch.set_available_memory`` does (compiler/temporaries.h); a proportion already set on
+``poptorch.set_available_memory`` does (device/compiler/temporaries.h); a proportion already set on
 a convolution by ``set_available_memory`` stays. ``partialsTypes``, ``enableConvDithering``,
 ``planType``, ``perConvReservedTiles`` and ``cycleBackOff`` are checked as PopTorch checks
 them and have no effect (docs/differences.md).

@@ -6,7 +6,7 @@ On the CPU each computes its result with torch (the decoder in Python, as the se
 Exported by ``inferenceModel`` or ``trainingModel``, each becomes one node in domain
 ``ai.graphcore``, as PopART names them (``IpuPrint``, ``Nop``, ``DynamicSlice``,
 ``DynamicUpdate``, ``CtcBeamSearchDecoder``), which ipupod's compiler runs
-(graph/ops_poptorch.cc) and differentiates (training/grad_tensor.cc; the decoder has no
+(device/graph/ops_poptorch.cc) and differentiates (device/training/grad_tensor.cc; the decoder has no
 gradient, as in PopTorch).
 
 A runtime ``start`` out of range (negative, or the slice running past the dimension) is
@@ -163,7 +163,7 @@ def _log_add(a: float, b: float) -> float:
 
 def _ctc_decode(steps: List[List[float]], blank: int, beam_width: int, top_paths: int
                 ) -> List[Tuple[Tuple[int, ...], float]]:
-    """CTC prefix beam search over one sequence's log probabilities (kernels/ctc.h): the
+    """CTC prefix beam search over one sequence's log probabilities (device/kernels/ctc.h): the
     ``top_paths`` best labellings with their log probabilities, best first, ties to the
     smaller labelling."""
     beams: Dict[Tuple[int, ...], List[float]] = {(): [0.0, -math.inf]}  # [blank, label]

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, 
 
 import torch
 
-# The compiler's attribute names and defaults (training/optimizer.cc), per optimizer.
+# The compiler's attribute names and defaults (device/training/optimizer.cc), per optimizer.
 _COMPILER_DEFAULTS: Dict[str, Dict[str, float]] = {
     "sgd": {"lr": 0.01, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0,
             "nesterov": 0.0},

@@ -1,9 +1,0 @@
-// ipupod-replay: replays a cluster trace through the real scheduler. All
-// behaviour lives in replay/ (see replay/cli.h).
-#include <iostream>
-
-#include "replay/cli.h"
-
-int main(int argc, char** argv) {
-  return ipupod::replay::RunReplayCli(argc, argv, std::cout, std::cerr);
-}

@@ -114,7 +114,7 @@ def measure(server, ipx, steps, rounds):
     x = np.full((1, 10), 0.5, np.float32)
     # The rows below the package go through the client's own channel, stubs and identity
     # (ipupod.calls.Calls), so only the package's code around the call differs.
-    calls = client._calls
+    calls = client.calls
     channel, metadata = calls.connection.channel, calls.connection.metadata
     health = channel.unary_unary("/grpc.health.v1.Health/Check", request_serializer=None,
                                  response_deserializer=None)

@@ -16,7 +16,7 @@ here too.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, Union
 
 import grpc
 
@@ -175,6 +175,14 @@ class Calls:
             if error.code != grpc.StatusCode.NOT_FOUND:
                 raise
         return self.stream_unary(self.jobs.PutBlob, source.chunks(), "JobService.PutBlob")
+
+
+class Caller(Protocol):
+    """What makes its RPCs through a :class:`Calls`: an :class:`ipupod.Client`, whose
+    sessions (``ipupod.Session(client, info)``) share its calls."""
+
+    @property
+    def calls(self) -> Calls: ...
 
 
 class Requests:

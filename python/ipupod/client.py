@@ -111,6 +111,13 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
         self._calls = Calls(connection, timeout, stream_timeout)
 
     @property
+    def calls(self) -> Calls:
+        """The calls layer every RPC of this client and of its sessions goes through
+        (:class:`ipupod.calls.Calls`: the channel, the stubs, deadlines and errors). For the
+        package's own modules and tools that measure it; not a stable interface."""
+        return self._calls
+
+    @property
     def timeout(self) -> float:
         """The deadline of each unary call, in seconds."""
         return self._calls.timeout
@@ -292,7 +299,7 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
         else:
             timeout = None
         info = stream.wait_for_grant(on_position, timeout)
-        return Session(self._calls, info, stream)
+        return Session(self, info, stream)
 
     def session(self, session_id: Optional[str] = None) -> Session:
         """A handle on a session held elsewhere (default ``$IPUPOD_SESSION``, set by
@@ -302,7 +309,7 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
             raise errors.local_error("no session: pass its id, or run under `ipupod attach -- "
                                      "...` which sets $IPUPOD_SESSION",
                                      grpc.StatusCode.INVALID_ARGUMENT, "Client.session")
-        return Session(self._calls, self.get_session(session_id))
+        return Session(self, self.get_session(session_id))
 
     def list_sessions(self) -> List[pod_pb2.SessionInfo]:
         """Every session of the pod (from ``pod_info``)."""

@@ -25,7 +25,7 @@ import numpy as np
 from ipupod import errors, runs, tensors
 from ipupod._proto import execution_pb2, pod_pb2
 from ipupod.attach import AttachStream
-from ipupod.calls import Calls
+from ipupod.calls import Caller
 from ipupod.compiling import CompileResult
 
 Executable = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview,
@@ -49,9 +49,9 @@ class Session:
             GetLoaded on first use for a session loaded elsewhere).
     """
 
-    def __init__(self, calls: Calls, info: pod_pb2.SessionInfo,
+    def __init__(self, client: Caller, info: pod_pb2.SessionInfo,
                  stream: Optional[AttachStream] = None) -> None:
-        self._calls = calls  # the Client's: its channel, identity and deadlines
+        self._calls = client.calls  # the client's channel, identity and deadlines
         self._stream = stream
         self.info = info
         self.id: str = info.session

@@ -29,6 +29,7 @@ PACKAGES=(
   python3-torchvision  # parity of the convolutional models (tests/parity)
   # the Python client (python/): its runtime, its tests, and the offline `pip install ./python`
   python3-grpcio python3-protobuf python3-pytest python3-setuptools python3-pip
+  python3-pyflakes  # stage 0's Python check (tools/check_python.py)
   # metrics (docs/operations.md): prometheus-cpp's registry and text format (its core only;
   # Debian's package pulls in civetweb for its Exposer, which nothing of ours links)
   prometheus-cpp-dev

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick start, part 2: installs what is missing, builds, and runs the whole
 # test suite. Every stage prints its duration; CI (.ci/run) calls this script.
-#   0. checks       style (clang-format, function length: tools/check_style.sh)
+#   0. checks       style (clang-format, function length, and Python: pyflakes and the
+#                   package's layers; tools/check_style.sh)
 #   1. build/       gcc, Release (-O3, the optimised configuration): every test
 #                   (unit, concurrency, integration, parity with PyTorch, and the
 #                   Python client's pytest suites, label `python`)
@@ -45,7 +46,7 @@ run_ctest() {
 }
 
 stage "install dependencies" bash deploy/install-deps.sh
-stage "0/3: checks (format, function length)" bash tools/check_style.sh
+stage "0/3: checks (format, function length, Python)" bash tools/check_style.sh
 
 # Every setting this stage relies on is given, whatever build/ already holds: the Quick
 # start's first command (deploy/run-server.sh) configures the same directory without tests.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The style rules that matter, checked rather than hoped for (docs/style.md):
 #   1. every tracked .cc/.h is formatted by clang-format 14 with the checked-in .clang-format;
-#   2. no function is longer than 70 lines (tools/check_function_length.py).
+#   2. no function is longer than 70 lines (tools/check_function_length.py);
+#   3. Python: pyflakes finds nothing in any tracked .py file, and the ipupod package keeps to
+#      its layers without an import cycle (tools/check_python.py; docs/python.md).
 # Prints what is wrong and how to fix it; exits 1 if anything is.
 #   tools/check_style.sh          check the whole tree
 #   tools/check_style.sh --fix    apply clang-format in place (then check lengths)
@@ -25,4 +27,6 @@ else
 fi
 
 python3 tools/check_function_length.py --max 70 "${files[@]}" || status=1
+# Debian's interpreter: the one python3-pyflakes installs into (deploy/install-deps.sh).
+/usr/bin/python3 tools/check_python.py || status=1
 exit $status

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 import grpc
 
-from ipupod import errors
+from ipupod import errors, transport
 from ipupod._proto import pod_pb2
 
 _POSITIONS_MAX = 64
@@ -34,12 +34,11 @@ _WAIT_SLICE_SECONDS = 0.25
 class AttachStream:
     """One Attach stream and its reader thread. Thread-safe; see the module doc."""
 
-    def __init__(self, stub: Any, request: pod_pb2.AttachRequest, metadata: tuple, server: str,
-                 on_preempted: Optional[Callable[[pod_pb2.Preemption], None]] = None,
-                 tls_ca: str = "", client_certificate: bool = False) -> None:
-        self._server = server
-        self._tls_ca = tls_ca  # how the channel is secured, for a failed handshake's message
-        self._client_certificate = client_certificate
+    def __init__(self, stub: Any, request: pod_pb2.AttachRequest,
+                 connection: transport.Connection,
+                 on_preempted: Optional[Callable[[pod_pb2.Preemption], None]] = None) -> None:
+        self._server = connection.server
+        self._connection = connection  # how the channel is secured, for a handshake's message
         self._on_preempted = on_preempted
         self._cv = threading.Condition()
         self._positions: collections.deque = collections.deque(maxlen=_POSITIONS_MAX)
@@ -50,7 +49,7 @@ class AttachStream:
         self._ended = False
         self._end_error: Optional[errors.Error] = None
         # No deadline: the stream is the session and lasts as long as it is held.
-        self._call = stub.Attach(request, metadata=metadata)
+        self._call = stub.Attach(request, metadata=connection.metadata)
         self._thread = threading.Thread(target=self._read, name="ipupod-attach", daemon=True)
         self._thread.start()
 
@@ -133,8 +132,9 @@ class AttachStream:
                     f"{self._last_ticket}); the request is gone: attach again when the server "
                     f"is back ({details})", code=grpc.StatusCode.UNAVAILABLE,
                     type="transport.unavailable", location=location, details=details)
-            return errors.transport_failure(self._server, details, location, tls_ca=self._tls_ca,
-                                            client_certificate=self._client_certificate)
+            return errors.transport_failure(
+                self._server, details, location, tls_ca=self._connection.tls_ca,
+                client_certificate=self._connection.client_certificate)
         return errors.from_status(code, details, trailers, location=location)
 
     # ------------------------------------------------------------------ caller side

@@ -11,7 +11,7 @@ import grpc
 
 from ipupod import errors
 from ipupod._proto import audit_pb2
-from ipupod.compiling import _Time, _unix_ms
+from ipupod.calls import Calls, Time, unix_ms
 
 #: The actions the server records (AuditRecord.action).
 ACTIONS = ("fault.inject", "ipu.reset", "partition.reset", "session.reset", "pod.reset",
@@ -24,9 +24,12 @@ LIMIT_MAX = 100000
 
 
 class AuditMixin:
-    """AuditService calls of :class:`ipupod.Client`."""
+    """AuditService calls of :class:`ipupod.Client`, made through the client's
+    :class:`ipupod.calls.Calls`."""
 
-    def audit(self, since: _Time = None, until: _Time = None, user: str = "", action: str = "",
+    _calls: Calls
+
+    def audit(self, since: Time = None, until: Time = None, user: str = "", action: str = "",
               limit: int = 100, page_token: str = "") -> List[audit_pb2.AuditRecord]:
         """The audit log's records, oldest first (``ipupod audit``), in [since, until)
         (datetimes or Unix seconds; None = from the first record / no end), optionally only
@@ -47,13 +50,14 @@ class AuditMixin:
             raise errors.local_error(f"action {action!r} is not one of {', '.join(ACTIONS)}",
                                      grpc.StatusCode.INVALID_ARGUMENT, location)
         request = audit_pb2.ListAuditRequest(
-            since_unix_ms=_unix_ms(since, "since", location),
-            until_unix_ms=_unix_ms(until, "until", location), user=user, action=action,
+            since_unix_ms=unix_ms(since, "since", location),
+            until_unix_ms=unix_ms(until, "until", location), user=user, action=action,
             page_token=page_token)
         records: List[audit_pb2.AuditRecord] = []
         while True:
             request.limit = min(limit - len(records), PAGE_MAX)
-            page = self._unary(self._audit.ListAudit, request, "AuditService.ListAudit")
+            page = self._calls.unary(self._calls.audit.ListAudit, request,
+                                     "AuditService.ListAudit")
             records.extend(page.records)
             if not page.next_page_token or len(records) >= limit:
                 return records

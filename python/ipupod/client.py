@@ -4,25 +4,26 @@ Every call carries the caller's identity (``authorization: Bearer TOKEN`` when a
 else ``x-ipupod-user: USER``, open mode), has a deadline (``timeout`` for unary calls,
 ``stream_timeout`` for uploads, weight transfers and runs) and turns a failed status into an
 :class:`ipupod.Error` (client/client.h is the C++ counterpart; docs/python.md the guide).
+The calls themselves are made by :class:`ipupod.calls.Calls`, which the client's sessions
+share; the jobs, compile and audit areas are the mixins of ipupod.jobs, ipupod.compiling and
+ipupod.audit.
 """
 
 from __future__ import annotations
 
-import datetime
 import os
 import re
 import socket
 import sys
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, List, Optional, Union
 
 import grpc
 
-from ipupod import errors, tensors, transport
-from ipupod._proto import (accounting_pb2_grpc, audit_pb2_grpc, compile_pb2_grpc,
-                           execution_pb2, execution_pb2_grpc, jobs_pb2_grpc, pod_pb2,
-                           pod_pb2_grpc)
+from ipupod import errors, transport
+from ipupod._proto import execution_pb2, pod_pb2
 from ipupod.attach import AttachStream
 from ipupod.audit import AuditMixin
+from ipupod.calls import Calls, Seconds, seconds_of, uint
 from ipupod.compiling import CompileMixin
 from ipupod.jobs import JobsMixin
 from ipupod.session import Executable, Session
@@ -32,9 +33,6 @@ DEFAULT_SERVER = "127.0.0.1:50051"
 #: Tokens are at most this many visible ASCII characters (they travel in a header).
 TOKEN_BYTES_MAX = 4096
 _USER_NAME = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
-_IPX_MAGIC = b"\x89IPX\r\n\x1a\n"
-_IPX_FORMAT_VERSION = 1
-_IPX_HEADER_BYTES = 64
 
 #: Fault kinds by the CLI's names (``ipupod fault inject --kind``).
 FAULT_KINDS = {
@@ -44,22 +42,6 @@ FAULT_KINDS = {
     "full-reset": pod_pb2.FAULT_KIND_FULL_RESET,
     "unrecoverable": pod_pb2.FAULT_KIND_UNRECOVERABLE,
 }
-
-Seconds = Union[int, float, datetime.timedelta]
-_STREAM_TIMEOUT = object()  # "the client's stream_timeout" (None means no deadline)
-
-
-def seconds_of(value: Optional[Seconds], what: str, location: str) -> float:
-    """A duration given as seconds or a timedelta, checked (None = 0: none)."""
-    if value is None:
-        return 0.0
-    if isinstance(value, datetime.timedelta):
-        value = value.total_seconds()
-    if not isinstance(value, (int, float)) or value < 0 or value != value:
-        raise errors.local_error(f"{what} must be a non-negative number of seconds or a "
-                                 f"timedelta, not {value!r}", grpc.StatusCode.INVALID_ARGUMENT,
-                                 location)
-    return float(value)
 
 
 def _first_set(value: Optional[str], *variables: str, default: str = "") -> str:
@@ -118,53 +100,59 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
         self.server = _first_set(server, "IPUPOD_SERVER", default=DEFAULT_SERVER)
         self.token = _first_set(token, "IPUPOD_TOKEN")
         self.user = _first_set(user, "IPUPOD_USER", "USER", default="nobody")
-        self.timeout = float(timeout)
-        self.stream_timeout = float(stream_timeout)
-        #: Session.run sends a step whose inputs hold at most 1 MiB as one RunInline call;
-        #: False makes every step take the Run stream (set by itself against a server
-        #: without RunInline).
-        self.inline_steps = True
+        timeout, stream_timeout = float(timeout), float(stream_timeout)
         self.tls_ca = _first_set(tls_ca, "IPUPOD_TLS_CA")
         self.tls_cert = _first_set(tls_cert, "IPUPOD_TLS_CERT")
         self.tls_key = _first_set(tls_key, "IPUPOD_TLS_KEY")
-        self._check_options()
-        if self.token:
-            self._metadata = (("authorization", f"Bearer {self.token}"),)
-        else:
-            self._metadata = (("x-ipupod-user", self.user),)
-        options = [
-            ("grpc.keepalive_time_ms", 5000),
-            ("grpc.keepalive_timeout_ms", 10000),
-            ("grpc.keepalive_permit_without_calls", 1),
-            # Keep pinging a held but quiet attach stream (default: 2 pings, then stop).
-            ("grpc.http2.max_pings_without_data", 0),
-        ]
-        credentials = transport.channel_credentials(self.tls_ca, self.tls_cert, self.tls_key,
-                                                    "ipupod.Client")
-        if credentials is None:
-            self._channel = grpc.insecure_channel(self.server, options=options)
-        else:
-            self._channel = grpc.secure_channel(self.server, credentials, options=options)
-        self._pod = pod_pb2_grpc.PodServiceStub(self._channel)
-        self._partitions = pod_pb2_grpc.PartitionServiceStub(self._channel)
-        self._sessions = pod_pb2_grpc.SessionServiceStub(self._channel)
-        self._execution = execution_pb2_grpc.ExecutionServiceStub(self._channel)
-        #: RunInline taking the request as bytes already serialized (tensors.inline_request).
-        self._run_inline_encoded = self._channel.unary_unary(
-            "/ipupod.v1.ExecutionService/RunInline", request_serializer=None,
-            response_deserializer=execution_pb2.RunInlineResponse.FromString)
-        self._jobs = jobs_pb2_grpc.JobServiceStub(self._channel)
-        self._compile_stub = compile_pb2_grpc.CompileServiceStub(self._channel)
-        self._accounting = accounting_pb2_grpc.AccountingServiceStub(self._channel)
-        self._audit = audit_pb2_grpc.AuditServiceStub(self._channel)
+        self._check_options(timeout, stream_timeout)
+        connection = transport.connect(self.server, self.token, self.user, self.tls_ca,
+                                       self.tls_cert, self.tls_key, "ipupod.Client")
+        #: Every call goes through this (ipupod.calls); sessions share it.
+        self._calls = Calls(connection, timeout, stream_timeout)
 
-    def _check_options(self) -> None:
+    @property
+    def calls(self) -> Calls:
+        """The calls layer every RPC of this client and of its sessions goes through
+        (:class:`ipupod.calls.Calls`: the channel, the stubs, deadlines and errors). For the
+        package's own modules and tools that measure it; not a stable interface."""
+        return self._calls
+
+    @property
+    def timeout(self) -> float:
+        """The deadline of each unary call, in seconds."""
+        return self._calls.timeout
+
+    @timeout.setter
+    def timeout(self, seconds: float) -> None:
+        self._calls.timeout = seconds
+
+    @property
+    def stream_timeout(self) -> float:
+        """The deadline of each upload, weight transfer and run step, in seconds."""
+        return self._calls.stream_timeout
+
+    @stream_timeout.setter
+    def stream_timeout(self, seconds: float) -> None:
+        self._calls.stream_timeout = seconds
+
+    @property
+    def inline_steps(self) -> bool:
+        """Session.run sends a step whose inputs hold at most 1 MiB as one RunInline call;
+        False makes every step take the Run stream (set by itself against a server without
+        RunInline)."""
+        return self._calls.inline_steps
+
+    @inline_steps.setter
+    def inline_steps(self, enabled: bool) -> None:
+        self._calls.inline_steps = enabled
+
+    def _check_options(self, timeout: float, stream_timeout: float) -> None:
         location = "ipupod.Client"
         if not self.server:
             raise errors.local_error(f"no server address; pass server='HOST:PORT' (default "
                                      f"{DEFAULT_SERVER})", grpc.StatusCode.INVALID_ARGUMENT,
                                      location)
-        if not (self.timeout > 0 and self.stream_timeout > 0):
+        if not (timeout > 0 and stream_timeout > 0):
             raise errors.local_error("timeout and stream_timeout must be positive seconds",
                                      grpc.StatusCode.INVALID_ARGUMENT, location)
         if self.token and (len(self.token) > TOKEN_BYTES_MAX or not all(
@@ -188,7 +176,7 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
 
     def close(self) -> None:
         """Closes the channel; sessions attached through it end."""
-        self._channel.close()
+        self._calls.connection.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -196,62 +184,13 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ call helpers
-
-    def _convert(self, error: grpc.RpcError, method: str, timeout: Optional[float]) -> errors.Error:
-        return errors.from_rpc_error(error, server=self.server, method=method, timeout=timeout,
-                                     tls_ca=self.tls_ca, client_certificate=bool(self.tls_cert))
-
-    def _unary(self, stub_method: Callable, request: Any, method: str,
-               timeout: Optional[float] = None) -> Any:
-        """One unary call; ``timeout`` in seconds, default the client's ``timeout``."""
-        deadline = self.timeout if timeout is None else timeout
-        try:
-            return stub_method(request, timeout=deadline, metadata=self._metadata)
-        except grpc.RpcError as error:
-            raise self._convert(error, method, deadline) from None
-
-    def _stream_unary(self, stub_method: Callable, requests: Iterable, method: str) -> Any:
-        source = _Requests(requests)
-        try:
-            return stub_method(source, timeout=self.stream_timeout, metadata=self._metadata)
-        except grpc.RpcError as error:
-            if source.error is not None:  # our own iterator failed: its error, not CANCELLED
-                raise source.error from None
-            raise self._convert(error, method, self.stream_timeout) from None
-
-    def _stream_out(self, stub_method: Callable, request: Any, method: str,
-                    timeout: Any = _STREAM_TIMEOUT) -> Iterator:
-        """A server stream's messages; the call is cancelled if the consumer stops early.
-        ``timeout``: seconds, None for no deadline, default ``stream_timeout``."""
-        deadline = self.stream_timeout if timeout is _STREAM_TIMEOUT else timeout
-        call = stub_method(request, timeout=deadline, metadata=self._metadata)
-        try:
-            yield from call
-        except grpc.RpcError as error:
-            raise self._convert(error, method, deadline) from None
-        finally:
-            call.cancel()
-
-    def _stream_stream(self, stub_method: Callable, requests: Iterable, method: str) -> Iterator:
-        source = _Requests(requests)
-        call = stub_method(source, timeout=self.stream_timeout, metadata=self._metadata)
-        try:
-            yield from call
-        except grpc.RpcError as error:
-            if source.error is not None:
-                raise source.error from None
-            raise self._convert(error, method, self.stream_timeout) from None
-        finally:
-            call.cancel()
-
     # ------------------------------------------------------------------ pod
 
     def pod_info(self) -> pod_pb2.GetPodInfoResponse:
         """The pod (``.pod``: name, IPU count, free IPUs, open mode, ...), every IPU
         (``.ipus``), partition (``.partitions``) and session (``.sessions``)."""
-        return self._unary(self._pod.GetPodInfo, pod_pb2.GetPodInfoRequest(),
-                           "PodService.GetPodInfo")
+        return self._calls.unary(self._calls.pod.GetPodInfo, pod_pb2.GetPodInfoRequest(),
+                                 "PodService.GetPodInfo")
 
     def inject_fault(self, ipu: int, kind: Union[str, int]) -> pod_pb2.InjectFaultResponse:
         """Admin: injects a fault on one IPU. ``kind``: ``"ipu-reset"``, ``"link-reset"``,
@@ -263,56 +202,59 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
                                          f"{', '.join(FAULT_KINDS)}",
                                          grpc.StatusCode.INVALID_ARGUMENT, "Client.inject_fault")
             kind = FAULT_KINDS[kind]
-        request = pod_pb2.InjectFaultRequest(ipu=_uint(ipu, "ipu", "Client.inject_fault"),
+        request = pod_pb2.InjectFaultRequest(ipu=uint(ipu, "ipu", "Client.inject_fault"),
                                              kind=kind)
-        return self._unary(self._pod.InjectFault, request, "PodService.InjectFault")
+        return self._calls.unary(self._calls.pod.InjectFault, request, "PodService.InjectFault")
 
     def reset_ipu(self, ipu: int) -> pod_pb2.ResetResponse:
         """Resets one IPU (clears IPU_RESET); its session must load again."""
-        request = pod_pb2.ResetIpuRequest(ipu=_uint(ipu, "ipu", "Client.reset_ipu"))
-        return self._unary(self._pod.ResetIpu, request, "PodService.ResetIpu")
+        request = pod_pb2.ResetIpuRequest(ipu=uint(ipu, "ipu", "Client.reset_ipu"))
+        return self._calls.unary(self._calls.pod.ResetIpu, request, "PodService.ResetIpu")
 
     def reset_pod(self) -> pod_pb2.ResetResponse:
         """Admin: resets every IPU (clears every recoverable error)."""
-        return self._unary(self._pod.ResetPod, pod_pb2.ResetPodRequest(), "PodService.ResetPod")
+        return self._calls.unary(self._calls.pod.ResetPod, pod_pb2.ResetPodRequest(),
+                                 "PodService.ResetPod")
 
     def repair_ipu(self, ipu: int) -> pod_pb2.RepairIpuResponse:
         """Admin: returns a FAILED IPU to service."""
-        request = pod_pb2.RepairIpuRequest(ipu=_uint(ipu, "ipu", "Client.repair_ipu"))
-        return self._unary(self._pod.RepairIpu, request, "PodService.RepairIpu")
+        request = pod_pb2.RepairIpuRequest(ipu=uint(ipu, "ipu", "Client.repair_ipu"))
+        return self._calls.unary(self._calls.pod.RepairIpu, request, "PodService.RepairIpu")
 
     # ------------------------------------------------------------------ partitions
 
     def create_partition(self, name: str, size: int) -> pod_pb2.Partition:
         """A named partition of ``size`` IPUs (a power of two, an aligned block), yours."""
         request = pod_pb2.CreatePartitionRequest(
-            name=name, size=_uint(size, "size", "Client.create_partition"))
-        return self._unary(self._partitions.CreatePartition, request,
-                           "PartitionService.CreatePartition")
+            name=name, size=uint(size, "size", "Client.create_partition"))
+        return self._calls.unary(self._calls.partitions.CreatePartition, request,
+                                 "PartitionService.CreatePartition")
 
     def get_partition(self, name: str) -> pod_pb2.Partition:
         """One partition: size, IPUs, owner, sessions (NOT_FOUND when there is none)."""
-        return self._unary(self._partitions.GetPartition,
-                           pod_pb2.GetPartitionRequest(name=name), "PartitionService.GetPartition")
+        return self._calls.unary(self._calls.partitions.GetPartition,
+                                 pod_pb2.GetPartitionRequest(name=name),
+                                 "PartitionService.GetPartition")
 
     def list_partitions(self) -> List[pod_pb2.Partition]:
         """Every partition of the pod."""
-        response = self._unary(self._partitions.ListPartitions, pod_pb2.ListPartitionsRequest(),
-                               "PartitionService.ListPartitions")
+        response = self._calls.unary(self._calls.partitions.ListPartitions,
+                                     pod_pb2.ListPartitionsRequest(),
+                                     "PartitionService.ListPartitions")
         return list(response.partitions)
 
     def remove_partition(self, name: str, force: bool = False) -> List[str]:
         """Removes a partition; ``force`` detaches its sessions first. Returns them."""
-        response = self._unary(self._partitions.RemovePartition,
-                               pod_pb2.RemovePartitionRequest(name=name, force=force),
-                               "PartitionService.RemovePartition")
+        response = self._calls.unary(self._calls.partitions.RemovePartition,
+                                     pod_pb2.RemovePartitionRequest(name=name, force=force),
+                                     "PartitionService.RemovePartition")
         return list(response.detached_sessions)
 
     def reset_partition(self, name: str) -> pod_pb2.ResetResponse:
         """Clears IPU_RESET, LINK_RESET and PARTITION_RESET errors on a partition's IPUs."""
-        return self._unary(self._partitions.ResetPartition,
-                           pod_pb2.ResetPartitionRequest(name=name),
-                           "PartitionService.ResetPartition")
+        return self._calls.unary(self._calls.partitions.ResetPartition,
+                                 pod_pb2.ResetPartitionRequest(name=name),
+                                 "PartitionService.ResetPartition")
 
     # ------------------------------------------------------------------ sessions
 
@@ -343,13 +285,13 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
         """
         location = "Client.attach"
         request = pod_pb2.AttachRequest(
-            num_ipus=_uint(ipus, "ipus", location, minimum=1), partition=partition, wait=wait,
+            num_ipus=uint(ipus, "ipus", location, minimum=1), partition=partition, wait=wait,
             wait_timeout_seconds=seconds_of(wait_timeout, "wait_timeout", location),
             auto_round=auto_round, client=_client_label() if label is None else label,
             account=account, qos=qos,
             time_limit_seconds=seconds_of(time_limit, "time_limit", location))
-        stream = AttachStream(self._sessions, request, self._metadata, self.server, on_preempted,
-                              tls_ca=self.tls_ca, client_certificate=bool(self.tls_cert))
+        stream = AttachStream(self._calls.sessions, request, self._calls.connection,
+                              on_preempted)
         if not wait:
             timeout = self.timeout
         elif request.wait_timeout_seconds > 0:
@@ -375,137 +317,36 @@ class Client(JobsMixin, CompileMixin, AuditMixin):
 
     def get_session(self, session_id: str) -> pod_pb2.SessionInfo:
         """A session's state; raises its device error when one of its IPUs faulted."""
-        return self._unary(self._sessions.GetSession,
-                           pod_pb2.GetSessionRequest(session=session_id),
-                           "SessionService.GetSession")
+        return self._calls.get_session(session_id)
 
     def detach(self, session_id: str) -> List[int]:
         """Ends a session (yours, or any as admin); returns the IPUs released."""
-        response = self._unary(self._sessions.Detach, pod_pb2.DetachRequest(session=session_id),
-                               "SessionService.Detach")
-        return list(response.released_ipus)
+        return self._calls.detach(session_id)
 
     def reset_session(self, session_id: str) -> pod_pb2.ResetResponse:
         """Resets a session's IPUs as one device (up to PARTITION_RESET)."""
-        return self._unary(self._sessions.ResetSession,
-                           pod_pb2.ResetSessionRequest(session=session_id),
-                           "SessionService.ResetSession")
+        return self._calls.reset_session(session_id)
 
     def list_queue(self) -> List[pod_pb2.QueueEntry]:
         """The attach queue in the order it is walked, with priorities and reasons."""
-        response = self._unary(self._sessions.ListQueue, pod_pb2.ListQueueRequest(),
-                               "SessionService.ListQueue")
+        response = self._calls.unary(self._calls.sessions.ListQueue, pod_pb2.ListQueueRequest(),
+                                     "SessionService.ListQueue")
         return list(response.entries)
 
     def get_shares(self) -> pod_pb2.GetSharesResponse:
         """Every account's shares, usage and fair-share factor (``ipupod shares``)."""
-        return self._unary(self._sessions.GetShares, pod_pb2.GetSharesRequest(),
-                           "SessionService.GetShares")
+        return self._calls.unary(self._calls.sessions.GetShares, pod_pb2.GetSharesRequest(),
+                                 "SessionService.GetShares")
 
     # ------------------------------------------------------------------ executables
 
     def stat_executable(self, sha256: str) -> execution_pb2.ExecutableRef:
         """The server's record of an executable you uploaded; NOT_FOUND when it lacks it."""
-        return self._unary(self._execution.StatExecutable,
-                           execution_pb2.StatExecutableRequest(sha256=sha256),
-                           "ExecutionService.StatExecutable")
+        return self._calls.stat_executable(sha256)
 
     def upload_executable(self, executable: Executable) -> execution_pb2.ExecutableRef:
         """Uploads an ``.ipx`` (a path or its bytes) unless the server already holds it for
         you (StatExecutable by the hash in its header: then ``cache_hit`` is set). The file is
         streamed in 1 MiB chunks; INVALID_ARGUMENT, before anything is sent, when it is not an
         .ipx."""
-        source = _IpxSource(executable)
-        try:
-            ref = self.stat_executable(source.sha256)
-            ref.cache_hit = True
-            return ref
-        except errors.Error as error:
-            if error.code != grpc.StatusCode.NOT_FOUND:
-                raise
-        return self._stream_unary(self._execution.UploadExecutable, source.chunks(),
-                                  "ExecutionService.UploadExecutable")
-
-
-class _Requests:
-    """A request iterator that remembers the exception it raised (gRPC would only cancel)."""
-
-    def __init__(self, requests: Iterable) -> None:
-        self._iterator = iter(requests)
-        self.error: Optional[BaseException] = None
-
-    def __iter__(self) -> "_Requests":
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            return next(self._iterator)
-        except StopIteration:
-            raise
-        except BaseException as error:
-            self.error = error
-            raise
-
-
-class _IpxSource:
-    """An .ipx as bytes or a file: its header's content hash and its upload chunks."""
-
-    def __init__(self, executable: Executable) -> None:
-        location = "Client.upload_executable"
-        self._data = None
-        self._path = None
-        if isinstance(executable, (bytes, bytearray, memoryview)):
-            self._data = memoryview(executable).cast("B")
-            header = bytes(self._data[:_IPX_HEADER_BYTES])
-            self.size = len(self._data)
-            self._name = "the executable bytes"
-        else:
-            self._path = os.fspath(executable)
-            self._name = f"executable '{self._path}'"
-            header, self.size = _read_header(self._path, location)
-        self.sha256 = ipx_content_hash(header, self._name, location)
-
-    def chunks(self) -> Iterator[execution_pb2.ExecutableChunk]:
-        # exactly the size checked: bytes appended since are not sent
-        return tensors.declared_chunks(
-            execution_pb2.ExecutableChunk, self.sha256, self.size, self._data, self._path,
-            lambda left: errors.local_error(
-                f"{self._name} got shorter while it was uploaded; upload it again once it stays "
-                f"unchanged", grpc.StatusCode.DATA_LOSS, "Client.upload_executable"))
-
-
-def _read_header(path: str, location: str) -> tuple:
-    try:
-        if not os.path.isfile(path):
-            what = "does not exist" if not os.path.exists(path) else "is not a regular file"
-            code = (grpc.StatusCode.NOT_FOUND if not os.path.exists(path)
-                    else grpc.StatusCode.INVALID_ARGUMENT)
-            raise errors.local_error(f"executable '{path}' {what}", code, location)
-        with open(path, "rb") as file:
-            return file.read(_IPX_HEADER_BYTES), os.fstat(file.fileno()).st_size
-    except OSError as error:
-        raise errors.local_error(f"cannot read executable '{path}': {error.strerror}",
-                                 grpc.StatusCode.PERMISSION_DENIED, location) from None
-
-
-def ipx_content_hash(header: bytes, name: str, location: str) -> str:
-    """The payload's SHA-256 (hex) from an .ipx header (client/ipx_header.h); INVALID_ARGUMENT
-    for bytes that are not an .ipx of this format version."""
-    if len(header) < _IPX_HEADER_BYTES or not header.startswith(_IPX_MAGIC):
-        raise errors.local_error(f"{name} is not an ipupod executable (.ipx): compile the "
-                                 f"model with `ipupod compile MODEL.onnx`",
-                                 grpc.StatusCode.INVALID_ARGUMENT, location)
-    version = int.from_bytes(header[8:12], "little")
-    if version != _IPX_FORMAT_VERSION:
-        raise errors.local_error(f"{name} has executable format {version} but this client "
-                                 f"reads {_IPX_FORMAT_VERSION}: recompile it with this ipupod",
-                                 grpc.StatusCode.INVALID_ARGUMENT, location)
-    return header[24:56].hex()
-
-
-def _uint(value: Any, what: str, location: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not (
-            minimum <= value < 2**32):
-        raise errors.local_error(f"{what} must be an integer from {minimum} to {2**32 - 1}, not "
-                                 f"{value!r}", grpc.StatusCode.INVALID_ARGUMENT, location)
-    return value
+        return self._calls.upload_executable(executable)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
 import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -21,14 +20,14 @@ import grpc
 
 from ipupod import errors
 from ipupod._proto import accounting_pb2, compile_pb2
-from ipupod.jobs import _BlobSource
+from ipupod.calls import Calls, Time, unix_ms
+from ipupod.sources import BlobSource
 
 #: What ``Client.compile`` takes as the model: a path, the bytes, or an ``onnx.ModelProto``.
 Model = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Any]
 #: The optimizers the compiler knows (``ipupod compile --optimizer``).
 OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop", "lamb")
 _LOCATION = "Client.compile"
-_Time = Union[None, int, float, datetime.datetime]
 
 
 @dataclasses.dataclass
@@ -121,22 +120,11 @@ def _check_training(train: bool, loss: str, optimizer: str, optimizer_attrs: Map
                                  grpc.StatusCode.INVALID_ARGUMENT, _LOCATION)
 
 
-def _unix_ms(value: _Time, what: str, location: str) -> int:
-    """A time (a datetime, or seconds since the epoch) in Unix milliseconds; None = 0."""
-    if value is None:
-        return 0
-    if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=datetime.timezone.utc)
-        return int(value.timestamp() * 1000)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return int(value * 1000)
-    raise errors.local_error(f"{what} must be a datetime or seconds since the epoch, not "
-                             f"{value!r}", grpc.StatusCode.INVALID_ARGUMENT, location)
-
-
 class CompileMixin:
-    """CompileService and AccountingService calls of :class:`ipupod.Client`."""
+    """CompileService and AccountingService calls of :class:`ipupod.Client`, made through
+    the client's :class:`ipupod.calls.Calls`."""
+
+    _calls: Calls
 
     def compile(self, model: Model,
                 ipu_config: Union[None, str, "os.PathLike[str]", Mapping[str, Any]] = None, *,
@@ -175,30 +163,31 @@ class CompileMixin:
         attrs = _attrs(optimizer_attrs)
         groups = _param_groups(param_groups)
         _check_training(train, loss, optimizer, attrs, frozen, buffers or {}, groups)
-        source = _BlobSource(_model_bytes(model), "model", _LOCATION)
-        self._put(source)
+        source = BlobSource(_model_bytes(model), "model", _LOCATION)
+        self._calls.put_blob(source)
         request = compile_pb2.CompileRequest(
             model_sha256=source.sha256, ipu_config_json=_config_json(ipu_config), set=list(set),
             module_map_json=json.dumps(dict(module_map)) if module_map else "", train=train,
             loss=loss, optimizer=optimizer, optimizer_attrs=attrs, frozen=list(frozen),
             buffers=dict(buffers or {}), param_groups=groups,
             return_executable=output is not None, report=report)
-        responses = self._stream_out(self._compile_stub.Compile, request,
-                                     "CompileService.Compile")
-        return _receive(responses, output, f"CompileService.Compile at {self.server}")
+        responses = self._calls.stream_out(self._calls.compiler.Compile, request,
+                                           "CompileService.Compile")
+        return _receive(responses, output, f"CompileService.Compile at {self._calls.server}")
 
-    def usage(self, group_by: str = "user", since: _Time = None, until: _Time = None,
+    def usage(self, group_by: str = "user", since: Time = None, until: Time = None,
               user: str = "") -> accounting_pb2.GetUsageResponse:
         """IPU time from the server's ledger (``ipupod usage``): grouped by ``"user"``,
         ``"account"``, ``"qos"`` or ``"day"`` (UTC) over [since, until) (datetimes or Unix
         seconds; None = the ledger's beginning / now); ``user`` "" = yours (admins: all)."""
         location = "Client.usage"
         request = accounting_pb2.GetUsageRequest(
-            group_by=group_by, since_unix_ms=_unix_ms(since, "since", location),
-            until_unix_ms=_unix_ms(until, "until", location), user=user)
-        return self._unary(self._accounting.GetUsage, request, "AccountingService.GetUsage")
+            group_by=group_by, since_unix_ms=unix_ms(since, "since", location),
+            until_unix_ms=unix_ms(until, "until", location), user=user)
+        return self._calls.unary(self._calls.accounting.GetUsage, request,
+                                 "AccountingService.GetUsage")
 
-    def history(self, user: str = "", state: str = "", since: _Time = None, until: _Time = None,
+    def history(self, user: str = "", state: str = "", since: Time = None, until: Time = None,
                 limit: int = 0) -> accounting_pb2.ListHistoryResponse:
         """Session and job records, newest first (``ipupod history``): ``records``, and
         ``truncated`` when more than ``limit`` (0 = 100) matched."""
@@ -207,10 +196,10 @@ class CompileMixin:
             raise errors.local_error(f"limit must be 0..10000, not {limit!r}",
                                      grpc.StatusCode.INVALID_ARGUMENT, location)
         request = accounting_pb2.ListHistoryRequest(
-            user=user, state=state, since_unix_ms=_unix_ms(since, "since", location),
-            until_unix_ms=_unix_ms(until, "until", location), limit=limit)
-        return self._unary(self._accounting.ListHistory, request,
-                           "AccountingService.ListHistory")
+            user=user, state=state, since_unix_ms=unix_ms(since, "since", location),
+            until_unix_ms=unix_ms(until, "until", location), limit=limit)
+        return self._calls.unary(self._calls.accounting.ListHistory, request,
+                                 "AccountingService.ListHistory")
 
 
 def _receive(responses: Any, output: Union[None, str, "os.PathLike[str]"],

@@ -1,9 +1,9 @@
 """Batch jobs (JobService, proto/ipupod/v1/jobs.proto): work the server owns.
 
 The executable, inputs and weights go into the server's content-addressed blob store once
-(:meth:`JobsMixin.put_blob`: hashed here, StatBlob, PutBlob only when the server lacks the
-bytes); :meth:`JobsMixin.submit` names them by hash. A job is PENDING, RUNNING, then
-COMPLETED, FAILED, CANCELLED or TIMEOUT whether or not this client stays;
+(:meth:`JobsMixin.put_blob`: hashed here, by ipupod.sources, StatBlob, PutBlob only when the
+server lacks the bytes); :meth:`JobsMixin.submit` names them by hash. A job is PENDING,
+RUNNING, then COMPLETED, FAILED, CANCELLED or TIMEOUT whether or not this client stays;
 :meth:`JobsMixin.wait_job` follows its events (riding out a server restart, as ``ipupod job
 wait`` does) and :meth:`JobsMixin.fetch_results` downloads its results, resumably and checked
 against their SHA-256.
@@ -16,15 +16,15 @@ import hashlib
 import io
 import os
 import time
-import zipfile
-from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Union)
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import grpc
 import numpy as np
 
 from ipupod import errors, tensors
 from ipupod._proto import jobs_pb2
+from ipupod.calls import Calls, seconds_of
+from ipupod.sources import Blob, BlobSource, ipx_content_hash
 
 #: Job states by name: ``JobState(job.state).name == "COMPLETED"``.
 JobState = enum.IntEnum("JobState", {v.name: v.number for v in jobs_pb2.JobState.DESCRIPTOR.values})
@@ -37,83 +37,6 @@ FINISHED_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCE
 _RECONNECT_WINDOW_SECONDS = 120.0
 _RECONNECT_PAUSE_SECONDS = 1.0
 _FILE_NAME_BYTES_MAX = 255
-_TENSOR_FORMATS = {".npz": "npz", ".safetensors": "safetensors", ".npy": "npy", ".onnx": "onnx"}
-
-Blob = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Mapping[str, Any]]
-
-
-def npz_bytes(arrays: Mapping[str, Any], location: str) -> bytes:
-    """Named arrays as a deterministic .npz (fixed member times), so the same arrays make the
-    same blob and are stored once."""
-    checked = tensors.to_arrays(arrays, location)
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as archive:
-        for name, array in checked.items():
-            member = io.BytesIO()
-            np.lib.format.write_array(member, array, allow_pickle=False)
-            archive.writestr(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)),
-                             member.getvalue())
-    return out.getvalue()
-
-
-class _BlobSource:
-    """A blob's bytes (memory or file), its SHA-256, size, format and upload chunks."""
-
-    def __init__(self, blob: Blob, what: str, location: str) -> None:
-        self.what = what
-        self._data: Optional[memoryview] = None
-        self._path: Optional[str] = None
-        self.format = "npz"
-        if isinstance(blob, Mapping):
-            self._data = memoryview(npz_bytes(blob, location))
-        elif isinstance(blob, (bytes, bytearray, memoryview)):
-            self._data = memoryview(blob).cast("B")
-        else:
-            self._path = os.fspath(blob)
-            self.format = _TENSOR_FORMATS.get(os.path.splitext(self._path)[1].lower(), "")
-        if self._data is not None:
-            self.sha256, self.size = hashlib.sha256(self._data).hexdigest(), len(self._data)
-        else:
-            self.sha256, self.size = _hash_file(self._path, what, location)
-
-    def head(self, size: int) -> bytes:
-        """The first ``size`` bytes (fewer when the blob is shorter)."""
-        if self._data is not None:
-            return bytes(self._data[:size])
-        with open(self._path, "rb") as file:
-            return file.read(size)
-
-    def chunks(self) -> Iterator[jobs_pb2.BlobChunk]:
-        # exactly the hashed size; other changes fail the server's check
-        return tensors.declared_chunks(
-            jobs_pb2.BlobChunk, self.sha256, self.size, self._data, self._path,
-            lambda left: errors.local_error(
-                f"{self.what} '{self._path}' changed while it was uploaded ({left} bytes left "
-                f"of the {self.size} hashed); nothing was stored: upload it again once it stays "
-                f"unchanged", grpc.StatusCode.DATA_LOSS, "Client.put_blob"))
-
-
-def _hash_file(path: str, what: str, location: str) -> Tuple[str, int]:
-    if not os.path.exists(path):
-        raise errors.local_error(f"{what} '{path}' does not exist", grpc.StatusCode.NOT_FOUND,
-                                 location)
-    if not os.path.isfile(path):
-        raise errors.local_error(f"{what} '{path}' is not a regular file",
-                                 grpc.StatusCode.INVALID_ARGUMENT, location)
-    digest, size = hashlib.sha256(), 0
-    try:
-        with open(path, "rb") as file:
-            while piece := file.read(tensors.CHUNK_BYTES):
-                digest.update(piece)
-                size += len(piece)
-    except OSError as error:
-        raise errors.local_error(f"cannot read {what} '{path}': {error.strerror}",
-                                 grpc.StatusCode.PERMISSION_DENIED, location) from None
-    if size == 0:
-        raise errors.local_error(f"{what} '{path}' is empty", grpc.StatusCode.INVALID_ARGUMENT,
-                                 location)
-    return digest.hexdigest(), size
-
 
 def _job_name(executable: Any) -> str:
     if isinstance(executable, (bytes, bytearray, memoryview)):
@@ -133,30 +56,22 @@ def _sweep_text(sweep: Union[None, str, Mapping[str, Sequence[float]]]) -> str:
 
 
 class JobsMixin:
-    """The JobService half of :class:`ipupod.Client` (see the module doc)."""
+    """The JobService half of :class:`ipupod.Client` (see the module doc), made through the
+    client's :class:`ipupod.calls.Calls`."""
+
+    _calls: Calls
 
     # ------------------------------------------------------------------ blobs
 
     def stat_blob(self, sha256: str) -> jobs_pb2.BlobRef:
         """The server's record of a blob; NOT_FOUND when it does not hold those bytes."""
-        return self._unary(self._jobs.StatBlob, jobs_pb2.StatBlobRequest(sha256=sha256),
-                           "JobService.StatBlob")
+        return self._calls.stat_blob(sha256)
 
     def put_blob(self, blob: Blob, what: str = "file") -> jobs_pb2.BlobRef:
         """Puts bytes into the blob store unless the server holds them (then
         ``already_stored`` is set). ``blob``: a file path, bytes, or a mapping of arrays
         (stored as a deterministic .npz). ``what`` names it in messages."""
-        return self._put(_BlobSource(blob, what, "Client.put_blob"))
-
-    def _put(self, source: _BlobSource) -> jobs_pb2.BlobRef:
-        try:
-            ref = self.stat_blob(source.sha256)
-            ref.already_stored = True
-            return ref
-        except errors.Error as error:
-            if error.code != grpc.StatusCode.NOT_FOUND:
-                raise
-        return self._stream_unary(self._jobs.PutBlob, source.chunks(), "JobService.PutBlob")
+        return self._calls.put_blob(BlobSource(blob, what, "Client.put_blob"))
 
     # ------------------------------------------------------------------ submit
 
@@ -191,7 +106,6 @@ class JobsMixin:
                 may be preempted, and resume from their last checkpoint).
             spec_fields: other ``JobSpec`` fields by name (e.g. fields a newer server added).
         """
-        from ipupod.client import ipx_content_hash, seconds_of  # a cycle at import otherwise
         location = "Client.submit"
         spec = jobs_pb2.JobSpec(
             name=_job_name(executable) if name is None else name, train=train, epochs=epochs,
@@ -204,20 +118,22 @@ class JobsMixin:
             spec.optimizer[key] = float(value)
         self._set_spec_fields(spec, spec_fields, location)
         self._check_submit(spec, location)
-        ipx = _BlobSource(executable, "executable", location)
+        ipx = BlobSource(executable, "executable", location)
         ipx_content_hash(ipx.head(64), "the executable", location)  # an .ipx, before uploading
-        data = _BlobSource(inputs, "inputs file", location)
+        data = BlobSource(inputs, "inputs file", location)
         self._check_format(data.format, "inputs", ("npz", "safetensors", "npy"), location)
         if weights is not None:
-            initial = _BlobSource(weights, "weights file", location)
+            initial = BlobSource(weights, "weights file", location)
             self._check_format(initial.format, "weights", ("npz", "safetensors", "npy", "onnx"),
                                location)
-        spec.executable_sha256 = self._put(ipx).sha256
-        spec.inputs.sha256, spec.inputs.format = self._put(data).sha256, data.format
+        spec.executable_sha256 = self._calls.put_blob(ipx).sha256
+        spec.inputs.sha256, spec.inputs.format = self._calls.put_blob(data).sha256, data.format
         if weights is not None:
-            spec.weights.sha256, spec.weights.format = self._put(initial).sha256, initial.format
+            spec.weights.sha256 = self._calls.put_blob(initial).sha256
+            spec.weights.format = initial.format
         request = jobs_pb2.SubmitJobRequest(spec=spec, sweep=_sweep_text(sweep))
-        return list(self._unary(self._jobs.SubmitJob, request, "JobService.SubmitJob").jobs)
+        return list(self._calls.unary(self._calls.jobs.SubmitJob, request,
+                                      "JobService.SubmitJob").jobs)
 
     @staticmethod
     def _set_spec_fields(spec: jobs_pb2.JobSpec, fields: Mapping[str, Any], location: str) -> None:
@@ -258,11 +174,12 @@ class JobsMixin:
         wanted = [JobState[s.upper()] if isinstance(s, str) else JobState(s) for s in states or ()]
         request = jobs_pb2.ListJobsRequest(all=all or any(s in FINISHED_STATES for s in wanted),
                                            user=user, states=[int(s) for s in wanted])
-        return list(self._unary(self._jobs.ListJobs, request, "JobService.ListJobs").jobs)
+        return list(self._calls.unary(self._calls.jobs.ListJobs, request,
+                                      "JobService.ListJobs").jobs)
 
     def _on_job(self, method: str, job_id: str) -> Any:
-        return self._unary(getattr(self._jobs, method), jobs_pb2.JobRequest(id=job_id),
-                           f"JobService.{method}")
+        return self._calls.unary(getattr(self._calls.jobs, method),
+                                 jobs_pb2.JobRequest(id=job_id), f"JobService.{method}")
 
     def get_job(self, job_id: str) -> jobs_pb2.Job:
         """The job's record (spec, times, progress, error, results for its owner)."""
@@ -294,8 +211,10 @@ class JobsMixin:
         :meth:`wait_job` does. ``timeout``: the stream's deadline (default: none when
         following, else stream_timeout)."""
         request = jobs_pb2.WatchJobRequest(id=job_id, from_event=from_event, follow=follow)
-        deadline = timeout if timeout is not None else (None if follow else self.stream_timeout)
-        return self._stream_out(self._jobs.WatchJob, request, "JobService.WatchJob", deadline)
+        deadline = timeout if timeout is not None else (
+            None if follow else self._calls.stream_timeout)
+        return self._calls.stream_out(self._calls.jobs.WatchJob, request, "JobService.WatchJob",
+                                      deadline)
 
     def wait_job(self, job_id: str, timeout: Optional[float] = None,
                  on_event: Optional[Callable[[jobs_pb2.JobEvent], None]] = None) -> jobs_pb2.Job:
@@ -394,7 +313,8 @@ class JobsMixin:
                        offset: int) -> Iterator[bytes]:
         request = jobs_pb2.FetchResultRequest(id=job_id, name=result.name, offset=offset)
         position = offset
-        for chunk in self._stream_out(self._jobs.FetchResult, request, "JobService.FetchResult"):
+        for chunk in self._calls.stream_out(self._calls.jobs.FetchResult, request,
+                                            "JobService.FetchResult"):
             if chunk.offset != position or len(chunk.data) > result.size_bytes - position:
                 raise errors.Error(
                     f"ipupodd sent bytes {chunk.offset}..{chunk.offset + len(chunk.data)} of "

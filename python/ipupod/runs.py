@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol
 
 import grpc
 import numpy as np
@@ -28,14 +28,34 @@ import numpy as np
 from ipupod import errors, tensors
 from ipupod._proto import execution_pb2
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ipupod.session import Session
-
 #: How long a load retries while the IPUs come back from a reset (UNAVAILABLE).
 RESET_WAIT_SECONDS = 30.0
 #: How long a recovery waits for an admin's pod reset after a FULL_RESET fault.
 FULL_RESET_WAIT_SECONDS = 600.0
 POLL_SECONDS = 0.05
+
+
+class Steps(Protocol):
+    """What :func:`infer` and :func:`train` need of a session (:class:`ipupod.Session` is
+    one): its loaded program, a step, the training state, and the recovery operations."""
+
+    @property
+    def program(self) -> execution_pb2.LoadedProgram: ...
+
+    def run(self, inputs: Mapping[str, Any]) -> RunResult: ...
+
+    def read_checkpoint(self) -> Dict[str, np.ndarray]: ...
+
+    def write_weights(self, weights: Mapping[str, Any]) -> Any: ...
+
+    def set_optimizer(self, variables: Optional[Mapping[str, float]] = None,
+                      **kwargs: float) -> Any: ...
+
+    def refresh(self) -> Any: ...
+
+    def reset(self) -> Any: ...
+
+    def load_again(self, timeout: float) -> Any: ...
 
 
 @dataclasses.dataclass
@@ -198,7 +218,7 @@ class _Concatenation:
         return {name: np.concatenate(parts) for name, parts in self._parts.items()}
 
 
-def infer(session: "Session", inputs: Mapping[str, Any],
+def infer(session: Steps, inputs: Mapping[str, Any],
           on_step: Optional[Callable[[RunProgress], None]] = None) -> Dict[str, np.ndarray]:
     """Every step of ``inputs`` on the loaded (inference) program; the outputs concatenated."""
     plan = plan_steps(session.program, inputs, "Session.infer")
@@ -216,7 +236,7 @@ def infer(session: "Session", inputs: Mapping[str, Any],
 class _Training:
     """The state of one :func:`train` call."""
 
-    session: "Session"
+    session: Steps
     plan: StepPlan
     runs: int
     first_step: int
@@ -232,7 +252,7 @@ class _Training:
     recoveries: int = 0
 
 
-def train(session: "Session", inputs: Mapping[str, Any], *, epochs: Optional[int] = None,
+def train(session: Steps, inputs: Mapping[str, Any], *, epochs: Optional[int] = None,
           steps: Optional[int] = None, lr: Optional[float] = None, checkpoint_every: int = 0,
           recover: bool = False, max_recoveries: int = 3,
           resume: Optional[Mapping[str, Any]] = None,
@@ -339,7 +359,7 @@ def _restore(state: _Training, fault: errors.RecoverableError) -> None:
     session.write_weights(state.copy)
 
 
-def wait_for_pod_reset(session: "Session", fault: errors.RecoverableError,
+def wait_for_pod_reset(session: Steps, fault: errors.RecoverableError,
                        timeout: float) -> None:
     """After a FULL_RESET fault: polls the session until its IPUs no longer wait for an admin's
     ``ipupod pod reset`` (driver::WaitForPodReset). Raises the fault, saying how long it

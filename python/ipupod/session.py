@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Union
 
 import grpc
 import numpy as np
@@ -25,10 +25,8 @@ import numpy as np
 from ipupod import errors, runs, tensors
 from ipupod._proto import execution_pb2, pod_pb2
 from ipupod.attach import AttachStream
+from ipupod.calls import Caller
 from ipupod.compiling import CompileResult
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ipupod.client import Client
 
 Executable = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview,
                    execution_pb2.ExecutableRef, CompileResult]
@@ -36,7 +34,8 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class Session:
-    """One session's IPUs. Use it as a context manager to release the IPUs at the end::
+    """One session's IPUs (made by :meth:`ipupod.Client.attach` and
+    :meth:`ipupod.Client.session`). Use it as a context manager to release the IPUs at the end::
 
         with client.attach(ipus=1) as session:
             session.load("mlp.ipx")
@@ -50,9 +49,9 @@ class Session:
             GetLoaded on first use for a session loaded elsewhere).
     """
 
-    def __init__(self, client: "Client", info: pod_pb2.SessionInfo,
+    def __init__(self, client: Caller, info: pod_pb2.SessionInfo,
                  stream: Optional[AttachStream] = None) -> None:
-        self._client = client
+        self._calls = client.calls  # the client's channel, identity and deadlines
         self._stream = stream
         self.info = info
         self.id: str = info.session
@@ -79,7 +78,7 @@ class Session:
         returns), then closes the stream. Idempotent; does nothing for a session held
         elsewhere (use :meth:`ipupod.Client.detach` to end someone's session as admin)."""
         if self._stream is not None:
-            self._stream.release(self._client.detach)
+            self._stream.release(self._calls.detach)
 
     @property
     def owned(self) -> bool:
@@ -105,13 +104,13 @@ class Session:
 
     def refresh(self) -> pod_pb2.SessionInfo:
         """GetSession: the session's state now (raises its device error if it has one)."""
-        self.info = self._client.get_session(self.id)
+        self.info = self._calls.get_session(self.id)
         return self.info
 
     def reset(self) -> pod_pb2.ResetResponse:
         """ResetSession: resets the session's IPUs as one device (clears IPU_RESET, LINK_RESET
         and PARTITION_RESET); load again afterwards."""
-        return self._client.reset_session(self.id)
+        return self._calls.reset_session(self.id)
 
     # ------------------------------------------------------------------ executables
 
@@ -122,8 +121,8 @@ class Session:
         Returns the ``LoadedProgram`` (inputs, outputs, weights, run shape, training info)."""
         sha256 = self._executable_sha256(executable)
         request = execution_pb2.LoadRequest(session=self.id, sha256=sha256)
-        self._program = self._client._unary(self._client._execution.Load, request,
-                                            "ExecutionService.Load")
+        self._program = self._calls.unary(self._calls.execution.Load, request,
+                                          "ExecutionService.Load")
         self._sha256 = sha256
         self._stream_runs = False
         return self._program
@@ -134,7 +133,7 @@ class Session:
         if isinstance(executable, str) and _SHA256.match(executable) and not os.path.exists(
                 executable):
             return executable
-        return self._client.upload_executable(executable).sha256
+        return self._calls.upload_executable(executable).sha256
 
     def load_again(self, timeout: float = runs.RESET_WAIT_SECONDS) -> execution_pb2.LoadedProgram:
         """Loads the last loaded executable again (after a reset), retrying while the IPUs are
@@ -161,8 +160,8 @@ class Session:
     def get_loaded(self) -> execution_pb2.LoadedProgram:
         """GetLoaded: what is loaded on the session now (FAILED_PRECONDITION if nothing)."""
         request = execution_pb2.GetLoadedRequest(session=self.id)
-        return self._client._unary(self._client._execution.GetLoaded, request,
-                                   "ExecutionService.GetLoaded")
+        return self._calls.unary(self._calls.execution.GetLoaded, request,
+                                 "ExecutionService.GetLoaded")
 
     # ------------------------------------------------------------------ weights
 
@@ -171,8 +170,8 @@ class Session:
         nothing; a checkpoint from :meth:`read_checkpoint` restores the training state."""
         arrays = tensors.to_arrays(weights, "Session.write_weights")
         requests = self._tensor_requests(arrays, execution_pb2.WriteWeightsRequest)
-        return self._client._stream_unary(self._client._execution.WriteWeights, requests,
-                                          "ExecutionService.WriteWeights")
+        return self._calls.stream_unary(self._calls.execution.WriteWeights, requests,
+                                        "ExecutionService.WriteWeights")
 
     def read_weights(self, names: Optional[Iterable[str]] = None, *,
                      as_torch: bool = False) -> Dict[str, Any]:
@@ -195,10 +194,10 @@ class Session:
                                   lambda d: message(data=execution_pb2.TensorData(data=d)))
 
     def _read_tensors(self, request: execution_pb2.ReadWeightsRequest) -> tensors.Arrays:
-        location = f"ExecutionService.ReadWeights at {self._client.server}"
+        location = f"ExecutionService.ReadWeights at {self._calls.server}"
         assembler = tensors.TensorAssembler("weights", location)
-        for part in self._client._stream_out(self._client._execution.ReadWeights, request,
-                                             "ExecutionService.ReadWeights"):
+        for part in self._calls.stream_out(self._calls.execution.ReadWeights, request,
+                                           "ExecutionService.ReadWeights"):
             if part.HasField("header"):
                 assembler.add_header(part.header)
             else:
@@ -214,8 +213,8 @@ class Session:
         values = dict(variables or {}, **kwargs)
         request = execution_pb2.SetOptimizerRequest(
             session=self.id, variables={k: float(v) for k, v in values.items()})
-        return self._client._unary(self._client._execution.SetOptimizer, request,
-                                   "ExecutionService.SetOptimizer")
+        return self._calls.unary(self._calls.execution.SetOptimizer, request,
+                                 "ExecutionService.SetOptimizer")
 
     # ------------------------------------------------------------------ runs
 
@@ -227,7 +226,7 @@ class Session:
         trip, no stream); larger ones, a program whose outputs are over 1 MiB, and servers
         without ``RunInline`` take the ``Run`` stream. The results are the same."""
         arrays = tensors.to_arrays(inputs, "Session.run")
-        if (not self._stream_runs and self._client.inline_steps
+        if (not self._stream_runs and self._calls.inline_steps
                 and sum(a.nbytes for a in arrays.values()) <= tensors.INLINE_BYTES_MAX):
             try:
                 return self._run_inline(arrays)
@@ -235,7 +234,7 @@ class Session:
                 if error.code == grpc.StatusCode.OUT_OF_RANGE:
                     self._stream_runs = True
                 elif error.code == grpc.StatusCode.UNIMPLEMENTED:
-                    self._client.inline_steps = False
+                    self._calls.inline_steps = False
                 else:
                     raise
         return self._run_stream(arrays)
@@ -247,10 +246,10 @@ class Session:
 
     def _run_inline(self, arrays: tensors.Arrays) -> runs.RunResult:
         request = tensors.inline_request(self.id, arrays)
-        response = self._client._unary(self._client._run_inline_encoded, request,
-                                       "ExecutionService.RunInline",
-                                       timeout=self._client.stream_timeout)
-        location = f"ExecutionService.RunInline at {self._client.server}"
+        response = self._calls.unary(self._calls.run_inline_encoded, request,
+                                     "ExecutionService.RunInline",
+                                     timeout=self._calls.stream_timeout)
+        location = f"ExecutionService.RunInline at {self._calls.server}"
         if not response.HasField("stats"):
             raise errors.malformed_stream("outputs", "the run ended without its stats", location)
         return runs.RunResult(outputs=tensors.decode_inline(response.outputs, "outputs", location),
@@ -258,11 +257,11 @@ class Session:
 
     def _run_stream(self, arrays: tensors.Arrays) -> runs.RunResult:
         requests = self._tensor_requests(arrays, execution_pb2.RunRequest)
-        location = f"ExecutionService.Run at {self._client.server}"
+        location = f"ExecutionService.Run at {self._calls.server}"
         assembler = tensors.TensorAssembler("outputs", location)
         stats = None
-        for part in self._client._stream_stream(self._client._execution.Run, requests,
-                                                "ExecutionService.Run"):
+        for part in self._calls.stream_stream(self._calls.execution.Run, requests,
+                                              "ExecutionService.Run"):
             which = part.WhichOneof("part")
             if which == "stats":
                 stats = part.stats

@@ -1,6 +1,14 @@
-"""TLS for :class:`ipupod.Client`'s channel, and the rule that a token never travels in clear text.
+"""The bottom of :class:`ipupod.Client`: its channel, who it calls as, and how a failed call's
+status becomes an :class:`ipupod.Error` (docs/python.md, "The package's layers").
 
-The Python side of client/transport_security.cc (docs/python.md, "TLS"):
+:func:`connect` makes the channel (keepalive pings, TLS when ``tls_ca`` is set) and returns a
+:class:`Connection`: the channel, the identity metadata every call carries (``authorization:
+Bearer TOKEN``, else ``x-ipupod-user: USER``) and :meth:`Connection.error`, the status mapping
+(errors.from_rpc_error with what the channel knows: the address, whether it is TLS, whether a
+client certificate is presented).
+
+TLS and the rule that a token never travels in clear text are the Python side of
+client/transport_security.cc (docs/python.md, "TLS"):
 
 * :func:`check` refuses, before anything is read or sent, a token with no ``tls_ca`` to a server
   that is not loopback (FAILED_PRECONDITION, saying to pass ``tls_ca``), and a ``tls_cert``
@@ -15,6 +23,7 @@ The Python side of client/transport_security.cc (docs/python.md, "TLS"):
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import ssl
@@ -27,6 +36,57 @@ from ipupod import errors
 
 #: A PEM certificate chain or key is a few KB; a CA bundle about 200 KB (common/tls/pem.h's bound).
 PEM_FILE_BYTES_MAX = 1 << 20
+#: The channel's options: keepalive pings, and pings go on over a held but quiet attach stream
+#: (gRPC's default stops after 2 pings without data).
+CHANNEL_OPTIONS = (
+    ("grpc.keepalive_time_ms", 5000),
+    ("grpc.keepalive_timeout_ms", 10000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Connection:
+    """A channel to ipupodd and who calls through it (made by :func:`connect`)."""
+
+    server: str
+    channel: grpc.Channel
+    #: Sent with every call: ``authorization: Bearer TOKEN``, else ``x-ipupod-user: USER``.
+    metadata: tuple
+    #: How the channel is secured, for the messages of failed calls and handshakes.
+    tls_ca: str = ""
+    client_certificate: bool = False
+
+    def error(self, failure: grpc.RpcError, method: str,
+              timeout: Optional[float]) -> errors.Error:
+        """A failed call's status as an :class:`ipupod.Error` naming the method and address."""
+        return errors.from_rpc_error(failure, server=self.server, method=method, timeout=timeout,
+                                     tls_ca=self.tls_ca,
+                                     client_certificate=self.client_certificate)
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def identity_metadata(token: str, user: str) -> tuple:
+    """The metadata naming the caller: the token when there is one, else the user name."""
+    if token:
+        return (("authorization", f"Bearer {token}"),)
+    return (("x-ipupod-user", user),)
+
+
+def connect(server: str, token: str, user: str, tls_ca: str, tls_cert: str, tls_key: str,
+            location: str) -> Connection:
+    """Reads and checks the TLS files and makes the channel, for settings :func:`check` passed.
+    Nothing is sent until the first call."""
+    credentials = channel_credentials(tls_ca, tls_cert, tls_key, location)
+    if credentials is None:
+        channel = grpc.insecure_channel(server, options=list(CHANNEL_OPTIONS))
+    else:
+        channel = grpc.secure_channel(server, credentials, options=list(CHANNEL_OPTIONS))
+    return Connection(server=server, channel=channel, metadata=identity_metadata(token, user),
+                      tls_ca=tls_ca, client_certificate=bool(tls_cert))
 
 
 def is_loopback_host(host: str) -> bool:

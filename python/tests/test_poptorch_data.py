@@ -378,8 +378,8 @@ def test_the_worker_stops_when_the_loader_is_garbage_collected(num_workers):
                                  num_workers=num_workers)
     iterator = iter(loader)
     next(iterator)
-    worker = loader._accessor._thread
-    wait_until(lambda: loader._accessor._shared.ready.full(), "the buffer to fill")
+    worker, shared = loader._accessor._thread, loader._accessor._shared
+    wait_until(lambda: shared.ready.full(), "the buffer to fill")
     del loader, iterator
     gc.collect()
     wait_until(lambda: not worker.is_alive(), "the worker thread to stop")

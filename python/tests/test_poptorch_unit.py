@@ -78,6 +78,29 @@ def test_options_load_from_a_file_of_setter_calls(tmp_path):
         poptorch.Options().loadFromFile(str(path))
 
 
+def test_a_config_file_names_the_enums_strategies_and_option_classes_poptorch_exports(tmp_path):
+    # options.py makes the namespace a file's `poptorch.` names itself (the package imports
+    # options, so options cannot import the package): it holds the same objects
+    path = tmp_path / "poptorch.conf"
+    path.write_text("outputMode(poptorch.OutputMode.Sum)\n"
+                    "setExecutionStrategy(poptorch.PipelinedExecution("
+                    "poptorch.AutoStage.AutoIncrement))\n")
+    opts = poptorch.Options().loadFromFile(str(path))
+    assert opts.output_mode is poptorch.OutputMode.Sum
+    assert opts.execution_strategy.auto_stage is poptorch.AutoStage.AutoIncrement
+    from ipupod.poptorch import blocks, enums, options
+    names = vars(options._config_names())
+    exported = [name for name in poptorch.__all__ if isinstance(getattr(poptorch, name), type)
+                and getattr(poptorch, name).__module__ in (enums.__name__, blocks.__name__,
+                                                           options.__name__)]
+    assert len(exported) > 20
+    for name in exported:
+        assert names[name] is getattr(poptorch, name), name
+    path.write_text("outputMode(poptorch.trainingModel)\n")  # a name no setter takes
+    with pytest.raises(poptorch.ConfigFileError, match="poptorch.conf:1"):
+        poptorch.Options().loadFromFile(str(path))
+
+
 def test_bad_and_unmodelled_options_say_what_to_do():
     with pytest.raises(ValueError, match="positive integer"):
         poptorch.Options().deviceIterations(0)

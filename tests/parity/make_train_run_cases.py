@@ -58,7 +58,6 @@ try:
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-    from onnx import numpy_helper
 except ImportError as e:
     print("make_train_run_cases.py: cannot import torch/numpy/onnx: %s" % e, file=sys.stderr)
     sys.exit(77)

@@ -112,34 +112,36 @@ def measure(server, ipx, steps, rounds):
     rows = {"python client": [], "python stream": [], "inline stubs": [], "inline bytes": [],
             "stream stubs": [], "C++ client": [], "bare unary": []}
     x = np.full((1, 10), 0.5, np.float32)
-    health = client._channel.unary_unary("/grpc.health.v1.Health/Check",
-                                         request_serializer=None, response_deserializer=None)
+    # The rows below the package go through the client's own channel, stubs and identity
+    # (ipupod.calls.Calls), so only the package's code around the call differs.
+    calls = client.calls
+    channel, metadata = calls.connection.channel, calls.connection.metadata
+    health = channel.unary_unary("/grpc.health.v1.Health/Check", request_serializer=None,
+                                 response_deserializer=None)
     with client.attach(ipus=1) as session:
         session.load(ipx)
         streamed = stream_client.session(session.id)
         expected = session.run({"x": x}).outputs["y"]
         assert np.array_equal(streamed.run({"x": x}).outputs["y"], expected)
-        raw_run(client._execution, session.id, x, client._metadata)
+        raw_run(calls.execution, session.id, x, metadata)
         timed(lambda: session.run({"x": x}), 20)  # warm-up
-        inline_bytes = client._channel.unary_unary("/ipupod.v1.ExecutionService/RunInline",
-                                                   request_serializer=None,
-                                                   response_deserializer=None)
+        inline_bytes = channel.unary_unary("/ipupod.v1.ExecutionService/RunInline",
+                                           request_serializer=None, response_deserializer=None)
         encoded = execution_pb2.RunInlineRequest(session=session.id, inputs=[
             execution_pb2.InlineTensor(header=execution_pb2.TensorHeader(
                 name="x", dtype="float32", shape=[1, 10], total_bytes=40), data=x.tobytes())
         ]).SerializeToString()
         assert (execution_pb2.RunInlineResponse.FromString(inline_bytes(encoded, timeout=60,
-                metadata=client._metadata)).outputs[0].data == expected.tobytes())
+                metadata=metadata)).outputs[0].data == expected.tobytes())
         unary = {
             "python client": lambda: session.run({"x": x}),
-            "inline stubs": lambda: raw_run_inline(client._execution, session.id, x,
-                                                   client._metadata),
-            "inline bytes": lambda: inline_bytes(encoded, timeout=60, metadata=client._metadata),
+            "inline stubs": lambda: raw_run_inline(calls.execution, session.id, x, metadata),
+            "inline bytes": lambda: inline_bytes(encoded, timeout=60, metadata=metadata),
             "bare unary": lambda: health(b"", timeout=10),
         }
         streams = {
             "python stream": lambda: streamed.run({"x": x}),
-            "stream stubs": lambda: raw_run(client._execution, session.id, x, client._metadata),
+            "stream stubs": lambda: raw_run(calls.execution, session.id, x, metadata),
         }
         for _ in range(rounds):
             # The unary rows take turns call by call, so load from elsewhere (or the C++

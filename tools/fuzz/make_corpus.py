@@ -18,7 +18,6 @@ import sys
 import tempfile
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

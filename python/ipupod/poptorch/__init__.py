@@ -27,29 +27,30 @@ from typing import Any
 import torch
 
 from ipupod import __version__ as _ipupod_version
+from ipupod.client import Client as _Client  # not a name of PopTorch's namespace
 from ipupod.errors import Error, RecoverableError, UnrecoverableError
 from ipupod.poptorch import enums, optim
-from ipupod.poptorch._support import PoptorchWarning, not_modelled, setLogLevel
+from ipupod.poptorch._support import PoptorchWarning, isRunningOnIpu, not_modelled, setLogLevel
 from ipupod.poptorch.attributes import Attribute
-from ipupod.poptorch.blocks import (AutoStage, BeginBlock, Block, BlockFunction,
-                                    ParallelPhasedExecution, Phase, PipelinedExecution,
-                                    SerialPhasedExecution, ShardedExecution, Stage)
+from ipupod.poptorch.blocks import (BeginBlock, Block, BlockFunction, ParallelPhasedExecution,
+                                    Phase, PipelinedExecution, SerialPhasedExecution,
+                                    ShardedExecution, Stage)
 from ipupod.poptorch.custom_ops import custom_op
 from ipupod.poptorch.data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
-from ipupod.poptorch.enums import (CommGroupType, ConnectionType, HalfFloatCastingBehavior,
-                                   Liveness, MeanReductionStrategy, MultiConvPlanType,
+from ipupod.poptorch.enums import (AutoStage, CommGroupType, ConnectionType,
+                                   HalfFloatCastingBehavior, Liveness, MatMulSerializationMode,
+                                   MeanReductionStrategy, MultiConvPlanType, OutputMode,
                                    OverlapMode, ReductionType, SharingStrategy, SyncPattern,
                                    VariableRetrievalMode)
 from ipupod.poptorch.executor import (PoplarExecutor, inferenceModel, load,
                                       registerPostCompileHook, registerPreCompileHook,
                                       trainingModel)
-from ipupod.poptorch.export import identity_loss, isRunningOnIpu
-from ipupod.poptorch.memory import (MatMulSerializationMode, recomputationCheckpoint,
-                                    serializedMatMul, set_available_memory)
+from ipupod.poptorch.export import identity_loss
+from ipupod.poptorch.memory import recomputationCheckpoint, serializedMatMul, set_available_memory
 from ipupod.poptorch.multiconv import MultiConv
 from ipupod.poptorch.ops import (ctc_beam_search_decoder, dynamic_slice, dynamic_update,
                                  ipu_print_tensor, nop)
-from ipupod.poptorch.options import ConfigFileError, Options, OutputMode, TensorLocationSettings
+from ipupod.poptorch.options import ConfigFileError, Options, TensorLocationSettings
 
 #: The IPU version ipupod simulates: the GC200 is a Mk2 IPU (PopTorch answers 2 for it).
 IPU_HARDWARE_VERSION = 2
@@ -59,8 +60,7 @@ __version__ = _ipupod_version
 def ipuHardwareVersion() -> int:  # noqa: N802 - PopTorch's name
     """2: the configured server's pod is of GC200s, Mk2 IPUs. Raises ``poptorch.Error``
     (UNAVAILABLE) when no server answers, as PopTorch raises without IPU hardware."""
-    from ipupod.client import Client
-    with Client(timeout=10.0) as client:
+    with _Client(timeout=10.0) as client:
         client.pod_info()
     return IPU_HARDWARE_VERSION
 
@@ -69,12 +69,11 @@ def ipuHardwareIsAvailable(num_ipus: int = 1) -> bool:  # noqa: N802 - PopTorch'
     """Whether the configured server (``$IPUPOD_SERVER``, ``$IPUPOD_TOKEN``) has a device of
     ``num_ipus`` IPUs: a power of two no larger than its pod. Like PopTorch, it does not ask
     whether they are free; False when no server answers."""
-    from ipupod.client import Client
     if isinstance(num_ipus, bool) or not isinstance(num_ipus, int) or num_ipus < 1 or \
             num_ipus & (num_ipus - 1):
         return False
     try:
-        with Client(timeout=10.0) as client:
+        with _Client(timeout=10.0) as client:
             pod = client.pod_info().pod
     except Error:
         return False

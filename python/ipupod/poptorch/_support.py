@@ -1,6 +1,7 @@
 """What every part of ``ipupod.poptorch`` shares: the ``poptorch`` logger and its levels
 (``poptorch.setLogLevel``, ``$POPTORCH_LOG_LEVEL``), the warning category compile warnings
-are issued in, and the errors of options ipupod refuses.
+are issued in, the errors of options ipupod refuses, and whether a model is being traced for
+the IPU (``poptorch.isRunningOnIpu``, which export sets and the annotations read).
 
 The logger is ``logging.getLogger("poptorch")``; it prints to stderr through its own handler
 (as PopTorch's does) and propagates, so ``logging`` configuration and pytest's ``caplog``
@@ -24,6 +25,7 @@ from ipupod.errors import Error
 R = TypeVar("R")
 
 logger = logging.getLogger("poptorch")
+_on_ipu = False
 #: Frames of files under this directory are the library's, not the user's.
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -119,6 +121,21 @@ def _install() -> None:
         warnings.warn(f"$POPTORCH_LOG_LEVEL: {error.message}; logging at {DEFAULT_LEVEL}",
                       PoptorchWarning, stacklevel=2)
 
+
+def isRunningOnIpu() -> bool:  # noqa: N802 - PopTorch's name
+    """True while the model is traced for the IPU (exported), False on the CPU."""
+    return _on_ipu
+
+
+@contextlib.contextmanager
+def running_on_ipu() -> Iterator[None]:
+    """:func:`isRunningOnIpu` is True inside: export traces the model in it."""
+    global _on_ipu
+    _on_ipu = True
+    try:
+        yield
+    finally:
+        _on_ipu = False
 
 
 class ExportRecording(Generic[R]):

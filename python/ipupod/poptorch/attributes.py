@@ -16,9 +16,8 @@ model still runs on the CPU.
 
 from __future__ import annotations
 
-import contextlib
 import re
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List
 
 import torch
 from ipupod.poptorch._support import ExportRecording

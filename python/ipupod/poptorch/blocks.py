@@ -22,16 +22,14 @@ and ``Liveness`` reach the compiler as the IPUConfig keys ``execution_strategy``
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import enum
 import functools
 import re
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
-from ipupod.poptorch.enums import Liveness
+from ipupod.poptorch.enums import AutoStage, Liveness
 from ipupod.poptorch._support import ExportRecording, option_error
 
 _MARKER = re.compile(r"/__ipupod_block_(\d+)(?=/)")
@@ -152,13 +150,6 @@ def BeginBlock(layer: torch.nn.Module, user_id: Union[None, str, int] = None,  #
     layer.register_forward_pre_hook(hooks.before)
     layer.register_forward_hook(hooks.after)
     return layer
-
-
-class AutoStage(enum.Enum):
-    """How blocks become pipeline stages when no ``Stage`` names them."""
-
-    SameAsIpu = 0
-    AutoIncrement = 1
 
 
 def _strategy_error(message: str, where: str) -> Exception:

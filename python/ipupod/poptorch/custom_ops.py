@@ -25,17 +25,16 @@ str (ASCII) and lists or tuples of one of them.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import dataclasses
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import grpc
 import torch
 
 from ipupod.errors import Error
-from ipupod.poptorch._support import ExportRecording
+from ipupod.poptorch._support import ExportRecording, isRunningOnIpu
 
 #: The entry point and ABI version of custom_op_abi.h.
 ENTRY_POINT = "IpupodCustomOpLibraryGet"
@@ -254,7 +253,6 @@ def custom_op(inputs: Sequence[torch.Tensor], name: str, domain: str, domain_ver
     of its example's dtype and shape. ``attributes``: PopTorch's Table 4.1 types.
     ``library`` (ipupod's): the library's path on the server, when it is not loaded into
     this process with ctypes (module docstring). On the CPU the outputs are zeros."""
-    from ipupod.poptorch import export
     _check_call(inputs, name, domain, domain_version, example_outputs)
     arguments = _attribute_arguments(attributes)
     if library is not None and (not isinstance(library, str) or not os.path.isabs(library) or
@@ -262,7 +260,7 @@ def custom_op(inputs: Sequence[torch.Tensor], name: str, domain: str, domain_ver
         raise ValueError(f"custom_op's library must be an absolute path on the server, not "
                          f"{library!r}")
     examples = [torch.zeros_like(e) for e in example_outputs]
-    if not export.isRunningOnIpu() or _recording.current is None:
+    if not isRunningOnIpu() or _recording.current is None:
         return examples
     path = library if library is not None else loaded_library_for(domain, name)
     _recording.current.add(domain, domain_version, path)

@@ -1,14 +1,40 @@
 """``poptorch.enums``: PopTorch's enumerations, with PopTorch's names and values.
 
-``OutputMode``, ``MatMulSerializationMode`` and ``AutoStage`` are defined next to what uses
-them (:mod:`~ipupod.poptorch.options`, :mod:`~ipupod.poptorch.memory`,
-:mod:`~ipupod.poptorch.blocks`); this module imports nothing of the front end, so every
-module may import it.
+Every one is defined here, as in PopTorch (``OutputMode``, ``MatMulSerializationMode`` and
+``AutoStage`` too, which :mod:`~ipupod.poptorch.options`, :mod:`~ipupod.poptorch.memory`
+and :mod:`~ipupod.poptorch.blocks` use); this module imports nothing of the front end, so
+every module may import it.
 """
 
 from __future__ import annotations
 
 import enum
+
+
+class OutputMode(enum.Enum):
+    """Which micro-batches' results a call returns (PopTorch's ``OutputMode``)."""
+
+    All = "all"
+    Final = "final"
+    Sum = "sum"
+    EveryN = "every_n"
+    Default = "default"
+
+
+class MatMulSerializationMode(enum.Enum):
+    """PopTorch's ``poptorch.MatMulSerializationMode``."""
+
+    InputChannels = "input_channels"
+    ReducingDim = "reducing_dim"
+    OutputChannels = "output_channels"
+    Disabled = "none"
+
+
+class AutoStage(enum.Enum):
+    """How blocks become pipeline stages when no ``Stage`` names them."""
+
+    SameAsIpu = 0
+    AutoIncrement = 1
 
 
 class MeanReductionStrategy(enum.IntEnum):
@@ -113,19 +139,3 @@ class VariableRetrievalMode(enum.IntEnum):
 
     OnePerGroup = 0
     AllReplicas = 2
-
-
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
-    """PopTorch's ``poptorch.enums.OutputMode``, ``MatMulSerializationMode`` and
-    ``AutoStage``: the front end's own classes, looked up when named (they live in modules
-    that import this one)."""
-    if name == "OutputMode":
-        from ipupod.poptorch.options import OutputMode
-        return OutputMode
-    if name == "MatMulSerializationMode":
-        from ipupod.poptorch.memory import MatMulSerializationMode
-        return MatMulSerializationMode
-    if name == "AutoStage":
-        from ipupod.poptorch.blocks import AutoStage
-        return AutoStage
-    raise AttributeError(f"module 'poptorch.enums' has no attribute '{name}'")

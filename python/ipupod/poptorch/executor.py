@@ -30,7 +30,8 @@ from ipupod.client import Client
 from ipupod.compiling import CompileResult
 from ipupod.poptorch import _cache, enums, export, optim
 from ipupod.poptorch._support import logger, not_modelled, warn
-from ipupod.poptorch.options import Options, OutputMode
+from ipupod.poptorch.enums import OutputMode
+from ipupod.poptorch.options import Options
 
 _FORMAT = "ipupod.poptorch/1"
 #: The GC200's clock (device/hardware.h), for cycle counts when the server does not say.

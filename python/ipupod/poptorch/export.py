@@ -33,18 +33,12 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ipupod.poptorch import attributes, blocks, custom_ops
-from ipupod.poptorch._support import logger
+from ipupod.poptorch import attributes, blocks, custom_ops, memory, multiconv
+from ipupod.poptorch._support import logger, running_on_ipu
 
 OPSET = 14
 _REDUCTIONS = {0: None, 1: "ReduceMean", 2: "ReduceSum"}
 _registered = False
-_on_ipu = False
-
-
-def isRunningOnIpu() -> bool:  # noqa: N802 - PopTorch's name
-    """True while the model is traced for the IPU (exported), False on the CPU."""
-    return _on_ipu
 
 
 def identity_loss(x: torch.Tensor, reduction: str = "none") -> torch.Tensor:
@@ -364,14 +358,12 @@ def rebuild(structure: Any, values: Iterator[torch.Tensor]) -> Any:
 
 @contextlib.contextmanager
 def _tracing(model: torch.nn.Module, training: bool) -> Iterator[None]:
-    global _on_ipu
     was_training = model.training
     model.train(training)
-    _on_ipu = True
     try:
-        yield
+        with running_on_ipu():
+            yield
     finally:
-        _on_ipu = False
         model.train(was_training)
 
 
@@ -713,7 +705,6 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
             buffer = io.BytesIO()
             mode = torch.onnx.TrainingMode.TRAINING if training else \
                 torch.onnx.TrainingMode.EVAL
-            from ipupod.poptorch import multiconv  # imports _support only
             with blocks.recording() as recorder, multiconv.recording() as convs, \
                     attributes.recording() as attributed, custom_ops.recording() as custom, \
                     _keeping_every_weight(), _views_as_slices(model, views):
@@ -726,7 +717,6 @@ def export(model: torch.nn.Module, example: Tuple[torch.Tensor, ...], names: Lis
         model.load_state_dict(saved)
     proto = onnx.load_from_string(buffer.getvalue())
     custom_ops.declare(proto, custom)
-    from ipupod.poptorch import memory  # imports this module
     memory.apply_markers(proto)
     multiconv.apply(proto, convs)
     attributes.annotate(proto, attributed.scopes)

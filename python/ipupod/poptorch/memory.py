@@ -23,12 +23,12 @@ are the plain computation.
 
 from __future__ import annotations
 
-import enum
-from typing import Any, Dict
+from typing import Any
 
 import torch
 
-from ipupod.poptorch import export as _export
+from ipupod.poptorch._support import isRunningOnIpu
+from ipupod.poptorch.enums import MatMulSerializationMode
 
 DOMAIN = "ai.graphcore"
 _AVAILABLE_MEMORY = "SetAvailableMemory"
@@ -41,15 +41,6 @@ _TARGETS = {_AVAILABLE_MEMORY: ("MatMul", "Gemm", "Conv", "Gather"),
             _CHECKPOINT: None}
 _NAMES = {_AVAILABLE_MEMORY: "set_available_memory", _SERIALIZED_MATMUL: "serializedMatMul",
           _CHECKPOINT: "recomputationCheckpoint"}
-
-
-class MatMulSerializationMode(enum.Enum):
-    """PopTorch's ``poptorch.MatMulSerializationMode``."""
-
-    InputChannels = "input_channels"
-    ReducingDim = "reducing_dim"
-    OutputChannels = "output_channels"
-    Disabled = "none"
 
 
 class _AvailableMemory(torch.autograd.Function):
@@ -98,7 +89,7 @@ def _checkpoint(tensor: Any) -> Any:
     if not isinstance(tensor, torch.Tensor):
         raise ValueError(f"recomputationCheckpoint takes tensors (or one tuple or list of "
                          f"them), not {type(tensor).__name__}")
-    if not _export.isRunningOnIpu():
+    if not isRunningOnIpu():
         return tensor
     return _Checkpoint.apply(tensor)
 
@@ -126,7 +117,7 @@ def set_available_memory(tensor: torch.Tensor, available_memory_proportion: floa
     if not 0.0 <= proportion <= 1.0:
         raise ValueError(f"set_available_memory: the proportion must be between 0 and 1, "
                          f"not {available_memory_proportion!r}")
-    if not _export.isRunningOnIpu():
+    if not isRunningOnIpu():
         return tensor
     return _AvailableMemory.apply(tensor, proportion)
 
@@ -147,7 +138,7 @@ def serializedMatMul(lhs: torch.Tensor, rhs: torch.Tensor,  # noqa: N802 - PopTo
     if not isinstance(factor, int) or factor < 1:
         raise ValueError(f"serializedMatMul: factor must be a positive integer, not "
                          f"{factor!r}")
-    if not _export.isRunningOnIpu():
+    if not isRunningOnIpu():
         return out
     return _Serialized.apply(out, mode.value, factor)
 

@@ -17,9 +17,8 @@ inside; :func:`apply` finds each multi-convolution's Conv nodes by it, in graph 
 
 from __future__ import annotations
 
-import contextlib
 import re
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 

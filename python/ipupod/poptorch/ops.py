@@ -22,6 +22,8 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
+from ipupod.errors import Error
+
 DOMAIN = "ai.graphcore"
 _INT64 = 7  # onnx.TensorProto.INT64
 _INT32 = 6  # onnx.TensorProto.INT32
@@ -262,7 +264,6 @@ def ctc_beam_search_decoder(probs: torch.Tensor, lengths: torch.Tensor, blank: i
 
 def _poptorch_error(message: str) -> Exception:
     """``poptorch.Error`` as PopTorch raises it for a bad argument of one of its ops."""
-    from ipupod.errors import Error
     return Error(message, type="client.application", location="ctc_beam_search_decoder")
 
 

@@ -12,27 +12,19 @@ from __future__ import annotations
 
 import ast
 import copy
-import enum
 import json
 import os
+import sys
+import types
 from typing import Any, Dict, List, Mapping, Optional, Set, Union
 
 import grpc
 
 from ipupod.errors import Error
-from ipupod.poptorch import enums
+from ipupod.poptorch import blocks, enums
 from ipupod.poptorch._support import OptionError, logger, not_modelled, option_error, warn
 from ipupod.poptorch.blocks import ExecutionStrategy, PipelinedExecution
-
-
-class OutputMode(enum.Enum):
-    """Which micro-batches' results a call returns (PopTorch's ``OutputMode``)."""
-
-    All = "all"
-    Final = "final"
-    Sum = "sum"
-    EveryN = "every_n"
-    Default = "default"
+from ipupod.poptorch.enums import OutputMode
 
 
 class _TrainingOptions:
@@ -824,14 +816,13 @@ class Options:
         return self.output_mode.value
 
     def _apply_line(self, line: str, where: str) -> None:
-        from ipupod import poptorch  # the name config files use: poptorch.ShardedExecution()
         try:
             call = ast.parse(line, mode="eval").body
             if not isinstance(call, ast.Call):
                 raise ValueError("not a setter call")
             eval(compile(ast.Expression(body=call), where, "eval"),  # noqa: S307 - the user's file
-                 {"__builtins__": {}, "poptorch": poptorch, "True": True, "False": False,
-                  "None": None},
+                 {"__builtins__": {}, "poptorch": _config_names(), "True": True,
+                  "False": False, "None": None},
                  {"__options": self, **_setters(self)})
         except (SyntaxError, ValueError, AttributeError, TypeError, Error) as error:
             raise ConfigFileError(f"{where}: cannot apply '{line}': {error}; each line must be "
@@ -873,6 +864,19 @@ _NOT_MODELLED = {
 class ConfigFileError(OptionError):
     """A line of an ``Options.loadFromFile`` file that could not be applied (PopTorch's
     ``poptorch.ConfigFileError``; a ``poptorch.Error`` and a ``ValueError`` here)."""
+
+
+def _config_names() -> types.SimpleNamespace:
+    """What ``poptorch.NAME`` is in a config file (``poptorch.ShardedExecution()``): PopTorch's
+    enums, the execution strategies and the option classes, i.e. the public classes defined
+    in enums, blocks and this module - every type a setter takes. (The package imports this
+    module, so the namespace is not the package itself.)"""
+    names: Dict[str, Any] = {}
+    for module in (enums, blocks, sys.modules[__name__]):
+        names.update({name: value for name, value in vars(module).items()
+                      if not name.startswith("_") and isinstance(value, type)
+                      and value.__module__ == module.__name__})
+    return types.SimpleNamespace(**names)
 
 
 def _setters(options: Options) -> Dict[str, Any]:

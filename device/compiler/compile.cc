@@ -180,6 +180,7 @@ PlanOptions MakePlanOptions(const graph::Graph& g, const IpuConfig& config, cons
   plan.embedding_serialization_factor = config.embedding_serialization_factor;
   plan.synthetic_data = config.synthetic_data;
   if (!options.for_inference) plan.training = MakeTrainingPlan(training, config, g);
+  SetPlanBuffers(options.for_inference ? options.training.buffers : training.buffers, config, plan);
   return plan;
 }
 

@@ -600,6 +600,23 @@ std::vector<std::string> PopartAttributeNotes(const graph::Graph& g) {
   return notes;
 }
 
+// Replicas 1..R-1's own copies of the buffers (PlanOptions::buffers), which
+// the host holds besides replica 0's weights; 0 unless replica_buffers.
+absl::StatusOr<int64_t> ReplicaBufferBytes(const graph::Graph& g, const PlanOptions& o) {
+  const int64_t copies = o.count.replication_factor - 1;
+  if (!o.replica_buffers || copies < 1) return 0;
+  int64_t bytes = 0;
+  for (const std::string& name : o.buffers) {
+    const tensor::Tensor* t = g.FindInitializer(name);
+    if (t == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("buffer '", name, "' is not an initializer of the model"));
+    }
+    bytes += static_cast<int64_t>(t->byte_size());
+  }
+  return copies * bytes;
+}
+
 // The run shape of the report (PlanMemory fills in the rest).
 Report StartReport(const Placement& placement, const PlanOptions& options) {
   Report r;
@@ -646,6 +663,7 @@ absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
         "its slices as exported)"));
   }
   for (std::string& note : PopartAttributeNotes(graph)) r.notes.push_back(std::move(note));
+  IPUPOD_ASSIGN_OR_RETURN(r.replica_buffer_bytes, ReplicaBufferBytes(graph, options));
   r.ipus.resize(placement.ipus_per_replica);
   for (size_t i = 0; i < r.ipus.size(); ++i) r.ipus[i].ipu = static_cast<int64_t>(i);
   std::vector<std::vector<TensorUse>> tensors(r.ipus.size());
@@ -664,6 +682,13 @@ absl::StatusOr<Report> PlanMemory(const graph::Graph& graph,
   if (placement.phased()) r.phases = PlanPhaseTimes(phased, MakePhaseModel(options));
   EstimateStep(r);
   return r;
+}
+
+void SetPlanBuffers(const std::map<std::string, std::string>& buffers, const IpuConfig& config,
+                    PlanOptions& options) {
+  options.buffers.clear();
+  for (const auto& [buffer, update] : buffers) options.buffers.push_back(buffer);
+  options.replica_buffers = !config.broadcast_buffers;
 }
 
 TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config,
@@ -732,6 +757,8 @@ absl::Status CheckReportCoversModel(const Executable& executable, const Report& 
   IPUPOD_ASSIGN_OR_RETURN(ModeConfig mode, ResolveMode(executable.config, for_inference));
   options.matmul_proportion = mode.matmul_proportion;
   options.embedding_serialization_factor = executable.config.embedding_serialization_factor;
+  SetPlanBuffers(for_inference ? executable.inference_buffers : executable.training.buffers,
+                 executable.config, options);
   std::vector<graph::NodeCost> costs;  // memory does not depend on FLOPs
   for (const graph::Node& node : graph.nodes) {
     costs.push_back({node.name, node.op_type, node.module_path, 0});

@@ -5,6 +5,12 @@
 // device/hardware.h (GC200: 900 MB, 1472 tiles, 62.5 TFLOPS FP32, 32 GB/s
 // per IPU-Link, 64 GB/s host link).
 //
+// Host only: with broadcast_buffers false and R > 1 replicas, the program
+// keeps replicas 1..R-1's own copies of the buffers on the host ((R - 1) x
+// the buffers' bytes, Report::replica_buffer_bytes; replica 0's are among
+// the weights). Each replica's IPUs hold their own copy in their weights, so
+// the per-IPU totals do not change.
+//
 // Memory on an IPU = weights + activations + temporary + code (inference;
 // training adds gradients and optimizer state, below):
 //  * weights: every initializer (weights and folded constants) a node on
@@ -100,7 +106,8 @@
 // that + the slowest IPU's update).
 //
 // Errors: PlanMemory - INVALID_ARGUMENT if the placement does not match the
-// graph or the strategy (phases without a phased strategy, or the reverse), and
+// graph or the strategy (phases without a phased strategy, or the reverse), a
+// buffer that is not an initializer of the graph, and
 // CheckPlanningAttributes' and FindSerializedEmbedding's errors (device/compiler/temporaries.h).
 // CheckMemoryFits - INVALID_ARGUMENT "out of memory on IPU k: needs X of 900.0 MB ..." with the
 // IPU's largest tensors and what to change (the fix is to the request: placement or IPU count; a
@@ -179,6 +186,14 @@ struct PlanOptions {
   PerIpuFloat matmul_proportion;         // device/compiler/temporaries.h
   int64_t embedding_serialization_factor = 1;
   bool synthetic_data = false;  // no host transfers of inputs and outputs
+  // The buffers the model updates in place (initializer names: an inference
+  // executable's inference_buffers, a training one's TrainingSpec::buffers)
+  // and whether each replica keeps its own copy of them (IpuConfig
+  // broadcast_buffers false). With R > 1 replicas, replicas 1..R-1's copies
+  // are host memory the program holds beside replica 0's weights:
+  // Report::replica_buffer_bytes.
+  std::vector<std::string> buffers;
+  bool replica_buffers = false;
 };
 
 // The TrainingPlan of a training compile: `spec`'s weights and accumulation,
@@ -187,6 +202,13 @@ struct PlanOptions {
 // `graph`'s layers and recomputation checkpoints.
 TrainingPlan MakeTrainingPlan(const TrainingSpec& spec, const IpuConfig& config,
                               const graph::Graph& graph);
+
+// Sets options.buffers to the buffers of `buffers` (buffer -> its update,
+// as Executable::inference_buffers and TrainingSpec::buffers map them) and
+// options.replica_buffers from `config`'s broadcast_buffers: the one place
+// a compile and CheckReportCoversModel both take them from.
+void SetPlanBuffers(const std::map<std::string, std::string>& buffers, const IpuConfig& config,
+                    PlanOptions& options);
 
 // REQUIRES: `graph` has been through InferShapesAndFold; `costs` are the
 // Interpreter's node_costs for it (graph order).
@@ -200,7 +222,8 @@ absl::Status CheckMemoryFits(const Report& report);
 // recomputed from `graph` (the executable's model as the runtime imported
 // it) and the run shape the executable records, and every IPU's total must
 // be within what the report charges, and so must the host memory
-// (Report::host_bytes). A server runs this at Load, so a
+// (Report::host_bytes, with the replicas' own buffer copies of an executable
+// compiled with broadcast_buffers false). A server runs this at Load, so a
 // crafted .ipx whose report understates its model (a few bytes of report
 // for gigabytes of activations) is refused, not charged too little.
 // INVALID_ARGUMENT "the executable's report ... recompile it" otherwise.

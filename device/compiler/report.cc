@@ -257,6 +257,14 @@ absl::Status ReadMode(json::ObjectReader& doc, Report& r) {
   });
 }
 
+// Absent unless broadcast_buffers false gave replicas their own copies
+// (and in reports written before the field): 0, as those charged.
+absl::Status ReadReplicaBuffers(json::ObjectReader& doc, Report& r) {
+  IPUPOD_RETURN_IF_ERROR(OptionalInt(doc, "replica_buffer_bytes", r.replica_buffer_bytes));
+  if (r.replica_buffer_bytes >= 0) return absl::OkStatus();
+  return doc.PathOf("replica_buffer_bytes").Error("is negative");
+}
+
 absl::StatusOr<Report> ReportFromDoc(const Json& root) {
   IPUPOD_ASSIGN_OR_RETURN(json::ObjectReader doc,
                           json::ObjectReader::Open(root, json::JsonPath("compile report")));
@@ -278,6 +286,7 @@ absl::StatusOr<Report> ReportFromDoc(const Json& root) {
   IPUPOD_ASSIGN_OR_RETURN(r.notes, doc.StringList("notes"));
   IPUPOD_RETURN_IF_ERROR(ReadMode(doc, r));
   IPUPOD_RETURN_IF_ERROR(ReadPhases(doc, r));
+  IPUPOD_RETURN_IF_ERROR(ReadReplicaBuffers(doc, r));
   if (IsPhased(r.strategy) != !r.liveness.empty()) {
     return absl::InvalidArgumentError(
         "a phased report needs its liveness and phases, and only a phased report has them");
@@ -397,7 +406,7 @@ std::string Report::TrainingLines() const {
 }
 
 int64_t Report::host_bytes() const {
-  int64_t bytes = 0;
+  int64_t bytes = replica_buffer_bytes;
   for (const IpuPlan& p : ipus) {
     bytes += p.total_bytes - p.code_bytes - p.temporary_bytes + p.streaming_memory_bytes;
     if (replicated_tensor_sharding) {
@@ -444,6 +453,16 @@ std::string Report::PhaseLines() const {
   return out;
 }
 
+std::string Report::ReplicaBufferLine() const {
+  if (replica_buffer_bytes == 0) return "";
+  const int64_t last = count.replication_factor - 1;
+  return absl::StrCat("buffers (broadcast_buffers=false): ",
+                      last == 1 ? "replica 1 keeps its own copy"
+                                : absl::StrCat("replicas 1..", last, " keep their own copies"),
+                      " beside replica 0's weights: ", FormatBytesFixed(replica_buffer_bytes),
+                      " more host memory\n");
+}
+
 std::string Report::Table() const {
   std::string out = Header();
   for (const IpuPlan& p : ipus) {
@@ -459,6 +478,7 @@ std::string Report::Table() const {
   if (training()) absl::StrAppend(&out, TrainingLines());
   absl::StrAppend(&out, TemporaryLines());
   absl::StrAppend(&out, PhaseLines());
+  absl::StrAppend(&out, ReplicaBufferLine());
   absl::StrAppend(&out, "estimated ", FormatSiDuration(step_s), " per step",
                   samples_per_s > 0 ? absl::StrFormat(" (%.0f samples/s)", samples_per_s) : "",
                   " at FP32 peak, with IPU-Link and host-link transfers\n");
@@ -498,6 +518,8 @@ std::string Report::Json(int indent) const {
     if (recompute) doc["recompute_checkpoints"] = recompute_checkpoints;
     doc["replicated_tensor_sharding"] = replicated_tensor_sharding;
   }
+  // Only when there are copies, so other executables keep their bytes.
+  if (replica_buffer_bytes > 0) doc["replica_buffer_bytes"] = replica_buffer_bytes;
   if (IsPhased(strategy)) {
     doc["liveness"] = liveness;
     doc["phases"] = nlohmann::json::array();

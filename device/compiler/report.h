@@ -113,6 +113,10 @@ struct Report {
   double step_s = 0;                        // one step, every replica in parallel
   double samples_per_s = 0;
   std::vector<std::string> notes;  // placement notes, warnings
+  // broadcast_buffers false with R > 1 replicas: replicas 1..R-1's own
+  // copies of the buffers, (R - 1) x their bytes, held on the host only
+  // (device/compiler/memory_plan.h). 0 otherwise, and in reports written before it.
+  int64_t replica_buffer_bytes = 0;
 
   bool training() const { return mode == "training"; }
   int64_t samples_per_step() const {
@@ -122,7 +126,8 @@ struct Report {
   // The host memory a program of this report holds (device/runtime/program.h): per
   // IPU its total without code and op temporaries (simulated, not held), and
   // the optimizer state whole where replicated_tensor_sharding shards it,
-  // and what a phased plan keeps in streaming memory.
+  // what a phased plan keeps in streaming memory, and the replicas' own
+  // buffer copies (replica_buffer_bytes).
   int64_t host_bytes() const;
   // Human-readable table plus summary lines.
   std::string Table() const;
@@ -134,6 +139,7 @@ struct Report {
   std::string TrainingLines() const;
   std::string TemporaryLines() const;
   std::string PhaseLines() const;
+  std::string ReplicaBufferLine() const;
 };
 
 // Reads Report::Json() back (for an executable's stored report).

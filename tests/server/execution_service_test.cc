@@ -36,6 +36,7 @@
 #include "ipupod/v1/pod.grpc.pb.h"
 #include "tests/device/graph/onnx_builder.h"
 #include "tests/support/eventually.h"
+#include "tests/support/models.h"
 #include "tests/support/test_server.h"
 #include <unistd.h>
 
@@ -78,16 +79,30 @@ struct Compiled {
   std::string sha256;
 };
 
-Compiled CompileMlp(int64_t hidden) {
+Compiled CompileModel(std::string onnx, const std::string& config = "",
+                      const compiler::CompileOptions& options = {}) {
   Compiled c;
-  c.onnx = MlpBytes(hidden);
-  absl::StatusOr<compiler::Executable> exe = compiler::Compile(c.onnx, compiler::IpuConfig(), {});
+  c.onnx = std::move(onnx);
+  compiler::IpuConfig ipu_config;
+  const absl::Status set = compiler::UpdateFromString(ipu_config, config);
+  EXPECT_TRUE(set.ok()) << set;
+  absl::StatusOr<compiler::Executable> exe = compiler::Compile(c.onnx, ipu_config, options);
   EXPECT_TRUE(exe.ok()) << exe.status();
   absl::StatusOr<std::string> ipx = compiler::WriteExecutable(*exe);
   EXPECT_TRUE(ipx.ok()) << ipx.status();
   c.ipx = *ipx;
   c.sha256 = exe->content_hash;
   return c;
+}
+
+Compiled CompileMlp(int64_t hidden) { return CompileModel(MlpBytes(hidden)); }
+
+int64_t HostBytes(const Compiled& c) {
+  auto executable = compiler::ReadExecutable(c.ipx);
+  EXPECT_TRUE(executable.ok()) << executable.status();
+  auto report = compiler::ReportFromJson(executable->report_json);
+  EXPECT_TRUE(report.ok()) << report.status();
+  return runtime::HostMemoryBytes(*report);
 }
 
 tensor::Tensor Floats(tensor::Shape shape, const std::vector<float>& values) {
@@ -681,6 +696,32 @@ TEST_F(ExecutionServiceTest, LoadsBeyondTheHostMemoryBudgetAreRefusedUntilOneIsF
   first.reset();  // alice's session ends: her program and its host memory go
   EXPECT_TRUE(test_support::Eventually(
       [&] { return bob_->Load(second.id(), big_->sha256, &loaded).ok(); }));
+}
+
+// broadcast_buffers=false: replica 1's own copy of a 4 MB buffer is host
+// memory its Load is charged; over the budget it is refused as any Load is,
+// where the same model with one shared copy fits.
+TEST_F(ExecutionServiceTest, TheReplicasOwnBufferCopiesCountAgainstTheHostMemoryBudget) {
+  constexpr int64_t kElements = 1'000'000;
+  compiler::CompileOptions options;
+  options.training.buffers = {{"state", "state_next"}};
+  const std::string onnx = test_support::BufferModel(kElements);
+  const Compiled shared = CompileModel(onnx, "inference_replication_factor=2", options);
+  const Compiled own =
+      CompileModel(onnx, "inference_replication_factor=2,broadcast_buffers=false", options);
+  const int64_t shared_bytes = HostBytes(shared);
+  ASSERT_EQ(HostBytes(own) - shared_bytes, kElements * 4);
+  // Room for the shared copy with 2 MB to spare, not for a second 4 MB copy.
+  const int64_t budget_mb = (shared_bytes + (int64_t{2} << 20)) >> 20;
+  ASSERT_GT(HostBytes(own), budget_mb << 20);
+  StartServer([budget_mb](ServerConfig& config) { config.load_memory_mb = budget_mb; });
+  Attached session(*alice_, 2);
+  MustUpload(own);
+  v1::LoadedProgram loaded;
+  grpc::Status s = alice_->Load(session.id(), own.sha256, &loaded);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), AllOf(HasSubstr("of host memory"), HasSubstr("--load-memory-mb")));
+  MustLoad(session, shared);
 }
 
 // ---------------------------------------------------------------- weights

@@ -13,6 +13,10 @@
 //   LinearModel: y = x W + b, x float32[rows, 8], W [8, cols] (a fixed
 //     ramp), b [cols] all `bias`; output y, rows x cols floats - the
 //     tests of the step paths size a step's messages with it.
+//   BufferModel: a buffer `state` float32[elements] (all zero) the model
+//     updates in place, state_next = state + 1 (compile it with
+//     buffers {"state": "state_next"}), and y = x * mean(state_next),
+//     x float32[2, 4]; output y. Its size sets the buffers' bytes.
 //
 // Thread safety: pure functions.
 // Errors: none (the builder aborts on a malformed model, a test bug).
@@ -72,6 +76,20 @@ inline std::string LinearModel(int64_t rows, int64_t cols, float bias = 0.25f) {
   b.Floats("b", {cols}, std::vector<float>(static_cast<size_t>(cols), bias));
   b.Node("MatMul", {"x", "W"}, {"xw"});
   b.Node("Add", {"xw", "b"}, {"y"});
+  b.Output("y", kFloat);
+  return b.Bytes();
+}
+
+// REQUIRES: elements >= 1.
+inline std::string BufferModel(int64_t elements) {
+  using graph::testing::kFloat;
+  graph::testing::OnnxBuilder b(14);
+  b.Input("x", kFloat, {2, 4});
+  b.Floats("state", {elements}, std::vector<float>(static_cast<size_t>(elements), 0.0f));
+  b.Floats("one", {1}, {1.0f});
+  b.Node("Add", {"state", "one"}, {"state_next"});
+  graph::testing::OnnxBuilder::AttrInt(b.Node("ReduceMean", {"state_next"}, {"m"}), "keepdims", 0);
+  b.Node("Mul", {"x", "m"}, {"y"});
   b.Output("y", kFloat);
   return b.Bytes();
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "device/graph/onnx_import.h"
 #include "tests/device/compiler/test_models.h"
+#include "tests/support/models.h"
 
 namespace ipupod::compiler {
 namespace {
@@ -207,6 +208,56 @@ TEST(CompileTest, ReplicationMultipliesTheHostBatch) {
   EXPECT_EQ(exe->batch_size_factor, 6);
   EXPECT_EQ(HostInputShape(*exe, exe->inputs[0]), (tensor::Shape{12, 4}));
   EXPECT_EQ(HostOutputShape(*exe, exe->outputs[0]), (tensor::Shape{12, 4, 16}));
+}
+
+// broadcast_buffers=false: replicas 1..R-1 keep their own copies of the
+// buffers on the host, which the report's host bytes count ((R - 1) x the
+// buffers' bytes) and its IPUs do not (each replica's IPUs hold their own).
+TEST(CompileTest, ReplicasOwnBufferCopiesAreHostMemory) {
+  constexpr int64_t kElements = 1000, kReplicas = 4, kCopyBytes = (kReplicas - 1) * kElements * 4;
+  const std::string model = test_support::BufferModel(kElements);
+  CompileOptions options;
+  options.training.buffers = {{"state", "state_next"}};
+  const std::string replicated = absl::StrCat("inference_replication_factor=", kReplicas);
+  Report shared, own;
+  auto shared_exe = Compile(model, Config(replicated), options, &shared);
+  ASSERT_TRUE(shared_exe.ok()) << shared_exe.status();
+  auto own_exe = Compile(model, Config(replicated + ",broadcast_buffers=false"), options, &own);
+  ASSERT_TRUE(own_exe.ok()) << own_exe.status();
+  EXPECT_EQ(shared.replica_buffer_bytes, 0);
+  EXPECT_EQ(own.replica_buffer_bytes, kCopyBytes);
+  EXPECT_EQ(own.host_bytes() - shared.host_bytes(), kCopyBytes);
+  ASSERT_EQ(own.ipus.size(), shared.ipus.size());
+  for (size_t i = 0; i < own.ipus.size(); ++i) {
+    EXPECT_EQ(own.ipus[i].total_bytes, shared.ipus[i].total_bytes) << i;
+  }
+  EXPECT_THAT(own.Table(), HasSubstr("replicas 1..3 keep their own copies"));
+  EXPECT_THAT(shared.Table(), Not(HasSubstr("broadcast_buffers")));
+  // Stored with the executable; absent (so those bytes are unchanged) without copies.
+  auto stored = ReportFromJson(own_exe->report_json);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->host_bytes(), own.host_bytes());
+  EXPECT_THAT(shared_exe->report_json, Not(HasSubstr("replica_buffer_bytes")));
+  // One replica has no other copies (the key is ignored with a warning).
+  Report single;
+  ASSERT_TRUE(Compile(model, Config("broadcast_buffers=false"), options, &single).ok());
+  EXPECT_EQ(single.replica_buffer_bytes, 0);
+}
+
+// The same for training's buffers: CounterModel's count, one float.
+TEST(CompileTest, TrainingReplicasOwnBufferCopiesAreHostMemory) {
+  const std::string model = test_support::CounterModel({0.5f, -0.3f, 0.2f, 0.1f, -0.4f, 0.6f});
+  CompileOptions options;
+  options.for_inference = false;
+  options.training.buffers = {{"count", "count_next"}};
+  Report shared, own;
+  auto shared_exe = Compile(model, Config("replication_factor=4"), options, &shared);
+  ASSERT_TRUE(shared_exe.ok()) << shared_exe.status();
+  auto own_exe =
+      Compile(model, Config("replication_factor=4,broadcast_buffers=false"), options, &own);
+  ASSERT_TRUE(own_exe.ok()) << own_exe.status();
+  EXPECT_EQ(own.replica_buffer_bytes, 3 * 4);
+  EXPECT_EQ(own.host_bytes() - shared.host_bytes(), 3 * 4);
 }
 
 TEST(CompileTest, ModuleMapPlacesAndWarnsAboutIgnoredConfig) {

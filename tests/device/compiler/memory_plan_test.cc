@@ -145,6 +145,16 @@ TEST_F(TwoIpuGpt, ReportTableAndJsonRoundTrip) {
   doc["step_seconds"] = 1.0;
   EXPECT_THAT(ReportFromJson(doc.dump()).status().message(),
               AllOf(HasSubstr("unknown compile report key 'step_seconds'"), HasSubstr("step_s")));
+  // The replicas' buffer copies (broadcast_buffers=false) read back; never negative.
+  doc = nlohmann::json::parse(r->Json());
+  doc["replica_buffer_bytes"] = 4000;
+  auto copies = ReportFromJson(doc.dump());
+  ASSERT_TRUE(copies.ok()) << copies.status();
+  EXPECT_EQ(copies->host_bytes(), r->host_bytes() + 4000);
+  doc["replica_buffer_bytes"] = -4000;
+  EXPECT_EQ(ReportFromJson(doc.dump()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ReportFromJson(doc.dump()).status().message(),
+              AllOf(HasSubstr("replica_buffer_bytes"), HasSubstr("is negative")));
 }
 
 // Training over the same two IPUs: every weight trainable with `slots`

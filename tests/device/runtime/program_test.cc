@@ -12,6 +12,7 @@
 #include "device/graph/onnx_import.h"
 #include "device/hardware.h"
 #include "tests/device/compiler/test_models.h"
+#include "tests/support/models.h"
 
 namespace ipupod::runtime {
 namespace {
@@ -430,6 +431,33 @@ TEST(ProgramTest, CreateRejectsAReportThatUnderstatesItsModel) {
   auto honest = Program::Create(Compiled("all"));
   ASSERT_TRUE(honest.ok()) << honest.status();
   EXPECT_EQ((*honest)->host_memory_bytes(), host_bytes);
+}
+
+// broadcast_buffers=false: the replicas' own buffer copies are host memory
+// the report must charge; one that leaves them out (a crafted report, or one
+// written before they were counted) is refused as any understatement is.
+TEST(ProgramTest, CreateRejectsAReportWithoutTheReplicasBufferCopies) {
+  compiler::IpuConfig c;
+  ASSERT_TRUE(
+      compiler::UpdateFromString(c, "inference_replication_factor=2,broadcast_buffers=false").ok());
+  compiler::CompileOptions options;
+  options.training.buffers = {{"state", "state_next"}};
+  auto e = compiler::Compile(test_support::BufferModel(1000), c, options);
+  ASSERT_TRUE(e.ok()) << e.status();
+  auto report = compiler::ReportFromJson(e->report_json);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->replica_buffer_bytes, 4000);
+  auto honest = Program::Create(std::make_shared<const Executable>(*e));
+  ASSERT_TRUE(honest.ok()) << honest.status();
+  EXPECT_EQ((*honest)->host_memory_bytes(), report->host_bytes());
+
+  report->replica_buffer_bytes = 0;
+  Executable understated = *e;
+  understated.report_json = report->Json();
+  auto refused = Program::Create(std::make_shared<const Executable>(understated));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              AllOf(HasSubstr("of host memory but its model needs"), HasSubstr("recompile it")));
 }
 
 TEST(ProgramTest, ACancelledCreateStopsWithCancelled) {

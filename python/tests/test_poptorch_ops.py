@@ -3,6 +3,8 @@ through ``ipupod.poptorch`` against a private ipupodd, each checked against torc
 
 Lines between ``# seed begin`` and ``# seed end`` are the seed's, unchanged."""
 
+import time
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -38,6 +40,10 @@ def test_4_6_2_ipu_print_tensor_prints_each_run_to_the_output_and_the_server_log
     printed = [line for line in capsys.readouterr().out.splitlines() if "float32[2, 2]" in line]
     assert len(printed) == 2, printed
     assert printed[0].endswith("float32[2, 2] [2, 3, 4, -3.5]"), printed
+    # The server logs a print after the run's reply has gone: wait (bounded) for the line.
+    deadline = time.monotonic() + 10
+    while "print user=poptorch-user" not in server.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert "print user=poptorch-user" in server.log()
     assert "[2, 3, 4, -3.5]" in server.log()
     poptorch_model.destroy()

@@ -1176,13 +1176,21 @@ TEST_F(ExecutionServiceTest, TrickledUploadsAreEndedBelowTheMinimumRate) {
 // idle watch counts that wait too.
 TEST_F(ExecutionServiceTest, ClientsThatStopReadingAreEndedAfterTheIdleTimeout) {
   StartServer([](ServerConfig& config) { config.execution_stream_idle_seconds = 1; });
-  const Compiled huge = CompileMlp(int64_t{1} << 20);  // 48 MiB of weights: more than any window
+  // The stalled reader's own connection keeps gRPC's initial 64 KiB window
+  // (no BDP probing grows it), so 6 MiB of weights hold the server's writes
+  // after the first chunk. (48 MiB without the cap took 30 s under TSan, and
+  // under load its upload passed the 30 s deadline: CI 2026-12-07.)
+  grpc::ChannelArguments small_window;
+  small_window.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  small_window.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 * 1024);
+  Caller reader(Address(), "alice", small_window);
+  const Compiled huge = CompileMlp(int64_t{1} << 17);  // 6 MiB of weights
   Attached session(*alice_, 1);
   MustLoad(session, huge);
-  auto context = alice_->Context();
+  auto context = reader.Context();
   v1::ReadWeightsRequest request;
   request.set_session(session.id());
-  auto stalled = alice_->exec().ReadWeights(context.get(), request);  // and reads nothing
+  auto stalled = reader.exec().ReadWeights(context.get(), request);  // and reads nothing
   // The stalled call holds the session's slot until the idle watch ends it;
   // the next call waits for the slot and is served once it has (without
   // the watch it would wait until the stalled client's own deadline).

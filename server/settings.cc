@@ -34,11 +34,12 @@ absl::Status ParsePodText(absl::string_view text, ServerConfig& config) {
 
 std::string ShowPod(const ServerConfig& config) { return config.pod.name; }
 
+// ParseLogFormat's message, which tells what each format is, and the choice.
 absl::Status ParseLogFormatText(absl::string_view text, ServerConfig& config) {
   absl::StatusOr<LogFormat> format = ParseLogFormat(text);
   if (!format.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("log format '", text.substr(0, 40), "' is not \"text\" or \"json\""));
+        absl::StrCat(format.status().message(), "; expected \"text\" or \"json\""));
   }
   config.log_format = *format;
   return absl::OkStatus();

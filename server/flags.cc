@@ -107,8 +107,8 @@ void AddFlags(CLI::App& app, Overrides& o) {
 absl::Status ApplyOverrides(const Overrides& o, ServerConfig& config) {
   const absl::Span<const Setting> settings = Settings();
   for (size_t i = 0; i < settings.size(); ++i) {
-    if (o.settings[i])
-      IPUPOD_RETURN_IF_ERROR(ApplySettingFlag(settings[i], *o.settings[i], config));
+    if (!o.settings[i]) continue;
+    IPUPOD_RETURN_IF_ERROR(ApplySettingFlag(settings[i], *o.settings[i], config));
   }
   config.reinitialise = o.reinitialise;
   if (o.tls_cert) config.tls.cert = *o.tls_cert;

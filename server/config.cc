@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "common/json_reader.h"
 #include "common/status_macros.h"
+#include "server/settings.h"
 #include "server/sharing_config.h"
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -119,22 +120,6 @@ absl::Status ParseAdmins(const Json& v, const JsonPath& at, ServerConfig& config
   return absl::OkStatus();
 }
 
-absl::Status ParsePodValue(const Json& v, const JsonPath& at, ServerConfig& config) {
-  absl::StatusOr<device::PodConfig> pod;
-  if (v.is_string() && v.get_ref<const std::string&>().size() <= kShownValueMax) {
-    pod = ParsePod(v.get<std::string>());
-  } else if (v.is_number_integer()) {
-    pod = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{1} << 31
-              ? device::PodFromSize(int64_t{1} << 31)
-              : device::PodFromSize(v.get<int64_t>());
-  } else {
-    return at.TypeError("a pod name such as \"POD16\" or an IPU count such as 16", v);
-  }
-  if (!pod.ok()) return at.Error(pod.status().message());
-  config.pod = *std::move(pod);
-  return absl::OkStatus();
-}
-
 absl::Status ParseResetMs(const Json& v, const JsonPath& at, ServerConfig& config) {
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(v, at));
   auto field = [&reader](absl::string_view key, int& out) {
@@ -201,58 +186,8 @@ absl::Status ParseRandomFaults(const Json& v, const JsonPath& at, ServerConfig& 
   return reader.RejectUnknownKeys();
 }
 
-absl::Status ParseListen(const Json& v, const JsonPath& at, ServerConfig& config) {
-  IPUPOD_ASSIGN_OR_RETURN(config.listen, GetString(v, at, kStringLengthMax));
-  const absl::Status address = ParseListenAddress(config.listen).status();
-  return address.ok() ? address : at.Error(address.message());
-}
-
-absl::Status ParseLogLevel(const Json& v, const JsonPath& at, ServerConfig& config) {
-  if (!v.is_string() || !ValidateLogLevel(v.get<std::string>()).ok()) {
-    return at.TypeError(absl::StrCat("one of ", absl::StrJoin(kLogLevels, ", ")), v);
-  }
-  config.log_level = v.get<std::string>();
-  return absl::OkStatus();
-}
-
-// Reads an int key of ServerConfig within [min, max].
-template <typename Int>
-auto IntField(Int ServerConfig::*member, int64_t min, int64_t max) {
-  return [member, min, max](const Json& v, const JsonPath& at, ServerConfig& config) {
-    IPUPOD_ASSIGN_OR_RETURN(int64_t n, json::ReadInt(v, at, min, max));
-    config.*member = static_cast<Int>(n);
-    return absl::OkStatus();
-  };
-}
-
-absl::Status ParseAccountingPublic(const Json& v, const JsonPath& at, ServerConfig& config) {
-  IPUPOD_ASSIGN_OR_RETURN(config.accounting_public, json::ReadBool(v, at));
-  return absl::OkStatus();
-}
-
-absl::Status ParseLogFormatKey(const Json& v, const JsonPath& at, ServerConfig& config) {
-  if (!v.is_string()) return at.TypeError("\"text\" or \"json\"", v);
-  absl::StatusOr<LogFormat> format = ParseLogFormat(v.get_ref<const std::string&>());
-  if (!format.ok()) return at.TypeError("\"text\" or \"json\"", v);
-  config.log_format = *format;
-  return absl::OkStatus();
-}
-
 absl::Status ParseSharingSection(const Json& v, const JsonPath& at, ServerConfig& config) {
   IPUPOD_ASSIGN_OR_RETURN(config.sharing, ParseSharing(v, at));
-  return absl::OkStatus();
-}
-
-absl::Status ParseMetricsListen(const Json& v, const JsonPath& at, ServerConfig& config) {
-  IPUPOD_ASSIGN_OR_RETURN(config.metrics_listen, GetString(v, at, kStringLengthMax));
-  if (config.metrics_listen == "off") return absl::OkStatus();
-  const absl::Status address = ParseListenAddress(config.metrics_listen).status();
-  return address.ok() ? address
-                      : at.Error(absl::StrCat(address.message(), ", or \"off\" for no metrics"));
-}
-
-absl::Status ParseStateDir(const Json& v, const JsonPath& at, ServerConfig& config) {
-  IPUPOD_ASSIGN_OR_RETURN(config.state_dir, GetString(v, at, kStringLengthMax));
   return absl::OkStatus();
 }
 
@@ -326,92 +261,16 @@ absl::Status ParseCustomOps(const Json& v, const JsonPath& at, ServerConfig& ser
   return reader.RejectUnknownKeys();
 }
 
-using KeyParser = std::function<absl::Status(const Json&, const JsonPath&, ServerConfig&)>;
-using KeyParsers = std::vector<std::pair<absl::string_view, KeyParser>>;
+using KeyParser = absl::Status (*)(const Json&, const JsonPath&, ServerConfig&);
 
-// The top-level keys of the server itself: listener, pod, state, sessions,
-// execution, compiles.
-KeyParsers ServerKeys() {
-  return {
-      {"listen", ParseListen},
-      {"pod", ParsePodValue},
-      {"state_dir", ParseStateDir},
-      {"tokens", ParseTokens},
-      {"open_mode_admins", ParseAdmins},
-      {"session_lease_seconds",
-       IntField(&ServerConfig::session_lease_seconds, 1, kLeaseSecondsMax)},
-      {"reset_ms", ParseResetMs},
-      {"max_waiters", IntField(&ServerConfig::max_waiters, 1, kMaxWaitersMax)},
-      {"max_backfill_waiters", IntField(&ServerConfig::max_backfill_waiters, 0, kMaxWaitersMax)},
-      {"executable_cache_mb",
-       IntField(&ServerConfig::executable_cache_mb, 1, kExecutableCacheMbMax)},
-      {"max_execution_threads",
-       IntField(&ServerConfig::max_execution_threads, kExecutionThreadsMin, kExecutionThreadsMax)},
-      {"max_execution_threads_per_user",
-       IntField(&ServerConfig::max_execution_threads_per_user, 0, kExecutionThreadsMax)},
-      {"execution_stream_idle_seconds",
-       IntField(&ServerConfig::execution_stream_idle_seconds, 1, kStreamIdleSecondsMax)},
-      {"upload_min_bytes_per_second",
-       IntField(&ServerConfig::upload_min_bytes_per_second, 0, kUploadMinBytesPerSecondMax)},
-      {"compute_threads", IntField(&ServerConfig::compute_threads, 0, kComputeThreadsMax)},
-      {"load_memory_mb", IntField(&ServerConfig::load_memory_mb, 0, kLoadMemoryMbMax)},
-      {"compile_max_model_mb",
-       IntField(&ServerConfig::compile_max_model_mb, 1, kCompileModelMbMax)},
-      {"compile_max_concurrent",
-       IntField(&ServerConfig::compile_max_concurrent, 1, kCompileConcurrentMax)},
-      {"compile_time_limit_seconds",
-       IntField(&ServerConfig::compile_time_limit_seconds, 1, kCompileTimeLimitSecondsMax)},
-      {"random_faults", ParseRandomFaults},
-      {"log_level", ParseLogLevel},
-  };
-}
-
-// The top-level keys of jobs, accounting, audit, logs, TLS, metrics and
-// custom ops.
-KeyParsers ServiceKeys() {
-  return {
-      {"jobs_blob_store_mb", IntField(&ServerConfig::jobs_blob_store_mb, 1, kBlobStoreMbMax)},
-      {"jobs_blob_store_user_mb",
-       IntField(&ServerConfig::jobs_blob_store_user_mb, 1, kBlobStoreMbMax)},
-      {"jobs_retention_hours",
-       IntField(&ServerConfig::jobs_retention_hours, 1, kRetentionHoursMax)},
-      {"jobs_default_time_limit_minutes",
-       IntField(&ServerConfig::jobs_default_time_limit_minutes, 1, kTimeLimitMinutesMax)},
-      {"jobs_max_requeues", IntField(&ServerConfig::jobs_max_requeues, 0, kJobRequeuesMax)},
-      {"jobs_max_records", IntField(&ServerConfig::jobs_max_records, 1, kJobRecordsMax)},
-      {"jobs_max_active_per_user",
-       IntField(&ServerConfig::jobs_max_active_per_user, 1, kJobRecordsMax)},
-      {"jobs_max_calls", IntField(&ServerConfig::jobs_max_calls, 1, kJobCallsMax)},
-      {"jobs_max_calls_per_user",
-       IntField(&ServerConfig::jobs_max_calls_per_user, 1, kJobCallsMax)},
-      {"jobs_max_watchers", IntField(&ServerConfig::jobs_max_watchers, 1, kJobWatchersMax)},
-      {"jobs_max_watchers_per_user",
-       IntField(&ServerConfig::jobs_max_watchers_per_user, 1, kJobWatchersMax)},
-      {"jobs_watch_max_seconds",
-       IntField(&ServerConfig::jobs_watch_max_seconds, 1, kJobWatchSecondsMax)},
-      {"accounting_retention_days",
-       IntField(&ServerConfig::accounting_retention_days, 0, kAccountingRetentionDaysMax)},
-      {"accounting_heartbeat_seconds",
-       IntField(&ServerConfig::accounting_heartbeat_seconds, 1, kAccountingHeartbeatSecondsMax)},
-      {"accounting_public", ParseAccountingPublic},
-      {"accounting_max_calls", IntField(&ServerConfig::accounting_max_calls, 1, kQueryCallsMax)},
-      {"accounting_max_calls_per_user",
-       IntField(&ServerConfig::accounting_max_calls_per_user, 1, kQueryCallsMax)},
-      {"audit_max_calls", IntField(&ServerConfig::audit_max_calls, 1, kQueryCallsMax)},
-      {"audit_max_calls_per_user",
-       IntField(&ServerConfig::audit_max_calls_per_user, 1, kQueryCallsMax)},
-      {"sharing", ParseSharingSection},
-      {"audit_retention_days",
-       IntField(&ServerConfig::audit_retention_days, 0, kAuditRetentionDaysMax)},
-      {"audit_max_records", IntField(&ServerConfig::audit_max_records, 1, kAuditMaxRecordsMax)},
-      {"audit_refusal_window_seconds",
-       IntField(&ServerConfig::audit_refusal_window_seconds, 1, kAuditRefusalWindowSecondsMax)},
-      {"log_format", ParseLogFormatKey},
-      {"tls", ParseTls},
-      {"metrics_listen", ParseMetricsListen},
-      {"custom_ops", ParseCustomOps},
-  };
-}
+// The structured top-level keys, read by hand: a row of server/settings.h
+// cannot express a list or an object. Every other key is a row.
+constexpr std::pair<absl::string_view, KeyParser> kStructuredKeys[] = {
+    {"tokens", ParseTokens},          {"open_mode_admins", ParseAdmins},
+    {"reset_ms", ParseResetMs},       {"random_faults", ParseRandomFaults},
+    {"sharing", ParseSharingSection}, {"tls", ParseTls},
+    {"custom_ops", ParseCustomOps},
+};
 
 // The top-level keys, each read by its own parser; unknown keys are errors.
 absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
@@ -419,13 +278,15 @@ absl::Status ParseTopLevel(const Json& root, ServerConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("config must be a JSON object; got ", json::Describe(root)));
   }
-  KeyParsers keys = ServerKeys();
-  for (auto& entry : ServiceKeys()) keys.push_back(std::move(entry));
   IPUPOD_ASSIGN_OR_RETURN(ObjectReader reader, ObjectReader::Open(root, JsonPath("config")));
-  for (const auto& entry : keys) {  // (clang 14 cannot capture a structured binding)
-    const auto& parse = entry.second;
+  for (const Setting& setting : Settings()) {
+    IPUPOD_RETURN_IF_ERROR(reader.IfPresent(setting.key, [&](const Json& v, const JsonPath& at) {
+      return ReadSettingJson(setting, v, at, config);
+    }));
+  }
+  for (const auto& [key, parse] : kStructuredKeys) {
     IPUPOD_RETURN_IF_ERROR(reader.IfPresent(
-        entry.first, [&](const Json& v, const JsonPath& at) { return parse(v, at, config); }));
+        key, [&, read = parse](const Json& v, const JsonPath& at) { return read(v, at, config); }));
   }
   return reader.RejectUnknownKeys();
 }
@@ -577,42 +438,6 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view listen) {
 
 namespace {
 
-absl::Status ValidateAccounting(const ServerConfig& config) {
-  if (config.accounting_retention_days < 0 ||
-      config.accounting_retention_days > kAccountingRetentionDaysMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("accounting_retention_days must be from 0 (keep usage records forever) to ",
-                     kAccountingRetentionDaysMax, "; got ", config.accounting_retention_days));
-  }
-  if (config.accounting_heartbeat_seconds < 1 ||
-      config.accounting_heartbeat_seconds > kAccountingHeartbeatSecondsMax) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "accounting_heartbeat_seconds must be from 1 to ", kAccountingHeartbeatSecondsMax, "; got ",
-        config.accounting_heartbeat_seconds));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateAudit(const ServerConfig& config) {
-  if (config.audit_retention_days < 0 || config.audit_retention_days > kAuditRetentionDaysMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("audit_retention_days must be from 0 (keep audit records forever) to ",
-                     kAuditRetentionDaysMax, "; got ", config.audit_retention_days));
-  }
-  if (config.audit_max_records < 1 || config.audit_max_records > kAuditMaxRecordsMax) {
-    return absl::InvalidArgumentError(absl::StrCat("audit_max_records must be from 1 to ",
-                                                   kAuditMaxRecordsMax, "; got ",
-                                                   config.audit_max_records));
-  }
-  if (config.audit_refusal_window_seconds < 1 ||
-      config.audit_refusal_window_seconds > kAuditRefusalWindowSecondsMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("audit_refusal_window_seconds must be from 1 to ",
-                     kAuditRefusalWindowSecondsMax, "; got ", config.audit_refusal_window_seconds));
-  }
-  return absl::OkStatus();
-}
-
 // A per-user share larger than the whole would never be reached: say so
 // rather than let the config mean something else than it says.
 absl::Status ValidateShare(absl::string_view key, int per_user, int total) {
@@ -675,20 +500,7 @@ absl::Status ValidateConfig(const ServerConfig& config) {
         config.listen, "'; use --listen 127.0.0.1:PORT or configure \"tokens\""));
   }
   IPUPOD_RETURN_IF_ERROR(ValidateTransport(config, address));
-  if (config.session_lease_seconds < 1 || config.session_lease_seconds > kLeaseSecondsMax) {
-    return absl::InvalidArgumentError(absl::StrCat("lease seconds must be from 1 to ",
-                                                   kLeaseSecondsMax, "; got ",
-                                                   config.session_lease_seconds));
-  }
-  if (config.state_dir.empty() || config.state_dir.size() > kStringLengthMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("state dir must be 1 to ", kStringLengthMax, " bytes long"));
-  }
-  if (config.executable_cache_mb < 1 || config.executable_cache_mb > kExecutableCacheMbMax) {
-    return absl::InvalidArgumentError(absl::StrCat("executable cache MB must be from 1 to ",
-                                                   kExecutableCacheMbMax, "; got ",
-                                                   config.executable_cache_mb));
-  }
+  IPUPOD_RETURN_IF_ERROR(CheckSettingRanges(config));
   if (config.jobs_blob_store_user_mb > config.jobs_blob_store_mb) {
     return absl::InvalidArgumentError(
         absl::StrCat("jobs_blob_store_user_mb (", config.jobs_blob_store_user_mb,
@@ -696,44 +508,7 @@ absl::Status ValidateConfig(const ServerConfig& config) {
                      config.jobs_blob_store_mb, "); lower the first or raise the second"));
   }
   IPUPOD_RETURN_IF_ERROR(ValidateJobBounds(config));
-  if (config.load_memory_mb < 0 || config.load_memory_mb > kLoadMemoryMbMax) {
-    return absl::InvalidArgumentError(absl::StrCat("load memory MB must be from 0 (half of this ",
-                                                   "host's memory) to ", kLoadMemoryMbMax, "; got ",
-                                                   config.load_memory_mb));
-  }
-  if (config.max_execution_threads < kExecutionThreadsMin ||
-      config.max_execution_threads > kExecutionThreadsMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max execution threads must be from ", kExecutionThreadsMin, " to ",
-                     kExecutionThreadsMax, "; got ", config.max_execution_threads));
-  }
-  if (config.max_execution_threads_per_user < 0 ||
-      config.max_execution_threads_per_user > kExecutionThreadsMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max execution threads per user must be from 0 (half of them) to ",
-                     kExecutionThreadsMax, "; got ", config.max_execution_threads_per_user));
-  }
-  if (config.execution_stream_idle_seconds < 1 ||
-      config.execution_stream_idle_seconds > kStreamIdleSecondsMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("execution stream idle seconds must be from 1 to ", kStreamIdleSecondsMax,
-                     "; got ", config.execution_stream_idle_seconds));
-  }
-  if (config.upload_min_bytes_per_second < 0 ||
-      config.upload_min_bytes_per_second > kUploadMinBytesPerSecondMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("upload min bytes per second must be from 0 (no bound) to ",
-                     kUploadMinBytesPerSecondMax, "; got ", config.upload_min_bytes_per_second));
-  }
-  if (config.compute_threads < 0 || config.compute_threads > kComputeThreadsMax) {
-    return absl::InvalidArgumentError(absl::StrCat("compute threads must be from 0 (every CPU) to ",
-                                                   kComputeThreadsMax, "; got ",
-                                                   config.compute_threads));
-  }
-  IPUPOD_RETURN_IF_ERROR(ValidateAccounting(config));
-  IPUPOD_RETURN_IF_ERROR(ValidateAudit(config));
-  IPUPOD_RETURN_IF_ERROR(ValidateMetricsListen(config, config.tls.enabled()));
-  return ValidateLogLevel(config.log_level);
+  return ValidateMetricsListen(config, config.tls.enabled());
 }
 
 std::string MetricsListenAddress(const ServerConfig& config) {

@@ -5,57 +5,20 @@
 // optional; an unknown key, a wrong type, a negative or out-of-range number or
 // an over-long string is an INVALID_ARGUMENT that names the key, what it
 // expects and what it got, so a typo in a server config never passes silently.
-//
+// The scalar keys ("max_waiters": 4096) are the rows of server/settings.h,
+// which reads, checks and documents them; each one's default is its member's
+// initializer below. The structured keys are read here:
 //   {
-//     "listen": "127.0.0.1:50051",          host:port; [::1]:port for IPv6
-//     "pod": "POD16",                       preset name or IPU count (16)
-//     "state_dir": "./ipupod-state",
 //     "tokens": [{"token": "...", "user": "alice", "role": "user"|"admin"}],
 //     "open_mode_admins": ["admin"],        used only without tokens
-//     "session_lease_seconds": 10,
 //     "reset_ms": {"ipu": 200, "partition": 500, "pod": 1000},
-//     "max_waiters": 4096,
-//     "max_backfill_waiters": 1000,         a walk of the queue looks this far past its
-//                                           first waiter that cannot start; 0 = no bound
-//     "executable_cache_mb": 4096,          uploaded executables kept (LRU)
-//     "max_execution_threads": 8,           ExecutionService calls at once (1-1024)
-//     "max_execution_threads_per_user": 0,  of those, one user's at most; 0 = half, at least 1
-//     "execution_stream_idle_seconds": 30,  a stream silent this long is ended (1-3600)
-//     "upload_min_bytes_per_second": 16384, an upload slower than this once it has waited
-//                                           execution_stream_idle_seconds is ended; 0 = off
-//     "load_memory_mb": 0,                  host memory for loaded programs; 0: half the RAM
-//     "compute_threads": 0,                 BLAS threads per run; 0 = every CPU
-//     "compile_max_model_mb": 1024,         CompileService: the largest model (1-65536)
-//     "compile_max_concurrent": 2,          compiles at once, one per user (1-64)
-//     "compile_time_limit_seconds": 600,    a compile still folding then stops (1-86400)
-//     "jobs_max_calls": 16,                 JobService calls at once but watches (1-1024)
-//     "jobs_max_calls_per_user": 4,         of those, one user's at most (1-1024)
-//     "jobs_max_watchers": 256,             job waits and follows at once (1-65536)
-//     "jobs_max_watchers_per_user": 32,     of those, one user's at most (1-65536)
-//     "jobs_watch_max_seconds": 600,        a watch then ends; clients watch again (1-86400)
 //     "random_faults": {"seed": 1, "probability_per_operation": 0.01,
 //                       "kinds": ["ipu-reset", "link-reset", "partition-reset",
 //                                 "full-reset", "unrecoverable"]},
-//     "log_level": "info",                  trace|debug|info|warn|error|critical|off
-//     "accounting_retention_days": 365,     usage records kept; 0 = forever (0-36500)
-//     "accounting_heartbeat_seconds": 60,   the ledger's sign of life (1-3600)
-//     "accounting_public": false,           everyone may read everyone's usage
-//     "accounting_max_calls": 4,            usage and history queries at once (1-64)
-//     "accounting_max_calls_per_user": 2,   of those, one user's at most (1-64)
-//     "audit_max_calls": 2,                 audit log listings at once (1-64)
-//     "audit_max_calls_per_user": 2,        of those, one user's at most (1-64)
 //     "sharing": {...},                     accounts, QoS, limits, priority
 //                                           (server/sharing_config.h); reloaded on SIGHUP
-//     "audit_retention_days": 365,          audit records kept; 0 = forever (0-36500)
-//     "audit_max_records": 1000000,         at most this many, plain users' refusals purged first
-//     "audit_refusal_window_seconds": 60,   a user's repeated refusals: one record, one summary
-//                                           (1-1000000000)
-//     "log_format": "text",                 text|json: one JSON object per log line
 //     "tls": {"cert": "server.pem", "key": "server.key", "client_ca": "clients.pem"},
 //                                           TLS for the listeners; client_ca = mutual TLS
-//     "metrics_listen": "127.0.0.1:9464",   HTTP: /metrics (Prometheus), /healthz; "off" =
-//                                           none; unset: 127.0.0.1:9464, or port 0 when
-//                                           listen's port is 0 (MetricsListenAddress)
 //     "custom_ops": {                       custom op libraries (PopTorch 4.9;
 //                                           device/customop/library_registry.h)
 //       "library_dirs": ["/opt/ipupod/custom-ops"],  where they may come from; empty (the
@@ -215,7 +178,7 @@ struct ServerConfig {
 // least 1) when it is 0.
 int ExecutionThreadsPerUser(const ServerConfig& config);
 
-// Bounds the parser enforces (also used by the flags).
+// Bounds of the settings (server/settings.cc's rows) and of the structured keys.
 inline constexpr int kLeaseSecondsMax = 3600;
 inline constexpr int kResetMsMax = 60'000;
 inline constexpr int kMaxWaitersMax = 1'000'000;
@@ -294,11 +257,12 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view listen);
 // 127.0.0.0/8, "localhost" or ::1 (common/loopback.h: the client's rule too).
 using ::ipupod::IsLoopbackHost;
 
-// Cross-key checks run after flags are applied: the listen address parses;
+// Checks run after flags are applied: the listen address parses;
 // open mode, and token mode without TLS, listen on loopback only
 // (FAILED_PRECONDITION otherwise); a TLS key or client CA needs a certificate
-// and a certificate a key (INVALID_ARGUMENT naming the flags and keys);
-// ValidateMetricsListen.
+// and a certificate a key (INVALID_ARGUMENT naming the flags and keys); every
+// setting of server/settings.h within its range (CheckSettingRanges); per-user
+// shares at most their totals; ValidateMetricsListen.
 absl::Status ValidateConfig(const ServerConfig& config);
 
 // The metrics listener's address: metrics_listen as given; unset,

@@ -11,8 +11,6 @@
 namespace ipupod::cli {
 namespace {
 
-std::string OrDash(absl::string_view text) { return text.empty() ? "-" : std::string(text); }
-
 std::string Hours(double ipu_seconds) { return absl::StrFormat("%.3f", ipu_seconds / 3600); }
 
 std::string LocalTime(int64_t unix_ms, absl::TimeZone zone) {

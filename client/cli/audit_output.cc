@@ -5,8 +5,6 @@
 namespace ipupod::cli {
 namespace {
 
-std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; }
-
 std::string Who(const v1::AuditRecord& r) {
   return r.admin() ? absl::StrCat(r.user(), " (admin)") : r.user();
 }

@@ -27,6 +27,7 @@
 #include "client/cli/exit_codes.h"
 #include "client/client.h"
 #include "client/files.h"
+#include "common/driver/session_executable.h"
 #include "common/format.h"
 #include "common/status_macros.h"
 #include "device/compiler/compile_request.h"
@@ -59,9 +60,7 @@ struct CompileArgs {
   std::vector<std::string> buffers;  // "NAME=VALUE" each
 };
 
-absl::Status WithContext(const absl::Status& status, absl::string_view context) {
-  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
-}
+using driver::WithContext;
 
 // What the compile request names besides the model: the config and
 // module-map files' text, the overrides and the training flags (checked by

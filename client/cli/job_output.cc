@@ -16,18 +16,9 @@ namespace {
 constexpr size_t kNameCellMax = 24;
 constexpr size_t kReasonCellMax = 32;
 
-std::string OrDash(absl::string_view text) { return text.empty() ? "-" : std::string(text); }
-
 std::string Shorten(absl::string_view text, size_t max) {
   if (text.size() <= max) return std::string(text);
   return absl::StrCat(text.substr(0, max - 3), "...");
-}
-
-template <typename Container>
-Json JsonArray(const Container& items) {
-  Json array = Json::array();
-  for (const auto& item : items) array.push_back(item);
-  return array;
 }
 
 // "07:18:16" today (in `zone`), "11-25 07:18" before; "-" for never.

@@ -127,7 +127,7 @@ int RunList(Context& ctx, const JobArgs& args) {
 
 // ---------------------------------------------------------------- job ...
 
-int RunShow(Context& ctx, const JobArgs& args) {
+int RunJobShow(Context& ctx, const JobArgs& args) {
   auto client = ctx.Connect();
   if (!client.ok()) return ctx.Fail(client.status());
   absl::StatusOr<v1::Job> job = (*client)->GetJob(args.id);
@@ -441,7 +441,7 @@ void AddJobsCommands(CLI::App& app, Selection& selection) {
                         "faults recovered and requeues, the spec it was submitted with, and its\n"
                         "results (--json: the record).\n\n",
                         kJobStatesHelp, "\nExample:\n  ipupod job show 17"),
-           RunShow);
+           RunJobShow);
   CLI::App* logs = AddOnJob(
       group, selection, args, "logs", "Print a job's events",
       "One line per event: time, kind (state, run, recovery, requeue, checkpoint, note) and\n"

@@ -14,15 +14,6 @@
 namespace ipupod::cli {
 namespace {
 
-std::string OrDash(absl::string_view text) { return text.empty() ? "-" : std::string(text); }
-
-template <typename Container>
-Json JsonArray(const Container& items) {
-  Json array = Json::array();
-  for (const auto& item : items) array.push_back(item);
-  return array;
-}
-
 std::vector<int64_t> ToIds(const google::protobuf::RepeatedField<uint32_t>& ids) {
   return std::vector<int64_t>(ids.begin(), ids.end());
 }
@@ -38,6 +29,8 @@ std::string AgeText(int64_t since_unix_ms, absl::Time now) {
 }
 
 }  // namespace
+
+std::string OrDash(absl::string_view text) { return text.empty() ? "-" : std::string(text); }
 
 // ---------------------------------------------------------------- pieces
 

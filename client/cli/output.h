@@ -37,6 +37,17 @@ using Json = nlohmann::ordered_json;
 
 // ---------------------------------------------------------------- pieces
 
+// `text`, or "-" for an empty table cell.
+std::string OrDash(absl::string_view text);
+
+// A container's items (a protobuf repeated field, a vector) as a JSON array.
+template <typename Container>
+Json JsonArray(const Container& items) {
+  Json array = Json::array();
+  for (const auto& item : items) array.push_back(item);
+  return array;
+}
+
 // "0-3,8,10-11": sorted, duplicates dropped, runs of 2+ as "a-b". "" if empty.
 std::string CompactIpus(std::vector<int64_t> ids);
 std::string CompactIpus(const google::protobuf::RepeatedField<uint32_t>& ids);

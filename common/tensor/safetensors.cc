@@ -22,9 +22,9 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
 
 // The reference implementation's bound on the header.
-constexpr uint64_t kHeaderBytesMax = 100'000'000;
+constexpr uint64_t kJsonHeaderBytesMax = 100'000'000;
 
-absl::Status Malformed(absl::string_view what) {
+absl::Status MalformedSafetensors(absl::string_view what) {
   return absl::InvalidArgumentError(
       absl::StrCat("malformed .safetensors file: ", what,
                    "; write it with safetensors' save_file (or ipupod's WriteTensorFile)"));
@@ -80,10 +80,10 @@ absl::StatusOr<Tensor> Decode(const Entry& e, const SafeDType& d, absl::string_v
   return t;
 }
 
-absl::StatusOr<Entry> ParseEntry(const std::string& name, const nlohmann::ordered_json& j) {
+absl::StatusOr<Entry> ParseTensorEntry(const std::string& name, const nlohmann::ordered_json& j) {
   Entry e{name, "", {}, 0, 0};
   const auto bad = [&](absl::string_view what) {
-    return Malformed(absl::StrCat("tensor '", name, "': ", what));
+    return MalformedSafetensors(absl::StrCat("tensor '", name, "': ", what));
   };
   if (!j.is_object() || !j.contains("dtype") || !j["dtype"].is_string() || !j.contains("shape") ||
       !j["shape"].is_array() || !j.contains("data_offsets") || !j["data_offsets"].is_array() ||
@@ -104,18 +104,18 @@ absl::StatusOr<Entry> ParseEntry(const std::string& name, const nlohmann::ordere
   return e;
 }
 
-absl::StatusOr<std::vector<Entry>> ParseHeader(absl::string_view text) {
+absl::StatusOr<std::vector<Entry>> ParseJsonHeader(absl::string_view text) {
   nlohmann::ordered_json header;
   try {
     header = nlohmann::ordered_json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
-    return Malformed(absl::StrCat("the header is not JSON (", e.what(), ")"));
+    return MalformedSafetensors(absl::StrCat("the header is not JSON (", e.what(), ")"));
   }
-  if (!header.is_object()) return Malformed("the header is not a JSON object");
+  if (!header.is_object()) return MalformedSafetensors("the header is not a JSON object");
   std::vector<Entry> entries;
   for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") continue;
-    IPUPOD_ASSIGN_OR_RETURN(Entry e, ParseEntry(name, value));
+    IPUPOD_ASSIGN_OR_RETURN(Entry e, ParseTensorEntry(name, value));
     entries.push_back(std::move(e));
   }
   // File order: by position in the data buffer.
@@ -132,14 +132,16 @@ absl::StatusOr<NamedTensor> ReadEntry(const Entry& e, absl::string_view data) {
         ", which ipupod does not read; convert it to F32, F64, F16, BF16, I64, I32 or BOOL"));
   }
   auto n = CheckedNumElements(d->dtype, e.shape);
-  if (!n.ok()) return Malformed(absl::StrCat("tensor '", e.name, "': ", n.status().message()));
+  if (!n.ok())
+    return MalformedSafetensors(absl::StrCat("tensor '", e.name, "': ", n.status().message()));
   if (e.end - e.begin != static_cast<uint64_t>(*n) * d->file_size) {
-    return Malformed(absl::StrCat("tensor '", e.name, "' has ", e.end - e.begin,
-                                  " data bytes but its dtype and shape need ",
-                                  static_cast<uint64_t>(*n) * d->file_size));
+    return MalformedSafetensors(absl::StrCat("tensor '", e.name, "' has ", e.end - e.begin,
+                                             " data bytes but its dtype and shape need ",
+                                             static_cast<uint64_t>(*n) * d->file_size));
   }
   auto t = Decode(e, *d, data.substr(e.begin, e.end - e.begin));
-  if (!t.ok()) return Malformed(absl::StrCat("tensor '", e.name, "': ", t.status().message()));
+  if (!t.ok())
+    return MalformedSafetensors(absl::StrCat("tensor '", e.name, "': ", t.status().message()));
   return NamedTensor(e.name, *std::move(t));
 }
 
@@ -157,8 +159,9 @@ absl::Status CheckLayout(const std::vector<Entry>& entries, uint64_t data_size,
   uint64_t next = 0, decoded = 0;
   for (const Entry& e : entries) {
     if (e.begin != next || e.end > data_size) {
-      return Malformed(absl::StrCat("tensor '", e.name, "' data_offsets [", e.begin, ", ", e.end,
-                                    "] leave a hole, overlap or pass the end of the data"));
+      return MalformedSafetensors(
+          absl::StrCat("tensor '", e.name, "' data_offsets [", e.begin, ", ", e.end,
+                       "] leave a hole, overlap or pass the end of the data"));
     }
     next = e.end;
     decoded += DecodedBytes(e);
@@ -168,7 +171,8 @@ absl::Status CheckLayout(const std::vector<Entry>& entries, uint64_t data_size,
     }
   }
   if (next != data_size) {
-    return Malformed(absl::StrCat(data_size - next, " data bytes follow the last tensor"));
+    return MalformedSafetensors(
+        absl::StrCat(data_size - next, " data bytes follow the last tensor"));
   }
   return absl::OkStatus();
 }
@@ -193,14 +197,14 @@ const char* SafeName(DType dtype) {
 
 absl::StatusOr<NamedTensors> ParseSafetensors(absl::string_view bytes,
                                               const TensorReadLimits& limits) {
-  if (bytes.size() < 8) return Malformed("shorter than its 8-byte header length");
+  if (bytes.size() < 8) return MalformedSafetensors("shorter than its 8-byte header length");
   uint64_t n;
   std::memcpy(&n, bytes.data(), 8);
-  if (n > kHeaderBytesMax || n > bytes.size() - 8) {
-    return Malformed(absl::StrCat("header length ", n, " exceeds the file (", bytes.size(),
-                                  " bytes) or the 100 MB limit"));
+  if (n > kJsonHeaderBytesMax || n > bytes.size() - 8) {
+    return MalformedSafetensors(absl::StrCat("header length ", n, " exceeds the file (",
+                                             bytes.size(), " bytes) or the 100 MB limit"));
   }
-  IPUPOD_ASSIGN_OR_RETURN(std::vector<Entry> entries, ParseHeader(bytes.substr(8, n)));
+  IPUPOD_ASSIGN_OR_RETURN(std::vector<Entry> entries, ParseJsonHeader(bytes.substr(8, n)));
   const absl::string_view data = bytes.substr(8 + n);
   IPUPOD_RETURN_IF_ERROR(CheckLayout(entries, data.size(), limits));
   NamedTensors out;

@@ -12,14 +12,14 @@
 namespace ipupod::compiler {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 absl::Status WithContext(const absl::Status& status, absl::string_view context) {
   return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
 }
 
-Json SpecsJson(const Executable& e, const std::vector<TensorSpec>& specs, bool inputs) {
-  Json list = Json::array();
+OrderedJson SpecsJson(const Executable& e, const std::vector<TensorSpec>& specs, bool inputs) {
+  OrderedJson list = OrderedJson::array();
   for (const TensorSpec& spec : specs) {
     list.push_back({{"name", spec.name},
                     {"dtype", std::string(tensor::DTypeName(spec.dtype))},
@@ -75,25 +75,25 @@ absl::StatusOr<PreparedCompile> PrepareCompile(const CompileInputs& inputs,
 
 std::string ExecutableSummaryJson(const Executable& e) {
   const bool training = e.mode == ExecutableMode::kTraining;
-  Json doc = {{"sha256", e.content_hash},
-              {"ipus",
-               {{"per_replica", e.ipus.ipus_per_replica},
-                {"needed", e.ipus.needed},
-                {"reserved", e.ipus.reserved}}},
-              {"execution", std::string(ExecutionStrategyName(e.strategy))},
-              {"stages", e.placement.num_stages()},
-              {"micro_batch_size", e.micro_batch_size},
-              {"device_iterations", e.device_iterations},
-              {"replication_factor", e.replication_factor},
-              {"mode", std::string(ExecutableModeName(e.mode))},
-              {"samples_per_step", e.micro_batch_size * e.batch_size_factor},
-              {"output_mode", OutputModeName(e.output_mode)},
-              {"inputs", SpecsJson(e, e.inputs, true)},
-              {"outputs", SpecsJson(e, e.outputs, false)},
-              {"warnings", e.warnings}};
+  OrderedJson doc = {{"sha256", e.content_hash},
+                     {"ipus",
+                      {{"per_replica", e.ipus.ipus_per_replica},
+                       {"needed", e.ipus.needed},
+                       {"reserved", e.ipus.reserved}}},
+                     {"execution", std::string(ExecutionStrategyName(e.strategy))},
+                     {"stages", e.placement.num_stages()},
+                     {"micro_batch_size", e.micro_batch_size},
+                     {"device_iterations", e.device_iterations},
+                     {"replication_factor", e.replication_factor},
+                     {"mode", std::string(ExecutableModeName(e.mode))},
+                     {"samples_per_step", e.micro_batch_size * e.batch_size_factor},
+                     {"output_mode", OutputModeName(e.output_mode)},
+                     {"inputs", SpecsJson(e, e.inputs, true)},
+                     {"outputs", SpecsJson(e, e.outputs, false)},
+                     {"warnings", e.warnings}};
   if (training) {
     doc["gradient_accumulation_steps"] = e.training.gradient_accumulation_steps;
-    doc["training"] = Json::parse(TrainingSpecJson(e.training));
+    doc["training"] = OrderedJson::parse(TrainingSpecJson(e.training));
   }
   if (e.placement.phased()) {
     const std::set<int64_t> phases(e.placement.stage_phase.begin(), e.placement.stage_phase.end());

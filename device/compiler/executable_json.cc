@@ -14,9 +14,10 @@
 #include "device/hardware.h"
 
 namespace ipupod::compiler::internal {
-namespace {
 
-using Json = json::Json;
+using Json = json::Json;  // as in ipu_config_codec.h
+
+namespace {
 
 Json SpecsJson(const std::vector<TensorSpec>& specs) {
   Json list = Json::array();

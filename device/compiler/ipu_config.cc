@@ -19,7 +19,7 @@
 namespace ipupod::compiler {
 namespace {
 
-using internal::Json;
+using Json = internal::Json;
 
 constexpr absl::string_view kOutputModes = "all, final, sum, every_n:N or default";
 

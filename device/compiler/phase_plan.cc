@@ -8,7 +8,7 @@
 namespace ipupod::compiler {
 namespace {
 
-constexpr const device::IpuSpec& kIpu = device::kGc200;
+constexpr const device::IpuSpec& kPhaseIpu = device::kGc200;
 
 // One stage's work in one direction (forward or backward) of a micro-batch.
 struct StageWork {
@@ -60,11 +60,11 @@ PhasePlan Combine(const std::vector<StageWork>& work, bool overlap) {
   double busy = 0;
   for (const StageWork& w : work) {
     p.compute_s = std::max(p.compute_s, w.compute_s);
-    busy =
-        std::max(busy, w.compute_s + static_cast<double>(w.link_bytes) / kIpu.ipu_link_bytes_per_s);
+    busy = std::max(
+        busy, w.compute_s + static_cast<double>(w.link_bytes) / kPhaseIpu.ipu_link_bytes_per_s);
     p.streaming_bytes = std::max(p.streaming_bytes, w.streaming_bytes);
   }
-  const double streaming = static_cast<double>(p.streaming_bytes) / kIpu.host_link_bytes_per_s;
+  const double streaming = static_cast<double>(p.streaming_bytes) / kPhaseIpu.host_link_bytes_per_s;
   p.time_s = overlap ? std::max(busy, streaming) : busy + streaming;
   p.ipu_link_s = busy - p.compute_s;
   p.streaming_s = p.time_s - busy;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "device/graph/op_common.h"
 #include "device/graph/ops.h"
 #include "device/graph/run_context.h"
 #include "device/kernels/data_movement.h"
@@ -26,24 +27,11 @@ namespace {
 
 using kernels::ShapeString;
 
-int64_t NoFlops(const OpContext&, absl::Span<const TensorType>) { return 0; }
-
-// Output 0 takes input 0's bytes unchanged (reshape-like ops).
-absl::Status RunCopy(const OpContext& c, absl::Span<Tensor> out) {
-  const Tensor& in = *c.values[0];
-  if (in.byte_size() > 0) std::memcpy(out[0].mutable_raw_data(), in.raw_data(), in.byte_size());
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<TensorType>> WithShape(const OpContext& c, Shape shape) {
   return std::vector<TensorType>{{c.dtype(0), std::move(shape)}};
 }
 
 // ---- Identity, Dropout ----
-
-absl::StatusOr<std::vector<TensorType>> InferIdentity(const OpContext& c) {
-  return std::vector<TensorType>{c.type(0)};
-}
 
 // Dropout's mode: from opset 12 the constant inputs ratio (default 0.5)
 // and training_mode (default false) say it; before, the attribute ratio

@@ -19,7 +19,7 @@ namespace {
 using dnnl::algorithm;
 using dnnl::memory;
 using dnnl::prop_kind;
-using Dims = memory::dims;
+using DnnlDims = memory::dims;
 using Args = std::unordered_map<int, memory>;
 
 const dnnl::engine& Engine() {
@@ -41,19 +41,19 @@ memory::format_tag WeightTag(size_t spatial, bool grouped) {
   return grouped ? kGrouped[spatial - 1] : kPlain[spatial - 1];
 }
 
-memory::desc Plain(Dims dims, memory::format_tag tag) {
+memory::desc Plain(DnnlDims dims, memory::format_tag tag) {
   return memory::desc(dims, memory::data_type::f32, tag);
 }
 
-Dims Concat(std::initializer_list<int64_t> head, const std::vector<int64_t>& tail) {
-  Dims out(head);
+DnnlDims Concat(std::initializer_list<int64_t> head, const std::vector<int64_t>& tail) {
+  DnnlDims out(head);
   out.insert(out.end(), tail.begin(), tail.end());
   return out;
 }
 
 // oneDNN counts dilation from 0 (no dilation), ONNX from 1.
-Dims DnnlDilations(const std::vector<int64_t>& dilations) {
-  Dims out;
+DnnlDims DnnlDilations(const std::vector<int64_t>& dilations) {
+  DnnlDims out;
   for (int64_t d : dilations) out.push_back(d - 1);
   return out;
 }
@@ -107,9 +107,9 @@ struct ConvDescs {
 ConvDescs DescsOf(const ConvGeometry& g) {
   const size_t n = g.in_spatial.size();
   const bool grouped = g.groups > 1;
-  Dims w = grouped
-               ? Concat({g.groups, g.out_channels / g.groups, g.in_channels / g.groups}, g.kernel)
-               : Concat({g.out_channels, g.in_channels}, g.kernel);
+  DnnlDims w =
+      grouped ? Concat({g.groups, g.out_channels / g.groups, g.in_channels / g.groups}, g.kernel)
+              : Concat({g.out_channels, g.in_channels}, g.kernel);
   return {Plain(Concat({g.batch, g.in_channels}, g.in_spatial), DataTag(n)),
           Plain(w, WeightTag(n, grouped)), Plain({g.out_channels}, memory::format_tag::x),
           Plain(Concat({g.batch, g.out_channels}, g.out_spatial), DataTag(n))};

@@ -47,7 +47,7 @@ absl::Status InsertRecord(sqlite3* db, const AuditRecord& r) {
   return stmt.Run();
 }
 
-AuditRecord ReadRecord(const Statement& stmt) {
+AuditRecord ReadAuditRecord(const Statement& stmt) {
   AuditRecord r;
   r.seq = stmt.Int64(0);
   r.time_unix_ms = stmt.Int64(1);
@@ -181,7 +181,7 @@ absl::StatusOr<AuditPage> SqliteStateStore::Query(const AuditQuery& query) {
       page.next_after_seq = page.records.back().seq;  // one more matched
       return page;
     }
-    page.records.push_back(ReadRecord(stmt));
+    page.records.push_back(ReadAuditRecord(stmt));
   }
 }
 

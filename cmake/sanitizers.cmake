@@ -8,6 +8,8 @@
 # the plain gcc build keeps it.
 if(IPUPOD_SANITIZE)
   add_compile_options(-O1 -g1)
+  # IPUPOD_DCHECK is on in the instrumented builds (common/check.h).
+  add_compile_definitions(IPUPOD_DCHECKS)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     add_compile_options(-Wno-maybe-uninitialized)
   endif()
@@ -36,6 +38,7 @@ if(IPUPOD_FUZZ)
     message(FATAL_ERROR "IPUPOD_FUZZ runs under ASan + UBSan; it cannot be combined with TSan")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link)
+  add_compile_definitions(IPUPOD_DCHECKS)
   if(NOT IPUPOD_SANITIZE)
     add_compile_options(-O1 -g1 -fsanitize=address,undefined -fno-sanitize-recover=all
                         -fno-omit-frame-pointer)

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 
 namespace ipupod::scheduler {
 namespace {
@@ -58,7 +59,27 @@ IpuMask WholeBlockStarts(const IpuMask& mask, const Block& region, int size) {
   return starts;
 }
 
+// The REQUIRES of FindFreeBlock and SoonestReservation, past their early
+// return for a size that cannot fit.
+void DcheckRequest(const Block& region, int size) {
+  IPUPOD_DCHECK(IsAlignedIn(region, Block{0, device::kMaxPodIpus}))
+      << "region " << region.start << "+" << region.size << " is not an aligned block of the pod";
+  IPUPOD_DCHECK(device::IsPowerOfTwo(size)) << "block size " << size;
+}
+
+void DcheckResult(const Block& block, const Block& region) {
+  IPUPOD_DCHECK(IsAlignedIn(block, region))
+      << "placed block " << block.start << "+" << block.size << " outside its region "
+      << region.start << "+" << region.size << " or misaligned";
+}
+
 }  // namespace
+
+bool IsAlignedIn(const Block& block, const Block& region) {
+  return block.size >= 1 && device::IsPowerOfTwo(block.size) && block.start >= 0 &&
+         block.start % block.size == 0 && block.start >= region.start &&
+         block.start + block.size <= region.start + region.size;
+}
 
 IpuMask MaskOf(const Block& block) {
   IpuMask mask;
@@ -95,6 +116,7 @@ std::string FormatIpus(const IpuMask& mask) {
 std::optional<Block> FindFreeBlock(const IpuMask& usable, const IpuMask& reserved,
                                    const Block& region, int size) {
   if (size < 1 || size > region.size) return std::nullopt;
+  DcheckRequest(region, size);
   const IpuMask available = usable & ~reserved;
   std::optional<Block> best;
   size_t best_score = 0;
@@ -112,6 +134,7 @@ std::optional<Block> FindFreeBlock(const IpuMask& usable, const IpuMask& reserve
       best_score = score;
     }
   });
+  if (best) DcheckResult(*best, region);
   return best;
 }
 
@@ -119,6 +142,7 @@ std::optional<Reservation> SoonestReservation(const IpuMask& eligible, const Ipu
                                               const IpuMask& reserved, const FreeTimes& free_at,
                                               const Block& region, int size) {
   if (size < 1 || size > region.size) return std::nullopt;
+  DcheckRequest(region, size);
   std::optional<Reservation> best;
   bool best_overlaps = true;
   size_t best_used = std::numeric_limits<size_t>::max();
@@ -139,6 +163,7 @@ std::optional<Reservation> SoonestReservation(const IpuMask& eligible, const Ipu
       best_used = used;
     }
   });
+  if (best) DcheckResult(best->block, region);
   return best;
 }
 

@@ -107,6 +107,12 @@ class IpuMask {
 };
 static_assert(device::kMaxPodIpus % IpuMask::kWordBits == 0);
 
+// Whether `block` is aligned (its size a power of two, its start a multiple
+// of it) and lies inside `region`. Every block the functions below return
+// satisfies it (checked with IPUPOD_DCHECK, common/check.h, as are their
+// REQUIRES on `region` and `size`).
+bool IsAlignedIn(const device::Block& block, const device::Block& region);
+
 // The bits of `block`. REQUIRES: block inside 0..kMaxPodIpus.
 IpuMask MaskOf(const device::Block& block);
 // The set bits as IPU ids, ascending.

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/check.h"
 #include "common/status_macros.h"
 #include "scheduler/pod_events.h"
 #include "scheduler/scheduler_impl.h"
@@ -54,7 +55,7 @@ void Deliver(const ResetStart& start, ResetDone& done) {
 
 absl::StatusOr<FaultResult> SchedulerImpl::InjectFault(const Caller& caller, int ipu,
                                                        FaultKind kind) {
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   if (!caller.admin) return absl::PermissionDeniedError("only an admin may inject faults");
   IPUPOD_RETURN_IF_ERROR(CheckIpuId(ipu));
@@ -76,7 +77,8 @@ IpuMask SchedulerImpl::FaultScopeLocked(int ipu, FaultKind kind) const {
     case FaultKind::kLinkReset:  // the IPU and the rest of its session's links
       return s != nullptr ? MaskOf(s->block) : MaskOf(Block{ipu, 1});
     case FaultKind::kPartitionReset:
-      if (!ipu_partition_[ipu].empty()) return MaskOf(partitions_.at(ipu_partition_[ipu]).block);
+      if (!partitions_.NameOf(ipu).empty())
+        return MaskOf(partitions_.at(partitions_.NameOf(ipu)).block);
       return s != nullptr ? MaskOf(s->block) : MaskOf(Block{ipu, 1});
     case FaultKind::kFullReset:
       return PodMask();
@@ -96,7 +98,7 @@ absl::StatusOr<FaultResult> SchedulerImpl::ApplyFaultLocked(int ipu, FaultKind k
       ipus_[ipu].Fail(reason);
       result.affected_ipus.push_back(ipu);
       // Its memory is gone, so the session's program is too.
-      if (!ipu_session_[ipu].empty()) ClearLoadLocked(sessions_.at(ipu_session_[ipu]));
+      if (Session* s = sessions_.SessionOf(ipu)) ClearLoadLocked(*s);
     }
   } else {
     for (int i : IpusOf(FaultScopeLocked(ipu, kind))) {
@@ -108,7 +110,7 @@ absl::StatusOr<FaultResult> SchedulerImpl::ApplyFaultLocked(int ipu, FaultKind k
   }
   std::set<std::string> sessions;
   for (int i : result.affected_ipus) {
-    if (!ipu_session_[i].empty()) sessions.insert(ipu_session_[i]);
+    if (!sessions_.HolderOf(i).empty()) sessions.insert(sessions_.HolderOf(i));
   }
   result.affected_sessions.assign(sessions.begin(), sessions.end());
   const std::string what = kind == FaultKind::kUnrecoverable
@@ -145,11 +147,11 @@ std::string SchedulerImpl::ClearCommandLocked(int ipu, RecoveryAction action) co
   if (action == RecoveryAction::kIpuReset) return absl::StrFormat("run `ipupod ipu reset %d`", ipu);
   if (action == RecoveryAction::kFullReset) return "an admin must run `ipupod pod reset`";
   std::vector<std::string> commands;
-  if (!ipu_partition_[ipu].empty()) {
-    commands.push_back(absl::StrFormat("`ipupod partition reset %s`", ipu_partition_[ipu]));
+  if (!partitions_.NameOf(ipu).empty()) {
+    commands.push_back(absl::StrFormat("`ipupod partition reset %s`", partitions_.NameOf(ipu)));
   }
-  if (!ipu_session_[ipu].empty()) {
-    commands.push_back(absl::StrFormat("`ipupod session reset %s`", ipu_session_[ipu]));
+  if (!sessions_.HolderOf(ipu).empty()) {
+    commands.push_back(absl::StrFormat("`ipupod session reset %s`", sessions_.HolderOf(ipu)));
   }
   if (commands.empty()) {
     return "it is in no partition or session, so an admin must run `ipupod pod reset`";
@@ -160,7 +162,7 @@ std::string SchedulerImpl::ClearCommandLocked(int ipu, RecoveryAction action) co
 absl::Status SchedulerImpl::CheckResetIpuLocked(const Caller& caller, int ipu) const {
   IPUPOD_RETURN_IF_ERROR(CheckIpuId(ipu));
   const Session* s = SessionOfIpuLocked(ipu);
-  const std::string& partition = ipu_partition_[ipu];
+  const std::string& partition = partitions_.NameOf(ipu);
   const std::string* partition_owner =
       partition.empty() ? nullptr : &partitions_.at(partition).owner;
   const bool allowed = caller.admin || (s == nullptr && partition_owner == nullptr) ||
@@ -206,10 +208,10 @@ ResetStart SchedulerImpl::StartResetLocked(const IpuMask& scope, RecoveryAction 
   IPUPOD_RETURN_IF_ERROR(timer_.Schedule(time, [this, id] { FinishReset(id); }).status());
   std::set<std::string> sessions;
   for (int i : ipus) {
-    ipus_[i].BeginReset(level).IgnoreError();  // checked above
-    if (ipu_session_[i].empty()) continue;
-    if (sessions.insert(ipu_session_[i]).second) {
-      ClearLoadLocked(sessions_.at(ipu_session_[i]));  // the reset clears device memory
+    IPUPOD_CHECK_OK(ipus_[i].BeginReset(level)) << "checked above";
+    Session* s = sessions_.SessionOf(i);
+    if (s != nullptr && sessions.insert(s->id).second) {
+      ClearLoadLocked(*s);  // the reset clears device memory
     }
   }
   PendingReset reset{ipus,
@@ -245,7 +247,7 @@ void SchedulerImpl::FinishReset(uint64_t reset_id) {
   ResetDone done;
   ResetResult result;
   {
-    sync::MutexLock lock(&mu_);
+    MutationLock lock(this);
     auto it = resets_.find(reset_id);
     if (it == resets_.end()) return;
     PendingReset reset = std::move(it->second);
@@ -261,7 +263,7 @@ void SchedulerImpl::FinishReset(uint64_t reset_id) {
 void SchedulerImpl::ResetIpu(const Caller& caller, int ipu, ResetDone done) {
   ResetStart start;
   {
-    sync::MutexLock lock(&mu_);
+    MutationLock lock(this);
     absl::Status allowed = CheckRunningLocked();
     if (allowed.ok()) allowed = CheckResetIpuLocked(caller, ipu);
     start = allowed.ok() ? StartResetLocked(MaskOf(Block{ipu, 1}), RecoveryAction::kIpuReset,
@@ -274,7 +276,7 @@ void SchedulerImpl::ResetIpu(const Caller& caller, int ipu, ResetDone done) {
 void SchedulerImpl::ResetPartition(const Caller& caller, absl::string_view name, ResetDone done) {
   ResetStart start;
   {
-    sync::MutexLock lock(&mu_);
+    MutationLock lock(this);
     absl::StatusOr<const Partition*> p = OwnPartitionLocked(caller, name, "reset");
     absl::Status allowed = CheckRunningLocked();
     if (allowed.ok()) allowed = p.status();
@@ -288,7 +290,7 @@ void SchedulerImpl::ResetPartition(const Caller& caller, absl::string_view name,
 void SchedulerImpl::ResetSession(const Caller& caller, absl::string_view session, ResetDone done) {
   ResetStart start;
   {
-    sync::MutexLock lock(&mu_);
+    MutationLock lock(this);
     absl::StatusOr<Session*> s = OwnSessionLocked(caller, session, "reset");
     absl::Status allowed = CheckRunningLocked();
     if (allowed.ok()) allowed = s.status();
@@ -302,7 +304,7 @@ void SchedulerImpl::ResetSession(const Caller& caller, absl::string_view session
 void SchedulerImpl::ResetPod(const Caller& caller, ResetDone done) {
   ResetStart start;
   {
-    sync::MutexLock lock(&mu_);
+    MutationLock lock(this);
     absl::Status allowed = CheckRunningLocked();
     if (allowed.ok() && !caller.admin) {
       allowed = absl::PermissionDeniedError("only an admin may reset the pod");
@@ -318,14 +320,14 @@ void SchedulerImpl::ResetPod(const Caller& caller, ResetDone done) {
 
 absl::StatusOr<IpuView> SchedulerImpl::RepairIpu(const Caller& caller, int ipu) {
   const NotifyEndedOnExit notify(this);
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   if (!caller.admin) return absl::PermissionDeniedError("only an admin may repair IPUs");
   IPUPOD_RETURN_IF_ERROR(CheckIpuId(ipu));
   if (ipus_[ipu].state() != IpuState::kFailed) return ipus_[ipu].Repair();  // FAILED_PRECONDITION
   if (store_ != nullptr) IPUPOD_RETURN_IF_ERROR(store_->DeleteFailure(ipu));
   IPUPOD_RETURN_IF_ERROR(ipus_[ipu].Repair());
-  if (!ipu_session_[ipu].empty()) ClearLoadLocked(sessions_.at(ipu_session_[ipu]));
+  if (Session* s = sessions_.SessionOf(ipu)) ClearLoadLocked(*s);
   spdlog::info("scheduler: IPU {} repaired by {}", ipu, caller.user);
   if (options_.events != nullptr) {
     options_.events->OnRepaired(RepairEvent{ipu, caller.user, absl::ToUnixMillis(Now())});

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/check.h"
 #include "common/status_macros.h"
 #include "scheduler/scheduler_impl.h"
 #include "spdlog/spdlog.h"
@@ -16,7 +17,7 @@ using device::IpuState;
 
 absl::StatusOr<SessionOperation> SchedulerImpl::BeginSessionOperation(const Caller& caller,
                                                                       absl::string_view session) {
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   IPUPOD_ASSIGN_OR_RETURN(Session * s, OwnSessionLocked(caller, session, "use"));
   MaybeRandomFaultLocked(*s);
@@ -29,30 +30,30 @@ absl::StatusOr<SessionOperation> SchedulerImpl::BeginSessionOperation(const Call
     }
   }
   for (int i = s->block.start; i < s->block.start + s->block.size; ++i) {
-    ipus_[i].BeginOperation().IgnoreError();  // kAttached, checked above
+    IPUPOD_CHECK_OK(ipus_[i].BeginOperation()) << "kAttached, checked above";
   }
   return SessionOperation{SessionViewLocked(*s), s->load_generation};
 }
 
 void SchedulerImpl::EndSessionOperation(absl::string_view session) {
-  sync::MutexLock lock(&mu_);
-  auto it = sessions_.find(session);
-  if (it == sessions_.end()) return;  // ended meanwhile; its IPUs may belong to others now
-  const device::Block block = it->second.block;
+  MutationLock lock(this);
+  const Session* s = sessions_.Find(session);
+  if (s == nullptr) return;  // ended meanwhile; its IPUs may belong to others now
+  const device::Block block = s->block;
   for (int i = block.start; i < block.start + block.size; ++i) ipus_[i].EndOperation();
 }
 
 absl::StatusOr<uint64_t> SchedulerImpl::RecordLoad(absl::string_view session,
                                                    uint64_t load_generation,
                                                    const std::vector<uint64_t>& bytes_per_ipu) {
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
-  auto it = sessions_.find(session);
-  if (it == sessions_.end()) {
+  Session* found = sessions_.Find(session);
+  if (found == nullptr) {
     return absl::NotFoundError(
         absl::StrFormat("session %s ended while loading; attach again and load", session));
   }
-  Session& s = it->second;
+  Session& s = *found;
   if (s.load_generation != load_generation) {
     return absl::AbortedError(
         absl::StrFormat("IPUs of session %s were reset while loading; load again", s.id));

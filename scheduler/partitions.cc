@@ -15,12 +15,12 @@ using device::Block;
 
 absl::StatusOr<PartitionView> SchedulerImpl::CreatePartition(const Caller& caller,
                                                              absl::string_view name, int64_t size) {
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   IPUPOD_RETURN_IF_ERROR(ValidateName("partition name", name, options_.max_name_length));
-  if (auto it = partitions_.find(name); it != partitions_.end()) {
+  if (const Partition* existing = partitions_.Find(name)) {
     return absl::AlreadyExistsError(absl::StrFormat(
-        "partition %s already exists (owner %s); pick another name", name, it->second.owner));
+        "partition %s already exists (owner %s); pick another name", name, existing->owner));
   }
   IPUPOD_RETURN_IF_ERROR(CheckPartitionSize(size, pod_size(), options_.pod.name));
   if (static_cast<int>(partitions_.size()) >= options_.max_partitions) {
@@ -34,13 +34,13 @@ absl::StatusOr<PartitionView> SchedulerImpl::CreatePartition(const Caller& calle
     IPUPOD_RETURN_IF_ERROR(store_->PutPartition(
         StoredPartition{p.name, block.start, block.size, p.owner, p.created_unix_ms}));
   }
-  for (int i = block.start; i < block.start + block.size; ++i) ipu_partition_[i] = p.name;
-  auto [it, inserted] = partitions_.emplace(p.name, std::move(p));
-  spdlog::info("scheduler: partition {} created by {} on IPUs {}", it->first, caller.user,
+  // PlacePartitionLocked chose an aligned block of allocatable IPUs in no partition.
+  const Partition& added = partitions_.Add(std::move(p));
+  spdlog::info("scheduler: partition {} created by {} on IPUs {}", added.name, caller.user,
                FormatIpus(MaskOf(block)));
   // Nothing became allocatable, but pool waiters' reservations may move.
   NotifyPositionsLocked(nullptr, false);
-  return PartitionViewLocked(it->second);
+  return PartitionViewLocked(added);
 }
 
 absl::StatusOr<Block> SchedulerImpl::PlacePartitionLocked(absl::string_view name, int size) const {
@@ -58,18 +58,18 @@ absl::StatusOr<Block> SchedulerImpl::PlacePartitionLocked(absl::string_view name
 
 absl::StatusOr<PartitionView> SchedulerImpl::GetPartition(absl::string_view name) const {
   sync::MutexLock lock(&mu_);
-  auto it = partitions_.find(name);
-  if (it == partitions_.end()) {
+  const Partition* p = partitions_.Find(name);
+  if (p == nullptr) {
     return absl::NotFoundError(absl::StrFormat(
         "partition %s does not exist; list them with `ipupod partition list`", name));
   }
-  return PartitionViewLocked(it->second);
+  return PartitionViewLocked(*p);
 }
 
 std::vector<PartitionView> SchedulerImpl::ListPartitions() const {
   sync::MutexLock lock(&mu_);
   std::vector<PartitionView> views;
-  for (const auto& [name, p] : partitions_) views.push_back(PartitionViewLocked(p));
+  for (const auto& [name, p] : partitions_.all()) views.push_back(PartitionViewLocked(p));
   std::sort(views.begin(), views.end(), [](const PartitionView& a, const PartitionView& b) {
     return a.block.start < b.block.start;
   });
@@ -79,12 +79,12 @@ std::vector<PartitionView> SchedulerImpl::ListPartitions() const {
 absl::StatusOr<const Partition*> SchedulerImpl::OwnPartitionLocked(const Caller& caller,
                                                                    absl::string_view name,
                                                                    absl::string_view verb) const {
-  auto it = partitions_.find(name);
-  if (it == partitions_.end()) {
+  const Partition* found = partitions_.Find(name);
+  if (found == nullptr) {
     return absl::NotFoundError(absl::StrFormat(
         "partition %s does not exist; list them with `ipupod partition list`", name));
   }
-  const Partition& p = it->second;
+  const Partition& p = *found;
   if (!caller.admin && caller.user != p.owner) {
     return absl::PermissionDeniedError(
         absl::StrFormat("partition %s belongs to %s; only %s or an admin may %s it", p.name,
@@ -97,12 +97,12 @@ absl::StatusOr<std::vector<std::string>> SchedulerImpl::RemovePartition(const Ca
                                                                         absl::string_view name,
                                                                         bool force) {
   const NotifyEndedOnExit notify(this);
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   IPUPOD_ASSIGN_OR_RETURN(const Partition* p, OwnPartitionLocked(caller, name, "remove"));
   const std::string pname = p->name;
   std::vector<const Session*> attached;
-  for (const auto& [id, s] : sessions_) {
+  for (const auto& [id, s] : sessions_.all()) {
     if (s.partition == pname) attached.push_back(&s);
   }
   std::sort(attached.begin(), attached.end(),
@@ -142,12 +142,6 @@ void SchedulerImpl::EndPartitionUsersLocked(const std::string& partition,
   }
 }
 
-void SchedulerImpl::ErasePartitionLocked(const std::string& name) {
-  auto it = partitions_.find(name);
-  if (it == partitions_.end()) return;
-  const Block block = it->second.block;
-  for (int i = block.start; i < block.start + block.size; ++i) ipu_partition_[i].clear();
-  partitions_.erase(it);
-}
+void SchedulerImpl::ErasePartitionLocked(const std::string& name) { partitions_.Remove(name); }
 
 }  // namespace ipupod::scheduler

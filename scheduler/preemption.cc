@@ -16,7 +16,7 @@
 namespace ipupod::scheduler {
 
 bool SchedulerImpl::AnyPreemptibleLocked() const {
-  return std::any_of(sessions_.begin(), sessions_.end(), [](const auto& kv) {
+  return std::any_of(sessions_.all().begin(), sessions_.all().end(), [](const auto& kv) {
     return kv.second.preemptible && kv.second.preempt_deadline == absl::InfiniteFuture();
   });
 }
@@ -36,9 +36,9 @@ bool SchedulerImpl::PreemptForLocked(const QueueWalk& walk) {
       if (std::optional<device::Block> block = PreemptableBlockLocked(w, reserved_ahead)) {
         std::set<std::string> ids;
         for (int ipu = block->start; ipu < block->start + block->size; ++ipu) {
-          if (!ipu_session_[ipu].empty()) ids.insert(ipu_session_[ipu]);
+          if (!sessions_.HolderOf(ipu).empty()) ids.insert(sessions_.HolderOf(ipu));
         }
-        for (const std::string& id : ids) PreemptSessionLocked(sessions_.at(id), w);
+        for (const std::string& id : ids) PreemptSessionLocked(*sessions_.Find(id), w);
         return true;  // one preemption per walk; the next walk sees its effect
       }
     }
@@ -99,14 +99,14 @@ void SchedulerImpl::PreemptSessionLocked(Session& s, const Waiter& by) {
 
 void SchedulerImpl::OnPreemptDeadline(const std::string& id) {
   const NotifyEndedOnExit notify(this);
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   if (shutdown_) return;
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return;  // it gave its IPUs back in time
+  const Session* s = sessions_.Find(id);
+  if (s == nullptr) return;  // it gave its IPUs back in time
   const absl::Status why = absl::AbortedError(absl::StrFormat(
       "session %s was preempted: its QoS %s is preemptible and a request of a higher class "
       "needed its IPUs; the grace of %s ran out",
-      id, it->second.qos, absl::FormatDuration(policy_->preempt_grace)));
+      id, s->qos, absl::FormatDuration(policy_->preempt_grace)));
   EndSessionLocked(id, &why, accounting::kStatePreempted);
   RunQueueLocked();
 }

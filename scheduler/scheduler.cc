@@ -160,6 +160,8 @@ SchedulerImpl::SchedulerImpl(SchedulerOptions options, StateStore* store, uint64
     : options_(std::move(options)),
       store_(store),
       boot_id_(boot_id),
+      partitions_(options_.pod.num_ipus),
+      sessions_(options_.pod.num_ipus),
       queue_(options_.max_waiters),
       // The order reads the current pass; the walks that use it hold mu_.
       walk_priority_{
@@ -177,19 +179,16 @@ SchedulerImpl::SchedulerImpl(SchedulerOptions options, StateStore* store, uint64
              options_.clock) {
   sync::MutexLock lock(&mu_);
   for (int i = 0; i < pod_size(); ++i) ipus_.emplace_back(i, *options_.pod.ipu);
-  ipu_session_.resize(pod_size());
-  ipu_partition_.resize(pod_size());
   ArmPriorityTimerLocked();
 }
 
 SchedulerImpl::~SchedulerImpl() { Shutdown(); }
 
 void SchedulerImpl::Restore(const StoredState& state) {
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
+  // CheckStoredState passed: the blocks are aligned, inside the pod and apart.
   for (const StoredPartition& p : state.partitions) {
-    Partition partition{p.name, Block{p.start, p.size}, p.owner, p.created_unix_ms};
-    for (int i = p.start; i < p.start + p.size; ++i) ipu_partition_[i] = p.name;
-    partitions_.emplace(p.name, std::move(partition));
+    partitions_.Add(Partition{p.name, Block{p.start, p.size}, p.owner, p.created_unix_ms});
   }
   for (const StoredFailure& f : state.failures) ipus_[f.ipu].Fail(f.reason);
   spdlog::info("scheduler: {} boot {}: {} partitions, {} failed IPUs restored", options_.pod.name,
@@ -223,11 +222,7 @@ IpuMask SchedulerImpl::HealthyLocked() const {
   return mask;
 }
 
-IpuMask SchedulerImpl::PartitionedLocked() const {
-  IpuMask mask;
-  for (int i = 0; i < pod_size(); ++i) mask.set(i, !ipu_partition_[i].empty());
-  return mask;
-}
+IpuMask SchedulerImpl::PartitionedLocked() const { return partitions_.Partitioned(); }
 
 Demand SchedulerImpl::DemandLocked(const std::string& partition, int size) const {
   if (partition.empty())
@@ -236,11 +231,7 @@ Demand SchedulerImpl::DemandLocked(const std::string& partition, int size) const
   return Demand{size, block, MaskOf(block)};
 }
 
-const Session* SchedulerImpl::SessionOfIpuLocked(int ipu) const {
-  if (ipu_session_[ipu].empty()) return nullptr;
-  auto it = sessions_.find(ipu_session_[ipu]);
-  return it == sessions_.end() ? nullptr : &it->second;
-}
+const Session* SchedulerImpl::SessionOfIpuLocked(int ipu) const { return sessions_.SessionOf(ipu); }
 
 std::string SchedulerImpl::NextId(absl::string_view prefix, uint64_t* counter) const {
   return absl::StrCat(prefix, boot_id_, "-", (*counter)++);
@@ -255,7 +246,7 @@ std::string SchedulerImpl::DescribeOccupancyLocked(const IpuMask& mask,
                                     s.ipus.back()));
   }
   std::vector<const Partition*> partitions;
-  for (const auto& [name, p] : partitions_) {
+  for (const auto& [name, p] : partitions_.all()) {
     if (with_partitions && (MaskOf(p.block) & mask).any()) partitions.push_back(&p);
   }
   std::sort(partitions.begin(), partitions.end(),
@@ -266,7 +257,7 @@ std::string SchedulerImpl::DescribeOccupancyLocked(const IpuMask& mask,
   }
   IpuMask failed, faulted, resetting;
   for (int i = 0; i < pod_size(); ++i) {
-    if (!mask.test(i) || !ipu_session_[i].empty()) continue;
+    if (!mask.test(i) || !sessions_.HolderOf(i).empty()) continue;
     failed.set(i, ipus_[i].state() == device::IpuState::kFailed);
     faulted.set(i, ipus_[i].state() == device::IpuState::kError);
     resetting.set(i, ipus_[i].state() == device::IpuState::kResetting);
@@ -284,8 +275,8 @@ IpuView SchedulerImpl::IpuViewLocked(int ipu) const {
   IpuView view{ipu,
                d.state(),
                d.recovery_action(),
-               ipu_partition_[ipu],
-               ipu_session_[ipu],
+               partitions_.NameOf(ipu),
+               sessions_.HolderOf(ipu),
                "",
                d.memory_used_bytes(),
                d.memory_total_bytes(),
@@ -334,7 +325,7 @@ SessionView SchedulerImpl::SessionViewLocked(const Session& s) const {
 
 std::vector<SessionView> SchedulerImpl::SessionViewsLocked() const {
   std::vector<SessionView> views;
-  for (const auto& [id, s] : sessions_) views.push_back(SessionViewLocked(s));
+  for (const auto& [id, s] : sessions_.all()) views.push_back(SessionViewLocked(s));
   std::sort(views.begin(), views.end(),
             [](const SessionView& a, const SessionView& b) { return a.ipus[0] < b.ipus[0]; });
   return views;
@@ -349,7 +340,7 @@ PodView SchedulerImpl::GetPod() const {
   pod.failed_ipus = static_cast<int>((PodMask() & ~HealthyLocked()).count());
   pod.waiting = queue_.size();
   for (int i = 0; i < pod_size(); ++i) pod.ipus.push_back(IpuViewLocked(i));
-  for (const auto& [name, p] : partitions_) pod.partitions.push_back(PartitionViewLocked(p));
+  for (const auto& [name, p] : partitions_.all()) pod.partitions.push_back(PartitionViewLocked(p));
   std::sort(
       pod.partitions.begin(), pod.partitions.end(),
       [](const PartitionView& a, const PartitionView& b) { return a.block.start < b.block.start; });
@@ -425,7 +416,7 @@ PlanContext SchedulerImpl::PlanContextLocked() const {
   c.now = Now();
   c.fifo = policy_->order == sharing::QueueOrder::kFifo;
   for (int i = 0; i < pod_size(); ++i) c.free_at[i] = c.now;
-  for (const auto& [id, s] : sessions_) {
+  for (const auto& [id, s] : sessions_.all()) {
     const absl::Time free_at = std::max(c.now, std::min(s.expected_end, s.preempt_deadline));
     for (int i = s.block.start; i < s.block.start + s.block.size; ++i) c.free_at[i] = free_at;
   }
@@ -601,8 +592,8 @@ std::vector<std::string> SchedulerImpl::BlockingSessionsLocked(const QueueWalk& 
       reserved ? MaskOf(*walk.plan.reservations[index]) : DemandOfLocked(waiter).members;
   std::vector<std::string> ids;
   for (int i = 0; i < pod_size(); ++i) {
-    if (!scope.test(i) || ipu_session_[i].empty()) continue;
-    if (ids.empty() || ids.back() != ipu_session_[i]) ids.push_back(ipu_session_[i]);
+    if (!scope.test(i) || sessions_.HolderOf(i).empty()) continue;
+    if (ids.empty() || ids.back() != sessions_.HolderOf(i)) ids.push_back(sessions_.HolderOf(i));
   }
   return ids;
 }
@@ -612,7 +603,7 @@ std::vector<std::string> SchedulerImpl::BlockingSessionsLocked(const QueueWalk& 
 void SchedulerImpl::Shutdown() {
   std::vector<ResetDone> dones;
   {
-    sync::MutexLock lock(&mu_);
+    MutationLock lock(this);
     if (!shutdown_) FinishShutdownLocked();
     for (auto& [id, reset] : resets_) {
       if (reset.done) dones.push_back(std::move(reset.done));
@@ -635,7 +626,7 @@ void SchedulerImpl::FinishShutdownLocked() {
     }
   }
   std::vector<std::string> ids;
-  for (const auto& [id, s] : sessions_) ids.push_back(id);
+  for (const auto& [id, s] : sessions_.all()) ids.push_back(id);
   for (const std::string& id : ids) {
     const absl::Status why =
         absl::UnavailableError(absl::StrFormat("server is shutting down; session %s ended", id));

@@ -9,8 +9,17 @@
 //   operations.cc  session operations and load accounting (ExecutionService)
 //   sharing.cc     the sharing policy at work: usage charged, priorities,
 //                  limits, shares, the usage ledger's records
+//   invariants.cc  the pod's invariants (CheckPodInvariants, MutationLock)
 //
-// Thread safety: one absl::Mutex (mu_) guards all state. Observers are called
+// Its state is held in parts that each own their data and invariants and are
+// read and tested alone: SessionTable (session_table.h: sessions, their
+// tickets, which session holds each IPU), PartitionTable (partition_table.h:
+// partitions, which partition each IPU is in) and WaitQueue (wait_queue.h).
+// SchedulerImpl keeps the lock, the IPUs and the orchestration between them;
+// CheckPodInvariants states what holds across the parts.
+//
+// Thread safety: one absl::Mutex (mu_) guards all state; the parts are not
+// thread-safe and are only called with it held. Observers are called
 // with mu_ held (scheduler.h). ResetDone callbacks and the timer's callbacks
 // run without mu_; the timer is only ever called with mu_ held or from its own
 // thread (lock order: mu_, then the timer's lock). Ended sessions are queued
@@ -39,7 +48,9 @@
 #include "device/ipu.h"
 #include "scheduler/accounting/ledger.h"
 #include "scheduler/allocator.h"
+#include "scheduler/partition_table.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/session_table.h"
 #include "scheduler/sharing/policy.h"
 #include "scheduler/sharing/usage.h"
 #include "scheduler/state_store.h"
@@ -57,43 +68,6 @@ inline constexpr int kPositionsAlwaysSent = 10;
 // Usage-ledger operations queued, beyond which a Release waits for its own
 // to be written (SchedulerImpl::FlushLedger).
 inline constexpr size_t kLedgerBacklogMax = 65536;
-
-struct Partition {
-  std::string name;
-  device::Block block;
-  std::string owner;
-  int64_t created_unix_ms = 0;
-};
-
-struct Session {
-  std::string id;
-  std::string ticket;
-  std::string user;
-  device::Block block;
-  int requested_ipus = 0;
-  std::string partition;
-  int64_t attached_unix_ms = 0;
-  std::string client;
-  bool needs_load = false;
-  uint64_t load_generation = 0;              // scheduler.h SessionOperation
-  std::shared_ptr<AttachObserver> observer;  // may be null
-  std::string account;
-  std::string qos;
-  std::string job;
-  absl::Time submitted;
-  absl::Time granted;
-  absl::Time expected_end = absl::InfiniteFuture();  // not known
-  absl::Time charged_until;                          // usage charged up to here
-  std::vector<std::string> usage_keys;               // its limit scopes (sharing.cc)
-  double waited_seconds = 0;
-  double fragmentation_delay_seconds = 0;
-  bool preemptible = false;                              // its QoS's
-  absl::Time preempt_deadline = absl::InfiniteFuture();  // set once notified
-  // An interactive session's time limit (its --time-limit, else its QoS's
-  // max wall time; zero = none) and the timer that ends it there.
-  absl::Duration wall_limit = absl::ZeroDuration();
-  uint64_t wall_timer_id = 0;
-};
 
 // A usage-ledger write queued under mu_ and done after it is released.
 struct LedgerOp {
@@ -216,7 +190,29 @@ class SchedulerImpl final : public Scheduler {
 
   void Shutdown() override;
 
+  // OK, or INTERNAL naming the first broken invariant of the pod's state
+  // (CheckPodInvariants). Every mutating call runs it under IPUPOD_DCHECK
+  // before it lets go of the lock (MutationLock); tests call it directly.
+  absl::Status CheckInvariants() const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
+  // Takes mu_ like sync::MutexLock and, in builds with IPUPOD_DCHECK on,
+  // checks the pod's invariants (CheckInvariants) before releasing it. Public
+  // calls that change the pod's state lock with it.
+  class ABSL_SCOPED_LOCKABLE MutationLock {
+   public:
+    // The bodies take and release the lock the annotations name; the
+    // analysis cannot follow the pointer, so it is off inside them.
+    explicit MutationLock(SchedulerImpl* scheduler)
+        ABSL_EXCLUSIVE_LOCK_FUNCTION(scheduler->mu_) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+    ~MutationLock() ABSL_UNLOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+    MutationLock(const MutationLock&) = delete;
+    MutationLock& operator=(const MutationLock&) = delete;
+
+   private:
+    SchedulerImpl* const scheduler_;
+  };
+
   // ---- scheduler.cc: state helpers
   int pod_size() const { return options_.pod.num_ipus; }
   absl::Time Now() const { return options_.clock(); }
@@ -459,11 +455,10 @@ class SchedulerImpl final : public Scheduler {
 
   mutable absl::Mutex mu_;
   std::vector<device::Ipu> ipus_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> ipu_session_ ABSL_GUARDED_BY(mu_);    // "" = none
-  std::vector<std::string> ipu_partition_ ABSL_GUARDED_BY(mu_);  // "" = pool
-  absl::flat_hash_map<std::string, Partition> partitions_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::string> ticket_session_ ABSL_GUARDED_BY(mu_);
+  // The parts (their headers state their invariants; CheckPodInvariants
+  // those between them).
+  PartitionTable partitions_ ABSL_GUARDED_BY(mu_);
+  SessionTable sessions_ ABSL_GUARDED_BY(mu_);
   WaitQueue queue_ ABSL_GUARDED_BY(mu_);
   // The queue's order: priorities of the current pass (sharing.cc).
   mutable PriorityPass pass_ ABSL_GUARDED_BY(mu_);
@@ -496,6 +491,19 @@ class SchedulerImpl final : public Scheduler {
   // Last member: its thread stops (in Shutdown) before the state above dies.
   Timer timer_;
 };
+
+// OK, or INTERNAL naming the first broken invariant of the pod's state: each
+// part's own (SessionTable, PartitionTable, WaitQueue::CheckInvariants), and
+// those between them and the IPUs:
+//   * an IPU is attached exactly when a session holds it, and allocatable
+//     exactly when it is idle and no session holds it (so the free mask is
+//     the idle IPUs not held);
+//   * a session's block lies in its partition, or, for the free pool, in no
+//     partition; every waiter's partition exists;
+//   * no waiter's ticket is also a session's.
+// A pure function of its arguments, so a test can feed it a broken state.
+absl::Status CheckPodInvariants(const std::vector<device::Ipu>& ipus, const SessionTable& sessions,
+                                const PartitionTable& partitions, const WaitQueue& queue);
 
 // FAILED_PRECONDITION naming every stored partition that overlaps another, is
 // misaligned or does not fit `pod`, and every failure outside it.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/check.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "scheduler/pod_events.h"
@@ -63,7 +64,7 @@ absl::StatusOr<std::string> SchedulerImpl::Attach(const Caller& caller,
                                                   const AttachRequest& request,
                                                   std::shared_ptr<AttachObserver> observer) {
   const NotifyEndedOnExit notify(this);
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   IPUPOD_ASSIGN_OR_RETURN(const Demand demand, CheckAttachLocked(caller, request));
   const absl::Time now = Now();
@@ -101,13 +102,13 @@ absl::StatusOr<Demand> SchedulerImpl::CheckAttachLocked(const Caller& caller,
   std::string pool_name = absl::StrFormat("the pod (%s)", options_.pod.name);
   int pool_size = pod_size();
   if (!request.partition.empty()) {
-    auto it = partitions_.find(request.partition);
-    if (it == partitions_.end()) {
+    const Partition* found = partitions_.Find(request.partition);
+    if (found == nullptr) {
       return absl::NotFoundError(
           absl::StrFormat("partition %s does not exist; list them with `ipupod partition list`",
                           request.partition));
     }
-    const Partition& p = it->second;
+    const Partition& p = *found;
     if (!caller.admin && caller.user != p.owner) {
       return absl::PermissionDeniedError(
           absl::StrFormat("partition %s belongs to %s; only %s or an admin may attach to it",
@@ -206,12 +207,9 @@ void SchedulerImpl::GrantLocked(Waiter waiter, const Block& block) {
   s.wall_limit = WallLimitLocked(waiter);
   StartWallTimerLocked(s);
   for (int i = block.start; i < block.start + block.size; ++i) {
-    absl::Status attached = ipus_[i].Attach();
-    if (!attached.ok())
-      spdlog::error("scheduler: granting {}: {}", s.id, std::string(attached.message()));
-    ipu_session_[i] = s.id;
+    // The walk grants allocatable IPUs only: idle, so Attach succeeds.
+    IPUPOD_CHECK_OK(ipus_[i].Attach()) << "granting IPU " << i << " to " << s.id;
   }
-  ticket_session_[s.ticket] = s.id;
   spdlog::debug("scheduler: {} granted IPUs {}-{} to {}", s.id, block.start,
                 block.start + block.size - 1, s.user);
   QueueLedgerOpenLocked(s);
@@ -219,15 +217,15 @@ void SchedulerImpl::GrantLocked(Waiter waiter, const Block& block) {
     options_.events->OnGranted(GrantEvent{s.id, s.user, s.account, s.qos, s.job, block.size,
                                           s.waited_seconds, absl::ToUnixMillis(s.granted)});
   }
-  auto [it, inserted] = sessions_.emplace(s.id, std::move(s));
-  if (it->second.observer) it->second.observer->OnGranted(SessionViewLocked(it->second));
+  const Session& granted = sessions_.Add(std::move(s));
+  if (granted.observer) granted.observer->OnGranted(SessionViewLocked(granted));
 }
 
 // ---------------------------------------------------------------- leaving
 
 void SchedulerImpl::OnWaitTimeout(const std::string& ticket) {
   const NotifyEndedOnExit notify(this);
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   if (shutdown_) return;
   const Waiter* waiter = queue_.Find(ticket);
   if (waiter == nullptr) return;
@@ -259,16 +257,16 @@ void SchedulerImpl::EndWaiterLocked(const std::string& ticket, const absl::Statu
 void SchedulerImpl::Release(absl::string_view ticket) {
   // The client is gone: no one waits for its session's usage record.
   const NotifyEndedOnExit notify(this, /*wait_for_ledger=*/false);
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   if (shutdown_) return;
   if (std::optional<Waiter> waiter = queue_.Remove(ticket)) {
     if (waiter->timer_id != 0) timer_.Cancel(waiter->timer_id);
     RunQueueLocked();
     return;
   }
-  auto it = ticket_session_.find(ticket);
-  if (it == ticket_session_.end()) return;
-  const std::string id = it->second;
+  const std::string* granted = sessions_.IdOfTicket(ticket);
+  if (granted == nullptr) return;
+  const std::string id = *granted;
   EndSessionLocked(id, nullptr, accounting::kStateReleased);
   RunQueueLocked();
 }
@@ -281,7 +279,7 @@ std::string DetachedBy(const absl::Status& why) {
 absl::StatusOr<std::vector<int>> SchedulerImpl::Detach(const Caller& caller,
                                                        absl::string_view session) {
   const NotifyEndedOnExit notify(this);
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   IPUPOD_ASSIGN_OR_RETURN(Session * s, OwnSessionLocked(caller, session, "detach"));
   const std::string id = s->id;
@@ -298,30 +296,28 @@ absl::StatusOr<std::vector<int>> SchedulerImpl::Detach(const Caller& caller,
 
 std::vector<int> SchedulerImpl::EndSessionLocked(const std::string& id, const absl::Status* why,
                                                  absl::string_view end_state) {
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return {};
+  const Session* found = sessions_.Find(id);
+  if (found == nullptr) return {};
   const absl::Time now = Now();
   ChargeUsageLocked(now);
   // A session that gives its IPUs back after a preemption notice ends PREEMPTED.
-  const bool preempted = it->second.preempt_deadline != absl::InfiniteFuture();
+  const bool preempted = found->preempt_deadline != absl::InfiniteFuture();
   const absl::string_view state = preempted ? accounting::kStatePreempted : end_state;
-  QueueLedgerCloseLocked(it->second, now, state);
-  Session s = std::move(it->second);
+  QueueLedgerCloseLocked(*found, now, state);
+  Session s = *sessions_.Remove(id);
   if (options_.events != nullptr) {
     options_.events->OnSessionEnded(SessionEndEvent{s.id, s.user, s.account, s.qos, s.job,
                                                     s.block.size, IpuSecondsOf(s, now),
                                                     std::string(state), absl::ToUnixMillis(now)});
   }
-  sessions_.erase(it);
   if (s.wall_timer_id != 0) timer_.Cancel(s.wall_timer_id);
-  ticket_session_.erase(s.ticket);
   if (options_.on_session_ended) ended_sessions_.push_back(s.id);
   if (why != nullptr && s.observer) s.observer->OnEnded(*why);
   std::vector<int> released;
   std::vector<int> to_reset;
   for (int i = s.block.start; i < s.block.start + s.block.size; ++i) {
-    ipus_[i].Detach().IgnoreError();  // attached by GrantLocked; cannot fail
-    ipu_session_[i].clear();
+    IPUPOD_CHECK_OK(ipus_[i].Detach())
+        << "IPU " << i << " of " << id << ", attached by GrantLocked";
     released.push_back(i);
     if (ipus_[i].state() == IpuState::kError &&
         ipus_[i].recovery_action() <= RecoveryAction::kPartitionReset) {
@@ -338,12 +334,12 @@ std::vector<int> SchedulerImpl::EndSessionLocked(const std::string& id, const ab
 
 absl::StatusOr<Session*> SchedulerImpl::OwnSessionLocked(const Caller& caller, absl::string_view id,
                                                          absl::string_view verb) {
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) {
+  Session* found = sessions_.Find(id);
+  if (found == nullptr) {
     return absl::NotFoundError(absl::StrFormat(
         "session %s does not exist (it may have ended); list sessions with `ipupod info`", id));
   }
-  Session& s = it->second;
+  Session& s = *found;
   if (!caller.admin && caller.user != s.user) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "session %s belongs to %s; only %s or an admin may %s it", s.id, s.user, s.user, verb));

@@ -92,12 +92,12 @@ void SchedulerImpl::ChargeLocked(const std::string& account, const std::vector<s
 }
 
 void SchedulerImpl::ChargeUsageLocked(absl::Time now) {
-  for (auto& [id, s] : sessions_) {
-    if (now <= s.charged_until) continue;
+  sessions_.ForEach([&](Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (now <= s.charged_until) return;
     ChargeLocked(s.account, s.usage_keys,
                  s.block.size * absl::ToDoubleSeconds(now - s.charged_until), now);
     s.charged_until = now;
-  }
+  });
 }
 
 void SchedulerImpl::LoadUsage(const std::vector<accounting::UsageRecord>& records) {
@@ -126,7 +126,7 @@ double SchedulerImpl::TotalSharesLocked() const {
   // One share per user with a request, a session or usage not yet decayed.
   std::set<std::string> users;
   for (const std::string& account : queue_.Accounts()) users.insert(account);
-  for (const auto& [id, s] : sessions_) users.insert(s.account);
+  for (const auto& [id, s] : sessions_.all()) users.insert(s.account);
   for (const std::string& key : decayed_usage_.Keys()) users.insert(key);
   return std::max<double>(1, users.size());
 }
@@ -207,7 +207,7 @@ bool SchedulerImpl::SettledLocked(const Waiter& w) const {
 
 void SchedulerImpl::Reprioritize() {
   const NotifyEndedOnExit notify(this);
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   if (shutdown_) return;
   // Only time changes an order by priority or an IPU-hour limit; in arrival
   // order without such limits the walks at events have decided everything.
@@ -235,7 +235,7 @@ void SchedulerImpl::ArmPriorityTimerLocked() {
 
 Holdings SchedulerImpl::HoldingsLocked() const {
   Holdings h;
-  for (const auto& [id, s] : sessions_) {
+  for (const auto& [id, s] : sessions_.all()) {
     Waiter as_waiter;
     as_waiter.user = s.user;
     as_waiter.account = s.account;
@@ -352,7 +352,7 @@ std::vector<ShareView> SchedulerImpl::GetShares() const {
   for (const sharing::Account& a : p.accounts) views[a.name].users = a.users;
   if (p.accounts.empty()) {
     for (const std::string& account : queue_.Accounts()) views[account].users = {account};
-    for (const auto& [id, s] : sessions_) views[s.account].users = {s.account};
+    for (const auto& [id, s] : sessions_.all()) views[s.account].users = {s.account};
     for (const std::string& key : decayed_usage_.Keys()) views[key].users = {key};
   }
   const Holdings h = HoldingsLocked();
@@ -380,7 +380,7 @@ absl::Status SchedulerImpl::SetPolicy(std::shared_ptr<const sharing::SharingPoli
   if (policy == nullptr) return absl::InvalidArgumentError("no policy given");
   IPUPOD_RETURN_IF_ERROR(sharing::ValidateSharingPolicy(*policy));
   const NotifyEndedOnExit notify(this);
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   IPUPOD_RETURN_IF_ERROR(CheckRunningLocked());
   ChargeUsageLocked(Now());
   if (policy->usage_window != policy_->usage_window) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 
 namespace ipupod::scheduler {
 
@@ -278,6 +279,60 @@ void WaitQueue::Rebuild(const WalkPriority& priority,
     ++holds_[SizeLevel(w.num_ipus)][w.hold];
     Index(&w, priority.settled(w));
   }
+}
+
+absl::Status WaitQueue::CheckRuns() const {
+  size_t indexed = 0;
+  for (const auto& [key, group] : groups_) {
+    if (group.empty()) return absl::InternalError(absl::StrCat("wait queue: empty group ", key));
+    for (const Run* run : {&group.settled, &group.ageing}) {
+      const bool settled = run == &group.settled;
+      const Waiter* previous = nullptr;
+      for (const Waiter* w : *run) {
+        if (previous != nullptr && !run->key_comp()(previous, w)) {
+          return absl::InternalError(
+              absl::StrCat("wait queue: ", w->ticket, " is out of order after ", previous->ticket));
+        }
+        previous = w;
+        auto where = settled_.find(w);
+        if (GroupKey(*w) != key || where == settled_.end() || where->second != settled) {
+          return absl::InternalError(
+              absl::StrCat("wait queue: ", w->ticket, " is indexed in the wrong run"));
+        }
+        ++indexed;
+      }
+    }
+  }
+  if (indexed != waiters_.size() || settled_.size() != waiters_.size()) {
+    return absl::InternalError(absl::StrFormat("wait queue: %d waiters, %d indexed, %d marked",
+                                               waiters_.size(), indexed, settled_.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WaitQueue::CheckInvariants() const {
+  std::array<Holds, kSizeLevels> holds;
+  int watchers = 0;
+  for (const auto& [ticket, w] : waiters_) {
+    if (w.ticket != ticket) {
+      return absl::InternalError(absl::StrCat("wait queue: ", w.ticket, " stored as ", ticket));
+    }
+    if (!settled_.contains(&w)) {
+      return absl::InternalError(absl::StrCat("wait queue: ", ticket, " is not indexed"));
+    }
+    ++holds[SizeLevel(w.num_ipus)][w.hold];
+    if (w.watches_position) ++watchers;
+  }
+  IPUPOD_RETURN_IF_ERROR(CheckRuns());
+  if (holds != holds_ || watchers != watchers_) {
+    return absl::InternalError("wait queue: holds or watchers do not match the waiters");
+  }
+  for (const Waiter* w : fragmented_) {
+    if (!settled_.contains(w)) {
+      return absl::InternalError("wait queue: a fragmented waiter is not in the queue");
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::string> WaitQueue::Accounts() const {

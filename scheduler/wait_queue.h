@@ -292,6 +292,14 @@ class WaitQueue {
   std::vector<const Waiter*> Fragmented() const;
   size_t fragmented_count() const { return fragmented_.size(); }
 
+  // INTERNAL naming the first broken invariant: every waiter stored under its
+  // ticket and indexed in exactly one run of its group (account, QoS, size);
+  // each run strictly in its order (so no caller changed, through Mutable, a
+  // field the order or the grouping reads: sequence, enqueued, account, qos,
+  // num_ipus); the holds, watcher count and fragmented set matching the
+  // waiters. Costs O(waiters); the Scheduler runs it under IPUPOD_DCHECK.
+  absl::Status CheckInvariants() const;
+
  private:
   // A run of waiters of one group: settled ones by sequence, ageing ones by
   // enqueue time then sequence.
@@ -308,6 +316,8 @@ class WaitQueue {
   static std::string GroupKey(const Waiter& waiter);
   void Index(const Waiter* waiter, bool settled);
   void Unindex(const Waiter* waiter);
+  // CheckInvariants' part over groups_ and settled_.
+  absl::Status CheckRuns() const;
 
   const int max_waiters_;
   absl::node_hash_map<std::string, Waiter> waiters_;  // by ticket; pointers stay valid

@@ -36,11 +36,11 @@ void SchedulerImpl::StartWallTimerLocked(Session& s) {
 
 void SchedulerImpl::OnWallLimit(const std::string& id) {
   const NotifyEndedOnExit notify(this);
-  sync::MutexLock lock(&mu_);
+  MutationLock lock(this);
   if (shutdown_) return;
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return;  // it ended first
-  const Session& s = it->second;
+  Session* found = sessions_.Find(id);
+  if (found == nullptr) return;  // it ended first
+  const Session& s = *found;
   const sharing::Qos* q = sharing::FindQos(*policy_, s.qos);
   const absl::Duration max_wall = q != nullptr ? q->max_wall : absl::ZeroDuration();
   const std::string limit = absl::FormatDuration(s.wall_limit);
@@ -54,7 +54,7 @@ void SchedulerImpl::OnWallLimit(const std::string& id) {
           ? absl::StrFormat(" (with --time-limit up to %s)", absl::FormatDuration(max_wall))
           : std::string(" with a longer --time-limit")));
   spdlog::info("scheduler: {}", std::string(why.message()));
-  it->second.wall_timer_id = 0;  // running now: nothing to cancel
+  found->wall_timer_id = 0;  // running now: nothing to cancel
   EndSessionLocked(id, &why, accounting::kStateTimeout);
   RunQueueLocked();
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "common/status_macros.h"
 #include "device/runtime/step_layout.h"
 
@@ -169,7 +170,9 @@ absl::Status ImportCheckpoint(training::Trainer& trainer, const tensor::NamedTen
   for (const auto& [name, value] : variables) previous[name] = attrs.at(name).value;
   IPUPOD_RETURN_IF_ERROR(SetOptimizerVariables(trainer.optimizer(), variables));
   if (absl::Status imported = trainer.ImportState(state); !imported.ok()) {
-    (void)SetOptimizerVariables(trainer.optimizer(), previous);  // valid before: cannot fail
+    // The values it held a moment ago: setting them back is a programmer error if it fails.
+    IPUPOD_CHECK_OK(SetOptimizerVariables(trainer.optimizer(), previous))
+        << "restoring the optimizer's variables after a failed import";
     return imported;
   }
   return absl::OkStatus();

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/check.h"
+
 namespace ipupod::scheduler {
 namespace {
 
@@ -110,6 +112,24 @@ TEST(AllocatorTest, ReservationStaysInsideTheRegion) {
   EXPECT_EQ(ReservationFor(MaskOf(kPod16), Mask({4}), {}, partition, 2), (Block{6, 2}));
   EXPECT_EQ(ReservationFor(MaskOf(kPod16), {}, {}, partition, 8), std::nullopt);
 }
+
+TEST(AllocatorTest, IsAlignedInTellsAlignedBlocksInsideTheRegion) {
+  EXPECT_TRUE(IsAlignedIn(Block{4, 4}, kPod16));
+  EXPECT_TRUE(IsAlignedIn(Block{0, 16}, kPod16));
+  EXPECT_FALSE(IsAlignedIn(Block{2, 4}, kPod16));   // misaligned
+  EXPECT_FALSE(IsAlignedIn(Block{0, 3}, kPod16));   // not a power of two
+  EXPECT_FALSE(IsAlignedIn(Block{16, 4}, kPod16));  // outside
+  EXPECT_FALSE(IsAlignedIn(Block{0, 8}, Block{8, 8}));
+  EXPECT_FALSE(IsAlignedIn(Block{0, 0}, kPod16));
+}
+
+#if IPUPOD_DCHECK_IS_ON
+// The REQUIRES are checked in debug and sanitizer builds.
+TEST(AllocatorDeathTest, AMisalignedRegionIsAProgrammerError) {
+  EXPECT_DEATH(FindFreeBlock(MaskOf(kPod16), {}, Block{2, 4}, 2), "not an aligned block");
+  EXPECT_DEATH(ReservationFor(MaskOf(kPod16), {}, {}, kPod16, 3), "block size 3");
+}
+#endif
 
 }  // namespace
 }  // namespace ipupod::scheduler

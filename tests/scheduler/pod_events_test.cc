@@ -78,7 +78,10 @@ class PodEventsTest : public SchedulerTest {
     Start(std::move(options));
   }
   // The scheduler tells events_ of the sessions its destruction ends.
-  void TearDown() override { sched_.reset(); }
+  void TearDown() override {
+    SchedulerTest::TearDown();
+    sched_.reset();
+  }
   FakeClock clock_;
   RecordingEvents events_;
 };

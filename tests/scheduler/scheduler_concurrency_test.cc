@@ -63,6 +63,14 @@ std::string CheckPod(const PodView& pod) {
   return "";
 }
 
+// Records in `error` (if still empty) the first broken invariant of the
+// pod: run after every operation of every client.
+void CheckInvariantsInto(const Scheduler& sched, std::string& error) {
+  if (!error.empty()) return;
+  absl::Status status = CheckSchedulerInvariants(sched);
+  if (!status.ok()) error = status.ToString();
+}
+
 class LedgerObserver : public RecordingObserver {
  public:
   explicit LedgerObserver(Ledger* ledger) : ledger_(ledger) {}
@@ -142,6 +150,7 @@ TEST(SchedulerConcurrencyTest, ThirtyTwoThreadsNeverShareAnIpu) {
       r.wait_timeout = absl::Seconds(60);
       auto observer = std::make_shared<LedgerObserver>(&ledger);
       absl::StatusOr<std::string> ticket = sched.Attach(caller, r, observer);
+      CheckInvariantsInto(sched, pod_errors[index]);
       if (!ticket.ok() || !observer->WaitGranted(absl::Seconds(60))) {
         failures.fetch_add(1);
         if (ticket.ok()) sched.Release(*ticket);
@@ -155,11 +164,13 @@ TEST(SchedulerConcurrencyTest, ThirtyTwoThreadsNeverShareAnIpu) {
       // makes threads interleave even when each would fit in one timeslice.
       for (int op = 0; op < 4; ++op) {
         if (!sched.GetSession(caller, s.id).ok()) failures.fetch_add(1);
+        CheckInvariantsInto(sched, pod_errors[index]);
         absl::SleepFor(absl::Microseconds(50));
       }
       if (round % 5 == 0 && pod_errors[index].empty()) pod_errors[index] = CheckPod(sched.GetPod());
       ledger.Free(s.ipus);
       sched.Release(*ticket);
+      CheckInvariantsInto(sched, pod_errors[index]);
     }
   };
   std::vector<std::thread> threads;
@@ -178,6 +189,7 @@ TEST(SchedulerConcurrencyTest, ThirtyTwoThreadsNeverShareAnIpu) {
   EXPECT_EQ(pod.free_ipus, kPodIpus);
   EXPECT_EQ(pod.waiting, 0);
   EXPECT_TRUE(pod.sessions.empty());
+  EXPECT_EQ(CheckSchedulerInvariants(sched), absl::OkStatus());
 }
 
 }  // namespace

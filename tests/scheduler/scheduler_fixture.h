@@ -13,6 +13,7 @@
 
 #include "device/pod_config.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/scheduler_impl.h"
 #include "tests/scheduler/test_util.h"
 
 namespace ipupod::scheduler::testing {
@@ -26,6 +27,14 @@ inline AttachRequest Req(int64_t n, bool wait = false, std::string partition = "
   return r;
 }
 
+// The pod's invariants (SchedulerImpl::CheckInvariants) of a scheduler made
+// by Scheduler::Create.
+inline absl::Status CheckSchedulerInvariants(const Scheduler& scheduler) {
+  const auto* impl = dynamic_cast<const SchedulerImpl*>(&scheduler);
+  if (impl == nullptr) return absl::InternalError("not a scheduler made by Scheduler::Create");
+  return impl->CheckInvariants();
+}
+
 class SchedulerTest : public ::testing::Test {
  protected:
   static SchedulerOptions Options(int pod_ipus = 16) {
@@ -37,6 +46,13 @@ class SchedulerTest : public ::testing::Test {
     return o;
   }
   void SetUp() override { Start(Options()); }
+  // Every test ends on a pod whose invariants hold (the sanitizer builds also
+  // check them after each change).
+  void TearDown() override {
+    if (sched_ != nullptr) {
+      EXPECT_EQ(CheckSchedulerInvariants(*sched_), absl::OkStatus());
+    }
+  }
   void Start(SchedulerOptions options, bool with_store = true) {
     sched_.reset();
     absl::StatusOr<std::unique_ptr<Scheduler>> s =

@@ -62,7 +62,10 @@ class OperationsTest : public SchedulerTest {
   }
 
   // sched_ (a base member) would outlive ended_: shut it down first.
-  void TearDown() override { sched_.reset(); }
+  void TearDown() override {
+    SchedulerTest::TearDown();
+    sched_.reset();
+  }
   EndedSessions ended_;
 };
 

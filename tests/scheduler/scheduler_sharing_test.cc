@@ -109,7 +109,10 @@ class SharingTest : public SchedulerTest {
 
   std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
   FakeLedger ledger_;  // the scheduler writes it until TearDown destroys the scheduler
-  void TearDown() override { sched_.reset(); }
+  void TearDown() override {
+    SchedulerTest::TearDown();
+    sched_.reset();
+  }
   const Caller carol_{"carol", false};
 };
 

@@ -296,6 +296,54 @@ TEST(WaitQueueTest, RemoveFindAndTakeAll) {
   EXPECT_TRUE(queue.empty());
 }
 
+TEST(WaitQueueTest, InvariantsHoldThroughPushRemoveSettleAndRebuild) {
+  WaitQueue queue(8);
+  EXPECT_TRUE(queue.CheckInvariants().ok());
+  FakePriorities p;
+  p.base = {{"a", 1}, {"b", 1}, {"c", 1}};
+  p.ageing = {"b"};
+  ASSERT_TRUE(queue.Push(Queued("a", 1, "x"), true).ok());
+  ASSERT_TRUE(queue.Push(Queued("b", 2, "x", kNow - absl::Hours(1)), false).ok());
+  ASSERT_TRUE(queue.Push(Queued("c", 3, "y"), true).ok());
+  queue.SetFragmented(queue.Find("c"), true);
+  EXPECT_TRUE(queue.CheckInvariants().ok());
+  p.ageing.clear();
+  queue.Settle(p.Get());
+  EXPECT_TRUE(queue.CheckInvariants().ok());
+  queue.Rebuild(p.Get(), [](const Waiter&) { return absl::Hours(2); });
+  EXPECT_TRUE(queue.CheckInvariants().ok());
+  ASSERT_TRUE(queue.Remove("c").has_value());
+  EXPECT_TRUE(queue.CheckInvariants().ok());
+}
+
+// A caller that changes, through Mutable, a field the order reads breaks the
+// run's order; one that changes the group's fields files it in the wrong run.
+TEST(WaitQueueTest, InvariantsCatchAWaiterChangedBehindTheQueuesBack) {
+  WaitQueue queue(8);
+  ASSERT_TRUE(queue.Push(Queued("a", 1, "x"), true).ok());
+  ASSERT_TRUE(queue.Push(Queued("b", 2, "x"), true).ok());
+  queue.Find("a")->sequence = 9;
+  absl::Status broken = queue.CheckInvariants();
+  EXPECT_EQ(broken.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(broken.message().find("out of order"), absl::string_view::npos) << broken;
+  queue.Find("a")->sequence = 1;
+  ASSERT_TRUE(queue.CheckInvariants().ok());
+  queue.Find("b")->account = "elsewhere";
+  broken = queue.CheckInvariants();
+  EXPECT_EQ(broken.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(broken.message().find("wrong run"), absl::string_view::npos) << broken;
+}
+
+// Push REQUIRES a unique sequence: a run keeps one waiter per sequence, so a
+// second with the same one would be stored but never walked.
+TEST(WaitQueueTest, InvariantsCatchAWaiterTheOrderLost) {
+  WaitQueue queue(8);
+  ASSERT_TRUE(queue.Push(Queued("a", 1, "x"), true).ok());
+  ASSERT_TRUE(queue.Push(Queued("b", 1, "x"), true).ok());
+  EXPECT_NE(queue.CheckInvariants().message().find("2 waiters, 1 indexed"), absl::string_view::npos)
+      << queue.CheckInvariants();
+}
+
 TEST(WaitQueueTest, KeepsTheFiguresAWalkStopsOn) {
   WaitQueue queue(8);
   Waiter a = Queued("a", 1, "x");

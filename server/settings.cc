@@ -79,6 +79,7 @@ constexpr Setting kSettings[] = {
      .kind = K::kString,
      .string_member = &SC::state_dir,
      .expected = kStringExpected,
+     .packaged = "/var/lib/ipupod",
      .help = "directory of the durable state (state.db)",
      .details = "`state.db` (SQLite) keeps partitions, failed IPUs, the boot counter, the batch "
                 "jobs' records and the usage ledger; `blobs/` and `server/jobs/` hold the jobs' "
@@ -751,11 +752,11 @@ namespace {
 constexpr absl::string_view kDefaultConfigHeader =
     R"(// ipupodd's configuration (JSON with comments; every key is optional, flags win over it).
 // Installed as /etc/ipupod/ipupodd.json, root:ipupod 0640: it may hold tokens.
-// Every scalar setting is here at its default, generated from server/settings.cc
-// (`ipupodd --print-settings json`; tests/server/settings_test.cc checks this file). Their
-// ranges and the structured keys (tokens, tls, sharing, ...): configuration.md in
-// /usr/share/doc/ipupod/docs/. ipupodd.service passes --state-dir /var/lib/ipupod, which wins
-// over "state_dir" here.
+// Every scalar setting is here at its default but state_dir (the package's /var/lib/ipupod,
+// which ipupodd.service also passes), generated from server/settings.cc (`ipupodd
+// --print-settings json`; tests/server/settings_test.cc checks this file). Their ranges and
+// the structured keys (tokens, tls, sharing, ...): configuration.md in
+// /usr/share/doc/ipupod/docs/.
 // After editing the "sharing" section, `systemctl reload ipupodd` puts it in force; any
 // other key takes effect at the next `systemctl restart ipupodd`.
 {
@@ -780,7 +781,8 @@ void AppendComment(std::string& out, absl::string_view text) {
 }
 
 std::string JsonValue(const Setting& setting) {
-  const std::string text = SettingDefault(setting);
+  const std::string text =
+      setting.packaged.empty() ? SettingDefault(setting) : std::string(setting.packaged);
   if (setting.kind == K::kString || setting.kind == K::kCustom) return Json(text).dump();
   return text;  // an integer, true or false
 }

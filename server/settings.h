@@ -70,6 +70,8 @@ struct Setting {
   absl::string_view unit = "";           // "seconds", "MB"; "" for none
   absl::string_view default_shown = "";  // the default as shown, when the member's is a
                                          // placeholder ("" = computed)
+  absl::string_view packaged = "";       // what the packaged config (deploy/ipupodd.json) gives,
+                                         // when not the default ("" = the default)
   absl::string_view help = "";           // one line: --help, the table, the default config
   absl::string_view details = "";        // more for the table only
 };

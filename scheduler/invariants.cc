@@ -94,11 +94,11 @@ SchedulerImpl::MutationLock::MutationLock(SchedulerImpl* scheduler) : scheduler_
 
 SchedulerImpl::MutationLock::~MutationLock() {
   scheduler_->mu_.AssertHeld();
-#if IPUPOD_DCHECK_IS_ON
-  IPUPOD_CHECK_OK(CheckPodInvariants(scheduler_->ipus_, scheduler_->sessions_,
-                                     scheduler_->partitions_, scheduler_->queue_))
-      << "after a change to the pod's state";
-#endif
+  if (IPUPOD_DCHECK_IS_ON || scheduler_->options_.check_invariants) {
+    IPUPOD_CHECK_OK(CheckPodInvariants(scheduler_->ipus_, scheduler_->sessions_,
+                                       scheduler_->partitions_, scheduler_->queue_))
+        << "after a change to the pod's state";
+  }
   sync::Released(&scheduler_->mu_);
   scheduler_->mu_.Unlock();
 }

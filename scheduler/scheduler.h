@@ -125,6 +125,11 @@ struct SchedulerOptions {
   // reason a walk last gave them. 0 = no bound. Besides, a walk stops where
   // no waiter further back could start (docs/scheduling.md, "Speed").
   int max_backfill_waiters = 1000;
+  // Check the pod's invariants (CheckInvariants in scheduler_impl.h) after
+  // every change to its state, in every build, aborting on a breach; builds
+  // with IPUPOD_DCHECK on (common/check.h) always do. Each check walks the
+  // pod, its sessions and its queue: for soak runs and debugging.
+  bool check_invariants = false;
 };
 
 // ---- Read-only snapshots, copied out under the lock.

@@ -559,6 +559,7 @@ scheduler::SchedulerOptions ToSchedulerOptions(const ServerConfig& config) {
   options.pod_reset_time = absl::Milliseconds(config.pod_reset_ms);
   options.max_waiters = config.max_waiters;
   options.max_backfill_waiters = config.max_backfill_waiters;
+  options.check_invariants = config.check_invariants;
   options.random_faults = config.random_faults;
   options.policy = std::make_shared<const sharing::SharingPolicy>(config.sharing);
   return options;

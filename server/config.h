@@ -96,6 +96,7 @@ struct ServerConfig {
   int pod_reset_ms = 1000;
   int max_waiters = 4096;
   int max_backfill_waiters = 1000;  // scheduler::SchedulerOptions::max_backfill_waiters
+  bool check_invariants = false;    // scheduler::SchedulerOptions::check_invariants
   int64_t executable_cache_mb = 4096;
   int max_execution_threads = 8;
   int max_execution_threads_per_user = 0;  // 0: ExecutionThreadsPerUser's default

@@ -117,6 +117,17 @@ constexpr Setting kSettings[] = {
      .details = "Slurm's `bf_max_job_test`: those further back neither start nor reserve in "
                 "that walk and keep the reason a walk last gave them "
                 "([scheduling](scheduling.md#speed))"},
+    {.key = "check_invariants",
+     .flag = "--check-invariants",
+     .value_name = "BOOL",
+     .kind = K::kBool,
+     .bool_member = &SC::check_invariants,
+     .help = "after every change to the pod's state, check its invariants and stop the server "
+             "on a breach (slow: for soak runs and debugging)",
+     .details = "Every IPU in one state, no IPU in two sessions, the free IPUs exactly those "
+                "idle and held by none, the queue in order. A breach is a bug in ipupodd: it "
+                "writes what broke to stderr and aborts rather than serve a wrong pod. The "
+                "sanitizer builds always check"},
     {.key = "executable_cache_mb",
      .flag = "--executable-cache-mb",
      .value_name = "MB",

@@ -2,8 +2,11 @@
 // load, run and detach through the client library while the server injects
 // seeded random faults, clients vanish mid-session, a hostile user sends
 // requests that must be refused, an admin creates and removes partitions, and
-// the server is killed with SIGKILL and restarted. After every round the
-// invariants are checked and at the end a summary says what ran and what held:
+// the server is killed with SIGKILL and restarted. The server checks the pod's
+// invariants after every change to its state (--check-invariants: a breach
+// aborts it, and the test fails on the dead server). After every round the
+// invariants seen through the API are checked and at the end a summary says
+// what ran and what held:
 //   * no IPU is in two sessions, and a session's IPUs are its partition's;
 //   * every acknowledged partition change survived, nothing else appeared;
 //   * every run that succeeded computed the same outputs;
@@ -104,7 +107,8 @@ tensor::NamedTensors RegressorInputs() {
 class SoakTest : public ::testing::Test {
  protected:
   SoakTest()
-      : server_({}, R"({"random_faults": {"seed": 7, "probability_per_operation": 0.02},
+      : server_({"--check-invariants", "true"},
+                R"({"random_faults": {"seed": 7, "probability_per_operation": 0.02},
                        "reset_ms": {"ipu": 5, "partition": 5, "pod": 5},
                        "session_lease_seconds": 2})") {}
 

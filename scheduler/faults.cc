@@ -2,6 +2,7 @@
 // and only then applied (atomic); its IPUs stay kResetting for the configured
 // wall time, which also serves as the modelled duration.
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -96,6 +97,9 @@ absl::StatusOr<FaultResult> SchedulerImpl::ApplyFaultLocked(int ipu, FaultKind k
         IPUPOD_RETURN_IF_ERROR(store_->PutFailure(StoredFailure{ipu, std::string(reason)}));
       }
       ipus_[ipu].Fail(reason);
+      // A failed IPU leaves its reset: repaired, it may be reset anew, and
+      // only that reset may end it (reset_book.h).
+      resets_.Uncover(ipu);
       result.affected_ipus.push_back(ipu);
       // Its memory is gone, so the session's program is too.
       if (Session* s = sessions_.SessionOf(ipu)) ClearLoadLocked(*s);
@@ -204,7 +208,7 @@ ResetStart SchedulerImpl::StartResetLocked(const IpuMask& scope, RecoveryAction 
     ipus.push_back(i);
   }
   if (ipus.empty()) return std::optional<ResetResult>(ResetResult{});
-  const uint64_t id = next_reset_++;
+  const uint64_t id = resets_.NextId();
   IPUPOD_RETURN_IF_ERROR(timer_.Schedule(time, [this, id] { FinishReset(id); }).status());
   std::set<std::string> sessions;
   for (int i : ipus) {
@@ -225,7 +229,7 @@ ResetStart SchedulerImpl::StartResetLocked(const IpuMask& scope, RecoveryAction 
   }
   spdlog::info("scheduler: {} of IPUs [{}] started", std::string(RecoveryActionName(level)),
                absl::StrJoin(ipus, ","));
-  resets_.emplace(id, std::move(reset));
+  resets_.Add(id, std::move(reset));
   return std::optional<ResetResult>();
 }
 
@@ -248,13 +252,13 @@ void SchedulerImpl::FinishReset(uint64_t reset_id) {
   ResetResult result;
   {
     MutationLock lock(this);
-    auto it = resets_.find(reset_id);
-    if (it == resets_.end()) return;
-    PendingReset reset = std::move(it->second);
-    resets_.erase(it);
-    for (int i : reset.ipus) ipus_[i].EndReset();
-    result = ResetResult{reset.ipus, reset.sessions, reset.simulated_seconds};
-    done = std::move(reset.done);
+    // Only the IPUs it still covers: one that failed meanwhile left it.
+    const IpuMask covered = resets_.CoveredBy(reset_id);
+    std::optional<PendingReset> reset = resets_.Take(reset_id);
+    if (!reset) return;  // dropped by Shutdown
+    for (int i : IpusOf(covered)) ipus_[i].EndReset();
+    result = ResetResult{reset->ipus, reset->sessions, reset->simulated_seconds};
+    done = std::move(reset->done);
     RunQueueLocked();
   }
   if (done) done(result);

@@ -70,21 +70,42 @@ absl::Status CheckWaiters(const SessionTable& sessions, const PartitionTable& pa
   return absl::OkStatus();
 }
 
+// A covered IPU is resetting; while the book is open, a resetting IPU is
+// covered (Close leaves its IPUs kResetting: reset_book.h).
+absl::Status CheckResets(const std::vector<device::Ipu>& ipus, const ResetBook& resets) {
+  for (const device::Ipu& ipu : ipus) {
+    const bool resetting = ipu.state() == IpuState::kResetting;
+    const uint64_t covering = resets.CoveringReset(ipu.id());
+    if (covering != 0 && !resetting) {
+      return absl::InternalError(absl::StrCat("IPU ", ipu.id(), " is covered by reset ", covering,
+                                              " but is ", device::IpuStateName(ipu.state())));
+    }
+    if (covering == 0 && resetting && !resets.closed()) {
+      return absl::InternalError(
+          absl::StrCat("IPU ", ipu.id(), " is resetting but no pending reset covers it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckPodInvariants(const std::vector<device::Ipu>& ipus, const SessionTable& sessions,
-                                const PartitionTable& partitions, const WaitQueue& queue) {
+                                const PartitionTable& partitions, const WaitQueue& queue,
+                                const ResetBook& resets) {
   IPUPOD_RETURN_IF_ERROR(sessions.CheckInvariants());
   IPUPOD_RETURN_IF_ERROR(partitions.CheckInvariants());
   IPUPOD_RETURN_IF_ERROR(queue.CheckInvariants());
+  IPUPOD_RETURN_IF_ERROR(resets.CheckInvariants());
   IPUPOD_RETURN_IF_ERROR(CheckIpus(ipus, sessions));
+  IPUPOD_RETURN_IF_ERROR(CheckResets(ipus, resets));
   IPUPOD_RETURN_IF_ERROR(CheckSessionPools(sessions, partitions));
   return CheckWaiters(sessions, partitions, queue);
 }
 
 absl::Status SchedulerImpl::CheckInvariants() const {
   sync::MutexLock lock(&mu_);
-  return CheckPodInvariants(ipus_, sessions_, partitions_, queue_);
+  return CheckPodInvariants(ipus_, sessions_, partitions_, queue_, resets_);
 }
 
 SchedulerImpl::MutationLock::MutationLock(SchedulerImpl* scheduler) : scheduler_(scheduler) {
@@ -96,7 +117,8 @@ SchedulerImpl::MutationLock::~MutationLock() {
   scheduler_->mu_.AssertHeld();
   if (IPUPOD_DCHECK_IS_ON || scheduler_->options_.check_invariants) {
     IPUPOD_CHECK_OK(CheckPodInvariants(scheduler_->ipus_, scheduler_->sessions_,
-                                       scheduler_->partitions_, scheduler_->queue_))
+                                       scheduler_->partitions_, scheduler_->queue_,
+                                       scheduler_->resets_))
         << "after a change to the pod's state";
   }
   sync::Released(&scheduler_->mu_);

@@ -163,6 +163,7 @@ SchedulerImpl::SchedulerImpl(SchedulerOptions options, StateStore* store, uint64
       partitions_(options_.pod.num_ipus),
       sessions_(options_.pod.num_ipus),
       queue_(options_.max_waiters),
+      resets_(options_.pod.num_ipus),
       // The order reads the current pass; the walks that use it hold mu_.
       walk_priority_{
           [this](const Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return PriorityLocked(w); },
@@ -172,9 +173,11 @@ SchedulerImpl::SchedulerImpl(SchedulerOptions options, StateStore* store, uint64
       decayed_usage_(options_.policy->usage_half_life),
       window_usage_(options_.policy->usage_window),
       // Pending timers are wait timeouts (<= max_waiters), resets (each
-      // holds at least one IPU in kResetting), preemption deadlines (at most
-      // one per session), the periodic priority pass and the ledger write
-      // (at most one pending), so this bound is never reached.
+      // started on at least one IPU no pending reset covered), preemption
+      // deadlines (at most one per session), the periodic priority pass and
+      // the ledger write (at most one pending), so this bound is not reached
+      // but by an admin failing and repairing IPUs mid-reset over and over
+      // (ResetBook::Uncover); the timer then refuses the reset, an error.
       timer_(static_cast<size_t>(options_.max_waiters) + 3 * device::kMaxPodIpus + 2,
              options_.clock) {
   sync::MutexLock lock(&mu_);
@@ -605,10 +608,11 @@ void SchedulerImpl::Shutdown() {
   {
     MutationLock lock(this);
     if (!shutdown_) FinishShutdownLocked();
-    for (auto& [id, reset] : resets_) {
+    // The timer stops below, so no pending reset will finish: their IPUs
+    // stay kResetting and their callers are told.
+    for (PendingReset& reset : resets_.Close()) {
       if (reset.done) dones.push_back(std::move(reset.done));
     }
-    resets_.clear();
   }
   timer_.Stop();  // outside mu_: a running timer callback may be waiting for it
   for (ResetDone& done : dones) {

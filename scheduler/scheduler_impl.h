@@ -5,7 +5,8 @@
 //   scheduler.cc   creation, restore, views, the queue pass, shutdown
 //   sessions.cc    attach, release, detach, sessions' health
 //   partitions.cc  partitions
-//   faults.cc      faults, resets, repair, random faults
+//   faults.cc      faults, resets, repair, random faults (the pending
+//                  resets are a part, ResetBook)
 //   operations.cc  session operations and load accounting (ExecutionService)
 //   sharing.cc     the sharing policy at work: usage charged, priorities,
 //                  limits, shares, the usage ledger's records
@@ -14,7 +15,8 @@
 // Its state is held in parts that each own their data and invariants and are
 // read and tested alone: SessionTable (session_table.h: sessions, their
 // tickets, which session holds each IPU), PartitionTable (partition_table.h:
-// partitions, which partition each IPU is in) and WaitQueue (wait_queue.h).
+// partitions, which partition each IPU is in), ResetBook (reset_book.h: the
+// pending resets, which reset covers each IPU) and WaitQueue (wait_queue.h).
 // SchedulerImpl keeps the lock, the IPUs and the orchestration between them;
 // CheckPodInvariants states what holds across the parts.
 //
@@ -49,6 +51,7 @@
 #include "scheduler/accounting/ledger.h"
 #include "scheduler/allocator.h"
 #include "scheduler/partition_table.h"
+#include "scheduler/reset_book.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/session_table.h"
 #include "scheduler/sharing/policy.h"
@@ -80,13 +83,6 @@ struct LedgerOp {
 struct Holdings {
   absl::flat_hash_map<std::string, int> ipus;
   absl::flat_hash_map<std::string, int> jobs;
-};
-
-struct PendingReset {
-  std::vector<int> ipus;
-  std::vector<std::string> sessions;
-  double simulated_seconds = 0;
-  ResetDone done;  // empty for automatic resets
 };
 
 // What one walk of the queue found (scheduler.cc, WalkQueueLocked): the
@@ -460,15 +456,14 @@ class SchedulerImpl final : public Scheduler {
   PartitionTable partitions_ ABSL_GUARDED_BY(mu_);
   SessionTable sessions_ ABSL_GUARDED_BY(mu_);
   WaitQueue queue_ ABSL_GUARDED_BY(mu_);
+  ResetBook resets_ ABSL_GUARDED_BY(mu_);
   // The queue's order: priorities of the current pass (sharing.cc).
   mutable PriorityPass pass_ ABSL_GUARDED_BY(mu_);
   const WalkPriority walk_priority_;
   uint64_t next_walk_ ABSL_GUARDED_BY(mu_) = 1;
   RecordedWalk last_walk_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, PendingReset> resets_ ABSL_GUARDED_BY(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_reset_ ABSL_GUARDED_BY(mu_) = 1;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> ended_sessions_ ABSL_GUARDED_BY(mu_);  // for on_session_ended
@@ -493,17 +488,20 @@ class SchedulerImpl final : public Scheduler {
 };
 
 // OK, or INTERNAL naming the first broken invariant of the pod's state: each
-// part's own (SessionTable, PartitionTable, WaitQueue::CheckInvariants), and
-// those between them and the IPUs:
+// part's own (SessionTable, PartitionTable, WaitQueue, ResetBook
+// CheckInvariants), and those between them and the IPUs:
 //   * an IPU is attached exactly when a session holds it, and allocatable
 //     exactly when it is idle and no session holds it (so the free mask is
 //     the idle IPUs not held);
+//   * an IPU a pending reset covers is kResetting, and while the book is
+//     open (until Shutdown) every kResetting IPU is covered by one;
 //   * a session's block lies in its partition, or, for the free pool, in no
 //     partition; every waiter's partition exists;
 //   * no waiter's ticket is also a session's.
 // A pure function of its arguments, so a test can feed it a broken state.
 absl::Status CheckPodInvariants(const std::vector<device::Ipu>& ipus, const SessionTable& sessions,
-                                const PartitionTable& partitions, const WaitQueue& queue);
+                                const PartitionTable& partitions, const WaitQueue& queue,
+                                const ResetBook& resets);
 
 // FAILED_PRECONDITION naming every stored partition that overlaps another, is
 // misaligned or does not fit `pod`, and every failure outside it.

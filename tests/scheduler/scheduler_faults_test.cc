@@ -201,6 +201,32 @@ TEST_F(FaultsTest, RepairOfAnAttachedIpuNeedsALoad) {
   EXPECT_TRUE(v->needs_load);
 }
 
+// An IPU that fails mid-reset leaves that reset (scheduler/reset_book.h):
+// repaired and reset again, it stays resetting until the new reset ends, not
+// the old one; the old one still reports it.
+TEST_F(FaultsTest, AnIpuFailedMidResetIsEndedOnlyByItsNextReset) {
+  SchedulerOptions o = Options();
+  o.ipu_reset_time = absl::Seconds(1);
+  Start(o);
+  auto first = ResetSink::Make();
+  sched_->ResetIpu(admin_, 0, ResetSink::Callback(first));
+  EXPECT_EQ(StateOf(0), IpuState::kResetting);
+  MustFault(0, FaultKind::kUnrecoverable);
+  EXPECT_EQ(StateOf(0), IpuState::kFailed);
+  ASSERT_TRUE(sched_->RepairIpu(admin_, 0).ok());
+  EXPECT_EQ(StateOf(0), IpuState::kIdle);
+  absl::SleepFor(absl::Milliseconds(500));  // the second ends well after the first
+  auto second = ResetSink::Make();
+  sched_->ResetIpu(admin_, 0, ResetSink::Callback(second));
+  absl::StatusOr<ResetResult> r = first->Wait();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->reset_ipus, ElementsAre(0));
+  EXPECT_FALSE(second->HasCompleted());
+  EXPECT_EQ(StateOf(0), IpuState::kResetting);
+  EXPECT_TRUE(second->Wait().ok());
+  EXPECT_EQ(StateOf(0), IpuState::kIdle);
+}
+
 TEST_F(FaultsTest, GetSessionReportsTheMostSevereFault) {
   Handle h = MustAttach(alice_, Req(4));
   MustFault(0, FaultKind::kIpuReset);

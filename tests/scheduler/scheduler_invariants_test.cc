@@ -21,11 +21,14 @@ struct Pod {
   SessionTable sessions{kIpus};
   PartitionTable partitions{kIpus};
   WaitQueue queue{8};
+  ResetBook resets{kIpus};
   uint64_t sequence = 0;
   Pod() {
     for (int i = 0; i < kIpus; ++i) ipus.emplace_back(i);
   }
-  absl::Status Check() const { return CheckPodInvariants(ipus, sessions, partitions, queue); }
+  absl::Status Check() const {
+    return CheckPodInvariants(ipus, sessions, partitions, queue, resets);
+  }
   // A session as GrantLocked makes it: its IPUs attached.
   void Grant(const std::string& id, Block block, const std::string& partition = "") {
     Session s;
@@ -109,6 +112,24 @@ TEST(PodInvariantsTest, EachPartsOwnInvariantsAreChecked) {
   pod.Grant("s1", Block{0, 4});
   pod.sessions.Find("s1")->block = Block{4, 4};
   ExpectBroken(pod.Check(), "recorded held");
+}
+
+TEST(PodInvariantsTest, ACoveredIpuThatIsNotResettingFails) {
+  Pod pod;
+  pod.resets.Add(pod.resets.NextId(), PendingReset{{2}, {}, 1, nullptr});
+  ExpectBroken(pod.Check(), "IPU 2 is covered by reset 1 but is idle");
+  ASSERT_TRUE(pod.ipus[2].BeginReset(RecoveryAction::kIpuReset).ok());
+  EXPECT_EQ(pod.Check(), absl::OkStatus());
+}
+
+// Until the book closes (Shutdown), a resetting IPU belongs to a reset that
+// will end it; after, it may stay resetting with none.
+TEST(PodInvariantsTest, AResettingIpuNoResetCoversFailsWhileTheBookIsOpen) {
+  Pod pod;
+  ASSERT_TRUE(pod.ipus[5].BeginReset(RecoveryAction::kIpuReset).ok());
+  ExpectBroken(pod.Check(), "IPU 5 is resetting but no pending reset covers it");
+  EXPECT_TRUE(pod.resets.Close().empty());
+  EXPECT_EQ(pod.Check(), absl::OkStatus());
 }
 
 // A real scheduler keeps them through attach, queueing, partitions, faults,

@@ -30,7 +30,7 @@ status=0
 for t in "${targets[@]}"; do
   mkdir -p "$dir/fuzz-corpus/$t" "$dir/fuzz-artifacts/$t"
   echo "== $t: ${seconds} s"
-  if ! "$dir/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=256 \
+  if ! "$dir/tools/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=256 \
       -timeout=25 -print_final_stats=1 -artifact_prefix="$dir/fuzz-artifacts/$t/" \
       "$dir/fuzz-corpus/$t" "tools/fuzz/corpus/$t" 2>"$dir/fuzz-artifacts/$t/log.txt"; then
     echo "== $t: FAILED; see $dir/fuzz-artifacts/$t/ (log.txt and the input)"
